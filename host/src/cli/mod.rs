@@ -1,0 +1,53 @@
+//! The `dragon` command: a policy author's local harness.
+
+mod policy;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Dragon: a Kubernetes scheduler for distributed deep-learning training whose
+/// policy is a hot-swappable WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "dragon", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a policy component or run one scheduling round with it.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+}
+
+impl Cli {
+    /// Run the chosen subcommand.
+    ///
+    /// # Errors
+    /// Whatever the subcommand reports; `main` prints the cause chain.
+    pub fn run(self) -> Result<()> {
+        match self.command {
+            Command::Policy(cmd) => cmd.run(),
+        }
+    }
+}
+
+/// Settings given as inline JSON (starting with `{`) or a path to a JSON file.
+pub(crate) fn read_settings(arg: Option<&str>) -> Result<String> {
+    use anyhow::Context;
+    match arg {
+        None => Ok(String::new()),
+        Some(s) if s.trim_start().starts_with('{') => Ok(s.to_string()),
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {path}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

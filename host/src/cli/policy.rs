@@ -1,0 +1,153 @@
+//! `dragon policy check` and `dragon policy run`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use crate::case::Case;
+use crate::framework::{Decision, RecordingIo};
+use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate a policy: print its name, versions, hooks and compile time.
+    #[command(after_help = "Examples:\n  dragon policy check dragon\n  dragon policy check my-policy.wasm --settings '{\"idle_threshold_s\": 30}'")]
+    Check(CheckOpts),
+    /// Run one scheduling round (and one scale step) on a case file.
+    #[command(after_help = "Examples:\n  dragon policy run dragon --input examples/cases/two-gangs.yaml\n  dragon policy run baseline --input case.yaml --json")]
+    Run(RunOpts),
+}
+
+/// Where the policy comes from and how it is configured.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
+    pub policy: String,
+    /// Policy settings: inline JSON or a JSON file.
+    #[arg(long)]
+    pub settings: Option<String>,
+    /// Per-call deadline, ms.
+    #[arg(long, default_value_t = Limits::default().deadline_ms)]
+    pub deadline_ms: u64,
+    /// Do not use the compiled-policy cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl PolicyArgs {
+    pub(crate) fn load(&self) -> Result<WasmPolicy> {
+        let engine = PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
+        let cache = if self.no_cache { ComponentCache::disabled() } else { ComponentCache::from_env() };
+        let options = LoadOptions {
+            settings: super::read_settings(self.settings.as_deref())?,
+            limits: Limits { deadline_ms: self.deadline_ms, ..Limits::default() },
+            sha256: None,
+        };
+        Ok(WasmPolicy::load(&engine, &cache, &PolicySource::named_or_file(&self.policy), &options)?)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CheckOpts {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunOpts {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The case: nodes, jobs and pods (YAML, or JSON by extension).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PolicyCommand {
+    pub fn run(self) -> Result<()> {
+        match self {
+            PolicyCommand::Check(o) => check(o),
+            PolicyCommand::Run(o) => run(o),
+        }
+    }
+}
+
+fn check(o: CheckOpts) -> Result<()> {
+    let policy = o.policy.load()?;
+    let info = policy.info();
+    if o.json {
+        println!("{}", serde_json::to_string_pretty(info)?);
+        return Ok(());
+    }
+    let hooks: Vec<&str> = info.hooks.iter().map(|h| crate::runtime::hook_name(*h)).collect();
+    println!("policy:            {} {}", info.name, info.version);
+    println!("interface:         dragon:scheduler@{}", info.interface_version);
+    println!("hooks:             {}", hooks.join(", "));
+    println!("source:            {}", info.origin);
+    println!("size:              {} bytes", info.size_bytes);
+    println!("sha256:            {}", info.sha256);
+    println!(
+        "compile:           {:.1} ms{}",
+        info.compile_ms,
+        if info.cached { " (from the compiled-policy cache)" } else { "" }
+    );
+    println!("settings:          {}", if info.settings.is_empty() { "(defaults)" } else { &info.settings });
+    println!("ok");
+    Ok(())
+}
+
+fn run(o: RunOpts) -> Result<()> {
+    let case = Case::load(&o.input)?;
+    let mut sched = case.scheduler().with_context(|| format!("in {}", o.input.display()))?;
+    let now = case.now_ms()?;
+    let policy = o.policy.load()?;
+    let mut io = RecordingIo::default();
+    let mut scaler = RecordingIo::default();
+    let round = sched.schedule_round(now, &policy, &mut io, &mut scaler);
+    let scale = sched.scale_step(now, &policy, &mut scaler);
+    if o.json {
+        let out = serde_json::json!({
+            "policy": policy.info().name,
+            "version": policy.info().version,
+            "now_ms": now,
+            "decisions": round.decisions,
+            "scale": scale,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let info = policy.info();
+    println!("policy {} {} (dragon:scheduler@{}), t = {} s", info.name, info.version, info.interface_version, now as f64 / 1e3);
+    for d in &round.decisions {
+        match d {
+            Decision::Bound { pod, node } => println!("  bind         {pod} -> {node}"),
+            Decision::Admitted { unit, pods, workers, nodes } => {
+                println!("  admitted     {unit}: {pods} pods, {workers} workers, on {nodes} node(s)")
+            }
+            Decision::Waiting { unit, reserved, wait_ms } => {
+                println!("  waiting      {unit}: {reserved} pods reserved, permit waits up to {wait_ms} ms")
+            }
+            Decision::Unschedulable { unit, reason } => println!("  pending      {unit}: {reason}"),
+            Decision::Rejected { unit, reason } => println!("  rejected     {unit}: {reason}"),
+            Decision::BindFailed { unit, pod, reason } => println!("  bind failed  {unit} ({pod}): {reason}"),
+            Decision::PolicyError { unit, error } => println!("  error        {unit}: {error}"),
+            Decision::Resized { unit, workers, reason } => println!("  resized      {unit} -> {workers} workers: {reason}"),
+        }
+    }
+    if round.decisions.is_empty() {
+        println!("  (nothing pending)");
+    }
+    for a in &scale.actions {
+        println!("  scale        {}: {} -> {} workers: {}", a.job, a.from, a.to, a.reason);
+    }
+    for e in &scale.errors {
+        println!("  scale error  {e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,310 @@
+//! The cluster snapshot: nodes, pods with their state, jobs, and per-node
+//! usage kept current incrementally (no per-cycle rebuild).
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::model::{Job, Node, Pod, Resources, Role};
+use crate::runtime::wit;
+
+/// Where a pod stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodState {
+    /// Waiting for a node.
+    Pending,
+    /// Holding room on a node while its gang waits in permit.
+    Reserved(usize),
+    /// Bound to a node.
+    Bound(usize),
+}
+
+impl PodState {
+    /// The node holding the pod's resources, if any.
+    pub fn node(self) -> Option<usize> {
+        match self {
+            PodState::Pending => None,
+            PodState::Reserved(n) | PodState::Bound(n) => Some(n),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PodEntry {
+    pub(crate) pod: Pod,
+    pub(crate) state: PodState,
+    /// Unit id for a pod scheduled on its own.
+    pub(crate) unit_id: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct JobEntry {
+    pub(crate) job: Job,
+    pub(crate) unit_id: u64,
+    pub(crate) started_ms: Option<u64>,
+    pub(crate) scaled_ms: Option<u64>,
+}
+
+/// Bad input from a driver.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("unknown node `{0}`")]
+    UnknownNode(String),
+    #[error("unknown pod `{0}`")]
+    UnknownPod(String),
+    #[error("pod `{pod}` names unknown job `{job}`")]
+    UnknownJob { pod: String, job: String },
+    #[error("duplicate {kind} `{name}`")]
+    Duplicate { kind: &'static str, name: String },
+}
+
+/// Nodes, pods and jobs as the framework sees them.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    nodes: Vec<Node>,
+    /// Nodes removed keep their slot so indices stay stable.
+    gone: Vec<bool>,
+    node_index: HashMap<String, usize>,
+    used: Vec<Resources>,
+    pub(crate) pods: BTreeMap<String, PodEntry>,
+    pub(crate) jobs: BTreeMap<String, JobEntry>,
+    next_unit: u64,
+}
+
+impl Cluster {
+    /// An empty cluster.
+    pub fn new() -> Cluster {
+        Cluster::default()
+    }
+
+    fn unit_id(&mut self) -> u64 {
+        self.next_unit += 1;
+        self.next_unit
+    }
+
+    /// Add a node.
+    ///
+    /// # Errors
+    /// A node of that name already exists.
+    pub fn add_node(&mut self, node: Node) -> Result<usize, ClusterError> {
+        if let Some(&i) = self.node_index.get(&node.name) {
+            if self.gone[i] {
+                self.gone[i] = false;
+                self.nodes[i] = node;
+                return Ok(i);
+            }
+            return Err(ClusterError::Duplicate { kind: "node", name: node.name });
+        }
+        let i = self.nodes.len();
+        self.node_index.insert(node.name.clone(), i);
+        self.nodes.push(node);
+        self.gone.push(false);
+        self.used.push(Resources::default());
+        Ok(i)
+    }
+
+    /// Replace a node's spec (labels, taints, capacity) in place.
+    ///
+    /// # Errors
+    /// The node is unknown.
+    pub fn update_node(&mut self, node: Node) -> Result<(), ClusterError> {
+        let i = self.node_idx(&node.name)?;
+        self.nodes[i] = node;
+        Ok(())
+    }
+
+    /// Remove a node; pods on it become pending again.
+    ///
+    /// # Errors
+    /// The node is unknown.
+    pub fn remove_node(&mut self, name: &str) -> Result<(), ClusterError> {
+        let i = self.node_idx(name)?;
+        self.gone[i] = true;
+        for e in self.pods.values_mut() {
+            if e.state.node() == Some(i) {
+                e.state = PodState::Pending;
+            }
+        }
+        self.used[i] = Resources::default();
+        Ok(())
+    }
+
+    fn node_idx(&self, name: &str) -> Result<usize, ClusterError> {
+        match self.node_index.get(name) {
+            Some(&i) if !self.gone[i] => Ok(i),
+            _ => Err(ClusterError::UnknownNode(name.to_string())),
+        }
+    }
+
+    /// Index of a live node.
+    pub fn node_by_name(&self, name: &str) -> Option<usize> {
+        self.node_idx(name).ok()
+    }
+
+    /// Add or update a job.
+    pub fn upsert_job(&mut self, job: Job) {
+        if let Some(e) = self.jobs.get_mut(&job.name) {
+            e.job = job;
+        } else {
+            let unit_id = self.unit_id();
+            self.jobs.insert(job.name.clone(), JobEntry { job, unit_id, started_ms: None, scaled_ms: None });
+        }
+    }
+
+    /// Record that `job` runs since `ms` (for a snapshot rebuilt from a
+    /// cluster where it already runs).
+    pub fn mark_started(&mut self, job: &str, ms: u64) {
+        if let Some(e) = self.jobs.get_mut(job) {
+            e.started_ms = Some(ms);
+        }
+    }
+
+    /// Remove a job record (its pods are removed separately).
+    pub fn remove_job(&mut self, name: &str) {
+        self.jobs.remove(name);
+    }
+
+    /// Add a pod, pending or already on `node`.
+    ///
+    /// # Errors
+    /// Duplicate key, unknown job or unknown node.
+    pub fn add_pod(&mut self, pod: Pod, node: Option<&str>) -> Result<(), ClusterError> {
+        if self.pods.contains_key(&pod.key) {
+            return Err(ClusterError::Duplicate { kind: "pod", name: pod.key });
+        }
+        if let Some(job) = &pod.job
+            && !self.jobs.contains_key(job)
+        {
+            return Err(ClusterError::UnknownJob { pod: pod.key.clone(), job: job.clone() });
+        }
+        let state = match node {
+            Some(n) => {
+                let i = self.node_idx(n)?;
+                self.used[i] = self.used[i].plus(pod.request);
+                PodState::Bound(i)
+            }
+            None => PodState::Pending,
+        };
+        let unit_id = self.unit_id();
+        self.pods.insert(pod.key.clone(), PodEntry { pod, state, unit_id });
+        Ok(())
+    }
+
+    /// Remove a pod (finished or deleted), freeing its resources.
+    ///
+    /// # Errors
+    /// The pod is unknown.
+    pub fn remove_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
+        let e = self.pods.remove(key).ok_or_else(|| ClusterError::UnknownPod(key.to_string()))?;
+        if let Some(n) = e.state.node() {
+            self.used[n] = self.used[n].minus(e.pod.request);
+        }
+        Ok(e.pod)
+    }
+
+    pub(crate) fn set_state(&mut self, key: &str, state: PodState) {
+        let Some(e) = self.pods.get_mut(key) else { return };
+        if let Some(n) = e.state.node() {
+            self.used[n] = self.used[n].minus(e.pod.request);
+        }
+        if let Some(n) = state.node() {
+            self.used[n] = self.used[n].plus(e.pod.request);
+        }
+        e.state = state;
+    }
+
+    /// Nodes, including removed ones (see [`Cluster::is_live`]).
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Whether node `i` is still in the cluster.
+    pub fn is_live(&self, i: usize) -> bool {
+        !self.gone[i]
+    }
+
+    /// Free resources of node `i` (allocatable − requests of pods on it).
+    pub fn free(&self, i: usize) -> Resources {
+        if self.gone[i] { Resources::default() } else { self.nodes[i].allocatable.minus(self.used[i]) }
+    }
+
+    /// Requests of the pods on node `i`.
+    pub fn used(&self, i: usize) -> Resources {
+        self.used[i]
+    }
+
+    /// A pod and its state.
+    pub fn pod(&self, key: &str) -> Option<(&Pod, PodState)> {
+        self.pods.get(key).map(|e| (&e.pod, e.state))
+    }
+
+    /// All pods with their state, by key.
+    pub fn pods(&self) -> impl Iterator<Item = (&Pod, PodState)> {
+        self.pods.values().map(|e| (&e.pod, e.state))
+    }
+
+    /// A job.
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.get(name).map(|e| &e.job)
+    }
+
+    /// All jobs, by name.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values().map(|e| &e.job)
+    }
+
+    /// When the job was admitted, if it runs.
+    pub fn job_started_ms(&self, name: &str) -> Option<u64> {
+        self.jobs.get(name).and_then(|e| e.started_ms)
+    }
+
+    /// Pods of `job` (any state), by key.
+    pub fn job_pods<'a>(&'a self, job: &'a str) -> impl Iterator<Item = (&'a Pod, PodState)> + 'a {
+        self.pods.values().filter(move |e| e.pod.job.as_deref() == Some(job)).map(|e| (&e.pod, e.state))
+    }
+
+    /// A worker pod beyond its job's current worker count: being removed by
+    /// a scale-down or an admission below the requested size.
+    pub(crate) fn is_surplus(&self, pod: &Pod) -> bool {
+        pod.role == Role::Worker
+            && pod.job.as_ref().and_then(|j| self.jobs.get(j)).is_some_and(|j| pod.index >= j.job.workers)
+    }
+
+    /// Whole-cluster capacity columns for the policy.
+    pub(crate) fn capacity(&self) -> wit::Capacity {
+        let n = self.nodes.len();
+        let mut c = wit::Capacity {
+            alloc_cpu_milli: Vec::with_capacity(n),
+            alloc_memory_mib: Vec::with_capacity(n),
+            alloc_gpus: Vec::with_capacity(n),
+            free_cpu_milli: Vec::with_capacity(n),
+            free_memory_mib: Vec::with_capacity(n),
+            free_gpus: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let (a, f) = if self.gone[i] || self.nodes[i].unschedulable {
+                (Resources::default(), Resources::default())
+            } else {
+                (self.nodes[i].allocatable, self.free(i))
+            };
+            c.alloc_cpu_milli.push(a.cpu_milli);
+            c.alloc_memory_mib.push(a.memory_mib);
+            c.alloc_gpus.push(a.gpus);
+            c.free_cpu_milli.push(f.cpu_milli);
+            c.free_memory_mib.push(f.memory_mib);
+            c.free_gpus.push(f.gpus);
+        }
+        c
+    }
+
+    /// Totals over live nodes: (allocatable, used).
+    pub fn totals(&self) -> (Resources, Resources) {
+        let mut alloc = Resources::default();
+        let mut used = Resources::default();
+        for i in 0..self.nodes.len() {
+            if !self.gone[i] {
+                alloc = alloc.plus(self.nodes[i].allocatable);
+                used = used.plus(self.used[i]);
+            }
+        }
+        (alloc, used)
+    }
+}

@@ -1,0 +1,606 @@
+//! One scheduling round: queue order → pre-filter → built-in filters +
+//! policy filter → score → reserve → permit → bind, with unreserve on any
+//! failure. Gangs are bound together or not at all.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::cluster::{Cluster, PodState};
+use super::filters::{Rejections, candidates, feasible};
+use super::io::{Binder, Scaler};
+use super::model::Role;
+use crate::runtime::{CallError, Failure, Hooks, wit};
+
+/// Framework settings that are not the policy's business.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Longest a gang may wait in permit, whatever the policy asks
+    /// (kube-scheduler caps permit waits at 15 minutes).
+    pub max_permit_wait_ms: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig { max_permit_wait_ms: 15 * 60 * 1000 }
+    }
+}
+
+/// One outcome of a round, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Decision {
+    /// A pod was bound.
+    Bound { pod: String, node: String },
+    /// A gang was admitted (all its pods bound in this round).
+    Admitted { unit: String, pods: u32, workers: u32, nodes: u32 },
+    /// A gang holds reservations and waits in permit.
+    Waiting { unit: String, reserved: u32, wait_ms: u64 },
+    /// A unit could not be placed now.
+    Unschedulable { unit: String, reason: String },
+    /// A gang was rejected by permit (or timed out) and released.
+    Rejected { unit: String, reason: String },
+    /// A bind failed; the gang was released whole.
+    BindFailed { unit: String, pod: String, reason: String },
+    /// The policy failed; the unit stays pending (fail closed).
+    PolicyError { unit: String, error: String },
+    /// An admission below the requested size asked the workload to shrink.
+    Resized { unit: String, workers: u32, reason: String },
+}
+
+/// All outcomes of one round.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RoundReport {
+    /// The round's time, ms.
+    pub now_ms: u64,
+    /// What happened, in order.
+    pub decisions: Vec<Decision>,
+}
+
+impl RoundReport {
+    /// Pods bound in this round.
+    pub fn bound(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.decisions.iter().filter_map(|d| match d {
+            Decision::Bound { pod, node } => Some((pod.as_str(), node.as_str())),
+            _ => None,
+        })
+    }
+}
+
+/// A gang holding reservations while permit waits.
+#[derive(Debug, Clone)]
+struct WaitingGang {
+    since_ms: u64,
+    deadline_ms: u64,
+}
+
+/// A unit of scheduling built from the snapshot.
+#[derive(Debug, Clone)]
+struct UnitPlan {
+    /// `job/NAME` or `pod/KEY`.
+    key: String,
+    job: Option<String>,
+    /// Pending pods, in placement order.
+    pods: Vec<String>,
+    wit: wit::Unit,
+}
+
+/// The framework: a snapshot plus the state that lives between rounds
+/// (gangs waiting in permit, the times scaling looks at).
+#[derive(Debug, Clone, Default)]
+pub struct Scheduler {
+    /// The snapshot drivers keep current.
+    pub cluster: Cluster,
+    config: SchedulerConfig,
+    waiting: BTreeMap<String, WaitingGang>,
+    pub(crate) last_admit_ms: u64,
+    pub(crate) last_scale_down_ms: u64,
+}
+
+fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
+    CallError { policy: policy.info().name.clone(), hook, failure: Failure::InvalidOutput(msg) }
+}
+
+impl Scheduler {
+    /// A framework over `cluster`.
+    pub fn new(cluster: Cluster, config: SchedulerConfig) -> Scheduler {
+        Scheduler { cluster, config, ..Scheduler::default() }
+    }
+
+    /// Gangs currently waiting in permit, by unit key.
+    pub fn waiting_gangs(&self) -> impl Iterator<Item = &str> {
+        self.waiting.keys().map(String::as_str)
+    }
+
+    /// Build the pending units. With gangs, a job's pending pods form one
+    /// unit; without (`permit` not implemented), every pod is its own.
+    fn units(&self, gangs: bool) -> Vec<UnitPlan> {
+        let c = &self.cluster;
+        let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut lone: Vec<&str> = Vec::new();
+        for (key, e) in &c.pods {
+            if e.state != PodState::Pending || c.is_surplus(&e.pod) {
+                continue;
+            }
+            match (&e.pod.job, gangs) {
+                (Some(job), true) => by_job.entry(job.as_str()).or_default().push(key.as_str()),
+                _ => lone.push(key.as_str()),
+            }
+        }
+        let task = |key: &str| {
+            let p = &c.pods[key].pod;
+            wit::Task { role: p.role.to_wit(), index: p.index, request: p.request.to_wit() }
+        };
+        let mut units = Vec::new();
+        for (job, mut pods) in by_job {
+            let je = &c.jobs[job];
+            pods.sort_by_key(|k| {
+                let p = &c.pods[*k].pod;
+                (p.role.placement_rank(), p.index, p.key.clone())
+            });
+            let running = c.job_pods(job).filter(|(_, s)| matches!(s, PodState::Bound(_))).count() as u32;
+            units.push(UnitPlan {
+                key: format!("job/{job}"),
+                job: Some(job.to_string()),
+                wit: wit::Unit {
+                    id: je.unit_id,
+                    arrival_ms: je.job.arrival_ms,
+                    priority: je.job.priority,
+                    gang: true,
+                    tasks: pods.iter().map(|k| task(k)).collect(),
+                    workers: je.job.workers,
+                    min_workers: je.job.min_workers,
+                    max_workers: je.job.max_workers,
+                    running,
+                },
+                pods: pods.iter().map(|k| k.to_string()).collect(),
+            });
+        }
+        for key in lone {
+            let e = &c.pods[key];
+            // A pod of a job scheduled on its own (a policy without gangs)
+            // still tells the policy what job it belongs to.
+            let (workers, min, max) = e
+                .pod
+                .job
+                .as_ref()
+                .and_then(|j| c.jobs.get(j))
+                .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
+                .unwrap_or((0, 0, 0));
+            units.push(UnitPlan {
+                key: format!("pod/{key}"),
+                job: None,
+                wit: wit::Unit {
+                    id: e.unit_id,
+                    arrival_ms: e.pod.arrival_ms,
+                    priority: e.pod.priority,
+                    gang: false,
+                    tasks: vec![task(key)],
+                    workers,
+                    min_workers: min,
+                    max_workers: max,
+                    running: 0,
+                },
+                pods: vec![key.to_string()],
+            });
+        }
+        units
+    }
+
+    /// The policy's queue order, validated; FIFO when the policy does not
+    /// order or fails (the failure is reported).
+    fn order(&self, now_ms: u64, policy: &dyn Hooks, units: &[UnitPlan], report: &mut RoundReport) -> Vec<usize> {
+        let fifo = || {
+            let mut o: Vec<usize> = (0..units.len()).collect();
+            o.sort_by_key(|&i| (units[i].wit.arrival_ms, units[i].wit.id));
+            o
+        };
+        if !policy.info().implements(wit::Hook::QueueOrder) {
+            return fifo();
+        }
+        let queued: Vec<wit::Queued> = units
+            .iter()
+            .map(|u| wit::Queued {
+                id: u.wit.id,
+                arrival_ms: u.wit.arrival_ms,
+                priority: u.wit.priority,
+                pods: u.wit.tasks.len() as u32,
+                total: u.wit.tasks.iter().fold(wit::Resources { cpu_milli: 0, memory_mib: 0, gpus: 0 }, |a, t| {
+                    wit::Resources {
+                        cpu_milli: a.cpu_milli.saturating_add(t.request.cpu_milli),
+                        memory_mib: a.memory_mib.saturating_add(t.request.memory_mib),
+                        gpus: a.gpus.saturating_add(t.request.gpus),
+                    }
+                }),
+            })
+            .collect();
+        let result = policy.queue_order(now_ms, &queued).and_then(|order| {
+            let mut seen = vec![false; units.len()];
+            for &i in &order {
+                let i = i as usize;
+                if i >= units.len() || seen[i] {
+                    return Err(invalid(
+                        policy,
+                        "queue-order",
+                        format!("not a permutation of 0..{}: index {i} is out of range or repeated", units.len()),
+                    ));
+                }
+                seen[i] = true;
+            }
+            if order.len() != units.len() {
+                return Err(invalid(
+                    policy,
+                    "queue-order",
+                    format!("{} indices for {} units", order.len(), units.len()),
+                ));
+            }
+            Ok(order.into_iter().map(|i| i as usize).collect())
+        });
+        result.unwrap_or_else(|e| {
+            report.decisions.push(Decision::PolicyError { unit: "(queue)".into(), error: e.to_string() });
+            fifo()
+        })
+    }
+
+    /// Release gangs whose permit wait ran out.
+    fn expire_waits(&mut self, now_ms: u64, report: &mut RoundReport) {
+        let expired: Vec<String> =
+            self.waiting.iter().filter(|(_, w)| now_ms >= w.deadline_ms).map(|(k, _)| k.clone()).collect();
+        for key in expired {
+            self.waiting.remove(&key);
+            self.unreserve_job(&key);
+            report.decisions.push(Decision::Rejected { unit: key, reason: "permit wait timed out".into() });
+        }
+    }
+
+    fn reserved_of(&self, unit_key: &str) -> Vec<String> {
+        let Some(job) = unit_key.strip_prefix("job/") else { return Vec::new() };
+        self.cluster
+            .job_pods(job)
+            .filter(|(_, s)| matches!(s, PodState::Reserved(_)))
+            .map(|(p, _)| p.key.clone())
+            .collect()
+    }
+
+    fn unreserve_job(&mut self, unit_key: &str) {
+        for key in self.reserved_of(unit_key) {
+            self.cluster.set_state(&key, PodState::Pending);
+        }
+    }
+
+    /// Run one scheduling round at `now_ms`.
+    pub fn schedule_round(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        binder: &mut dyn Binder,
+        scaler: &mut dyn Scaler,
+    ) -> RoundReport {
+        let mut report = RoundReport { now_ms, decisions: Vec::new() };
+        self.expire_waits(now_ms, &mut report);
+        let gangs = policy.info().implements(wit::Hook::Permit);
+        let units = self.units(gangs);
+        if units.is_empty() {
+            return report;
+        }
+        for i in self.order(now_ms, policy, &units, &mut report) {
+            self.schedule_unit(now_ms, policy, &units[i], binder, scaler, &mut report);
+        }
+        report
+    }
+
+    fn schedule_unit(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        binder: &mut dyn Binder,
+        scaler: &mut dyn Scaler,
+        report: &mut RoundReport,
+    ) {
+        let info = policy.info();
+        // Pre-filter: skip, or the sizes to try.
+        let mut sizes: Vec<Option<u32>> = vec![None];
+        if info.implements(wit::Hook::PreFilter) {
+            let capacity = self.cluster.capacity();
+            match policy.pre_filter(now_ms, &unit.wit, &capacity) {
+                Ok(wit::PreFilterResult::Skip(reason)) => {
+                    report.decisions.push(Decision::Unschedulable { unit: unit.key.clone(), reason });
+                    return;
+                }
+                Ok(wit::PreFilterResult::Proceed(list)) if !list.is_empty() => {
+                    let w = &unit.wit;
+                    if let Some(bad) = list.iter().find(|&&s| !unit.wit.gang || s < w.min_workers.min(w.workers) || s > w.workers) {
+                        let e = invalid(
+                            policy,
+                            "pre-filter",
+                            format!("size {bad} is outside [{}, {}] (or the unit is not a gang)", w.min_workers, w.workers),
+                        );
+                        report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                        return;
+                    }
+                    sizes = list.into_iter().map(Some).collect();
+                }
+                Ok(wit::PreFilterResult::Proceed(_)) => {}
+                Err(e) => {
+                    report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                    return;
+                }
+            }
+        }
+
+        // Place every pod of the first size that fits entirely.
+        let mut last_reason = String::new();
+        let mut chosen: Option<(Option<u32>, Vec<(String, usize)>)> = None;
+        for size in sizes {
+            match self.place(now_ms, policy, unit, size) {
+                Ok(placed) => {
+                    chosen = Some((size, placed));
+                    break;
+                }
+                Err(PlaceError::Unschedulable(reason)) => last_reason = reason,
+                Err(PlaceError::Policy(e)) => {
+                    report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                    return;
+                }
+            }
+        }
+        let Some((size, placed)) = chosen else {
+            report.decisions.push(Decision::Unschedulable { unit: unit.key.clone(), reason: last_reason });
+            return;
+        };
+
+        if !unit.wit.gang {
+            for (pod, node) in &placed {
+                self.bind_all(unit, &[(pod.clone(), *node)], binder, report);
+            }
+            self.last_admit_ms = now_ms;
+            return;
+        }
+
+        // Permit for the gang: reservations so far plus this round's.
+        let job = unit.job.clone().unwrap_or_default();
+        let reserved = self.reserved_of(&unit.key).len() as u32;
+        let present = self.cluster.job_pods(&job).filter(|(p, _)| !self.cluster.is_surplus(p)).count() as u32;
+        let min_member = self.cluster.job(&job).map(|j| j.min_member).unwrap_or(0);
+        let since = self.waiting.get(&unit.key).map(|w| w.since_ms);
+        let gang = wit::GangState {
+            id: unit.wit.id,
+            reserved: reserved + unit.wit.running,
+            min_member,
+            present,
+            waited_ms: since.map(|s| now_ms.saturating_sub(s)).unwrap_or(0),
+        };
+        let verdict = if info.implements(wit::Hook::Permit) {
+            policy.permit(now_ms, &gang)
+        } else {
+            Ok(wit::PermitResult::Allow)
+        };
+        match verdict {
+            Ok(wit::PermitResult::Allow) => {
+                self.waiting.remove(&unit.key);
+                let all: Vec<(String, usize)> = self
+                    .reserved_of(&unit.key)
+                    .into_iter()
+                    .filter_map(|k| self.cluster.pod(&k).and_then(|(_, s)| s.node()).map(|n| (k, n)))
+                    .collect();
+                if !self.bind_all(unit, &all, binder, report) {
+                    return;
+                }
+                self.last_admit_ms = now_ms;
+                let nodes: std::collections::BTreeSet<usize> = all.iter().map(|(_, n)| *n).collect();
+                let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
+                let admitted_workers = size.unwrap_or(workers);
+                if let Some(e) = self.cluster.jobs.get_mut(&job)
+                    && unit.wit.running == 0
+                {
+                    e.started_ms = Some(now_ms);
+                }
+                report.decisions.push(Decision::Admitted {
+                    unit: unit.key.clone(),
+                    pods: all.len() as u32,
+                    workers: admitted_workers,
+                    nodes: nodes.len() as u32,
+                });
+                if admitted_workers < workers {
+                    self.resize(&job, admitted_workers, unit, scaler, report);
+                }
+            }
+            Ok(wit::PermitResult::Wait(ms)) => {
+                let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang { since_ms: now_ms, deadline_ms: 0 });
+                let cap = w.since_ms.saturating_add(self.config.max_permit_wait_ms);
+                w.deadline_ms = now_ms.saturating_add(ms).min(cap);
+                report.decisions.push(Decision::Waiting {
+                    unit: unit.key.clone(),
+                    reserved: reserved,
+                    wait_ms: w.deadline_ms - now_ms,
+                });
+            }
+            Ok(wit::PermitResult::Reject(reason)) => {
+                self.waiting.remove(&unit.key);
+                self.unreserve_job(&unit.key);
+                report.decisions.push(Decision::Rejected { unit: unit.key.clone(), reason });
+            }
+            Err(e) => {
+                // Fail closed: release the whole gang.
+                self.waiting.remove(&unit.key);
+                self.unreserve_job(&unit.key);
+                report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+            }
+        }
+    }
+
+    /// Shrink a job admitted below its requested size.
+    fn resize(&mut self, job: &str, workers: u32, unit: &UnitPlan, scaler: &mut dyn Scaler, report: &mut RoundReport) {
+        let reason = format!("admitted at {workers} workers (its minimum) because the requested size did not fit");
+        match scaler.scale(job, workers, &reason) {
+            Ok(()) => {
+                if let Some(e) = self.cluster.jobs.get_mut(job) {
+                    e.job.workers = workers;
+                }
+                // The surplus pending workers are being deleted by their controller.
+                let surplus: Vec<String> = self
+                    .cluster
+                    .job_pods(job)
+                    .filter(|(p, s)| *s == PodState::Pending && p.role == Role::Worker && p.index >= workers)
+                    .map(|(p, _)| p.key.clone())
+                    .collect();
+                for key in surplus {
+                    let _ = self.cluster.remove_pod(&key);
+                }
+                report.decisions.push(Decision::Resized { unit: unit.key.clone(), workers, reason });
+            }
+            Err(e) => report.decisions.push(Decision::PolicyError {
+                unit: unit.key.clone(),
+                error: format!("could not shrink the job to {workers} workers after admitting it: {e}"),
+            }),
+        }
+    }
+
+    /// Bind every pod; on a failure, unbind those already bound and release
+    /// the rest, so the gang is never left half bound.
+    fn bind_all(&mut self, unit: &UnitPlan, pods: &[(String, usize)], binder: &mut dyn Binder, report: &mut RoundReport) -> bool {
+        let mut done: Vec<(String, String)> = Vec::new();
+        for (pod, node) in pods {
+            let node_name = self.cluster.nodes()[*node].name.clone();
+            match binder.bind(pod, &node_name) {
+                Ok(()) => {
+                    self.cluster.set_state(pod, PodState::Bound(*node));
+                    done.push((pod.clone(), node_name));
+                }
+                Err(reason) => {
+                    for (p, _) in &done {
+                        if let Err(e) = binder.unbind(p) {
+                            tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
+                        }
+                        self.cluster.set_state(p, PodState::Pending);
+                    }
+                    for (p, _) in pods {
+                        if matches!(self.cluster.pod(p), Some((_, PodState::Reserved(_)))) {
+                            self.cluster.set_state(p, PodState::Pending);
+                        }
+                    }
+                    self.waiting.remove(&unit.key);
+                    report.decisions.push(Decision::BindFailed { unit: unit.key.clone(), pod: pod.clone(), reason });
+                    return false;
+                }
+            }
+        }
+        for (pod, node) in done {
+            report.decisions.push(Decision::Bound { pod, node });
+        }
+        true
+    }
+
+    /// Reserve a node for each pod of `unit` at `size` workers; on failure
+    /// every reservation made here is undone.
+    fn place(&mut self, now_ms: u64, policy: &dyn Hooks, unit: &UnitPlan, size: Option<u32>) -> Result<Vec<(String, usize)>, PlaceError> {
+        let info = policy.info();
+        let keep: Vec<usize> = (0..unit.pods.len())
+            .filter(|&i| {
+                let t = &unit.wit.tasks[i];
+                t.role != wit::Role::Worker || size.is_none_or(|s| t.index < s)
+            })
+            .collect();
+        let mut placement = wit::Placement {
+            unit: wit::Unit { tasks: keep.iter().map(|&i| unit.wit.tasks[i]).collect(), ..unit.wit.clone() },
+            task: 0,
+            now_ms,
+        };
+        // Siblings: pods of the same job already holding a node.
+        let mut siblings: BTreeMap<usize, u32> = BTreeMap::new();
+        if let Some(job) = &unit.job {
+            for (_, s) in self.cluster.job_pods(job) {
+                if let Some(n) = s.node() {
+                    *siblings.entry(n).or_default() += 1;
+                }
+            }
+        }
+        let mut placed: Vec<(String, usize)> = Vec::new();
+        let undo = |this: &mut Scheduler, placed: &[(String, usize)]| {
+            for (k, _) in placed {
+                this.cluster.set_state(k, PodState::Pending);
+            }
+        };
+        for (t, &i) in keep.iter().enumerate() {
+            let key = &unit.pods[i];
+            placement.task = t as u32;
+            let pod = &self.cluster.pods[key].pod;
+            let mut rejections = Rejections::default();
+            let mut index = feasible(&self.cluster, pod, &mut rejections);
+            let live = (0..self.cluster.nodes().len()).filter(|&n| self.cluster.is_live(n)).count();
+            let fail = |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
+                undo(this, placed);
+                let what = if unit.pods.len() > 1 { format!("pod {key} of {}: ", unit.key) } else { String::new() };
+                PlaceError::Unschedulable(format!("{what}{}", rejections.message(live)))
+            };
+            if index.is_empty() {
+                return Err(fail(self, &placed, &rejections));
+            }
+            let mut cands = candidates(&self.cluster, index.clone(), &siblings);
+            if info.implements(wit::Hook::Filter) {
+                let pass = match policy.filter(&placement, &cands) {
+                    Ok(p) if p.len() == index.len() => p,
+                    Ok(p) => {
+                        undo(self, &placed);
+                        return Err(PlaceError::Policy(invalid(
+                            policy,
+                            "filter",
+                            format!("{} results for {} candidates", p.len(), index.len()),
+                        )));
+                    }
+                    Err(e) => {
+                        undo(self, &placed);
+                        return Err(PlaceError::Policy(e));
+                    }
+                };
+                let before = index.len();
+                index = index.into_iter().zip(&pass).filter(|(_, ok)| **ok).map(|(n, _)| n).collect();
+                rejections.add("node(s) rejected by the policy's filter", before - index.len());
+                if index.is_empty() {
+                    return Err(fail(self, &placed, &rejections));
+                }
+                if index.len() != before {
+                    cands = candidates(&self.cluster, index.clone(), &siblings);
+                }
+            }
+            let best = if info.implements(wit::Hook::Score) && index.len() > 1 {
+                let scores = match policy.score(&placement, &cands) {
+                    Ok(s) if s.len() == index.len() => s,
+                    Ok(s) => {
+                        undo(self, &placed);
+                        return Err(PlaceError::Policy(invalid(
+                            policy,
+                            "score",
+                            format!("{} scores for {} candidates", s.len(), index.len()),
+                        )));
+                    }
+                    Err(e) => {
+                        undo(self, &placed);
+                        return Err(PlaceError::Policy(e));
+                    }
+                };
+                // Highest score; ties to the lowest node index (the list is ascending).
+                let mut best = 0;
+                for (j, &s) in scores.iter().enumerate() {
+                    if s > scores[best] {
+                        best = j;
+                    }
+                }
+                index[best] as usize
+            } else {
+                index[0] as usize
+            };
+            self.cluster.set_state(key, PodState::Reserved(best));
+            *siblings.entry(best).or_default() += 1;
+            placed.push((key.clone(), best));
+        }
+        Ok(placed)
+    }
+}
+
+enum PlaceError {
+    Unschedulable(String),
+    Policy(CallError),
+}

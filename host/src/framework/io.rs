@@ -1,0 +1,59 @@
+//! How the framework acts on the cluster: binding pods and scaling jobs.
+
+/// Binds pods to nodes. The shim posts Binding subresources; the simulator
+/// records the placement.
+pub trait Binder {
+    /// Bind `pod` to `node`.
+    ///
+    /// # Errors
+    /// A message saying why the bind failed; the framework releases the gang.
+    fn bind(&mut self, pod: &str, node: &str) -> Result<(), String>;
+
+    /// Undo the bind of a gang member whose siblings could not be bound, so
+    /// the gang is released whole rather than left half running (the shim
+    /// deletes the pod and its controller recreates it pending).
+    ///
+    /// # Errors
+    /// A message saying why the pod could not be released.
+    fn unbind(&mut self, pod: &str) -> Result<(), String>;
+}
+
+/// Changes a job's worker count (a `/scale` subresource in Kubernetes).
+pub trait Scaler {
+    /// Set `job`'s workers to `workers`.
+    ///
+    /// # Errors
+    /// A message saying why the scale could not be applied.
+    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String>;
+}
+
+/// A [`Binder`] and [`Scaler`] that records what it is asked and always
+/// succeeds: for `dragon policy run`, tests and benchmarks.
+#[derive(Debug, Default, Clone)]
+pub struct RecordingIo {
+    /// `(pod, node)` in bind order.
+    pub binds: Vec<(String, String)>,
+    /// Pods unbound.
+    pub unbinds: Vec<String>,
+    /// `(job, workers, reason)` in order.
+    pub scales: Vec<(String, u32, String)>,
+}
+
+impl Binder for RecordingIo {
+    fn bind(&mut self, pod: &str, node: &str) -> Result<(), String> {
+        self.binds.push((pod.to_string(), node.to_string()));
+        Ok(())
+    }
+
+    fn unbind(&mut self, pod: &str) -> Result<(), String> {
+        self.unbinds.push(pod.to_string());
+        Ok(())
+    }
+}
+
+impl Scaler for RecordingIo {
+    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String> {
+        self.scales.push((job.to_string(), workers, reason.to_string()));
+        Ok(())
+    }
+}

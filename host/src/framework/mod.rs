@@ -1,0 +1,17 @@
+//! The scheduling framework: the cycle that calls a policy's hooks over a
+//! cluster snapshot, and the periodic scale step. It knows nothing of
+//! Kubernetes or of simulated time: drivers (the simulator, the shim) feed
+//! the snapshot and supply a [`Binder`] and a [`Scaler`].
+
+mod cluster;
+mod cycle;
+mod filters;
+mod io;
+mod model;
+mod scale;
+
+pub use cluster::{Cluster, ClusterError, PodState};
+pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
+pub use io::{Binder, RecordingIo, Scaler};
+pub use model::{Job, Node, Pod, Resources, Role, Taint, Toleration};
+pub use scale::{ScaleAction, ScaleReport};

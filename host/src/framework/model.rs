@@ -1,0 +1,192 @@
+//! The framework's view of nodes, pods and jobs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::wit;
+
+/// An amount of resources, in the units the WIT interface uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// CPU, millicores.
+    #[serde(default)]
+    pub cpu_milli: u64,
+    /// Memory, MiB.
+    #[serde(default)]
+    pub memory_mib: u64,
+    /// GPUs.
+    #[serde(default)]
+    pub gpus: u32,
+}
+
+impl Resources {
+    /// Sum.
+    pub fn plus(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli),
+            memory_mib: self.memory_mib.saturating_add(o.memory_mib),
+            gpus: self.gpus.saturating_add(o.gpus),
+        }
+    }
+
+    /// Difference, floored at zero.
+    pub fn minus(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_sub(o.cpu_milli),
+            memory_mib: self.memory_mib.saturating_sub(o.memory_mib),
+            gpus: self.gpus.saturating_sub(o.gpus),
+        }
+    }
+
+    /// `self` fits in `free`.
+    pub fn fits_in(self, free: Resources) -> bool {
+        self.cpu_milli <= free.cpu_milli && self.memory_mib <= free.memory_mib && self.gpus <= free.gpus
+    }
+
+    pub(crate) fn to_wit(self) -> wit::Resources {
+        wit::Resources { cpu_milli: self.cpu_milli, memory_mib: self.memory_mib, gpus: self.gpus }
+    }
+}
+
+/// A node taint (only `NoSchedule` and `NoExecute` keep pods off).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: String,
+}
+
+/// A pod's toleration, with Kubernetes' matching rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates everything.
+    #[serde(default)]
+    pub key: String,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default)]
+    pub value: String,
+    /// Empty matches every effect.
+    #[serde(default)]
+    pub effect: String,
+}
+
+impl Toleration {
+    /// Whether this toleration tolerates `taint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if !self.effect.is_empty() && self.effect != taint.effect {
+            return false;
+        }
+        if self.operator == "Exists" {
+            return self.key.is_empty() || self.key == taint.key;
+        }
+        self.key == taint.key && self.value == taint.value
+    }
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub allocatable: Resources,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+}
+
+impl Node {
+    /// A plain schedulable node.
+    pub fn new(name: impl Into<String>, allocatable: Resources) -> Node {
+        Node { name: name.into(), allocatable, labels: BTreeMap::new(), taints: Vec::new(), unschedulable: false }
+    }
+}
+
+/// What a task does in a training job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Parameter server.
+    Ps,
+    /// Worker (worker 0 is the chief).
+    Worker,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+impl Role {
+    pub(crate) fn to_wit(self) -> wit::Role {
+        match self {
+            Role::Ps => wit::Role::Ps,
+            Role::Worker => wit::Role::Worker,
+            Role::Other => wit::Role::Other,
+        }
+    }
+
+    /// Placement order within a gang: workers, then parameter servers (a PS
+    /// follows its workers), then the rest.
+    pub(crate) fn placement_rank(self) -> u8 {
+        match self {
+            Role::Worker => 0,
+            Role::Ps => 1,
+            Role::Other => 2,
+        }
+    }
+}
+
+/// A pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pod {
+    /// Unique key (`namespace/name` in Kubernetes).
+    pub key: String,
+    /// The job (pod group) it belongs to, if any.
+    pub job: Option<String>,
+    pub role: Role,
+    /// Index within its role.
+    pub index: u32,
+    pub request: Resources,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub priority: i32,
+    /// Creation time, ms.
+    pub arrival_ms: u64,
+}
+
+impl Pod {
+    /// A pod with defaults for everything but key and request.
+    pub fn new(key: impl Into<String>, request: Resources) -> Pod {
+        Pod {
+            key: key.into(),
+            job: None,
+            role: Role::Other,
+            index: 0,
+            request,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            priority: 0,
+            arrival_ms: 0,
+        }
+    }
+}
+
+/// A job: a gang of pods (a scheduler-plugins PodGroup) with elastic bounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub name: String,
+    /// Pods needed before any may run (`minMember`).
+    pub min_member: u32,
+    /// Desired workers now.
+    pub workers: u32,
+    /// Elastic bounds on workers.
+    pub min_workers: u32,
+    pub max_workers: u32,
+    pub priority: i32,
+    /// Submission time, ms.
+    pub arrival_ms: u64,
+}

@@ -1,0 +1,205 @@
+//! The periodic scale step: the policy sees running and waiting jobs and free
+//! capacity and returns desired worker counts; the framework checks them
+//! against each job's bounds and applies them through the [`Scaler`].
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::cluster::PodState;
+use super::cycle::Scheduler;
+use super::io::Scaler;
+use super::model::Role;
+use crate::runtime::{CallError, Failure, Hooks, wit};
+
+/// One applied scale change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleAction {
+    /// The job.
+    pub job: String,
+    /// Workers before.
+    pub from: u32,
+    /// Workers after.
+    pub to: u32,
+    /// The policy's reason.
+    pub reason: String,
+}
+
+/// What one scale step did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScaleReport {
+    /// Changes applied, in the policy's order.
+    pub actions: Vec<ScaleAction>,
+    /// Policy or scaler failures (nothing was applied for a failed decision).
+    pub errors: Vec<String>,
+}
+
+impl Scheduler {
+    /// Jobs whose pods all run (admitted and not waiting), in start order.
+    fn running_jobs(&self) -> Vec<(String, wit::RunningJob)> {
+        let c = &self.cluster;
+        let mut out = Vec::new();
+        for (name, e) in &c.jobs {
+            let Some(started) = e.started_ms else { continue };
+            let mut worker_nodes: Vec<(u32, u32)> = Vec::new();
+            let mut ps_nodes = Vec::new();
+            let mut worker_request = None;
+            let mut pending = false;
+            for (p, s) in c.job_pods(name) {
+                if c.is_surplus(p) {
+                    continue;
+                }
+                match s {
+                    PodState::Bound(n) => match p.role {
+                        Role::Worker => {
+                            worker_nodes.push((p.index, n as u32));
+                            worker_request = Some(p.request);
+                        }
+                        Role::Ps => ps_nodes.push(n as u32),
+                        Role::Other => {}
+                    },
+                    _ => pending = true,
+                }
+            }
+            // A job still completing a scale-up is not offered for another.
+            if pending || worker_nodes.is_empty() {
+                continue;
+            }
+            worker_nodes.sort_unstable();
+            out.push((
+                name.clone(),
+                wit::RunningJob {
+                    id: e.unit_id,
+                    arrival_ms: e.job.arrival_ms,
+                    started_ms: started,
+                    scaled_ms: e.scaled_ms.unwrap_or(started),
+                    workers: e.job.workers,
+                    min_workers: e.job.min_workers,
+                    max_workers: e.job.max_workers,
+                    worker_request: worker_request.unwrap_or_default().to_wit(),
+                    worker_nodes: worker_nodes.into_iter().map(|(_, n)| n).collect(),
+                    ps_nodes,
+                },
+            ));
+        }
+        out.sort_by_key(|(name, j)| (j.started_ms, j.id, name.clone()));
+        out
+    }
+
+    /// Jobs not yet admitted, FIFO, as the policy would place them.
+    fn waiting_jobs(&self) -> Vec<wit::WaitingJob> {
+        let c = &self.cluster;
+        let mut out: Vec<wit::WaitingJob> = Vec::new();
+        for (name, e) in &c.jobs {
+            if e.started_ms.is_some() {
+                continue;
+            }
+            let mut pods: Vec<_> =
+                c.job_pods(name).filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p)).map(|(p, _)| p).collect();
+            if pods.is_empty() {
+                continue;
+            }
+            pods.sort_by_key(|p| (p.role.placement_rank(), p.index, p.key.clone()));
+            out.push(wit::WaitingJob {
+                id: e.unit_id,
+                arrival_ms: e.job.arrival_ms,
+                unit: wit::Unit {
+                    id: e.unit_id,
+                    arrival_ms: e.job.arrival_ms,
+                    priority: e.job.priority,
+                    gang: true,
+                    tasks: pods
+                        .iter()
+                        .map(|p| wit::Task { role: p.role.to_wit(), index: p.index, request: p.request.to_wit() })
+                        .collect(),
+                    workers: e.job.workers,
+                    min_workers: e.job.min_workers,
+                    max_workers: e.job.max_workers,
+                    running: 0,
+                },
+            });
+        }
+        out.sort_by_key(|w| (w.arrival_ms, w.id));
+        out
+    }
+
+    /// Run the scale step at `now_ms`.
+    pub fn scale_step(&mut self, now_ms: u64, policy: &dyn Hooks, scaler: &mut dyn Scaler) -> ScaleReport {
+        let mut report = ScaleReport::default();
+        if !policy.info().implements(wit::Hook::Scale) {
+            return report;
+        }
+        let running = self.running_jobs();
+        let input = wit::ScaleInput {
+            now_ms,
+            running: running.iter().map(|(_, j)| j.clone()).collect(),
+            waiting: self.waiting_jobs(),
+            nodes: self.cluster.capacity(),
+            last_admit_ms: self.last_admit_ms,
+            last_scale_down_ms: self.last_scale_down_ms,
+        };
+        let decisions = match policy.scale(&input) {
+            Ok(d) => d,
+            Err(e) => {
+                report.errors.push(e.to_string());
+                return report;
+            }
+        };
+        let mut seen = BTreeSet::new();
+        for d in decisions {
+            let Some((name, job)) = running.iter().find(|(_, j)| j.id == d.id) else {
+                report.errors.push(invalid(policy, format!("decision for job id {} which is not running", d.id)));
+                continue;
+            };
+            if !seen.insert(d.id) {
+                report.errors.push(invalid(policy, format!("two decisions for job {name}")));
+                continue;
+            }
+            // Worker 0 is never removed, whatever the bounds say.
+            let floor = job.min_workers.max(1);
+            if d.workers < floor || d.workers > job.max_workers {
+                report.errors.push(invalid(
+                    policy,
+                    format!("job {name}: {} workers is outside [{floor}, {}]", d.workers, job.max_workers),
+                ));
+                continue;
+            }
+            if d.workers == job.workers {
+                continue;
+            }
+            if let Err(e) = scaler.scale(name, d.workers, &d.reason) {
+                report.errors.push(format!("scaling job {name} to {} workers failed: {e}", d.workers));
+                continue;
+            }
+            self.apply_scale(name, d.workers, now_ms);
+            report.actions.push(ScaleAction { job: name.clone(), from: job.workers, to: d.workers, reason: d.reason });
+        }
+        report
+    }
+
+    /// Record an applied scale in the snapshot: the job's size changes, and
+    /// on a shrink the removed workers' room is free at once (their
+    /// controller deletes them; the driver confirms by removing the pods).
+    fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
+        let Some(e) = self.cluster.jobs.get_mut(job) else { return };
+        let shrink = workers < e.job.workers;
+        e.job.workers = workers;
+        e.scaled_ms = Some(now_ms);
+        if shrink {
+            self.last_scale_down_ms = now_ms;
+            let removed: Vec<String> = self
+                .cluster
+                .job_pods(job)
+                .filter(|(p, _)| p.role == Role::Worker && p.index >= workers)
+                .map(|(p, _)| p.key.clone())
+                .collect();
+            for key in removed {
+                let _ = self.cluster.remove_pod(&key);
+            }
+        }
+    }
+}
+
+fn invalid(policy: &dyn Hooks, msg: String) -> String {
+    CallError { policy: policy.info().name.clone(), hook: "scale", failure: Failure::InvalidOutput(msg) }.to_string()
+}

@@ -1,0 +1,88 @@
+//! A directory of precompiled components, keyed by the component's SHA-256
+//! and the engine's compatibility hash, so a restart does not recompile.
+
+use std::path::{Path, PathBuf};
+
+use wasmtime::component::Component;
+
+use super::engine::PolicyEngine;
+
+/// Where compiled policies are kept. `None` disables caching.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentCache {
+    dir: Option<PathBuf>,
+}
+
+impl ComponentCache {
+    /// A cache in `dir` (created on first write).
+    pub fn at(dir: impl Into<PathBuf>) -> ComponentCache {
+        ComponentCache { dir: Some(dir.into()) }
+    }
+
+    /// No caching: every load compiles.
+    pub fn disabled() -> ComponentCache {
+        ComponentCache { dir: None }
+    }
+
+    /// `$DRAGON_CACHE_DIR`, else `$XDG_CACHE_HOME/dragon`, else
+    /// `~/.cache/dragon`; disabled when none is known.
+    pub fn from_env() -> ComponentCache {
+        if let Some(d) = std::env::var_os("DRAGON_CACHE_DIR") {
+            return ComponentCache::at(d);
+        }
+        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+            return ComponentCache::at(Path::new(&d).join("dragon"));
+        }
+        match std::env::var_os("HOME") {
+            Some(h) => ComponentCache::at(Path::new(&h).join(".cache/dragon")),
+            None => ComponentCache::disabled(),
+        }
+    }
+
+    fn path_for(&self, engine: &PolicyEngine, sha256: &str) -> Option<PathBuf> {
+        let key = format!("{sha256}-{:016x}.cwasm", engine.compatibility_key());
+        self.dir.as_ref().map(|d| d.join(key))
+    }
+
+    /// A compiled component from the cache, or compile `bytes` and store it.
+    /// Returns whether the cache served it. Cache trouble (unwritable
+    /// directory, a stale or corrupt file) never fails a load: it compiles.
+    pub(crate) fn get_or_compile(
+        &self,
+        engine: &PolicyEngine,
+        sha256: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, bool)> {
+        let path = self.path_for(engine, sha256);
+        if let Some(path) = &path
+            && path.exists()
+        {
+            // SAFETY: the file is one this cache wrote with
+            // `precompile_component` for an engine with the same compatibility
+            // hash (it is in the file name); wasmtime re-checks the header.
+            match unsafe { Component::deserialize_file(engine.engine(), path) } {
+                Ok(c) => return Ok((c, true)),
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached policy: {e}"),
+            }
+        }
+        let Some(path) = path else {
+            return Ok((Component::new(engine.engine(), bytes)?, false));
+        };
+        let compiled = engine.engine().precompile_component(bytes)?;
+        if let Err(e) = write_atomically(&path, &compiled) {
+            tracing::debug!(path = %path.display(), "cannot cache compiled policy: {e}");
+        }
+        // SAFETY: `compiled` was produced just now by this engine.
+        let component = unsafe { Component::deserialize(engine.engine(), &compiled)? };
+        Ok((component, false))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

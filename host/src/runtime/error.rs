@@ -1,0 +1,87 @@
+//! Typed errors for loading and calling policies.
+
+use std::fmt;
+
+/// Why a policy could not be loaded. Every message names where the policy
+/// came from (`origin`: a path, a bundled name or `<bytes>`).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read policy {origin}: {cause}")]
+    Read { origin: String, cause: std::io::Error },
+    /// Not WebAssembly at all.
+    #[error("{origin} is not a WebAssembly binary (it does not start with the \\0asm magic)")]
+    NotWasm { origin: String },
+    /// A core module rather than a component.
+    #[error(
+        "{origin} is a core WebAssembly module, not a component: encode it with `wasm-tools component new` \
+         (the README's \"Writing a policy\" shows the build)"
+    )]
+    CoreModule { origin: String },
+    /// wasmtime refused to compile it.
+    #[error("{origin} is not a valid component: {cause}")]
+    Invalid { origin: String, cause: String },
+    /// A component, but not of the policy world.
+    #[error("{origin} is not a Dragon policy: it exports no dragon:scheduler/policy interface (it exports: {exports})")]
+    NotAPolicy { origin: String, exports: String },
+    /// Built against an interface version this host does not speak.
+    #[error(
+        "{origin} was built against dragon:scheduler@{found}, but this host supports dragon:scheduler@{supported} \
+         (policies must match the major and minor version)"
+    )]
+    Version { origin: String, found: String, supported: String },
+    /// Wants something the host does not give.
+    #[error("{origin} imports {import}, which Dragon does not provide (a policy gets only dragon:scheduler/host.log)")]
+    Import { origin: String, import: String },
+    /// The policy refused its settings.
+    #[error("{origin} ({policy}) refused its settings: {message}")]
+    Settings { origin: String, policy: String, message: String },
+    /// A call made while loading failed.
+    #[error("{origin} failed its load-time check: {cause}")]
+    Smoke { origin: String, cause: CallError },
+    /// The policy's metadata is unusable.
+    #[error("{origin} has invalid metadata: {message}")]
+    Metadata { origin: String, message: String },
+    /// Instantiation failed for another reason.
+    #[error("{origin} could not be instantiated: {cause}")]
+    Instantiate { origin: String, cause: String },
+    /// A pinned digest did not match.
+    #[error("{origin} has SHA-256 {found}, but the configuration pins {expected}")]
+    Digest { origin: String, found: String, expected: String },
+}
+
+/// A call into a policy that did not produce a usable result.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("policy `{policy}` failed in `{hook}`: {failure}")]
+pub struct CallError {
+    /// The policy's name.
+    pub policy: String,
+    /// The hook (WIT function) that failed.
+    pub hook: &'static str,
+    /// What went wrong.
+    pub failure: Failure,
+}
+
+/// The cause of a [`CallError`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Ran past its deadline and was interrupted.
+    Timeout { deadline_ms: u64 },
+    /// Tried to grow memory past the cap.
+    MemoryLimit { bytes: usize },
+    /// Trapped (panic, unreachable, stack overflow, ...).
+    Trap(String),
+    /// Returned something the host cannot use.
+    InvalidOutput(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Timeout { deadline_ms } => write!(f, "timed out after {deadline_ms} ms and was interrupted"),
+            Failure::MemoryLimit { bytes } => write!(f, "hit the memory limit of {bytes} bytes"),
+            Failure::Trap(msg) => write!(f, "trapped: {msg}"),
+            Failure::InvalidOutput(msg) => write!(f, "returned an invalid result: {msg}"),
+        }
+    }
+}

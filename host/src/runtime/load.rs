@@ -1,0 +1,115 @@
+//! Reading and validating a policy component before it is compiled.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::engine::PolicyEngine;
+use super::error::LoadError;
+
+/// The interface version this host implements.
+pub const INTERFACE_VERSION: &str = "0.1.0";
+
+const POLICY_EXPORT: &str = "dragon:scheduler/policy";
+const ALLOWED_IMPORTS: &[&str] = &["dragon:scheduler/host", "dragon:scheduler/types"];
+
+/// Where a policy comes from.
+#[derive(Debug, Clone)]
+pub enum PolicySource {
+    /// A `.wasm` file.
+    File(PathBuf),
+    /// In-memory bytes with a name for messages.
+    Bytes { origin: String, bytes: Vec<u8> },
+}
+
+impl PolicySource {
+    /// A bundled policy (`dragon`, `baseline`) by name, else a file path.
+    pub fn named_or_file(spec: &str) -> PolicySource {
+        match dragon_bundled::by_name(spec) {
+            Some(bytes) if !Path::new(spec).exists() => {
+                PolicySource::Bytes { origin: format!("bundled policy `{spec}`"), bytes: bytes.to_vec() }
+            }
+            _ => PolicySource::File(PathBuf::from(spec)),
+        }
+    }
+
+    /// How messages name this source.
+    pub fn origin(&self) -> String {
+        match self {
+            PolicySource::File(p) => p.display().to_string(),
+            PolicySource::Bytes { origin, .. } => origin.clone(),
+        }
+    }
+
+    pub(crate) fn read(&self) -> Result<Vec<u8>, LoadError> {
+        match self {
+            PolicySource::File(p) => {
+                std::fs::read(p).map_err(|cause| LoadError::Read { origin: p.display().to_string(), cause })
+            }
+            PolicySource::Bytes { bytes, .. } => Ok(bytes.clone()),
+        }
+    }
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Distinguish "not wasm" and "core module" before wasmtime's own message,
+/// which would not tell an operator what to do.
+pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+        return Err(LoadError::NotWasm { origin: origin.to_string() });
+    }
+    // Bytes 6..8 are the layer: 0 for core modules, 1 for components.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule { origin: origin.to_string() });
+    }
+    Ok(())
+}
+
+fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
+    let core = v.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Whether a policy built against `found` can be served by this host.
+pub fn compatible(found: &str) -> bool {
+    match (parse_version(found), parse_version(INTERFACE_VERSION)) {
+        (Some((fmaj, fmin, _)), Some((hmaj, hmin, _))) => fmaj == hmaj && fmin == hmin,
+        _ => false,
+    }
+}
+
+/// Check the component's exports and imports against the policy world and
+/// return the interface version it was built against.
+pub(crate) fn check_world(origin: &str, engine: &PolicyEngine, component: &Component) -> Result<String, LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine.engine()).map(|(n, _)| n.to_string()).collect();
+    let Some(found) = exports.iter().find_map(|name| {
+        let (iface, version) = name.split_once('@').unwrap_or((name.as_str(), ""));
+        (iface == POLICY_EXPORT).then(|| version.to_string())
+    }) else {
+        let listed = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+        return Err(LoadError::NotAPolicy { origin: origin.to_string(), exports: listed });
+    };
+    if !compatible(&found) {
+        let found = if found.is_empty() { "(unversioned)".to_string() } else { found };
+        return Err(LoadError::Version {
+            origin: origin.to_string(),
+            found,
+            supported: INTERFACE_VERSION.to_string(),
+        });
+    }
+    for (name, _) in ty.imports(engine.engine()) {
+        let iface = name.split_once('@').map(|(i, _)| i).unwrap_or(name);
+        let version_ok = name.split_once('@').is_some_and(|(_, v)| compatible(v));
+        if !ALLOWED_IMPORTS.contains(&iface) || !version_ok {
+            return Err(LoadError::Import { origin: origin.to_string(), import: name.to_string() });
+        }
+    }
+    Ok(found)
+}

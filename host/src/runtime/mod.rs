@@ -1,0 +1,20 @@
+//! The wasm side of the host: one shared engine, loading and validating
+//! policy components, per-call limits, and the hot-swappable policy slot.
+
+mod bindings;
+mod cache;
+mod engine;
+mod error;
+mod limits;
+mod load;
+mod policy;
+mod slot;
+
+pub use bindings::wit;
+pub use cache::ComponentCache;
+pub use engine::PolicyEngine;
+pub use error::{CallError, Failure, LoadError};
+pub use limits::Limits;
+pub use load::{INTERFACE_VERSION, PolicySource};
+pub use policy::{Hooks, hook_name, LoadOptions, PolicyInfo, WasmPolicy};
+pub use slot::{PolicySlot, SwapReport};

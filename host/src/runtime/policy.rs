@@ -1,0 +1,385 @@
+//! A loaded policy component and the [`Hooks`] the framework calls.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+use wasmtime::component::HasSelf;
+use wasmtime::{Store, Trap};
+
+use super::bindings::{SchedulingPolicy, SchedulingPolicyPre, dragon, wit};
+use super::cache::ComponentCache;
+use super::engine::{PolicyEngine, TICK};
+use super::error::{CallError, Failure, LoadError};
+use super::limits::{Limiter, Limits};
+use super::load::{PolicySource, check_header, check_world, sha256_hex};
+
+/// The scheduling hooks, as the framework calls them. [`WasmPolicy`] is the
+/// production implementation; tests and benchmarks also run policies natively
+/// through this trait.
+pub trait Hooks {
+    /// Who the policy is.
+    fn info(&self) -> &PolicyInfo;
+    /// See `queue-order` in the WIT file.
+    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError>;
+    /// See `pre-filter` in the WIT file.
+    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError>;
+    /// See `filter` in the WIT file.
+    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError>;
+    /// See `score` in the WIT file.
+    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError>;
+    /// See `permit` in the WIT file.
+    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError>;
+    /// See `scale` in the WIT file.
+    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError>;
+}
+
+/// What is known about a loaded policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyInfo {
+    /// The policy's own name.
+    pub name: String,
+    /// The policy's own version.
+    pub version: String,
+    /// The WIT interface version it was built against.
+    pub interface_version: String,
+    /// Hooks it implements.
+    pub hooks: Vec<wit::Hook>,
+    /// Where it came from.
+    pub origin: String,
+    /// SHA-256 of the component bytes.
+    pub sha256: String,
+    /// Component size in bytes.
+    pub size_bytes: usize,
+    /// Time to compile (or fetch from the cache), ms.
+    pub compile_ms: f64,
+    /// Whether the compiled artifact came from the cache.
+    pub cached: bool,
+    /// Settings it was configured with.
+    pub settings: String,
+}
+
+/// The WIT name of a hook (`queue-order`, `pre-filter`, ...).
+pub fn hook_name(hook: wit::Hook) -> &'static str {
+    match hook {
+        wit::Hook::QueueOrder => "queue-order",
+        wit::Hook::PreFilter => "pre-filter",
+        wit::Hook::Filter => "filter",
+        wit::Hook::Score => "score",
+        wit::Hook::Permit => "permit",
+        wit::Hook::Scale => "scale",
+    }
+}
+
+impl PolicyInfo {
+    /// Whether the policy implements `hook`.
+    pub fn implements(&self, hook: wit::Hook) -> bool {
+        self.hooks.contains(&hook)
+    }
+}
+
+/// How to load a policy.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// JSON settings passed to `configure` (`""` means defaults).
+    pub settings: String,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Refuse the component unless its SHA-256 is this (hex).
+    pub sha256: Option<String>,
+}
+
+pub(crate) struct HostState {
+    limiter: Limiter,
+    policy: String,
+    /// The last error-level line the policy logged in the current call (the
+    /// SDK logs panic messages), to explain a trap.
+    last_error: Option<String>,
+}
+
+impl dragon::scheduler::types::Host for HostState {}
+
+impl dragon::scheduler::host::Host for HostState {
+    fn log(&mut self, level: wit::Level, message: String) {
+        // A policy controls this string: cap it.
+        let mut message = message;
+        if message.len() > 4096 {
+            let mut cut = 4096;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("…");
+        }
+        let policy = self.policy.as_str();
+        match level {
+            wit::Level::Trace => tracing::trace!(policy, "{message}"),
+            wit::Level::Debug => tracing::debug!(policy, "{message}"),
+            wit::Level::Info => tracing::info!(policy, "{message}"),
+            wit::Level::Warn => tracing::warn!(policy, "{message}"),
+            wit::Level::Error => {
+                tracing::error!(policy, "{message}");
+                self.last_error = Some(message);
+            }
+        }
+    }
+}
+
+struct Live {
+    store: Store<HostState>,
+    bindings: SchedulingPolicy,
+}
+
+/// A policy component, compiled, validated and configured, with one reused
+/// instance. A call that fails discards the instance (its state may be
+/// broken); the next call starts a fresh, reconfigured one.
+pub struct WasmPolicy {
+    info: PolicyInfo,
+    engine: PolicyEngine,
+    pre: SchedulingPolicyPre<HostState>,
+    limits: Limits,
+    live: Mutex<Option<Live>>,
+}
+
+fn describe(e: &wasmtime::Error) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => e.to_string(),
+    }
+}
+
+impl WasmPolicy {
+    /// Load, validate, compile (or fetch from `cache`), instantiate and
+    /// configure a policy, and run a smoke call.
+    ///
+    /// # Errors
+    /// A [`LoadError`] naming the source and the cause.
+    pub fn load(
+        engine: &PolicyEngine,
+        cache: &ComponentCache,
+        source: &PolicySource,
+        options: &LoadOptions,
+    ) -> Result<WasmPolicy, LoadError> {
+        let origin = source.origin();
+        let bytes = source.read()?;
+        Self::from_bytes(engine, cache, &origin, &bytes, options)
+    }
+
+    /// [`WasmPolicy::load`] from bytes already in memory.
+    ///
+    /// # Errors
+    /// A [`LoadError`] naming `origin` and the cause.
+    pub fn from_bytes(
+        engine: &PolicyEngine,
+        cache: &ComponentCache,
+        origin: &str,
+        bytes: &[u8],
+        options: &LoadOptions,
+    ) -> Result<WasmPolicy, LoadError> {
+        check_header(origin, bytes)?;
+        let sha256 = sha256_hex(bytes);
+        if let Some(expected) = &options.sha256
+            && !expected.eq_ignore_ascii_case(&sha256)
+        {
+            return Err(LoadError::Digest { origin: origin.into(), found: sha256, expected: expected.clone() });
+        }
+        let started = Instant::now();
+        let (component, cached) = cache
+            .get_or_compile(engine, &sha256, bytes)
+            .map_err(|e| LoadError::Invalid { origin: origin.into(), cause: format!("{e:?}") })?;
+        let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+        let interface_version = check_world(origin, engine, &component)?;
+
+        let mut linker = wasmtime::component::Linker::new(engine.engine());
+        SchedulingPolicy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Instantiate { origin: origin.into(), cause: e.to_string() })?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(SchedulingPolicyPre::new)
+            .map_err(|e| LoadError::Instantiate { origin: origin.into(), cause: format!("{e:?}") })?;
+
+        let mut policy = WasmPolicy {
+            info: PolicyInfo {
+                name: "(loading)".into(),
+                version: String::new(),
+                interface_version,
+                hooks: Vec::new(),
+                origin: origin.into(),
+                sha256,
+                size_bytes: bytes.len(),
+                compile_ms,
+                cached,
+                settings: options.settings.clone(),
+            },
+            engine: engine.clone(),
+            pre,
+            limits: options.limits,
+            live: Mutex::new(None),
+        };
+        let smoke = |cause| LoadError::Smoke { origin: origin.into(), cause };
+        let metadata = policy.call("metadata", |s, b| b.dragon_scheduler_policy().call_metadata(s)).map_err(smoke)?;
+        if metadata.name.trim().is_empty() || metadata.name.len() > 64 {
+            return Err(LoadError::Metadata {
+                origin: origin.into(),
+                message: format!("the name must be 1 to 64 characters, got {:?}", metadata.name),
+            });
+        }
+        policy.info.name = metadata.name;
+        policy.info.version = metadata.version;
+        policy.info.hooks = metadata.hooks;
+        // The first real call instantiates and configures; surface a refusal
+        // of the settings as such rather than as a failed hook.
+        policy.reset();
+        let mut live = policy.instantiate().map_err(smoke)?;
+        let settings = options.settings.clone();
+        let configured = policy.run(&mut live, "configure", |s, b| {
+            b.dragon_scheduler_policy().call_configure(s, &settings)
+        });
+        match configured {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => {
+                return Err(LoadError::Settings { origin: origin.into(), policy: policy.info.name.clone(), message });
+            }
+            Err(e) => return Err(smoke(e)),
+        }
+        *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
+        // Smoke: the cheapest hook on empty input must answer sensibly.
+        let order = policy
+            .call("queue-order", |s, b| b.dragon_scheduler_policy().call_queue_order(s, 0, &[]))
+            .map_err(smoke)?;
+        if !order.is_empty() {
+            return Err(smoke(policy.invalid("queue-order", format!("{} indices for an empty queue", order.len()))));
+        }
+        Ok(policy)
+    }
+
+    /// What is known about this policy.
+    pub fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    fn reset(&self) {
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    pub(crate) fn invalid(&self, hook: &'static str, msg: String) -> CallError {
+        CallError { policy: self.info.name.clone(), hook, failure: Failure::InvalidOutput(msg) }
+    }
+
+    fn new_store(&self) -> Store<HostState> {
+        let state = HostState {
+            limiter: Limiter {
+                memory_bytes: self.limits.memory_bytes,
+                table_elements: self.limits.table_elements,
+                memory_cap_hit: false,
+            },
+            policy: self.info.name.clone(),
+            last_error: None,
+        };
+        let mut store = Store::new(self.engine.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        store
+    }
+
+    fn instantiate(&self) -> Result<Live, CallError> {
+        let mut store = self.new_store();
+        store.set_epoch_deadline(self.deadline_ticks());
+        let bindings = self.pre.instantiate(&mut store).map_err(|e| CallError {
+            policy: self.info.name.clone(),
+            hook: "instantiate",
+            failure: Failure::Trap(describe(&e)),
+        })?;
+        Ok(Live { store, bindings })
+    }
+
+    fn deadline_ticks(&self) -> u64 {
+        (self.limits.deadline_ms / TICK.as_millis() as u64).max(1) + 1
+    }
+
+    /// Run one call on `live` under the limits, classifying any failure.
+    fn run<R>(
+        &self,
+        live: &mut Live,
+        hook: &'static str,
+        f: impl FnOnce(&mut Store<HostState>, &SchedulingPolicy) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        live.store.set_epoch_deadline(self.deadline_ticks());
+        let data = live.store.data_mut();
+        data.limiter.memory_cap_hit = false;
+        data.last_error = None;
+        f(&mut live.store, &live.bindings).map_err(|e| {
+            let data = live.store.data();
+            let failure = if data.limiter.memory_cap_hit {
+                Failure::MemoryLimit { bytes: self.limits.memory_bytes }
+            } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+                Failure::Timeout { deadline_ms: self.limits.deadline_ms }
+            } else {
+                let mut msg = describe(&e);
+                if let Some(said) = &data.last_error {
+                    msg.push_str(&format!(" (policy logged: {said})"));
+                }
+                Failure::Trap(msg)
+            };
+            CallError { policy: self.info.name.clone(), hook, failure }
+        })
+    }
+
+    /// Call a hook on the live instance (creating and configuring one first
+    /// if needed). A failure discards the instance.
+    fn call<R>(
+        &self,
+        hook: &'static str,
+        f: impl FnOnce(&mut Store<HostState>, &SchedulingPolicy) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let mut guard = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            let mut live = self.instantiate()?;
+            if hook != "metadata" {
+                let settings = self.info.settings.clone();
+                let configured = self.run(&mut live, "configure", |s, b| {
+                    b.dragon_scheduler_policy().call_configure(s, &settings)
+                })?;
+                configured.map_err(|msg| self.invalid("configure", format!("settings refused on re-instantiation: {msg}")))?;
+            }
+            *guard = Some(live);
+        }
+        let Some(live) = guard.as_mut() else {
+            unreachable!("instance installed above");
+        };
+        let result = self.run(live, hook, f);
+        if result.is_err() {
+            *guard = None;
+        }
+        result
+    }
+}
+
+impl Hooks for WasmPolicy {
+    fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        self.call("queue-order", |s, b| b.dragon_scheduler_policy().call_queue_order(s, now_ms, units))
+    }
+
+    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+        self.call("pre-filter", |s, b| b.dragon_scheduler_policy().call_pre_filter(s, now_ms, unit, nodes))
+    }
+
+    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        self.call("filter", |s, b| b.dragon_scheduler_policy().call_filter(s, pod, nodes))
+    }
+
+    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        self.call("score", |s, b| b.dragon_scheduler_policy().call_score(s, pod, nodes))
+    }
+
+    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        self.call("permit", |s, b| b.dragon_scheduler_policy().call_permit(s, now_ms, *gang))
+    }
+
+    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        self.call("scale", |s, b| b.dragon_scheduler_policy().call_scale(s, input))
+    }
+}

@@ -1,0 +1,123 @@
+//! What the default kube-scheduler does, as a Dragon policy: pods one at a
+//! time in arrival order, no gangs (no `permit` hook), the framework's
+//! built-in resource-fit filter, and the default scoring pair
+//! `NodeResourcesFit/LeastAllocated` + `NodeResourcesBalancedAllocation`,
+//! both over CPU and memory with weight 1, as kube-scheduler configures them.
+
+use dragon_policy_sdk::types::*;
+use dragon_policy_sdk::{Policy, export_policy};
+
+/// The kube-scheduler-like baseline.
+#[derive(Debug, Default)]
+pub struct Baseline;
+
+/// Max node score in kube-scheduler (`framework.MaxNodeScore`).
+const MAX_SCORE: u64 = 100;
+
+/// LeastAllocated for one resource: the share left free after the pod, 0–100.
+fn least_allocated(requested: u64, allocatable: u64) -> u64 {
+    if allocatable == 0 || requested > allocatable {
+        return 0;
+    }
+    (allocatable - requested) * MAX_SCORE / allocatable
+}
+
+/// BalancedAllocation over CPU and memory: 100 × (1 − standard deviation of
+/// the two utilisation fractions after the pod).
+fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
+    let frac = |(req, alloc): (u64, u64)| if alloc == 0 { 1.0 } else { (req as f64 / alloc as f64).min(1.0) };
+    let (c, m) = (frac(cpu), frac(mem));
+    let std = (c - m).abs() / 2.0;
+    ((1.0 - std) * MAX_SCORE as f64) as u64
+}
+
+impl Policy for Baseline {
+    fn metadata(&self) -> PolicyInfo {
+        PolicyInfo::new("baseline", env!("CARGO_PKG_VERSION"), &[Hook::QueueOrder, Hook::Score])
+    }
+
+    fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+        let Some(task) = pod.unit.tasks.get(pod.task as usize) else {
+            return vec![0; nodes.index.len()];
+        };
+        let c = &nodes.capacity;
+        (0..nodes.index.len())
+            .map(|i| {
+                let used_cpu = c.alloc_cpu_milli[i].saturating_sub(c.free_cpu_milli[i]) + task.request.cpu_milli;
+                let used_mem = c.alloc_memory_mib[i].saturating_sub(c.free_memory_mib[i]) + task.request.memory_mib;
+                let least = (least_allocated(used_cpu, c.alloc_cpu_milli[i])
+                    + least_allocated(used_mem, c.alloc_memory_mib[i]))
+                    / 2;
+                let bal = balanced((used_cpu, c.alloc_cpu_milli[i]), (used_mem, c.alloc_memory_mib[i]));
+                (least + bal) as u32
+            })
+            .collect()
+    }
+}
+
+export_policy!(Baseline);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cands(free: &[(u64, u64)]) -> Candidates {
+        let n = free.len();
+        Candidates {
+            index: (0..n as u32).collect(),
+            capacity: Capacity {
+                alloc_cpu_milli: vec![10_000; n],
+                alloc_memory_mib: vec![10_000; n],
+                alloc_gpus: vec![4; n],
+                free_cpu_milli: free.iter().map(|f| f.0).collect(),
+                free_memory_mib: free.iter().map(|f| f.1).collect(),
+                free_gpus: vec![4; n],
+            },
+            siblings: vec![0; n],
+        }
+    }
+
+    fn pod(cpu: u64, mem: u64) -> Placement {
+        Placement {
+            unit: Unit {
+                id: 1,
+                arrival_ms: 0,
+                priority: 0,
+                gang: false,
+                tasks: vec![Task { role: Role::Other, index: 0, request: Resources { cpu_milli: cpu, memory_mib: mem, gpus: 0 } }],
+                workers: 0,
+                min_workers: 0,
+                max_workers: 0,
+                running: 0,
+            },
+            task: 0,
+            now_ms: 0,
+        }
+    }
+
+    #[test]
+    fn least_allocated_prefers_the_emptier_node() {
+        let s = Baseline.score(&pod(1_000, 1_000), &cands(&[(2_000, 2_000), (9_000, 9_000)]));
+        assert!(s[1] > s[0], "{s:?}");
+    }
+
+    #[test]
+    fn scores_match_kube_scheduler_arithmetic() {
+        // Empty 10-core/10000-MiB node, pod 1 core / 5000 MiB:
+        // LeastAllocated = (90 + 50) / 2 = 70; fractions 0.1 and 0.5 → std 0.2 → 80.
+        let s = Baseline.score(&pod(1_000, 5_000), &cands(&[(10_000, 10_000)]));
+        assert_eq!(s, vec![150]);
+    }
+
+    #[test]
+    fn balanced_allocation_prefers_even_use_of_cpu_and_memory() {
+        // Both nodes have the same total free share; node 1 ends up balanced.
+        let s = Baseline.score(&pod(1_000, 1_000), &cands(&[(9_000, 5_000), (7_000, 7_000)]));
+        assert!(s[1] > s[0], "{s:?}");
+    }
+
+    #[test]
+    fn the_baseline_has_no_gangs() {
+        assert!(!Baseline.metadata().hooks.contains(&Hook::Permit));
+    }
+}

@@ -1,0 +1,56 @@
+//! Small builders for the unit tests.
+
+use dragon_policy_sdk::types::*;
+
+pub fn capacity(nodes: &[(u64, u64, u32)]) -> Capacity {
+    Capacity {
+        alloc_cpu_milli: nodes.iter().map(|n| n.0).collect(),
+        alloc_memory_mib: nodes.iter().map(|n| n.1).collect(),
+        alloc_gpus: nodes.iter().map(|n| n.2).collect(),
+        free_cpu_milli: nodes.iter().map(|n| n.0).collect(),
+        free_memory_mib: nodes.iter().map(|n| n.1).collect(),
+        free_gpus: nodes.iter().map(|n| n.2).collect(),
+    }
+}
+
+pub fn candidates(nodes: &[(u64, u64, u32)]) -> Candidates {
+    Candidates {
+        index: (0..nodes.len() as u32).collect(),
+        capacity: capacity(nodes),
+        siblings: vec![0; nodes.len()],
+    }
+}
+
+pub fn gpu_worker() -> Resources {
+    Resources { cpu_milli: 4_000, memory_mib: 16_384, gpus: 1 }
+}
+
+pub fn ps() -> Resources {
+    Resources { cpu_milli: 2_000, memory_mib: 8_192, gpus: 0 }
+}
+
+/// Workers by index, then parameter servers: the framework's placement order.
+pub fn job_tasks(ps_count: u32, workers: u32, worker: Resources, ps: Resources) -> Vec<Task> {
+    let mut t: Vec<Task> =
+        (0..workers).map(|index| Task { role: Role::Worker, index, request: worker }).collect();
+    t.extend((0..ps_count).map(|index| Task { role: Role::Ps, index, request: ps }));
+    t
+}
+
+pub fn gang_unit(ps_count: u32, workers: u32, min: u32, max: u32, worker: Resources, ps: Resources) -> Unit {
+    Unit {
+        id: 1,
+        arrival_ms: 0,
+        priority: 0,
+        gang: true,
+        tasks: job_tasks(ps_count, workers, worker, ps),
+        workers,
+        min_workers: min,
+        max_workers: max,
+        running: 0,
+    }
+}
+
+pub fn placement(unit: &Unit, task: u32) -> Placement {
+    Placement { unit: unit.clone(), task, now_ms: 0 }
+}

@@ -1,0 +1,120 @@
+//! DRAGON (NTHU, 2019) as a Dragon policy: gang admission at the requested
+//! worker count or else at `min`, FIFO with skipping, locality-aware
+//! placement, and load-aware scaling. See `shared/design/dragon.md` and the
+//! README's "The DRAGON policy" section for each rule and its source.
+
+mod locality;
+mod scaling;
+mod settings;
+
+use dragon_policy_sdk::types::*;
+use dragon_policy_sdk::{Policy, export_policy};
+
+pub use locality::{Packing, pack};
+pub use settings::Settings;
+
+/// The DRAGON policy.
+#[derive(Debug, Default)]
+pub struct Dragon {
+    settings: Settings,
+}
+
+impl Dragon {
+    /// A policy with the given settings (for native tests and benchmarks).
+    pub fn with_settings(settings: Settings) -> Dragon {
+        Dragon { settings }
+    }
+}
+
+/// The tasks of `unit` at `workers` workers: workers below that index plus
+/// every non-worker task, in the unit's placement order.
+pub fn tasks_at(unit: &Unit, workers: u32) -> Vec<Task> {
+    unit.tasks
+        .iter()
+        .filter(|t| t.role != Role::Worker || t.index < workers)
+        .copied()
+        .collect()
+}
+
+impl Policy for Dragon {
+    fn metadata(&self) -> PolicyInfo {
+        PolicyInfo::new(
+            "dragon",
+            env!("CARGO_PKG_VERSION"),
+            &[Hook::QueueOrder, Hook::PreFilter, Hook::Score, Hook::Permit, Hook::Scale],
+        )
+    }
+
+    fn configure(&mut self, settings: &str) -> Result<(), String> {
+        self.settings = Settings::parse(settings)?;
+        Ok(())
+    }
+
+    // FIFO by submission time: the queue is never reordered by size, only
+    // skipped past (the framework tries every unit in this order).
+    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..units.len() as u32).collect();
+        order.sort_by_key(|&i| (units[i as usize].arrival_ms, units[i as usize].id));
+        order
+    }
+
+    // Admission: the requested worker count first, then `min`. A size is
+    // offered only if the locality packing finds room for every task, so a
+    // gang that cannot fit is skipped with a reason instead of half-placed.
+    fn pre_filter(&self, _now_ms: u64, unit: &Unit, nodes: &Capacity) -> PreFilterResult {
+        if !unit.gang || unit.running > 0 {
+            // A lone pod, or new workers of a running job (a scale-up whose
+            // room the scale step already checked).
+            return PreFilterResult::Proceed(Vec::new());
+        }
+        let mut sizes = vec![unit.workers];
+        if self.settings.admit_at_min && unit.min_workers < unit.workers {
+            sizes.push(unit.min_workers);
+        }
+        let fitting: Vec<u32> = sizes
+            .into_iter()
+            .filter(|&w| pack(&tasks_at(unit, w), nodes).is_some())
+            .collect();
+        if fitting.is_empty() {
+            let need = tasks_at(unit, unit.min_workers.min(unit.workers))
+                .iter()
+                .fold(Resources::ZERO, |acc, t| acc.plus(&t.request));
+            PreFilterResult::Skip(format!(
+                "gang does not fit at {} or {} workers: needs {} GPUs, {} mCPU, {} MiB in total across the free nodes",
+                unit.workers, unit.min_workers, need.gpus, need.cpu_milli, need.memory_mib
+            ))
+        } else {
+            PreFilterResult::Proceed(fitting)
+        }
+    }
+
+    fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+        locality::score(pod, nodes)
+    }
+
+    // Every task of the chosen size is reserved when permit is asked; wait
+    // only for members that do not exist yet, up to the gang timeout.
+    fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
+        if gang.reserved >= gang.min_member {
+            PermitResult::Allow
+        } else if gang.waited_ms >= self.settings.gang_timeout_ms() {
+            PermitResult::Reject(format!(
+                "only {} of {} gang members present after {} s",
+                gang.present,
+                gang.min_member,
+                gang.waited_ms / 1000
+            ))
+        } else {
+            PermitResult::Wait(self.settings.gang_timeout_ms() - gang.waited_ms)
+        }
+    }
+
+    fn scale(&self, input: &ScaleInput) -> Vec<ScaleDecision> {
+        scaling::decide(&self.settings, input)
+    }
+}
+
+export_policy!(Dragon);
+
+#[cfg(test)]
+pub(crate) mod fixtures;

@@ -1,0 +1,214 @@
+//! Load-aware scaling: shrink running jobs when the head of the queue
+//! starves, grow them when the cluster has been idle.
+
+use dragon_policy_sdk::types::*;
+
+use crate::locality::pack;
+use crate::settings::Settings;
+use crate::tasks_at;
+
+/// The scale step: a starvation shrink takes precedence over growth.
+pub fn decide(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
+    if settings.scale_down
+        && let Some(decisions) = shrink_for_starving_head(settings, input)
+    {
+        return decisions;
+    }
+    if settings.scale_up {
+        return grow_when_idle(settings, input);
+    }
+    Vec::new()
+}
+
+/// Shrink running jobs (in running order, never below `min`, never the PS or
+/// worker 0; a StatefulSet-like workload removes the highest-index worker)
+/// until the starving head of the queue fits at its `min`. If even shrinking
+/// every job to its `min` would not make room, shrink nothing: restarts that
+/// help nobody are pure loss.
+fn shrink_for_starving_head(settings: &Settings, input: &ScaleInput) -> Option<Vec<ScaleDecision>> {
+    let head = input.waiting.first()?;
+    let waited = input.now_ms.saturating_sub(head.arrival_ms);
+    if waited < settings.starvation_ms() {
+        return None;
+    }
+    let need = tasks_at(&head.unit, head.unit.min_workers);
+    let mut free = input.nodes.clone();
+    if pack(&need, &free).is_some() {
+        // It already fits at min; the next scheduling round admits it.
+        return None;
+    }
+    let mut decisions = Vec::new();
+    for job in &input.running {
+        let floor = job.min_workers.max(1);
+        let mut workers = job.workers;
+        let mut fits = false;
+        while workers > floor {
+            workers -= 1;
+            if let Some(&node) = job.worker_nodes.get(workers as usize) {
+                let node = node as usize;
+                if node < free.len() {
+                    let r = free.free(node).plus(&job.worker_request);
+                    free.set_free(node, r);
+                }
+            }
+            if pack(&need, &free).is_some() {
+                fits = true;
+                break;
+            }
+        }
+        if workers != job.workers {
+            decisions.push(ScaleDecision {
+                id: job.id,
+                workers,
+                reason: format!(
+                    "starvation: job {} waited {} s (threshold {} s); {} -> {} workers to admit it at its min of {}",
+                    head.id,
+                    waited / 1000,
+                    settings.starvation_threshold_s,
+                    job.workers,
+                    workers,
+                    head.unit.min_workers
+                ),
+            });
+        }
+        if fits {
+            return Some(decisions);
+        }
+    }
+    None
+}
+
+/// Grow running jobs by one worker each, in running order, up to `max`, while
+/// free resources allow, once nothing was admitted or shrunk for the idle
+/// threshold. The new worker's room is checked on the PS node first (growth
+/// prefers the PS node), then anywhere.
+fn grow_when_idle(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
+    if !settings.grow_while_waiting && !input.waiting.is_empty() {
+        return Vec::new();
+    }
+    let last_change = input.last_admit_ms.max(input.last_scale_down_ms);
+    let idle = input.now_ms.saturating_sub(last_change);
+    if idle < settings.idle_ms() {
+        return Vec::new();
+    }
+    let mut free = input.nodes.clone();
+    let mut decisions = Vec::new();
+    for job in &input.running {
+        if job.workers >= job.max_workers {
+            continue;
+        }
+        let req = job.worker_request;
+        let fits = |n: usize, free: &Capacity| n < free.len() && req.fits_in(&free.free(n));
+        let node = job
+            .ps_nodes
+            .iter()
+            .chain(job.worker_nodes.iter())
+            .map(|&n| n as usize)
+            .find(|&n| fits(n, &free))
+            .or_else(|| (0..free.len()).find(|&n| fits(n, &free)));
+        if let Some(n) = node {
+            let r = free.free(n).minus(&req);
+            free.set_free(n, r);
+            decisions.push(ScaleDecision {
+                id: job.id,
+                workers: job.workers + 1,
+                reason: format!(
+                    "idle: nothing admitted or shrunk for {} s (threshold {} s); {} -> {} workers",
+                    idle / 1000,
+                    settings.idle_threshold_s,
+                    job.workers,
+                    job.workers + 1
+                ),
+            });
+        }
+    }
+    decisions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    fn running(id: u64, workers: u32, min: u32, max: u32, worker_nodes: Vec<u32>) -> RunningJob {
+        RunningJob {
+            id,
+            arrival_ms: 0,
+            started_ms: 0,
+            scaled_ms: 0,
+            workers,
+            min_workers: min,
+            max_workers: max,
+            worker_request: gpu_worker(),
+            worker_nodes,
+            ps_nodes: vec![0],
+        }
+    }
+
+    fn input(now_ms: u64, nodes: Capacity, running: Vec<RunningJob>, waiting: Vec<WaitingJob>) -> ScaleInput {
+        ScaleInput { now_ms, running, waiting, nodes, last_admit_ms: 0, last_scale_down_ms: 0 }
+    }
+
+    fn waiting(id: u64, workers: u32, min: u32) -> WaitingJob {
+        let mut unit = gang_unit(1, workers, min, workers, gpu_worker(), ps());
+        unit.id = id;
+        WaitingJob { id, arrival_ms: 0, unit }
+    }
+
+    /// Two 4-GPU nodes, fully used by one 8-worker job.
+    fn full_cluster() -> (Capacity, RunningJob) {
+        let mut nodes = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
+        nodes.free_gpus = vec![0, 0];
+        (nodes, running(7, 8, 2, 8, vec![0, 0, 0, 0, 1, 1, 1, 1]))
+    }
+
+    #[test]
+    fn a_starving_head_shrinks_a_running_job_just_enough_to_fit_at_its_min() {
+        let (nodes, job) = full_cluster();
+        let s = Settings::default();
+        let d = decide(&s, &input(121_000, nodes, vec![job], vec![waiting(9, 4, 2)]));
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].id, d[0].workers), (7, 6), "{d:?}");
+        assert!(d[0].reason.starts_with("starvation"), "{}", d[0].reason);
+    }
+
+    #[test]
+    fn no_shrink_before_the_starvation_threshold() {
+        let (nodes, job) = full_cluster();
+        let d = decide(&Settings::default(), &input(119_000, nodes, vec![job], vec![waiting(9, 4, 2)]));
+        assert!(d.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn shrinking_never_goes_below_min_nor_removes_worker_zero() {
+        let (nodes, mut job) = full_cluster();
+        job.min_workers = 0; // even a zero min keeps worker 0
+        // The waiting job needs 8 GPUs at min: shrinking to one worker frees 7.
+        let d = decide(&Settings::default(), &input(200_000, nodes.clone(), vec![job.clone()], vec![waiting(9, 8, 8)]));
+        assert!(d.is_empty(), "a shrink that cannot make room must not happen: {d:?}");
+        job.min_workers = 6;
+        let d = decide(&Settings::default(), &input(200_000, nodes, vec![job], vec![waiting(9, 4, 3)]));
+        assert!(d.is_empty(), "min 6 leaves 2 GPUs, the head needs 3: {d:?}");
+    }
+
+    #[test]
+    fn idle_cluster_grows_each_job_by_one_worker_per_pass_up_to_max() {
+        let nodes = capacity(&[(32_000, 128_000, 8)]);
+        let jobs = vec![running(1, 2, 1, 3, vec![0, 0]), running(2, 4, 1, 4, vec![0; 4]), running(3, 1, 1, 8, vec![0])];
+        let mut i = input(61_000, nodes, jobs, vec![]);
+        i.nodes.free_gpus = vec![1];
+        let d = decide(&Settings::default(), &i);
+        // Only one GPU is free: the first job in running order gets it; job 2 is at max.
+        assert_eq!(d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(), vec![(1, 3)]);
+    }
+
+    #[test]
+    fn no_growth_while_jobs_wait_or_before_the_idle_threshold() {
+        let nodes = capacity(&[(32_000, 128_000, 8)]);
+        let jobs = vec![running(1, 2, 1, 3, vec![0, 0])];
+        assert!(decide(&Settings::default(), &input(59_000, nodes.clone(), jobs.clone(), vec![])).is_empty());
+        let mut s = Settings::default();
+        s.scale_down = false;
+        assert!(decide(&s, &input(61_000, nodes, jobs, vec![waiting(9, 64, 64)])).is_empty());
+    }
+}

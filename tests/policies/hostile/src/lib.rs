@@ -1,0 +1,153 @@
+//! A policy that misbehaves on purpose, for the host's tests. Settings pick
+//! the fault and the hook: `{"fault": "loop", "hook": "score"}`. With `{}` it
+//! behaves (every hook at its SDK default), so a test can load it first and
+//! then make it misbehave.
+
+use dragon_policy_sdk::types::*;
+use dragon_policy_sdk::{Policy, export_policy, log};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    #[default]
+    None,
+    /// Spin forever.
+    Loop,
+    /// Panic (a trap under `panic = "abort"`).
+    Trap,
+    /// Allocate until something gives.
+    MemoryBomb,
+    /// Recurse until the stack runs out.
+    Recurse,
+    /// Return the wrong number of results, unknown indices, absurd waits.
+    BadOutput,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    #[serde(default)]
+    fault: Fault,
+    /// Which hook misbehaves (`configure` included).
+    #[serde(default)]
+    hook: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Hostile {
+    fault: Fault,
+    hook: String,
+}
+
+#[inline(never)]
+fn recurse(depth: u64, sink: &mut [u64; 16]) -> u64 {
+    sink[(depth % 16) as usize] = depth;
+    let mut local = *sink;
+    local[0] = recurse(depth + 1, &mut local);
+    local[0] ^ sink[1]
+}
+
+impl Hostile {
+    fn strike(&self, hook: &str) {
+        if self.hook != hook {
+            return;
+        }
+        match self.fault {
+            Fault::None | Fault::BadOutput => {}
+            Fault::Loop => {
+                log(Level::Warn, "hostile: looping forever");
+                let mut x: u64 = 0;
+                loop {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            Fault::Trap => panic!("hostile: trap in {hook}"),
+            Fault::MemoryBomb => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            Fault::Recurse => {
+                let mut sink = [0u64; 16];
+                std::hint::black_box(recurse(0, &mut sink));
+            }
+        }
+    }
+
+    fn bad(&self, hook: &str) -> bool {
+        self.hook == hook && self.fault == Fault::BadOutput
+    }
+}
+
+impl Policy for Hostile {
+    fn metadata(&self) -> PolicyInfo {
+        self.strike("metadata");
+        PolicyInfo::new(
+            "hostile",
+            env!("CARGO_PKG_VERSION"),
+            &[Hook::QueueOrder, Hook::PreFilter, Hook::Filter, Hook::Score, Hook::Permit, Hook::Scale],
+        )
+    }
+
+    fn configure(&mut self, settings: &str) -> Result<(), String> {
+        let s: Settings = if settings.trim().is_empty() {
+            Settings::default()
+        } else {
+            serde_json::from_str(settings).map_err(|e| format!("invalid hostile settings: {e}"))?
+        };
+        self.fault = s.fault;
+        self.hook = s.hook;
+        self.strike("configure");
+        Ok(())
+    }
+
+    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+        self.strike("queue-order");
+        if self.bad("queue-order") {
+            return vec![0; units.len() + 1];
+        }
+        (0..units.len() as u32).collect()
+    }
+
+    fn pre_filter(&self, _now_ms: u64, _unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
+        self.strike("pre-filter");
+        if self.bad("pre-filter") {
+            return PreFilterResult::Proceed(vec![u32::MAX]);
+        }
+        PreFilterResult::Proceed(Vec::new())
+    }
+
+    fn filter(&self, _pod: &Placement, nodes: &Candidates) -> Vec<bool> {
+        self.strike("filter");
+        let n = nodes.index.len() + usize::from(self.bad("filter"));
+        vec![true; n]
+    }
+
+    fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+        self.strike("score");
+        let n = nodes.index.len() + usize::from(self.bad("score"));
+        vec![1; n]
+    }
+
+    fn permit(&self, _now_ms: u64, _gang: &GangState) -> PermitResult {
+        self.strike("permit");
+        if self.bad("permit") {
+            return PermitResult::Wait(u64::MAX);
+        }
+        PermitResult::Allow
+    }
+
+    fn scale(&self, input: &ScaleInput) -> Vec<ScaleDecision> {
+        self.strike("scale");
+        if self.bad("scale") {
+            return vec![ScaleDecision { id: u64::MAX, workers: 1_000_000, reason: "hostile".into() }];
+        }
+        let _ = input;
+        Vec::new()
+    }
+}
+
+export_policy!(Hostile);
