@@ -5,6 +5,7 @@
 //! - [`framework`]: the scheduling cycle over a cluster snapshot (queue order
 //!   → pre-filter → filters → score → reserve → permit → bind) and the scale
 //!   step. The simulator and the Kubernetes shim both drive it.
+//! - [`sim`]: the trace-driven cluster simulator (`dragon simulate`, `compare`).
 //! - [`case`]: one-round scheduling cases for `dragon policy run`.
 //! - [`cli`]: the `dragon` command.
 
@@ -12,4 +13,5 @@ pub mod case;
 pub mod cli;
 pub mod framework;
 pub mod runtime;
+pub mod sim;
 pub mod spec;

@@ -1,1 +1,100 @@
-//! Integration tests live in tests/tests/.
+//! Shared helpers for Dragon's integration tests (`tests/tests/*.rs`): a
+//! native adapter that runs a policy's Rust code through the host's
+//! [`Hooks`] trait (for native-vs-wasm conformance), and loaders for the
+//! bundled components.
+
+use dragon_host::runtime::{
+    CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource, WasmPolicy, wit,
+};
+use dragon_policy_sdk::Policy;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Convert between the host's and the SDK's generated types: both are
+/// generated from the same WIT with serde derives, so JSON maps one to the
+/// other field for field.
+pub fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> B {
+    serde_json::from_value(serde_json::to_value(a).expect("serialize")).expect("same WIT shape")
+}
+
+/// A policy run natively (no wasm) behind the host's [`Hooks`] trait.
+pub struct Native<P: Policy> {
+    policy: P,
+    info: PolicyInfo,
+}
+
+impl<P: Policy> Native<P> {
+    /// Configure `P` with `settings` as the host would.
+    pub fn new(settings: &str) -> Native<P> {
+        let mut policy = P::default();
+        policy.configure(settings).expect("settings accepted");
+        let meta = policy.metadata();
+        let info = PolicyInfo {
+            name: meta.name.clone(),
+            version: meta.version.clone(),
+            interface_version: dragon_policy_sdk::INTERFACE_VERSION.into(),
+            hooks: convert(&meta.hooks),
+            origin: "native".into(),
+            sha256: String::new(),
+            size_bytes: 0,
+            compile_ms: 0.0,
+            cached: false,
+            settings: settings.into(),
+        };
+        Native { policy, info }
+    }
+
+    /// The policy value itself.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+}
+
+impl<P: Policy> Hooks for Native<P> {
+    fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        let units: Vec<dragon_policy_sdk::types::Queued> = convert(&units);
+        Ok(self.policy.queue_order(now_ms, &units))
+    }
+    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+        Ok(convert(&self.policy.pre_filter(now_ms, &convert(unit), &convert(nodes))))
+    }
+    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        Ok(self.policy.filter(&convert(pod), &convert(nodes)))
+    }
+    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        Ok(self.policy.score(&convert(pod), &convert(nodes)))
+    }
+    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        Ok(convert(&self.policy.permit(now_ms, &convert(gang))))
+    }
+    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        Ok(convert(&self.policy.scale(&convert(input))))
+    }
+}
+
+/// A fresh engine (each test gets its own epoch ticker).
+pub fn engine() -> PolicyEngine {
+    PolicyEngine::new().expect("engine")
+}
+
+/// Load bundled or test component bytes with `settings` and no cache.
+pub fn load(engine: &PolicyEngine, origin: &str, bytes: &[u8], options: &LoadOptions) -> WasmPolicy {
+    WasmPolicy::from_bytes(engine, &ComponentCache::disabled(), origin, bytes, options)
+        .unwrap_or_else(|e| panic!("loading {origin}: {e}"))
+}
+
+/// Load a bundled policy by name with `settings`.
+pub fn bundled(engine: &PolicyEngine, name: &str, settings: &str) -> WasmPolicy {
+    let options = LoadOptions { settings: settings.into(), ..Default::default() };
+    WasmPolicy::load(engine, &ComponentCache::disabled(), &PolicySource::named_or_file(name), &options)
+        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+/// The hostile test policy configured with `settings`.
+pub fn hostile(engine: &PolicyEngine, settings: &str, options: LoadOptions) -> Result<WasmPolicy, dragon_host::runtime::LoadError> {
+    let options = LoadOptions { settings: settings.into(), ..options };
+    WasmPolicy::from_bytes(engine, &ComponentCache::disabled(), "hostile.wasm", dragon_bundled::test_policies::HOSTILE, &options)
+}

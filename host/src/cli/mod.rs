@@ -1,6 +1,9 @@
 //! The `dragon` command: a policy author's local harness.
 
+mod compare;
 mod policy;
+mod simulate;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -19,6 +22,13 @@ enum Command {
     /// Check a policy component or run one scheduling round with it.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Simulate a policy over a trace of jobs: JCT, waiting, utilization, scaling.
+    Simulate(simulate::SimulateOpts),
+    /// Compare policies over one trace (default: baseline vs dragon on the bundled trace).
+    Compare(compare::CompareOpts),
+    /// Generate, check or show simulator traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
 }
 
 impl Cli {
@@ -29,6 +39,9 @@ impl Cli {
     pub fn run(self) -> Result<()> {
         match self.command {
             Command::Policy(cmd) => cmd.run(),
+            Command::Simulate(o) => o.run(),
+            Command::Compare(o) => o.run(),
+            Command::Trace(cmd) => cmd.run(),
         }
     }
 }

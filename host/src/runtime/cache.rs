@@ -57,10 +57,16 @@ impl ComponentCache {
         if let Some(path) = &path
             && path.exists()
         {
-            // SAFETY: the file is one this cache wrote with
-            // `precompile_component` for an engine with the same compatibility
-            // hash (it is in the file name); wasmtime re-checks the header.
-            match unsafe { Component::deserialize_file(engine.engine(), path) } {
+            // Read into memory rather than `deserialize_file`: a mapped file
+            // truncated by someone else would crash the process (SIGBUS).
+            let loaded = std::fs::read(path).map_err(|e| e.to_string()).and_then(|compiled| {
+                // SAFETY: the bytes are a file this cache wrote with
+                // `precompile_component` for an engine with the same
+                // compatibility hash (it is in the file name); wasmtime checks
+                // the header and refuses anything else.
+                unsafe { Component::deserialize(engine.engine(), &compiled) }.map_err(|e| e.to_string())
+            });
+            match loaded {
                 Ok(c) => return Ok((c, true)),
                 Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached policy: {e}"),
             }

@@ -13,7 +13,10 @@ thread_local! {
 fn with_state<P: Policy, R>(f: impl FnOnce(&mut P) -> R) -> R {
     STATE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let boxed = slot.get_or_insert_with(|| Box::new(P::default()));
+        let boxed = slot.get_or_insert_with(|| {
+            install_panic_logger();
+            Box::new(P::default())
+        });
         // Only one policy type is ever exported per component.
         let policy = boxed
             .downcast_mut::<P>()
@@ -30,4 +33,13 @@ pub fn __policy_call<P: Policy, R>(f: impl FnOnce(&P) -> R) -> R {
 #[doc(hidden)]
 pub fn __policy_call_mut<P: Policy, R>(f: impl FnOnce(&mut P) -> R) -> R {
     with_state::<P, R>(f)
+}
+
+/// With `panic = "abort"` a panic is a bare `unreachable` trap; log the
+/// message first so the host's error can say what went wrong.
+fn install_panic_logger() {
+    #[cfg(target_arch = "wasm32")]
+    std::panic::set_hook(Box::new(|info| {
+        crate::log(crate::types::Level::Error, &format!("panic: {info}"));
+    }));
 }

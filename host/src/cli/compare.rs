@@ -1,0 +1,157 @@
+//! `dragon compare`: several policies over one trace, side by side.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use super::simulate::{SIM_DEADLINE_MS, load_policy, plots, run_with_progress, write};
+use crate::sim::report::{self, Labeled};
+use crate::sim::{DEFAULT_HORIZON_S, SimOptions, Summary, Trace};
+
+#[derive(Debug, Args)]
+#[command(after_help = "With no arguments: the bundled paper-like trace under `baseline` and `dragon`.\n\nExamples:\n  dragon compare\n  dragon compare --trace large --out report/\n  dragon compare --trace my-trace.yaml baseline dragon 'dragon={\"scale_up\": false}'")]
+pub struct CompareOpts {
+    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`.
+    #[arg(long, default_value = "paper")]
+    pub trace: String,
+    /// Policies: `dragon`, `baseline` or a `.wasm` file, each optionally
+    /// `=SETTINGS` (inline JSON or a JSON file). Ratios are against the first.
+    #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
+    pub policies: Vec<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the overlaid plots, report.html, summary.json and per-policy CSVs here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Stop each run after this much simulated time, seconds.
+    #[arg(long, default_value_t = DEFAULT_HORIZON_S)]
+    pub horizon_s: u64,
+    /// Per-call deadline for the policies, ms.
+    #[arg(long, default_value_t = SIM_DEADLINE_MS)]
+    pub deadline_ms: u64,
+    /// Do not use the compiled-policy cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// `dragon` or `dragon={"k": 1}` → (`dragon`, settings).
+fn split(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once('=') {
+        Some((p, s)) if !p.is_empty() => (p, Some(s)),
+        _ => (spec, None),
+    }
+}
+
+fn dir_name(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
+}
+
+impl CompareOpts {
+    pub fn run(self) -> Result<()> {
+        if self.policies.is_empty() {
+            bail!("name at least one policy");
+        }
+        let trace = Trace::load(&self.trace)?;
+        let options = SimOptions { horizon_ms: self.horizon_s.saturating_mul(1000) };
+        let mut runs = Vec::new();
+        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+        for spec in &self.policies {
+            let (name, settings) = split(spec);
+            let policy = load_policy(name, settings, self.deadline_ms, self.no_cache)
+                .with_context(|| format!("policy `{spec}`"))?;
+            let base = policy.info().name.clone();
+            let n = seen.entry(base.clone()).or_insert(0);
+            *n += 1;
+            let label = if *n == 1 { base } else { format!("{base}#{n}") };
+            let run = run_with_progress(&trace, &policy, options, &label);
+            runs.push((label, run));
+        }
+        let summaries: Vec<Summary> = runs.iter().map(|(_, r)| Summary::of(r)).collect();
+        let labeled: Vec<Labeled<'_>> = runs
+            .iter()
+            .zip(&summaries)
+            .map(|((label, run), summary)| Labeled { label: label.clone(), run, summary })
+            .collect();
+
+        if self.json {
+            let first = &summaries[0];
+            let ratio = |a: f64, b: f64| if a == 0.0 { None } else { Some(((b / a) * 1e4).round() / 1e4) };
+            let ratios: Vec<serde_json::Value> = labeled[1..]
+                .iter()
+                .map(|l| {
+                    let s = l.summary;
+                    serde_json::json!({
+                        "policy": l.label,
+                        "against": labeled[0].label,
+                        "avg_jct": ratio(first.avg_jct_s, s.avg_jct_s),
+                        "p50_jct": ratio(first.p50_jct_s, s.p50_jct_s),
+                        "p95_jct": ratio(first.p95_jct_s, s.p95_jct_s),
+                        "avg_wait": ratio(first.avg_wait_s, s.avg_wait_s),
+                        "makespan": ratio(first.makespan_s, s.makespan_s),
+                        "gpu_util": ratio(first.gpu_util, s.gpu_util),
+                        "gpu_alloc": ratio(first.gpu_alloc, s.gpu_alloc),
+                    })
+                })
+                .collect();
+            let runs: Vec<serde_json::Value> = labeled
+                .iter()
+                .map(|l| {
+                    let mut v = serde_json::to_value(l.summary).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("label".into(), serde_json::Value::String(l.label.clone()));
+                    }
+                    v
+                })
+                .collect();
+            let out = serde_json::json!({ "trace": trace.origin, "runs": runs, "ratios": ratios });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("{}", report::comparison_table(&labeled));
+        }
+
+        if let Some(dir) = &self.out {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let mut written = vec![write(dir, "summary.json", &(serde_json::to_string_pretty(&summaries)? + "\n"))?];
+            for l in &labeled {
+                let sub = dir.join(dir_name(&l.label));
+                std::fs::create_dir_all(&sub).with_context(|| format!("cannot create {}", sub.display()))?;
+                written.push(write(&sub, "jobs.csv", &report::jobs_csv(l.run))?);
+                written.push(write(&sub, "timeline.csv", &report::timeline_csv(l.run))?);
+            }
+            let plots = plots(&labeled)?;
+            for (name, _, svg) in &plots {
+                written.push(write(dir, name, svg)?);
+            }
+            let command = format!("dragon compare --trace {} {}", self.trace, self.policies.join(" "));
+            let figures: Vec<(&str, &str)> = plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
+            written.push(write(dir, "report.html", &report::html_report(&labeled, &command, &figures))?);
+            let msg = format!(
+                "wrote {} (open {} in a browser)",
+                written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                dir.join("report.html").display()
+            );
+            if self.json {
+                eprintln!("{msg}");
+            } else {
+                println!("{msg}");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_specs_split_at_the_first_equals_sign() {
+        assert_eq!(split("dragon"), ("dragon", None));
+        assert_eq!(split(r#"dragon={"a": "b=c"}"#), ("dragon", Some(r#"{"a": "b=c"}"#)));
+        assert_eq!(split("=x"), ("=x", None));
+        assert_eq!(dir_name("my policy#2"), "my-policy-2");
+    }
+}

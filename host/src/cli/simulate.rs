@@ -1,0 +1,153 @@
+//! `dragon simulate`: run one policy over a trace.
+
+use std::cell::Cell;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::policy::PolicyArgs;
+use crate::runtime::WasmPolicy;
+use crate::sim::report::{self, Labeled};
+use crate::sim::{DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate};
+
+/// Per-call deadline in simulations. Generous: a call that times out is an
+/// error that depends on the machine, and simulations must be reproducible.
+pub(crate) const SIM_DEADLINE_MS: u64 = 10_000;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/")]
+pub struct SimulateOpts {
+    /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
+    #[arg(long, default_value = "dragon")]
+    pub policy: String,
+    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`.
+    #[arg(long, default_value = "paper")]
+    pub trace: String,
+    /// Policy settings: inline JSON or a JSON file.
+    #[arg(long)]
+    pub settings: Option<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write jobs.csv, timeline.csv, SVG plots, summary.json and report.html here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Stop after this much simulated time, seconds.
+    #[arg(long, default_value_t = DEFAULT_HORIZON_S)]
+    pub horizon_s: u64,
+    /// Per-call deadline for the policy, ms.
+    #[arg(long, default_value_t = SIM_DEADLINE_MS)]
+    pub deadline_ms: u64,
+    /// Do not use the compiled-policy cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// Load a policy for a simulation.
+pub(crate) fn load_policy(policy: &str, settings: Option<&str>, deadline_ms: u64, no_cache: bool) -> Result<WasmPolicy> {
+    PolicyArgs { policy: policy.to_string(), settings: settings.map(str::to_string), deadline_ms, no_cache }.load()
+}
+
+/// Run with a progress bar on stderr once the run takes more than a moment
+/// (never when stderr is not a terminal).
+pub(crate) fn run_with_progress(trace: &Trace, policy: &WasmPolicy, options: SimOptions, label: &str) -> SimRun {
+    let bar = ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} jobs done, simulated {msg}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_string());
+    let started = Instant::now();
+    let shown = Cell::new(false);
+    let terminal = std::io::stderr().is_terminal();
+    let progress = |done: u64, _total: u64, now_ms: u64| {
+        if !shown.get() && terminal && started.elapsed() > Duration::from_millis(400) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            shown.set(true);
+        }
+        if shown.get() {
+            bar.set_position(done);
+            bar.set_message(report::human(now_ms as f64 / 1e3));
+        }
+    };
+    let run = simulate(trace, policy, options, Some(&progress));
+    bar.finish_and_clear();
+    run
+}
+
+/// Write a file, naming it on failure.
+pub(crate) fn write(dir: &Path, name: &str, contents: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The three plots, for `runs` overlaid: `(file name, caption, svg)`.
+pub(crate) fn plots(runs: &[Labeled<'_>]) -> Result<Vec<(&'static str, &'static str, String)>> {
+    Ok(vec![
+        (
+            "gpu_util.svg",
+            "GPU utilization over time: thick lines are GPUs of jobs that train, thin lines all GPUs held (240 time buckets, each averaged).",
+            report::utilization_svg(runs)?,
+        ),
+        (
+            "jct_cdf.svg",
+            "Cumulative distribution of job completion times (unfinished jobs counted up to the end of the run).",
+            report::jct_cdf_svg(runs)?,
+        ),
+        (
+            "queue.svg",
+            "Jobs submitted and not yet started (thick) and jobs holding resources without training: half placed or restarting (thin).",
+            report::queue_svg(runs)?,
+        ),
+    ])
+}
+
+impl SimulateOpts {
+    pub fn run(self) -> Result<()> {
+        let trace = Trace::load(&self.trace)?;
+        let policy = load_policy(&self.policy, self.settings.as_deref(), self.deadline_ms, self.no_cache)?;
+        let options = SimOptions { horizon_ms: self.horizon_s.saturating_mul(1000) };
+        let started = Instant::now();
+        let run = run_with_progress(&trace, &policy, options, &policy.info().name);
+        let wall = started.elapsed();
+        let summary = Summary::of(&run);
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        } else {
+            print!("{}", report::summary_table(&summary, &run));
+            if std::io::stderr().is_terminal() {
+                eprintln!("(simulated in {:.2} s of wall time)", wall.as_secs_f64());
+            }
+        }
+        if let Some(dir) = &self.out {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let labeled = [Labeled { label: summary.policy.clone(), run: &run, summary: &summary }];
+            let mut written = vec![
+                write(dir, "summary.json", &(serde_json::to_string_pretty(&summary)? + "\n"))?,
+                write(dir, "jobs.csv", &report::jobs_csv(&run))?,
+                write(dir, "timeline.csv", &report::timeline_csv(&run))?,
+            ];
+            let plots = plots(&labeled)?;
+            for (name, _, svg) in &plots {
+                written.push(write(dir, name, svg)?);
+            }
+            let mut command = format!("dragon simulate --policy {} --trace {}", self.policy, self.trace);
+            if let Some(s) = &self.settings {
+                command.push_str(&format!(" --settings '{s}'"));
+            }
+            let figures: Vec<(&str, &str)> = plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
+            written.push(write(dir, "report.html", &report::html_report(&labeled, &command, &figures))?);
+            let list: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            if self.json {
+                eprintln!("wrote {}", list.join(", "));
+            } else {
+                println!("wrote {}", list.join(", "));
+            }
+        }
+        Ok(())
+    }
+}

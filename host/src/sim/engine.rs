@@ -1,0 +1,635 @@
+//! The discrete-event loop: arrivals, scheduling rounds, binds, the periodic
+//! scale step, restarts and completions, in integer milliseconds, driving the
+//! host framework ([`Scheduler`]) with the policy exactly as the Kubernetes
+//! shim does. Nothing here iterates a hash map into output: the same trace,
+//! policy and settings give the same run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::trace::Trace;
+use crate::framework::{Binder, Cluster, Decision, Role, Scaler, Scheduler, SchedulerConfig};
+use crate::runtime::{Hooks, wit};
+use crate::spec;
+
+/// How to run.
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Stop here (simulated ms) even if jobs remain.
+    pub horizon_ms: u64,
+}
+
+/// Default horizon: 30 simulated days.
+pub const DEFAULT_HORIZON_S: u64 = 30 * 24 * 3600;
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { horizon_ms: DEFAULT_HORIZON_S * 1000 }
+    }
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub name: String,
+    pub workload: String,
+    pub arrival_ms: u64,
+    /// First moment all its tasks were bound (it began to train).
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    pub requested_workers: u32,
+    pub min_workers: u32,
+    pub max_workers: u32,
+    /// Workers at the end (or when it finished).
+    pub final_workers: u32,
+    pub scale_ups: u32,
+    pub scale_downs: u32,
+    /// Restarts paid (one per scale event of a started job).
+    pub restarts: u32,
+    /// Most nodes its tasks spanned while running.
+    pub max_nodes: u32,
+    /// Time spent holding some but not all of its tasks' resources (half
+    /// placed, doing no work), ms.
+    pub partial_ms: u64,
+}
+
+/// The cluster at one moment (a row of the timeline; it holds until the next).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    pub t_ms: u64,
+    /// GPUs requested by pods holding a node (bound or reserved).
+    pub gpus_allocated: u64,
+    /// GPUs of jobs that are training (all tasks bound, not restarting).
+    pub gpus_busy: u64,
+    /// Jobs submitted and not yet started.
+    pub queued: u32,
+    /// Jobs training.
+    pub running: u32,
+    /// Jobs holding resources without training: partly placed, or restarting.
+    pub stalled: u32,
+    /// Jobs finished.
+    pub done: u32,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct SimRun {
+    /// The policy's name and settings.
+    pub policy: String,
+    pub settings: String,
+    pub trace: String,
+    pub total_gpus: u64,
+    /// When the run ended, ms: the last completion, the start of a
+    /// deadlock, or the horizon.
+    pub end_ms: u64,
+    pub deadlocked: bool,
+    pub horizon_reached: bool,
+    pub jobs: Vec<JobRecord>,
+    pub timeline: Vec<Point>,
+    /// ∫ allocated GPUs dt and ∫ busy GPUs dt over [0, end], GPU·ms.
+    pub gpu_alloc_integral: f64,
+    pub gpu_busy_integral: f64,
+    /// ∫ queued jobs dt, job·ms.
+    pub queue_integral: f64,
+    pub scale_ups: u64,
+    pub scale_downs: u64,
+    /// Gangs admitted below their requested size (at `min`).
+    pub admitted_below_request: u64,
+    pub rounds: u64,
+    pub scale_steps: u64,
+    pub policy_errors: u64,
+    /// The first few policy errors, verbatim.
+    pub policy_error_samples: Vec<String>,
+}
+
+/// A binder and scaler that always succeed: the simulated cluster does
+/// what it is told.
+struct SimIo;
+
+impl Binder for SimIo {
+    fn bind(&mut self, _pod: &str, _node: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn unbind(&mut self, _pod: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Scaler for SimIo {
+    fn scale(&mut self, _job: &str, _workers: u32, _reason: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Future,
+    Active,
+    Done,
+}
+
+#[derive(Debug, Clone)]
+struct JobState {
+    phase: Phase,
+    ps: u32,
+    workers: u32,
+    /// GPUs per worker and of all parameter servers together.
+    worker_gpus: u32,
+    ps_gpus: u32,
+    /// Bound pods → node index.
+    placement: BTreeMap<String, usize>,
+    /// All pods of the current size are bound.
+    full: bool,
+    /// A scale event happened; the job restarts when next fully bound.
+    needs_restart: bool,
+    restart_until: u64,
+    /// Reference ms of work left.
+    remaining: f64,
+    rate: f64,
+    /// When it finishes if nothing changes (valid while `full`).
+    finish_at: u64,
+    /// Since when it is half placed (for `partial_ms`).
+    partial_since: Option<u64>,
+    record: JobRecord,
+}
+
+impl JobState {
+    fn gpus(&self) -> u64 {
+        u64::from(self.ps_gpus) + u64::from(self.workers) * u64::from(self.worker_gpus)
+    }
+
+    fn busy(&self, now: u64) -> bool {
+        self.full && self.restart_until <= now
+    }
+
+    fn partial(&self) -> bool {
+        !self.full && !self.placement.is_empty()
+    }
+
+    fn stalled(&self, now: u64) -> bool {
+        (self.full && self.restart_until > now) || self.partial()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Integrals {
+    alloc: f64,
+    busy: f64,
+    queue: f64,
+}
+
+/// Progress reports for a progress bar: `(jobs done, jobs total, now ms)`.
+pub type Progress<'a> = &'a dyn Fn(u64, u64, u64);
+
+struct Sim<'a> {
+    trace: &'a Trace,
+    policy: &'a dyn Hooks,
+    sched: Scheduler,
+    jobs: Vec<JobState>,
+    by_name: BTreeMap<String, usize>,
+    /// Fully bound, unfinished jobs.
+    full: BTreeSet<usize>,
+    /// Arrived, unfinished jobs.
+    active: BTreeSet<usize>,
+    permit_deadlines: BTreeSet<u64>,
+    now: u64,
+    next_arrival: usize,
+    done: u64,
+    started: u64,
+    integrals: Integrals,
+    /// Integrals and time at the last change (for ending at a deadlock).
+    at_last_change: (u64, Integrals),
+    run: SimRun,
+    touched: BTreeSet<usize>,
+    changed: bool,
+}
+
+/// Simulate `trace` under `policy`.
+pub fn simulate(trace: &Trace, policy: &dyn Hooks, options: SimOptions, progress: Option<Progress<'_>>) -> SimRun {
+    let mut cluster = Cluster::new();
+    for n in &trace.nodes {
+        // Names were checked unique when the trace was validated.
+        let _ = cluster.add_node(n.clone());
+    }
+    let jobs: Vec<JobState> = trace
+        .jobs
+        .iter()
+        .map(|j| {
+            let ps_pods: Vec<_> = j.pods.iter().filter(|p| p.role == Role::Ps).collect();
+            let worker_gpus = j.pods.iter().find(|p| p.role == Role::Worker).map_or(0, |p| p.request.gpus);
+            JobState {
+                phase: Phase::Future,
+                ps: ps_pods.len() as u32,
+                workers: j.job.workers,
+                worker_gpus,
+                ps_gpus: ps_pods.iter().map(|p| p.request.gpus).sum(),
+                placement: BTreeMap::new(),
+                full: false,
+                needs_restart: false,
+                restart_until: 0,
+                remaining: j.work_ms,
+                rate: 0.0,
+                finish_at: u64::MAX,
+                partial_since: None,
+                record: JobRecord {
+                    name: j.name.clone(),
+                    workload: j.workload.clone(),
+                    arrival_ms: j.arrival_ms,
+                    started_ms: None,
+                    finished_ms: None,
+                    requested_workers: j.job.workers,
+                    min_workers: j.job.min_workers,
+                    max_workers: j.job.max_workers,
+                    final_workers: j.job.workers,
+                    scale_ups: 0,
+                    scale_downs: 0,
+                    restarts: 0,
+                    max_nodes: 0,
+                    partial_ms: 0,
+                },
+            }
+        })
+        .collect();
+    let by_name = trace.jobs.iter().enumerate().map(|(i, j)| (j.name.clone(), i)).collect();
+    let info = policy.info();
+    let mut sim = Sim {
+        trace,
+        policy,
+        sched: Scheduler::new(cluster, SchedulerConfig::default()),
+        jobs,
+        by_name,
+        full: BTreeSet::new(),
+        active: BTreeSet::new(),
+        permit_deadlines: BTreeSet::new(),
+        now: 0,
+        next_arrival: 0,
+        done: 0,
+        started: 0,
+        integrals: Integrals::default(),
+        at_last_change: (0, Integrals::default()),
+        run: SimRun {
+            policy: info.name.clone(),
+            settings: info.settings.clone(),
+            trace: trace.origin.clone(),
+            total_gpus: trace.total_gpus(),
+            end_ms: 0,
+            deadlocked: false,
+            horizon_reached: false,
+            jobs: Vec::new(),
+            timeline: Vec::new(),
+            gpu_alloc_integral: 0.0,
+            gpu_busy_integral: 0.0,
+            queue_integral: 0.0,
+            scale_ups: 0,
+            scale_downs: 0,
+            admitted_below_request: 0,
+            rounds: 0,
+            scale_steps: 0,
+            policy_errors: 0,
+            policy_error_samples: Vec::new(),
+        },
+        touched: BTreeSet::new(),
+        changed: false,
+    };
+    sim.main_loop(options, progress);
+    sim.finish()
+}
+
+impl Sim<'_> {
+    fn has_scale(&self) -> bool {
+        self.policy.info().implements(wit::Hook::Scale)
+    }
+
+    fn main_loop(&mut self, options: SimOptions, progress: Option<Progress<'_>>) {
+        let total = self.jobs.len() as u64;
+        let interval = self.trace.scale_interval_ms;
+        let has_scale = self.has_scale();
+        self.record_point();
+        let mut steps: u64 = 0;
+        loop {
+            if self.done == total {
+                self.run.end_ms = self.now;
+                return;
+            }
+            steps += 1;
+            if let Some(report) = progress
+                && steps % 64 == 0
+            {
+                report(self.done, total, self.now);
+            }
+            let arrival = self.trace.jobs.get(self.next_arrival).map(|j| j.arrival_ms);
+            let finish = self.full.iter().map(|&i| self.jobs[i].finish_at).min();
+            let restart_end =
+                self.full.iter().map(|&i| self.jobs[i].restart_until).filter(|&r| r > self.now).min();
+            let permit = self.permit_deadlines.iter().next().copied();
+            let tick = (has_scale && !self.active.is_empty()).then(|| (self.now / interval + 1) * interval);
+
+            // Stuck: nothing trains or restarts, nothing will arrive, no gang
+            // waits in permit; only the policy's scale step could still act.
+            let stuck = self.full.is_empty() && arrival.is_none() && permit.is_none() && !self.active.is_empty();
+            if stuck && (tick.is_none() || self.now.saturating_sub(self.at_last_change.0) >= self.trace.stall_ms) {
+                self.run.deadlocked = true;
+                let (t, integrals) = self.at_last_change;
+                self.now = t;
+                self.integrals = integrals;
+                self.run.end_ms = t;
+                return;
+            }
+            let Some(t) = [arrival, finish, restart_end, permit, tick].into_iter().flatten().min() else {
+                // Unreachable: with jobs left, either something is scheduled or we are stuck.
+                self.run.end_ms = self.now;
+                return;
+            };
+            if t > options.horizon_ms {
+                self.advance(options.horizon_ms.max(self.now));
+                self.run.horizon_reached = true;
+                self.run.end_ms = self.now;
+                return;
+            }
+            self.advance(t);
+            self.step(t, tick == Some(t));
+        }
+    }
+
+    /// Integrate metrics and progress from `self.now` to `t` (state is
+    /// constant in between).
+    fn advance(&mut self, t: u64) {
+        let dt = t.saturating_sub(self.now);
+        if dt > 0 {
+            let dtf = dt as f64;
+            let (_, used) = self.sched.cluster.totals();
+            let mut busy = 0u64;
+            for &i in &self.full {
+                let j = &mut self.jobs[i];
+                if j.restart_until <= self.now {
+                    busy += j.gpus();
+                    j.remaining -= dtf * j.rate;
+                }
+            }
+            let queued = self.active.len() as u64 - (self.started - self.done);
+            self.integrals.alloc += f64::from(used.gpus) * dtf;
+            self.integrals.busy += busy as f64 * dtf;
+            self.integrals.queue += queued as f64 * dtf;
+        }
+        self.now = t;
+    }
+
+    fn mark_change(&mut self) {
+        self.changed = true;
+    }
+
+    /// Everything that happens at instant `t`.
+    fn step(&mut self, t: u64, tick: bool) {
+        self.changed = false;
+        self.touched.clear();
+
+        // Completions.
+        let finished: Vec<usize> = self.full.iter().copied().filter(|&i| self.jobs[i].finish_at <= t).collect();
+        for i in finished {
+            self.complete(i, t);
+        }
+        // Arrivals.
+        while let Some(j) = self.trace.jobs.get(self.next_arrival)
+            && j.arrival_ms <= t
+        {
+            let i = self.next_arrival;
+            self.next_arrival += 1;
+            self.arrive(i);
+        }
+        // Permit waits that ran out: the round releases them.
+        let expired: Vec<u64> = self.permit_deadlines.range(..=t).copied().collect();
+        for d in expired {
+            self.permit_deadlines.remove(&d);
+            self.mark_change();
+        }
+        // Restarts that ended change what is busy (for the timeline only).
+        let restarted = self.full.iter().any(|&i| self.jobs[i].restart_until == t);
+
+        if tick && !self.active.is_empty() {
+            self.scale_step(t);
+        }
+        if self.changed {
+            self.round(t);
+        }
+        let touched: Vec<usize> = std::mem::take(&mut self.touched).into_iter().collect();
+        for i in touched {
+            self.update(i, t);
+        }
+        if self.changed || restarted {
+            self.record_point();
+        }
+        if self.changed {
+            self.at_last_change = (t, self.integrals);
+        }
+    }
+
+    fn arrive(&mut self, i: usize) {
+        let tj = &self.trace.jobs[i];
+        self.sched.cluster.upsert_job(tj.job.clone());
+        for pod in &tj.pods {
+            // Keys are unique: job names are unique and pods are `name-role-index`.
+            let _ = self.sched.cluster.add_pod(pod.clone(), None);
+        }
+        self.jobs[i].phase = Phase::Active;
+        self.active.insert(i);
+        self.mark_change();
+    }
+
+    fn complete(&mut self, i: usize, t: u64) {
+        let name = self.trace.jobs[i].name.clone();
+        let keys: Vec<String> = self.jobs[i].placement.keys().cloned().collect();
+        for key in keys {
+            let _ = self.sched.cluster.remove_pod(&key);
+        }
+        self.sched.cluster.remove_job(&name);
+        let j = &mut self.jobs[i];
+        j.phase = Phase::Done;
+        j.remaining = 0.0;
+        j.full = false;
+        j.placement.clear();
+        j.record.finished_ms = Some(t);
+        j.record.final_workers = j.workers;
+        self.full.remove(&i);
+        self.active.remove(&i);
+        self.done += 1;
+        self.mark_change();
+    }
+
+    fn note_error(&mut self, e: String) {
+        self.run.policy_errors += 1;
+        if self.run.policy_error_samples.len() < 5 {
+            tracing::warn!("policy error: {e}");
+            self.run.policy_error_samples.push(e);
+        }
+    }
+
+    fn scale_step(&mut self, t: u64) {
+        self.run.scale_steps += 1;
+        let mut io = SimIo;
+        let report = self.sched.scale_step(t, self.policy, &mut io);
+        for e in report.errors {
+            self.note_error(e);
+        }
+        for a in report.actions {
+            let Some(&i) = self.by_name.get(&a.job) else { continue };
+            self.mark_change();
+            self.touched.insert(i);
+            let j = &mut self.jobs[i];
+            if j.record.started_ms.is_some() {
+                j.needs_restart = true;
+            }
+            if a.to < a.from {
+                self.run.scale_downs += 1;
+                j.record.scale_downs += 1;
+                // The framework already removed the removed workers' pods.
+                for index in a.to..a.from {
+                    j.placement.remove(&format!("{}-worker-{index}", a.job));
+                }
+                j.workers = a.to;
+            } else {
+                self.run.scale_ups += 1;
+                j.record.scale_ups += 1;
+                j.workers = a.to;
+                let tj = &self.trace.jobs[i];
+                let Some(template) = tj.pods.iter().find(|p| p.role == Role::Worker) else { continue };
+                let Some(job) = self.sched.cluster.job(&a.job).cloned() else { continue };
+                for index in a.from..a.to {
+                    let _ = self.sched.cluster.add_pod(spec::worker_pod(&job, template, index), None);
+                }
+            }
+        }
+    }
+
+    fn round(&mut self, t: u64) {
+        self.run.rounds += 1;
+        let mut io = SimIo;
+        let mut scaler = SimIo;
+        let report = self.sched.schedule_round(t, self.policy, &mut io, &mut scaler);
+        for d in report.decisions {
+            match d {
+                Decision::Bound { pod, node } => {
+                    let Some(job) = self.sched.cluster.pod(&pod).and_then(|(p, _)| p.job.clone()) else { continue };
+                    let Some(&i) = self.by_name.get(&job) else { continue };
+                    let Some(n) = self.sched.cluster.node_by_name(&node) else { continue };
+                    self.jobs[i].placement.insert(pod, n);
+                    self.touched.insert(i);
+                }
+                Decision::Resized { unit, workers, .. } => {
+                    let Some(&i) = unit.strip_prefix("job/").and_then(|n| self.by_name.get(n)) else { continue };
+                    let j = &mut self.jobs[i];
+                    j.workers = workers;
+                    if j.record.started_ms.is_some() {
+                        j.needs_restart = true;
+                    } else {
+                        self.run.admitted_below_request += 1;
+                    }
+                    self.touched.insert(i);
+                }
+                Decision::Waiting { wait_ms, .. } => {
+                    self.permit_deadlines.insert(t.saturating_add(wait_ms.max(1)));
+                }
+                Decision::PolicyError { unit, error } => self.note_error(format!("{unit}: {error}")),
+                Decision::Admitted { .. }
+                | Decision::Unschedulable { .. }
+                | Decision::Rejected { .. }
+                | Decision::BindFailed { .. } => {}
+            }
+        }
+    }
+
+    /// Bring job `i`'s running state in line with its placement at `t`.
+    fn update(&mut self, i: usize, t: u64) {
+        let tj = &self.trace.jobs[i];
+        let j = &mut self.jobs[i];
+        if j.phase != Phase::Active {
+            return;
+        }
+        let full_now = j.placement.len() as u32 == j.ps + j.workers;
+        if full_now {
+            if j.record.started_ms.is_none() {
+                j.record.started_ms = Some(t);
+                self.started += 1;
+            }
+            if j.needs_restart {
+                j.needs_restart = false;
+                j.restart_until = t + tj.restart_ms;
+                j.record.restarts += 1;
+            }
+            let span = j.placement.values().collect::<BTreeSet<_>>().len() as u32;
+            j.record.max_nodes = j.record.max_nodes.max(span);
+            j.rate = tj.speed.rate(j.workers, span, tj.job.workers);
+            let from = j.restart_until.max(t);
+            j.finish_at = from.saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64).max(t + 1);
+            j.full = true;
+            self.full.insert(i);
+        } else {
+            j.full = false;
+            j.finish_at = u64::MAX;
+            self.full.remove(&i);
+        }
+        j.record.final_workers = j.workers;
+    }
+
+    fn record_point(&mut self) {
+        let now = self.now;
+        let (_, used) = self.sched.cluster.totals();
+        let mut p = Point {
+            t_ms: now,
+            gpus_allocated: u64::from(used.gpus),
+            gpus_busy: 0,
+            queued: 0,
+            running: 0,
+            stalled: 0,
+            done: self.done as u32,
+        };
+        for &i in &self.active {
+            let j = &mut self.jobs[i];
+            if j.busy(now) {
+                p.gpus_busy += j.gpus();
+                p.running += 1;
+            } else if j.record.started_ms.is_none() {
+                p.queued += 1;
+            }
+            if j.stalled(now) {
+                p.stalled += 1;
+            }
+            if j.partial() {
+                j.partial_since.get_or_insert(now);
+            } else if let Some(s) = j.partial_since.take() {
+                j.record.partial_ms += now - s;
+            }
+        }
+        if self.run.timeline.last().is_some_and(|l| Point { t_ms: now, ..*l } == p) {
+            return;
+        }
+        if self.run.timeline.last().is_some_and(|l| l.t_ms == now) {
+            self.run.timeline.pop();
+        }
+        self.run.timeline.push(p);
+    }
+
+    fn finish(mut self) -> SimRun {
+        let end = self.run.end_ms;
+        // Close the half placements still open at the end.
+        for j in &mut self.jobs {
+            if let Some(s) = j.partial_since.take() {
+                j.record.partial_ms += end.saturating_sub(s);
+            }
+            if j.phase != Phase::Done {
+                j.record.final_workers = j.workers;
+            }
+        }
+        if let Some(last) = self.run.timeline.last().copied() {
+            if last.t_ms < end {
+                self.run.timeline.push(Point { t_ms: end, ..last });
+            } else if last.t_ms > end {
+                // A deadlock ends the run at its start; drop what came after.
+                self.run.timeline.retain(|p| p.t_ms <= end);
+            }
+        }
+        self.run.gpu_alloc_integral = self.integrals.alloc;
+        self.run.gpu_busy_integral = self.integrals.busy;
+        self.run.queue_integral = self.integrals.queue;
+        self.run.jobs = self.jobs.into_iter().map(|j| j.record).collect();
+        self.run
+    }
+}

@@ -1,0 +1,220 @@
+//! The trace-driven cluster simulator behind `dragon simulate`, `dragon
+//! compare` and `dragon trace`. It drives the very framework the Kubernetes
+//! shim drives ([`crate::framework::Scheduler`]), with the policy running
+//! through wasm; only the cluster (binds always succeed, jobs train at the
+//! speed of [`SpeedModel`]) is simulated. `docs/simulator.md` describes the
+//! model and its sources.
+//!
+//! - [`trace`]: the trace format and its validation.
+//! - [`generate`]: the seeded synthetic-trace generator.
+//! - [`speed`]: how fast a job trains at a given size and placement.
+//! - [`engine`]: the discrete-event loop.
+//! - [`metrics`]: the summary of a run.
+//! - [`report`]: tables, CSV, SVG plots and the HTML report.
+
+pub mod engine;
+pub mod generate;
+pub mod metrics;
+pub mod report;
+pub mod speed;
+pub mod trace;
+
+pub use engine::{DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, simulate};
+pub use generate::{GenerateOptions, generate};
+pub use metrics::Summary;
+pub use speed::SpeedModel;
+pub use trace::{BUNDLED, Trace, TraceJob};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{
+        CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource, WasmPolicy, wit,
+    };
+
+    fn wasm(name: &str, settings: &str) -> WasmPolicy {
+        let engine = PolicyEngine::new().unwrap();
+        let options = LoadOptions { settings: settings.into(), ..LoadOptions::default() };
+        WasmPolicy::load(&engine, &ComponentCache::disabled(), &PolicySource::named_or_file(name), &options).unwrap()
+    }
+
+    fn run(trace: &Trace, policy: &dyn Hooks) -> (SimRun, Summary) {
+        let r = simulate(trace, policy, SimOptions::default(), None);
+        let s = Summary::of(&r);
+        (r, s)
+    }
+
+    /// Two 3-worker jobs on four GPUs: only one fits whole.
+    const TWO_JOBS: &str = r#"
+cluster:
+  nodes: [{name_prefix: n, count: 2, cpu: 16, memory_gib: 64, gpus: 2}]
+jobs:
+  - {name: a, arrival_s: 0, duration_s: 1000, ps: {count: 1, cpu: 1, memory_gib: 1}, workers: {count: 3, min: 1, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: b, arrival_s: 0, duration_s: 1000, ps: {count: 1, cpu: 1, memory_gib: 1}, workers: {count: 3, min: 1, cpu: 1, memory_gib: 1, gpus: 1}}
+"#;
+
+    #[test]
+    fn the_baseline_half_places_a_job_and_idles_gpus_while_dragon_completes_both_sooner() {
+        let trace = Trace::parse(TWO_JOBS, "two-jobs.yaml", false).unwrap();
+        let (base, bs) = run(&trace, &wasm("baseline", ""));
+        let (drag, ds) = run(&trace, &wasm("dragon", ""));
+        // Baseline: job b gets its PS and one worker, then sits on them while a runs.
+        let b = &base.jobs[1];
+        assert!(b.partial_ms >= 1_000_000, "b held part of its resources for {} ms", b.partial_ms);
+        assert!(bs.gpu_alloc > bs.gpu_util + 0.1, "{bs:?}");
+        assert_eq!(bs.jobs_completed, 2);
+        // DRAGON: gangs are never half placed; b starts at its min at once.
+        assert!(drag.jobs.iter().all(|j| j.partial_ms == 0), "{:?}", drag.jobs);
+        assert_eq!(ds.jobs_completed, 2);
+        assert_eq!(drag.jobs[1].started_ms, Some(0), "b admitted at its min right away");
+        assert_eq!(ds.admitted_below_request, 1);
+        assert!(ds.avg_jct_s < bs.avg_jct_s, "dragon {} vs baseline {}", ds.avg_jct_s, bs.avg_jct_s);
+        assert!(ds.avg_wait_s < bs.avg_wait_s);
+        assert!(!bs.deadlocked && !ds.deadlocked);
+        // The baseline's second job waits for the first to finish: a runs on
+        // two nodes (3 workers, 2 GPUs per node) at 80 % speed → 1250 s.
+        assert_eq!(base.jobs[0].finished_ms, Some(1_250_000));
+        assert_eq!(base.jobs[1].started_ms, Some(1_250_000));
+    }
+
+    #[test]
+    fn runs_are_deterministic() {
+        let text = generate(&GenerateOptions { seed: 3, nodes: 4, gpus_per_node: 4, jobs: 40, load: 1.2 }).unwrap();
+        let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
+        for policy in ["dragon", "baseline"] {
+            let p = wasm(policy, "");
+            let (r1, s1) = run(&trace, &p);
+            let (r2, s2) = run(&trace, &wasm(policy, ""));
+            assert_eq!(serde_json::to_string(&s1).unwrap(), serde_json::to_string(&s2).unwrap(), "{policy}");
+            assert_eq!(report::jobs_csv(&r1), report::jobs_csv(&r2), "{policy}");
+            assert_eq!(report::timeline_csv(&r1), report::timeline_csv(&r2), "{policy}");
+            assert_eq!(s1.jobs_completed, 40, "{policy}: {s1:?}");
+            if policy == "dragon" {
+                assert!(s1.scale_ups + s1.scale_downs > 0, "the trace exercises scaling: {s1:?}");
+            }
+        }
+    }
+
+    /// A native policy that never places a worker beyond the first of a
+    /// 3-worker job, so such a job stays half placed forever.
+    struct Refuser {
+        info: PolicyInfo,
+    }
+
+    impl Refuser {
+        fn new(scale: bool) -> Refuser {
+            let mut hooks = vec![wit::Hook::Filter];
+            if scale {
+                hooks.push(wit::Hook::Scale);
+            }
+            Refuser {
+                info: PolicyInfo {
+                    name: "refuser".into(),
+                    version: "0".into(),
+                    interface_version: crate::runtime::INTERFACE_VERSION.into(),
+                    hooks,
+                    origin: "test".into(),
+                    sha256: String::new(),
+                    size_bytes: 0,
+                    compile_ms: 0.0,
+                    cached: false,
+                    settings: String::new(),
+                },
+            }
+        }
+    }
+
+    impl Hooks for Refuser {
+        fn info(&self) -> &PolicyInfo {
+            &self.info
+        }
+        fn queue_order(&self, _: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+            Ok((0..units.len() as u32).collect())
+        }
+        fn pre_filter(&self, _: u64, _: &wit::Unit, _: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+            Ok(wit::PreFilterResult::Proceed(Vec::new()))
+        }
+        fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+            let t = pod.unit.tasks[pod.task as usize];
+            let refuse = pod.unit.workers == 3 && t.role == wit::Role::Worker && t.index >= 1;
+            Ok(vec![!refuse; nodes.index.len()])
+        }
+        fn score(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+            Ok(vec![0; nodes.index.len()])
+        }
+        fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+            Ok(wit::PermitResult::Allow)
+        }
+        fn scale(&self, _: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+            Ok(Vec::new())
+        }
+    }
+
+    const STUCK: &str = r#"
+model: {stall_s: 600}
+cluster:
+  nodes: [{name_prefix: n, count: 1, cpu: 16, memory_gib: 64, gpus: 4}]
+jobs:
+  - {name: a, arrival_s: 0, duration_s: 100, workers: {count: 1, gpus: 1}}
+  - {name: b, arrival_s: 10, duration_s: 100, ps: {count: 1, cpu: 1}, workers: {count: 3, gpus: 1}}
+"#;
+
+    #[test]
+    fn a_deadlock_ends_the_run_and_unfinished_jobs_are_censored_at_its_start() {
+        let trace = Trace::parse(STUCK, "stuck.yaml", false).unwrap();
+        for scale in [false, true] {
+            let (r, s) = run(&trace, &Refuser::new(scale));
+            assert!(s.deadlocked, "scale hook {scale}: {s:?}");
+            assert_eq!(s.jobs_completed, 1);
+            assert_eq!(s.unfinished_jobs, vec!["b".to_string()]);
+            assert!(s.censored);
+            // a finished at 100 s; nothing changed after that.
+            assert_eq!(r.end_ms, 100_000, "scale hook {scale}");
+            assert_eq!(s.makespan_s, 100.0);
+            // b's JCT counts up to the end: 90 s; a's is 100 s.
+            assert_eq!(s.avg_jct_s, 95.0);
+            assert_eq!(s.p95_jct_s, 100.0);
+            assert_eq!(r.jobs[1].partial_ms, 90_000, "b held its PS and one worker from 10 s on");
+            // One GPU busy for 100 s, and b's worker held 90 s of it idle, out of 4 GPUs × 100 s.
+            assert_eq!(s.gpu_util, 0.25);
+            assert_eq!(s.gpu_alloc, 0.475);
+            let last = r.timeline.last().unwrap();
+            assert_eq!((last.t_ms, last.done, last.stalled), (100_000, 1, 1));
+        }
+    }
+
+    #[test]
+    fn the_horizon_stops_a_run_and_censors_what_is_left() {
+        let trace = Trace::parse(STUCK.replace("duration_s: 100, workers: {count: 1", "duration_s: 1000, workers: {count: 1").as_str(), "t", false)
+            .unwrap();
+        let r = simulate(&trace, &Refuser::new(false), SimOptions { horizon_ms: 500_000 }, None);
+        let s = Summary::of(&r);
+        assert!(s.horizon_reached && !s.deadlocked);
+        assert_eq!(s.end_s, 500.0);
+        assert_eq!(s.jobs_completed, 0);
+        assert_eq!(s.avg_jct_s, (500.0 + 490.0) / 2.0);
+    }
+
+    #[test]
+    fn scale_events_cost_a_restart_and_keep_the_work_done() {
+        // One elastic job alone: DRAGON grows it once the cluster has been
+        // idle for 60 s; each growth costs the 30 s restart.
+        let text = r#"
+cluster:
+  nodes: [{name_prefix: n, count: 1, cpu: 16, memory_gib: 64, gpus: 4}]
+jobs:
+  - {name: a, arrival_s: 0, duration_s: 3600, workers: {count: 1, max: 4, gpus: 1}}
+"#;
+        let trace = Trace::parse(text, "t", false).unwrap();
+        let (r, s) = run(&trace, &wasm("dragon", ""));
+        let a = &r.jobs[0];
+        assert_eq!(s.scale_ups, 3, "{s:?}");
+        assert_eq!(a.restarts, 3);
+        assert_eq!(a.final_workers, 4);
+        // Faster than alone at 1 worker, slower than the ideal 4^0.86 speed-up.
+        let jct = a.finished_ms.unwrap() as f64 / 1e3;
+        assert!(jct < 3600.0 && jct > 3600.0 / 4f64.powf(0.86), "{jct}");
+        // Restarts do no work: GPUs held but not training during them.
+        assert!(s.gpu_alloc > s.gpu_util);
+    }
+}

@@ -1,0 +1,102 @@
+//! How fast a job trains at a given size and placement.
+//!
+//! A job's work is measured in seconds of training at its requested worker
+//! count with every task on one node (`duration_s` in the trace). At `w`
+//! workers spanning `s` nodes it progresses at
+//!
+//! ```text
+//! rate(w, s) = throughput(w, s) / throughput(requested, 1)
+//! throughput(w, s) = w ^ scaling_exponent × (1 − cross_node_penalty if s > 1 else 1)
+//! ```
+//!
+//! The power law is sub-linear (adding workers helps less and less); the
+//! penalty is paid once a job's tasks leave a single node, when gradient
+//! traffic goes over the network instead of PCIe/NVLink. `docs/simulator.md`
+//! cites the measurements the defaults come from.
+
+use serde::Serialize;
+
+/// The speed model of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SpeedModel {
+    /// `α` in `throughput ∝ workers^α`; 1 is linear scaling.
+    pub scaling_exponent: f64,
+    /// Fraction of throughput lost when the job spans more than one node.
+    pub cross_node_penalty: f64,
+}
+
+impl SpeedModel {
+    /// Standard distributed TensorFlow (parameter servers) kept about half of
+    /// ideal throughput at 128 GPUs (Sergeev & Del Balso 2018, the Horovod
+    /// paper): `128^(α−1) = 0.5` gives `α ≈ 0.86`.
+    pub const DEFAULT_SCALING_EXPONENT: f64 = 0.86;
+    /// A mid value between the consolidation-insensitive models (ResNet,
+    /// Inception: a few percent) and the sensitive ones (VGG, AlexNet: tens
+    /// of percent) measured by Tiresias (NSDI'19) and Gandiva (OSDI'18).
+    pub const DEFAULT_CROSS_NODE_PENALTY: f64 = 0.2;
+
+    /// The documented defaults.
+    pub const DEFAULT: SpeedModel = SpeedModel {
+        scaling_exponent: SpeedModel::DEFAULT_SCALING_EXPONENT,
+        cross_node_penalty: SpeedModel::DEFAULT_CROSS_NODE_PENALTY,
+    };
+
+    /// Relative throughput at `workers` workers spanning `nodes` nodes.
+    pub fn throughput(&self, workers: u32, nodes: u32) -> f64 {
+        let locality = if nodes > 1 { 1.0 - self.cross_node_penalty } else { 1.0 };
+        f64::from(workers.max(1)).powf(self.scaling_exponent) * locality
+    }
+
+    /// Work done per second of wall time, in reference seconds (1.0 at the
+    /// requested size on one node).
+    pub fn rate(&self, workers: u32, nodes: u32, requested: u32) -> f64 {
+        self.throughput(workers, nodes) / self.throughput(requested, 1)
+    }
+}
+
+impl Default for SpeedModel {
+    fn default() -> Self {
+        SpeedModel::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_is_sub_linear() {
+        let m = SpeedModel::DEFAULT;
+        let one = m.throughput(1, 1);
+        let mut last = one;
+        for w in [2, 4, 8, 16, 128] {
+            let t = m.throughput(w, 1);
+            assert!(t > last, "more workers must still be faster: {w} -> {t}");
+            assert!(t < one * f64::from(w), "but less than linearly: {w} -> {t}");
+            last = t;
+        }
+        // Efficiency keeps falling.
+        let eff = |w: u32| m.throughput(w, 1) / (f64::from(w) * one);
+        assert!(eff(8) < eff(4) && eff(4) < eff(2));
+        // The default reproduces ~50 % efficiency at 128 workers (Horovod paper).
+        assert!((eff(128) - 0.5).abs() < 0.02, "{}", eff(128));
+    }
+
+    #[test]
+    fn spanning_nodes_is_penalized() {
+        let m = SpeedModel::DEFAULT;
+        assert!(m.throughput(4, 2) < m.throughput(4, 1));
+        assert_eq!(m.throughput(4, 2), m.throughput(4, 3), "the penalty is paid once the job leaves a node");
+        let none = SpeedModel { cross_node_penalty: 0.0, ..m };
+        assert_eq!(none.throughput(4, 2), none.throughput(4, 1));
+    }
+
+    #[test]
+    fn rate_is_one_at_the_requested_size_on_one_node() {
+        let m = SpeedModel::DEFAULT;
+        assert!((m.rate(4, 1, 4) - 1.0).abs() < 1e-12);
+        assert!(m.rate(2, 1, 4) < 1.0 && m.rate(2, 1, 4) > 0.5, "half the workers, more than half the speed");
+        assert!(m.rate(8, 1, 4) > 1.0 && m.rate(8, 1, 4) < 2.0);
+        assert!(m.rate(4, 2, 4) < 1.0);
+    }
+}

@@ -1,0 +1,423 @@
+//! The trace format: a cluster and the jobs submitted to it, in YAML or
+//! JSON, validated into what the engine runs. Every error names the file,
+//! the job or node group (index and name) and the field.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+
+use super::speed::SpeedModel;
+use crate::framework::{Job, Node, Pod, Resources};
+use crate::spec::{self, NodeGroup, TaskSpec};
+
+/// The traces shipped inside the binary: `(name, YAML)`.
+pub const BUNDLED: &[(&str, &str)] =
+    &[("paper", include_str!("../../traces/paper.yaml")), ("large", include_str!("../../traces/large.yaml"))];
+
+/// Default period of the scale step, seconds.
+pub const DEFAULT_SCALE_INTERVAL_S: f64 = 30.0;
+/// Default cost of a scale event (checkpoint, restart, restore), seconds.
+pub const DEFAULT_RESTART_S: f64 = 30.0;
+/// Default time with no change at all, while jobs wait and none runs, after
+/// which the run is declared deadlocked (only matters for policies with a
+/// scale step, which might still act late).
+pub const DEFAULT_STALL_S: f64 = 3600.0;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceFile {
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    model: ModelFile,
+    cluster: ClusterFile,
+    jobs: Vec<JobFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterFile {
+    nodes: Vec<NodeGroup>,
+}
+
+/// Trace-wide model parameters; every field is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    #[serde(default)]
+    scale_interval_s: Option<f64>,
+    #[serde(default)]
+    restart_s: Option<f64>,
+    #[serde(default)]
+    stall_s: Option<f64>,
+    #[serde(default)]
+    speed: SpeedFile,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpeedFile {
+    #[serde(default)]
+    scaling_exponent: Option<f64>,
+    #[serde(default)]
+    cross_node_penalty: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobFile {
+    name: String,
+    arrival_s: f64,
+    duration_s: f64,
+    #[serde(default)]
+    ps: Option<TaskSpec>,
+    workers: TaskSpec,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default)]
+    workload: Option<String>,
+    #[serde(default)]
+    restart_s: Option<f64>,
+    #[serde(default)]
+    speed: SpeedFile,
+}
+
+/// One job of a validated trace.
+#[derive(Debug, Clone)]
+pub struct TraceJob {
+    pub name: String,
+    /// Free-text model name (`resnet50`, `vgg16`), for reports.
+    pub workload: String,
+    pub arrival_ms: u64,
+    /// Work in reference milliseconds: run time at the requested worker
+    /// count on one node.
+    pub work_ms: f64,
+    /// Cost of each scale event, ms.
+    pub restart_ms: u64,
+    pub speed: SpeedModel,
+    /// The framework's job record and the job's pods as submitted.
+    pub job: Job,
+    pub pods: Vec<Pod>,
+}
+
+impl TraceJob {
+    /// Parameter servers.
+    pub fn ps_count(&self) -> u32 {
+        self.pods.iter().filter(|p| p.role == crate::framework::Role::Ps).count() as u32
+    }
+}
+
+/// A validated trace.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// The file or bundled name it came from.
+    pub origin: String,
+    pub description: String,
+    pub nodes: Vec<Node>,
+    /// Jobs in arrival order (ties: trace order).
+    pub jobs: Vec<TraceJob>,
+    pub scale_interval_ms: u64,
+    pub stall_ms: u64,
+}
+
+fn seconds(place: &str, v: f64, min_exclusive: bool) -> Result<u64> {
+    if !v.is_finite() || v < 0.0 || (min_exclusive && v <= 0.0) || v > 1e9 {
+        let what = if min_exclusive { "a positive" } else { "a non-negative" };
+        bail!("{place}: must be {what} number of seconds (at most 1e9), got {v}");
+    }
+    Ok((v * 1000.0).round() as u64)
+}
+
+fn speed_model(place: &str, base: SpeedModel, f: SpeedFile) -> Result<SpeedModel> {
+    let mut m = base;
+    if let Some(a) = f.scaling_exponent {
+        if !a.is_finite() || a <= 0.0 || a > 1.0 {
+            bail!("{place}.speed.scaling_exponent: must be in (0, 1] (1 is linear scaling), got {a}");
+        }
+        m.scaling_exponent = a;
+    }
+    if let Some(p) = f.cross_node_penalty {
+        if !p.is_finite() || !(0.0..1.0).contains(&p) {
+            bail!("{place}.speed.cross_node_penalty: must be in [0, 1) (a fraction of throughput), got {p}");
+        }
+        m.cross_node_penalty = p;
+    }
+    Ok(m)
+}
+
+/// `jobs[3].workers` → `jobs[3] (resnet50-001).workers`, using the names in
+/// the parsed document.
+fn name_place(path: &str, doc: &serde_json::Value) -> String {
+    let named = |prefix: &str, list: Option<&serde_json::Value>, key: &str| -> Option<String> {
+        let rest = path.strip_prefix(prefix)?;
+        let close = rest.find(']')?;
+        let index: usize = rest[..close].parse().ok()?;
+        let name = list?.get(index)?.get(key)?.as_str()?;
+        Some(format!("{prefix}{index}] ({name}){}", &rest[close + 1..]))
+    };
+    named("jobs[", doc.get("jobs"), "name")
+        .or_else(|| named("cluster.nodes[", doc.get("cluster").and_then(|c| c.get("nodes")), "name_prefix"))
+        .unwrap_or_else(|| path.to_string())
+}
+
+impl Trace {
+    /// A trace file, or a bundled trace by name (`paper`, `large`).
+    ///
+    /// # Errors
+    /// Unreadable, malformed or invalid; the message names the place.
+    pub fn load(spec: &str) -> Result<Trace> {
+        let path = Path::new(spec);
+        if path.exists() {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+            let json = path.extension().is_some_and(|e| e == "json");
+            return Trace::parse(&text, &path.display().to_string(), json);
+        }
+        match BUNDLED.iter().find(|(name, _)| *name == spec) {
+            Some((name, text)) => Trace::parse(text, &format!("bundled trace `{name}`"), false),
+            None => {
+                let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
+                bail!("no trace file `{spec}`, and no bundled trace of that name (bundled: {})", names.join(", "))
+            }
+        }
+    }
+
+    /// Parse and validate trace text; `origin` names it in messages.
+    ///
+    /// # Errors
+    /// Malformed or invalid; the message names `origin`, the item and the field.
+    pub fn parse(text: &str, origin: &str, json: bool) -> Result<Trace> {
+        let doc: serde_json::Value = if json {
+            serde_json::from_str(text).map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?
+        } else {
+            serde_norway::from_str(text).map_err(|e| anyhow!("{origin}: not valid YAML: {e}"))?
+        };
+        let file: TraceFile = serde_path_to_error::deserialize(&doc).map_err(|e| {
+            let path = e.path().to_string();
+            let place = if path == "." || path.is_empty() { "(top level)".to_string() } else { name_place(&path, &doc) };
+            anyhow!("{origin}: {place}: {}", e.into_inner())
+        })?;
+        Trace::validate(file, origin).map_err(|e| anyhow!("{origin}: {e:#}"))
+    }
+
+    fn validate(file: TraceFile, origin: &str) -> Result<Trace> {
+        let m = &file.model;
+        let scale_interval_ms = seconds(
+            "model.scale_interval_s",
+            m.scale_interval_s.unwrap_or(DEFAULT_SCALE_INTERVAL_S),
+            true,
+        )?;
+        if scale_interval_ms < 1000 {
+            bail!("model.scale_interval_s: must be at least 1 second, got {} ms", scale_interval_ms);
+        }
+        let restart_default = m.restart_s.unwrap_or(DEFAULT_RESTART_S);
+        seconds("model.restart_s", restart_default, false)?;
+        let stall_ms = seconds("model.stall_s", m.stall_s.unwrap_or(DEFAULT_STALL_S), true)?;
+        let base_speed = speed_model("model", SpeedModel::DEFAULT, m.speed)?;
+
+        if file.cluster.nodes.is_empty() {
+            bail!("cluster.nodes: a trace needs at least one node group");
+        }
+        let mut nodes = Vec::new();
+        let mut names = BTreeSet::new();
+        for (i, g) in file.cluster.nodes.iter().enumerate() {
+            let place = format!("cluster.nodes[{i}] ({})", g.name_prefix);
+            if g.count == 0 {
+                bail!("{place}.count: must be at least 1");
+            }
+            for n in g.nodes(&place)? {
+                if !names.insert(n.name.clone()) {
+                    bail!("{place}.name_prefix: node `{}` is already defined by an earlier group", n.name);
+                }
+                nodes.push(n);
+            }
+        }
+        if nodes.len() > 100_000 {
+            bail!("cluster.nodes: {} nodes is more than the 100000 supported", nodes.len());
+        }
+        let total = nodes.iter().fold(Resources::default(), |a, n| a.plus(n.allocatable));
+
+        if file.jobs.is_empty() {
+            bail!("jobs: a trace needs at least one job");
+        }
+        let mut jobs = Vec::with_capacity(file.jobs.len());
+        let mut job_names = BTreeSet::new();
+        for (i, j) in file.jobs.into_iter().enumerate() {
+            let place = format!("jobs[{i}] ({})", j.name);
+            if !job_names.insert(j.name.clone()) {
+                bail!("{place}.name: another job already has this name");
+            }
+            let arrival_ms = seconds(&format!("{place}.arrival_s"), j.arrival_s, false)?;
+            let work_ms = seconds(&format!("{place}.duration_s"), j.duration_s, true)? as f64;
+            let restart_ms = seconds(&format!("{place}.restart_s"), j.restart_s.unwrap_or(restart_default), false)?;
+            let speed = speed_model(&place, base_speed, j.speed)?;
+            let jp = spec::job_pods(&place, &j.name, arrival_ms, j.priority, j.ps.as_ref(), &j.workers)?;
+            // A job that could never run, even alone on the empty cluster, is
+            // a trace error rather than a simulated deadlock.
+            for (role, spec) in [("ps", j.ps.as_ref()), ("workers", Some(&j.workers))] {
+                let Some(spec) = spec else { continue };
+                if spec.count == 0 {
+                    continue;
+                }
+                let r = spec::resources(&format!("{place}.{role}"), spec.cpu, spec.memory_gib, spec.gpus)?;
+                if !nodes.iter().any(|n| r.fits_in(n.allocatable)) {
+                    bail!(
+                        "{place}.{role}: one task requests {} CPU, {} GiB, {} GPU(s), more than any node has",
+                        spec.cpu,
+                        spec.memory_gib,
+                        spec.gpus
+                    );
+                }
+            }
+            let min_gang = jp
+                .pods
+                .iter()
+                .filter(|p| p.role != crate::framework::Role::Worker || p.index < jp.job.min_workers)
+                .fold(Resources::default(), |a, p| a.plus(p.request));
+            if !min_gang.fits_in(total) {
+                bail!(
+                    "{place}.workers.min: even at its minimum of {} workers the job needs {} GPUs, {} mCPU, {} MiB, more than the whole cluster ({} GPUs, {} mCPU, {} MiB)",
+                    jp.job.min_workers,
+                    min_gang.gpus,
+                    min_gang.cpu_milli,
+                    min_gang.memory_mib,
+                    total.gpus,
+                    total.cpu_milli,
+                    total.memory_mib
+                );
+            }
+            jobs.push(TraceJob {
+                name: j.name,
+                workload: j.workload.unwrap_or_default(),
+                arrival_ms,
+                work_ms,
+                restart_ms,
+                speed,
+                job: jp.job,
+                pods: jp.pods,
+            });
+        }
+        // Arrival order, ties in trace order (a stable sort).
+        jobs.sort_by_key(|j| j.arrival_ms);
+        Ok(Trace {
+            origin: origin.to_string(),
+            description: file.description.unwrap_or_default(),
+            nodes,
+            jobs,
+            scale_interval_ms,
+            stall_ms,
+        })
+    }
+
+    /// GPUs in the cluster.
+    pub fn total_gpus(&self) -> u64 {
+        self.nodes.iter().map(|n| u64::from(n.allocatable.gpus)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+cluster:
+  nodes:
+    - {name_prefix: gpu, count: 2, cpu: 32, memory_gib: 128, gpus: 4}
+jobs:
+  - name: resnet50-001
+    arrival_s: 0
+    duration_s: 1800
+    ps:      {count: 1, cpu: 2, memory_gib: 8}
+    workers: {count: 4, min: 2, max: 8, cpu: 4, memory_gib: 16, gpus: 1}
+  - name: vgg16-002
+    arrival_s: 10
+    duration_s: 600
+    workload: vgg16
+    speed: {cross_node_penalty: 0.4}
+    workers: {count: 2, cpu: 4, memory_gib: 16, gpus: 1}
+"#;
+
+    fn err(text: &str) -> String {
+        format!("{:#}", Trace::parse(text, "t.yaml", false).unwrap_err())
+    }
+
+    #[test]
+    fn a_good_trace_parses_with_defaults() {
+        let t = Trace::parse(GOOD, "t.yaml", false).unwrap();
+        assert_eq!(t.nodes.len(), 2);
+        assert_eq!(t.jobs.len(), 2);
+        assert_eq!(t.scale_interval_ms, 30_000);
+        let j = &t.jobs[0];
+        assert_eq!((j.job.workers, j.job.min_workers, j.job.max_workers), (4, 2, 8));
+        assert_eq!(j.pods.len(), 5);
+        assert_eq!(j.restart_ms, 30_000);
+        assert_eq!(j.speed, SpeedModel::DEFAULT);
+        assert_eq!(t.jobs[1].speed.cross_node_penalty, 0.4);
+        assert_eq!(t.jobs[1].workload, "vgg16");
+    }
+
+    #[test]
+    fn unknown_keys_name_the_file_job_and_key() {
+        let e = err(&GOOD.replace("cpu: 4, memory_gib: 16, gpus: 1}\n  - name", "cpu: 4, memory_gib: 16, gpu: 1}\n  - name"));
+        assert!(e.contains("t.yaml"), "{e}");
+        assert!(e.contains("jobs[0] (resnet50-001).workers"), "{e}");
+        assert!(e.contains("unknown field `gpu`"), "{e}");
+        let e = err(&GOOD.replace("duration_s: 600", "duration_s: 600\n    colour: red"));
+        assert!(e.contains("jobs[1] (vgg16-002)") && e.contains("`colour`"), "{e}");
+        let e = err(&format!("{GOOD}\nextra: 1\n"));
+        assert!(e.contains("unknown field `extra`"), "{e}");
+        let e = err(&GOOD.replace("gpus: 4}", "gpus: 4, zone: a}"));
+        assert!(e.contains("cluster.nodes[0] (gpu)") && e.contains("`zone`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_fields_name_the_field() {
+        let e = err(&GOOD.replace("duration_s: 1800", "duration_s: long"));
+        assert!(e.contains("jobs[0] (resnet50-001).duration_s"), "{e}");
+        let e = err(&GOOD.replace("    duration_s: 600\n", ""));
+        assert!(e.contains("jobs[1] (vgg16-002)") && e.contains("duration_s"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_name_the_job_and_field() {
+        let e = err(&GOOD.replace("min: 2", "min: 5"));
+        assert!(e.contains("t.yaml: jobs[0] (resnet50-001).workers.min"), "{e}");
+        let e = err(&GOOD.replace("duration_s: 600", "duration_s: 0"));
+        assert!(e.contains("jobs[1] (vgg16-002).duration_s"), "{e}");
+        let e = err(&GOOD.replace("arrival_s: 10", "arrival_s: -1"));
+        assert!(e.contains("jobs[1] (vgg16-002).arrival_s"), "{e}");
+        let e = err(&GOOD.replace("cross_node_penalty: 0.4", "cross_node_penalty: 1.5"));
+        assert!(e.contains("jobs[1] (vgg16-002).speed.cross_node_penalty"), "{e}");
+        let e = err(&GOOD.replace("name: vgg16-002", "name: resnet50-001"));
+        assert!(e.contains("jobs[1] (resnet50-001).name") && e.contains("already"), "{e}");
+        let e = err(&GOOD.replace("gpus: 1}\n  - name", "gpus: 5}\n  - name"));
+        assert!(e.contains("jobs[0] (resnet50-001).workers") && e.contains("more than any node"), "{e}");
+        let e = err(&GOOD.replace("count: 4, min: 2", "count: 9, min: 9, max: 9"));
+        assert!(e.contains("jobs[0] (resnet50-001).workers.min") && e.contains("whole cluster"), "{e}");
+        let e = err(&GOOD.replace("count: 2, cpu: 32", "count: 0, cpu: 32"));
+        assert!(e.contains("cluster.nodes[0] (gpu).count"), "{e}");
+    }
+
+    #[test]
+    fn json_traces_and_syntax_errors() {
+        let json = r#"{"cluster": {"nodes": [{"name_prefix": "n", "count": 1, "cpu": 8, "memory_gib": 32, "gpus": 2}]},
+            "jobs": [{"name": "a", "arrival_s": 0, "duration_s": 60, "workers": {"count": 2, "gpus": 1}}]}"#;
+        let t = Trace::parse(json, "t.json", true).unwrap();
+        assert_eq!(t.jobs[0].pods.len(), 2);
+        let e = format!("{:#}", Trace::parse("{", "t.json", true).unwrap_err());
+        assert!(e.starts_with("t.json: not valid JSON"), "{e}");
+        let e = format!("{:#}", Trace::parse("jobs: [", "t.yaml", false).unwrap_err());
+        assert!(e.starts_with("t.yaml: not valid YAML"), "{e}");
+    }
+
+    #[test]
+    fn bundled_traces_load_and_unknown_names_are_explained() {
+        for (name, _) in BUNDLED {
+            let t = Trace::load(name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(!t.jobs.is_empty());
+        }
+        let e = format!("{:#}", Trace::load("no-such-trace").unwrap_err());
+        assert!(e.contains("paper") && e.contains("large"), "{e}");
+    }
+}
