@@ -41,7 +41,13 @@ impl Policy for Dragon {
         PolicyInfo::new(
             "dragon",
             env!("CARGO_PKG_VERSION"),
-            &[Hook::QueueOrder, Hook::PreFilter, Hook::Score, Hook::Permit, Hook::Scale],
+            &[
+                Hook::QueueOrder,
+                Hook::PreFilter,
+                Hook::Score,
+                Hook::Permit,
+                Hook::Scale,
+            ],
         )
     }
 
@@ -79,9 +85,14 @@ impl Policy for Dragon {
             let need = tasks_at(unit, unit.min_workers.min(unit.workers))
                 .iter()
                 .fold(Resources::ZERO, |acc, t| acc.plus(&t.request));
+            let sizes = if unit.min_workers < unit.workers {
+                format!("{} or {} workers", unit.workers, unit.min_workers)
+            } else {
+                format!("{} workers", unit.workers)
+            };
             PreFilterResult::Skip(format!(
-                "gang does not fit at {} or {} workers: needs {} GPUs, {} mCPU, {} MiB in total across the free nodes",
-                unit.workers, unit.min_workers, need.gpus, need.cpu_milli, need.memory_mib
+                "gang does not fit at {sizes}: at its smallest it needs {} GPUs, {} mCPU and {} MiB packed onto the free nodes",
+                need.gpus, need.cpu_milli, need.memory_mib
             ))
         } else {
             PreFilterResult::Proceed(fitting)

@@ -1,0 +1,139 @@
+//! The `dragon` binary as a user runs it.
+
+use std::process::Command;
+
+fn dragon(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dragon"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env(
+            "DRAGON_CACHE_DIR",
+            std::env::temp_dir().join("dragon-cli-test-cache"),
+        )
+        .output()
+        .expect("run dragon");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn scratch(name: &str, bytes: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("dragon-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn policy_check_accepts_both_bundled_policies_and_prints_the_interface_version() {
+    for name in ["dragon", "baseline"] {
+        let (ok, out, err) = dragon(&["policy", "check", name]);
+        assert!(ok, "{err}");
+        assert!(
+            out.contains(&format!("policy:            {name} 0.1.0")),
+            "{out}"
+        );
+        assert!(
+            out.contains("interface:         dragon:scheduler@0.1.0"),
+            "{out}"
+        );
+        assert!(out.contains("compile:"), "{out}");
+    }
+}
+
+#[test]
+fn policy_check_rejects_garbage_core_modules_and_bad_settings_with_distinct_messages() {
+    let garbage = scratch("garbage.wasm", b"not wasm");
+    let core = scratch("core.wasm", b"\0asm\x01\0\0\0");
+    let cases = [
+        (
+            vec!["policy", "check", garbage.as_str()],
+            "is not a WebAssembly binary",
+        ),
+        (
+            vec!["policy", "check", core.as_str()],
+            "is a core WebAssembly module, not a component",
+        ),
+        (
+            vec![
+                "policy",
+                "check",
+                "dragon",
+                "--settings",
+                r#"{"idle_threshold_s": -5}"#,
+            ],
+            "refused its settings",
+        ),
+        (
+            vec!["policy", "check", "/no/such/policy.wasm"],
+            "cannot read policy /no/such/policy.wasm",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (ok, _, err) = dragon(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(
+            err.starts_with("error: ") && err.contains(expected),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn policy_run_places_a_gang_all_or_nothing_and_on_one_node_when_one_fits() {
+    let (ok, out, err) = dragon(&[
+        "policy",
+        "run",
+        "dragon",
+        "--input",
+        "examples/cases/one-node.yaml",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("admitted     job/inception3: 5 pods, 4 workers, on 1 node(s)"),
+        "{out}"
+    );
+    let (ok, out, err) = dragon(&[
+        "policy",
+        "run",
+        "dragon",
+        "--input",
+        "examples/cases/two-gangs.yaml",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let binds: Vec<&str> = v["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "bound")
+        .map(|d| d["pod"].as_str().unwrap())
+        .collect();
+    assert_eq!(binds.len(), 7);
+    assert!(
+        binds.iter().all(|p| p.starts_with("resnet50-")),
+        "{binds:?}"
+    );
+}
+
+#[test]
+fn policy_run_names_the_place_of_a_bad_input() {
+    let case = scratch(
+        "bad.yaml",
+        b"nodes:\n  - {name_prefix: gpu, count: 1, cpu: 8, memory_gib: 32, gpus: 4}\njobs:\n  - name: j\n    workers: {count: 2, min: 3, gpus: 1}\n",
+    );
+    let (ok, _, err) = dragon(&["policy", "run", "dragon", "--input", &case]);
+    assert!(!ok);
+    assert!(err.contains("jobs[0] (j).workers.min"), "{err}");
+    let case = scratch("typo.yaml", b"nodes: []\njobz: []\n");
+    let (ok, _, err) = dragon(&["policy", "run", "dragon", "--input", &case]);
+    assert!(!ok);
+    assert!(
+        err.contains("typo.yaml") && err.contains("unknown field `jobz`"),
+        "{err}"
+    );
+}
