@@ -2,10 +2,18 @@
 //! Kubernetes API server. The shim only translates: every scheduling
 //! decision is the host framework's.
 //!
-//! Built so far: the translation of Kubernetes objects (nodes, pods,
-//! scheduler-plugins PodGroups, Dragon's annotations) into the framework's
-//! snapshot. The API client loop (watch, bind, scale, reload, leader
-//! election, metrics) is issue 4's remaining work.
+//! - [`translate`] / [`quantity`]: Kubernetes objects → framework types;
+//! - [`snapshot`]: watch events → the framework's snapshot (pure, testable);
+//! - [`kube_io`]: the framework's `Binder`/`Scaler` over the API;
+//! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
+//! - [`run`]: the wiring (watches, scheduling thread, leader election).
 
+pub mod config;
+pub mod http;
+pub mod kube_io;
+pub mod metrics;
 pub mod quantity;
+pub mod reload;
+pub mod run;
+pub mod snapshot;
 pub mod translate;

@@ -12,11 +12,27 @@ use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySo
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Validate a policy: print its name, versions, hooks and compile time.
-    #[command(after_help = "Examples:\n  dragon policy check dragon\n  dragon policy check my-policy.wasm --settings '{\"idle_threshold_s\": 30}'")]
+    #[command(
+        after_help = "Examples:\n  dragon policy check dragon\n  dragon policy check my-policy.wasm --settings '{\"idle_threshold_s\": 30}'"
+    )]
     Check(CheckOpts),
     /// Run one scheduling round (and one scale step) on a case file.
-    #[command(after_help = "Examples:\n  dragon policy run dragon --input examples/cases/two-gangs.yaml\n  dragon policy run baseline --input case.yaml --json")]
+    #[command(
+        after_help = "Examples:\n  dragon policy run dragon --input examples/cases/two-gangs.yaml\n  dragon policy run baseline --input case.yaml --json"
+    )]
     Run(RunOpts),
+    /// Write a bundled policy component to a file (e.g. for a ConfigMap).
+    #[command(after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm")]
+    Export(ExportOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportOpts {
+    /// `dragon` or `baseline`.
+    pub name: String,
+    /// Where to write the component.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Where the policy comes from and how it is configured.
@@ -37,14 +53,27 @@ pub struct PolicyArgs {
 
 impl PolicyArgs {
     pub(crate) fn load(&self) -> Result<WasmPolicy> {
-        let engine = PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
-        let cache = if self.no_cache { ComponentCache::disabled() } else { ComponentCache::from_env() };
+        let engine = PolicyEngine::new()
+            .map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
+        let cache = if self.no_cache {
+            ComponentCache::disabled()
+        } else {
+            ComponentCache::from_env()
+        };
         let options = LoadOptions {
             settings: super::read_settings(self.settings.as_deref())?,
-            limits: Limits { deadline_ms: self.deadline_ms, ..Limits::default() },
+            limits: Limits {
+                deadline_ms: self.deadline_ms,
+                ..Limits::default()
+            },
             sha256: None,
         };
-        Ok(WasmPolicy::load(&engine, &cache, &PolicySource::named_or_file(&self.policy), &options)?)
+        Ok(WasmPolicy::load(
+            &engine,
+            &cache,
+            &PolicySource::named_or_file(&self.policy),
+            &options,
+        )?)
     }
 }
 
@@ -74,6 +103,14 @@ impl PolicyCommand {
         match self {
             PolicyCommand::Check(o) => check(o),
             PolicyCommand::Run(o) => run(o),
+            PolicyCommand::Export(o) => {
+                let bytes = dragon_bundled::by_name(&o.name).with_context(|| {
+                    format!("no bundled policy named {:?} (bundled: {})", o.name, dragon_bundled::NAMES.join(", "))
+                })?;
+                std::fs::write(&o.out, bytes).with_context(|| format!("cannot write {}", o.out.display()))?;
+                println!("wrote {} ({} bytes)", o.out.display(), bytes.len());
+                Ok(())
+            }
         }
     }
 }
@@ -85,9 +122,16 @@ fn check(o: CheckOpts) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(info)?);
         return Ok(());
     }
-    let hooks: Vec<&str> = info.hooks.iter().map(|h| crate::runtime::hook_name(*h)).collect();
+    let hooks: Vec<&str> = info
+        .hooks
+        .iter()
+        .map(|h| crate::runtime::hook_name(*h))
+        .collect();
     println!("policy:            {} {}", info.name, info.version);
-    println!("interface:         dragon:scheduler@{}", info.interface_version);
+    println!(
+        "interface:         dragon:scheduler@{}",
+        info.interface_version
+    );
     println!("hooks:             {}", hooks.join(", "));
     println!("source:            {}", info.origin);
     println!("size:              {} bytes", info.size_bytes);
@@ -95,16 +139,29 @@ fn check(o: CheckOpts) -> Result<()> {
     println!(
         "compile:           {:.1} ms{}",
         info.compile_ms,
-        if info.cached { " (from the compiled-policy cache)" } else { "" }
+        if info.cached {
+            " (from the compiled-policy cache)"
+        } else {
+            ""
+        }
     );
-    println!("settings:          {}", if info.settings.is_empty() { "(defaults)" } else { &info.settings });
+    println!(
+        "settings:          {}",
+        if info.settings.is_empty() {
+            "(defaults)"
+        } else {
+            &info.settings
+        }
+    );
     println!("ok");
     Ok(())
 }
 
 fn run(o: RunOpts) -> Result<()> {
     let case = Case::load(&o.input)?;
-    let mut sched = case.scheduler().with_context(|| format!("in {}", o.input.display()))?;
+    let mut sched = case
+        .scheduler()
+        .with_context(|| format!("in {}", o.input.display()))?;
     let now = case.now_ms()?;
     let policy = o.policy.load()?;
     let mut io = RecordingIo::default();
@@ -123,28 +180,56 @@ fn run(o: RunOpts) -> Result<()> {
         return Ok(());
     }
     let info = policy.info();
-    println!("policy {} {} (dragon:scheduler@{}), t = {} s", info.name, info.version, info.interface_version, now as f64 / 1e3);
+    println!(
+        "policy {} {} (dragon:scheduler@{}), t = {} s",
+        info.name,
+        info.version,
+        info.interface_version,
+        now as f64 / 1e3
+    );
     for d in &round.decisions {
         match d {
             Decision::Bound { pod, node } => println!("  bind         {pod} -> {node}"),
-            Decision::Admitted { unit, pods, workers, nodes } => {
-                println!("  admitted     {unit}: {pods} pods, {workers} workers, on {nodes} node(s)")
+            Decision::Admitted {
+                unit,
+                pods,
+                workers,
+                nodes,
+            } => {
+                println!(
+                    "  admitted     {unit}: {pods} pods, {workers} workers, on {nodes} node(s)"
+                )
             }
-            Decision::Waiting { unit, reserved, wait_ms } => {
-                println!("  waiting      {unit}: {reserved} pods reserved, permit waits up to {wait_ms} ms")
+            Decision::Waiting {
+                unit,
+                reserved,
+                wait_ms,
+            } => {
+                println!(
+                    "  waiting      {unit}: {reserved} pods reserved, permit waits up to {wait_ms} ms"
+                )
             }
             Decision::Unschedulable { unit, reason } => println!("  pending      {unit}: {reason}"),
             Decision::Rejected { unit, reason } => println!("  rejected     {unit}: {reason}"),
-            Decision::BindFailed { unit, pod, reason } => println!("  bind failed  {unit} ({pod}): {reason}"),
+            Decision::BindFailed { unit, pod, reason } => {
+                println!("  bind failed  {unit} ({pod}): {reason}")
+            }
             Decision::PolicyError { unit, error } => println!("  error        {unit}: {error}"),
-            Decision::Resized { unit, workers, reason } => println!("  resized      {unit} -> {workers} workers: {reason}"),
+            Decision::Resized {
+                unit,
+                workers,
+                reason,
+            } => println!("  resized      {unit} -> {workers} workers: {reason}"),
         }
     }
     if round.decisions.is_empty() {
         println!("  (nothing pending)");
     }
     for a in &scale.actions {
-        println!("  scale        {}: {} -> {} workers: {}", a.job, a.from, a.to, a.reason);
+        println!(
+            "  scale        {}: {} -> {} workers: {}",
+            a.job, a.from, a.to, a.reason
+        );
     }
     for e in &scale.errors {
         println!("  scale error  {e}");

@@ -91,7 +91,10 @@ impl Cluster {
                 self.nodes[i] = node;
                 return Ok(i);
             }
-            return Err(ClusterError::Duplicate { kind: "node", name: node.name });
+            return Err(ClusterError::Duplicate {
+                kind: "node",
+                name: node.name,
+            });
         }
         let i = self.nodes.len();
         self.node_index.insert(node.name.clone(), i);
@@ -145,7 +148,15 @@ impl Cluster {
             e.job = job;
         } else {
             let unit_id = self.unit_id();
-            self.jobs.insert(job.name.clone(), JobEntry { job, unit_id, started_ms: None, scaled_ms: None });
+            self.jobs.insert(
+                job.name.clone(),
+                JobEntry {
+                    job,
+                    unit_id,
+                    started_ms: None,
+                    scaled_ms: None,
+                },
+            );
         }
     }
 
@@ -168,12 +179,18 @@ impl Cluster {
     /// Duplicate key, unknown job or unknown node.
     pub fn add_pod(&mut self, pod: Pod, node: Option<&str>) -> Result<(), ClusterError> {
         if self.pods.contains_key(&pod.key) {
-            return Err(ClusterError::Duplicate { kind: "pod", name: pod.key });
+            return Err(ClusterError::Duplicate {
+                kind: "pod",
+                name: pod.key,
+            });
         }
         if let Some(job) = &pod.job
             && !self.jobs.contains_key(job)
         {
-            return Err(ClusterError::UnknownJob { pod: pod.key.clone(), job: job.clone() });
+            return Err(ClusterError::UnknownJob {
+                pod: pod.key.clone(),
+                job: job.clone(),
+            });
         }
         let state = match node {
             Some(n) => {
@@ -184,7 +201,14 @@ impl Cluster {
             None => PodState::Pending,
         };
         let unit_id = self.unit_id();
-        self.pods.insert(pod.key.clone(), PodEntry { pod, state, unit_id });
+        self.pods.insert(
+            pod.key.clone(),
+            PodEntry {
+                pod,
+                state,
+                unit_id,
+            },
+        );
         Ok(())
     }
 
@@ -193,15 +217,34 @@ impl Cluster {
     /// # Errors
     /// The pod is unknown.
     pub fn remove_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
-        let e = self.pods.remove(key).ok_or_else(|| ClusterError::UnknownPod(key.to_string()))?;
+        let e = self
+            .pods
+            .remove(key)
+            .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))?;
         if let Some(n) = e.state.node() {
             self.used[n] = self.used[n].minus(e.pod.request);
         }
         Ok(e.pod)
     }
 
+    /// Record that the API server has `key` bound to `node` (by this
+    /// scheduler or anyone else): the pod holds room there from now on.
+    ///
+    /// # Errors
+    /// Unknown pod or node.
+    pub fn observe_bound(&mut self, key: &str, node: &str) -> Result<(), ClusterError> {
+        let n = self.node_idx(node)?;
+        if !self.pods.contains_key(key) {
+            return Err(ClusterError::UnknownPod(key.to_string()));
+        }
+        self.set_state(key, PodState::Bound(n));
+        Ok(())
+    }
+
     pub(crate) fn set_state(&mut self, key: &str, state: PodState) {
-        let Some(e) = self.pods.get_mut(key) else { return };
+        let Some(e) = self.pods.get_mut(key) else {
+            return;
+        };
         if let Some(n) = e.state.node() {
             self.used[n] = self.used[n].minus(e.pod.request);
         }
@@ -223,7 +266,11 @@ impl Cluster {
 
     /// Free resources of node `i` (allocatable − requests of pods on it).
     pub fn free(&self, i: usize) -> Resources {
-        if self.gone[i] { Resources::default() } else { self.nodes[i].allocatable.minus(self.used[i]) }
+        if self.gone[i] {
+            Resources::default()
+        } else {
+            self.nodes[i].allocatable.minus(self.used[i])
+        }
     }
 
     /// Requests of the pods on node `i`.
@@ -258,14 +305,21 @@ impl Cluster {
 
     /// Pods of `job` (any state), by key.
     pub fn job_pods<'a>(&'a self, job: &'a str) -> impl Iterator<Item = (&'a Pod, PodState)> + 'a {
-        self.pods.values().filter(move |e| e.pod.job.as_deref() == Some(job)).map(|e| (&e.pod, e.state))
+        self.pods
+            .values()
+            .filter(move |e| e.pod.job.as_deref() == Some(job))
+            .map(|e| (&e.pod, e.state))
     }
 
     /// A worker pod beyond its job's current worker count: being removed by
     /// a scale-down or an admission below the requested size.
     pub(crate) fn is_surplus(&self, pod: &Pod) -> bool {
         pod.role == Role::Worker
-            && pod.job.as_ref().and_then(|j| self.jobs.get(j)).is_some_and(|j| pod.index >= j.job.workers)
+            && pod
+                .job
+                .as_ref()
+                .and_then(|j| self.jobs.get(j))
+                .is_some_and(|j| pod.index >= j.job.workers)
     }
 
     /// Whole-cluster capacity columns for the policy.

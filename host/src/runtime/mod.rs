@@ -15,6 +15,6 @@ pub use cache::ComponentCache;
 pub use engine::PolicyEngine;
 pub use error::{CallError, Failure, LoadError};
 pub use limits::Limits;
-pub use load::{INTERFACE_VERSION, PolicySource};
-pub use policy::{Hooks, hook_name, LoadOptions, PolicyInfo, WasmPolicy};
+pub use load::{INTERFACE_VERSION, PolicySource, sha256_hex};
+pub use policy::{Hooks, LoadOptions, PolicyInfo, WasmPolicy, hook_name};
 pub use slot::{PolicySlot, SwapReport};

@@ -1,0 +1,123 @@
+//! The scheduler's YAML configuration file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use dragon_host::runtime::Limits;
+use serde::Deserialize;
+
+/// `dragon-scheduler --config FILE`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Pods with this `spec.schedulerName` are ours.
+    #[serde(default = "default_name")]
+    pub scheduler_name: String,
+    /// The policy: a `.wasm` path (watched for hot reload) or a bundled name.
+    pub policy: String,
+    /// Refuse a policy file whose SHA-256 is not this.
+    #[serde(default)]
+    pub policy_sha256: Option<String>,
+    /// Policy settings (a JSON object), passed to `configure`.
+    #[serde(default)]
+    pub settings: serde_json::Value,
+    /// Per-call limits on the policy.
+    #[serde(default)]
+    pub limits: Limits,
+    /// How often the scale step runs, seconds.
+    #[serde(default = "default_scale_interval")]
+    pub scale_interval_seconds: f64,
+    /// Longest pause between scheduling rounds while pods are pending, ms.
+    #[serde(default = "default_round_interval")]
+    pub round_interval_ms: u64,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen.
+    #[serde(default = "default_metrics_addr")]
+    pub metrics_addr: String,
+    /// Leader election on a Lease.
+    #[serde(default)]
+    pub leader_election: LeaderElection,
+    /// Where compiled policies are cached (default: `$DRAGON_CACHE_DIR` or `~/.cache/dragon`).
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Lease-based leader election.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct LeaderElection {
+    pub enabled: bool,
+    pub namespace: String,
+    pub lease_name: String,
+    pub lease_duration_seconds: u64,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            enabled: false,
+            namespace: "kube-system".into(),
+            lease_name: "dragon-scheduler".into(),
+            lease_duration_seconds: 15,
+        }
+    }
+}
+
+fn default_name() -> String {
+    "dragon-scheduler".into()
+}
+fn default_scale_interval() -> f64 {
+    30.0
+}
+fn default_round_interval() -> u64 {
+    200
+}
+fn default_metrics_addr() -> String {
+    "127.0.0.1:10260".into()
+}
+
+impl Config {
+    /// Read and check a config file.
+    ///
+    /// # Errors
+    /// Unreadable, malformed, or with out-of-range values; the message names the file.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+        let c: Config = serde_norway::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+        c.check().with_context(|| format!("invalid config {}", path.display()))?;
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.scheduler_name.is_empty() {
+            bail!("schedulerName must not be empty");
+        }
+        if !(self.scale_interval_seconds.is_finite() && self.scale_interval_seconds >= 1.0) {
+            bail!("scaleIntervalSeconds must be at least 1, got {}", self.scale_interval_seconds);
+        }
+        if !(self.settings.is_null() || self.settings.is_object()) {
+            bail!("settings must be a mapping (it is passed to the policy as JSON)");
+        }
+        Ok(())
+    }
+
+    /// The settings as the JSON text `configure` receives.
+    pub fn settings_json(&self) -> String {
+        if self.settings.is_null() { String::new() } else { self.settings.to_string() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_config_gets_defaults_and_typos_are_refused() {
+        let c: Config = serde_norway::from_str("policy: dragon\n").unwrap();
+        assert_eq!(c.scheduler_name, "dragon-scheduler");
+        assert_eq!(c.settings_json(), "");
+        let e = serde_norway::from_str::<Config>("policy: dragon\nschedulerNmae: x\n").unwrap_err();
+        assert!(e.to_string().contains("schedulerNmae"), "{e}");
+        let c: Config = serde_norway::from_str("policy: dragon\nsettings: {idle_threshold_s: 5}\n").unwrap();
+        assert_eq!(c.settings_json(), r#"{"idle_threshold_s":5}"#);
+    }
+}

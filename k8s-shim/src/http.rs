@@ -1,0 +1,44 @@
+//! `/metrics`, `/healthz` and `/readyz`.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+
+use crate::metrics::Metrics;
+
+/// Serve on `addr` (by default loopback only: not exposed beyond the pod).
+///
+/// # Errors
+/// The address cannot be bound.
+pub async fn spawn(addr: &str, metrics: Arc<Metrics>) -> Result<()> {
+    let m1 = metrics.clone();
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = m1.clone();
+                async move { ([("content-type", "text/plain; version=0.0.4")], m.render()) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    if m.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "listing the cluster") }
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(addr, "serving /metrics, /healthz, /readyz");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("metrics server stopped: {e}");
+        }
+    });
+    Ok(())
+}

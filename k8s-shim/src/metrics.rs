@@ -1,0 +1,155 @@
+//! Prometheus metrics, and the policy wrapper that times every hook.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use dragon_host::runtime::{CallError, Hooks, PolicyInfo, wit};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// Everything `/metrics` shows.
+pub struct Metrics {
+    registry: Registry,
+    /// Scheduling attempts per unit by result (`scheduled`, `unschedulable`, `error`, `waiting`, `rejected`).
+    pub attempts: Family<Labels, Counter>,
+    /// Policy hook latency by hook.
+    pub hook_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    /// Policy hook failures by hook.
+    pub hook_errors: Family<Labels, Counter>,
+    /// Time from a gang's creation to its admission.
+    pub gang_wait_seconds: Histogram,
+    /// Policy reloads by result (`success`, `failure`).
+    pub reloads: Family<Labels, Counter>,
+    /// Scale actions by direction (`up`, `down`).
+    pub scale_actions: Family<Labels, Counter>,
+    /// 1 while this replica leads.
+    pub leader: Gauge,
+    /// Set once the first full list of the cluster has been applied.
+    pub ready: AtomicBool,
+}
+
+fn hook_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-6, 4.0, 12))
+}
+
+impl Metrics {
+    /// Registered metrics, all zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("dragon");
+        let attempts = Family::<Labels, Counter>::default();
+        let hook_seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(hook_histogram as fn() -> Histogram);
+        let hook_errors = Family::<Labels, Counter>::default();
+        let gang_wait_seconds = Histogram::new(exponential_buckets(0.01, 3.0, 12));
+        let reloads = Family::<Labels, Counter>::default();
+        let scale_actions = Family::<Labels, Counter>::default();
+        let leader = Gauge::default();
+        registry.register("scheduling_attempts", "Scheduling attempts of pods and gangs, by result", attempts.clone());
+        registry.register("policy_hook_duration_seconds", "Latency of calls into the policy, by hook", hook_seconds.clone());
+        registry.register("policy_hook_errors", "Failed calls into the policy, by hook", hook_errors.clone());
+        registry.register("gang_wait_duration_seconds", "Time from a gang's creation to its admission", gang_wait_seconds.clone());
+        registry.register("policy_reloads", "Policy reloads, by result", reloads.clone());
+        registry.register("scale_actions", "Scale changes applied, by direction", scale_actions.clone());
+        registry.register("is_leader", "1 while this replica holds the lease", leader.clone());
+        Metrics {
+            registry,
+            attempts,
+            hook_seconds,
+            hook_errors,
+            gang_wait_seconds,
+            reloads,
+            scale_actions,
+            leader,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Count one labelled event.
+    pub fn inc(family: &Family<Labels, Counter>, key: &str, value: &str) {
+        family.get_or_create(&vec![(key.to_string(), value.to_string())]).inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Whether `/readyz` should say yes.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// A policy whose every hook call is timed and whose failures are counted.
+pub struct Timed<'a> {
+    pub inner: &'a dyn Hooks,
+    pub metrics: &'a Metrics,
+}
+
+impl Timed<'_> {
+    fn time<R>(&self, hook: &str, f: impl FnOnce() -> Result<R, CallError>) -> Result<R, CallError> {
+        let started = Instant::now();
+        let r = f();
+        let labels = vec![("hook".to_string(), hook.to_string())];
+        self.metrics.hook_seconds.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        if r.is_err() {
+            self.metrics.hook_errors.get_or_create(&labels).inc();
+        }
+        r
+    }
+}
+
+impl Hooks for Timed<'_> {
+    fn info(&self) -> &PolicyInfo {
+        self.inner.info()
+    }
+    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        self.time("queue-order", || self.inner.queue_order(now_ms, units))
+    }
+    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+        self.time("pre-filter", || self.inner.pre_filter(now_ms, unit, nodes))
+    }
+    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        self.time("filter", || self.inner.filter(pod, nodes))
+    }
+    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        self.time("score", || self.inner.score(pod, nodes))
+    }
+    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        self.time("permit", || self.inner.permit(now_ms, gang))
+    }
+    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        self.time("scale", || self.inner.scale(input))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_in_prometheus_text_format() {
+        let m = Metrics::new();
+        Metrics::inc(&m.attempts, "result", "scheduled");
+        Metrics::inc(&m.reloads, "result", "failure");
+        let text = m.render();
+        assert!(text.contains("dragon_scheduling_attempts_total{result=\"scheduled\"} 1"), "{text}");
+        assert!(text.contains("dragon_policy_reloads_total{result=\"failure\"} 1"), "{text}");
+        assert!(text.contains("# TYPE dragon_policy_hook_duration_seconds histogram"), "{text}");
+    }
+}

@@ -1,0 +1,440 @@
+//! Wiring: watches feed the snapshot; one scheduling thread runs rounds and
+//! the scale step on the serving policy; HTTP serves metrics and health;
+//! a Lease decides which replica acts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use dragon_host::framework::{Decision, SchedulerConfig};
+use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, PolicySlot, PolicySource};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1 as core;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
+use crate::metrics::{Metrics, Timed};
+use crate::snapshot::{Event, PodGroup, Snapshot};
+use crate::translate::{PodGroupSpec, SCALE_TARGET};
+
+/// What the watch tasks send the scheduling thread.
+enum Msg {
+    Event(Event),
+    /// A (re)list finished: objects of `kind` not in `keys` are gone.
+    Listed { kind: Kind, keys: BTreeSet<String> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Node,
+    Pod,
+    Group,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Build a client from `--kubeconfig`, else the usual inference
+/// (`$KUBECONFIG`, `~/.kube/config`, in-cluster).
+///
+/// # Errors
+/// No usable configuration.
+pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(&path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context("no Kubernetes configuration found")?,
+    };
+    Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// Forward one resource's watch into `tx`, translating objects with `to_event`.
+fn spawn_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: Kind,
+    tx: mpsc::Sender<Msg>,
+    to_event: fn(K) -> Event,
+    key_of: fn(&K) -> String,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, config).boxed();
+        let mut listing: Option<BTreeSet<String>> = None;
+        while let Some(item) = stream.next().await {
+            let msg = match item {
+                Ok(watcher::Event::Init) => {
+                    listing = Some(BTreeSet::new());
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(obj)) => {
+                    if let Some(l) = listing.as_mut() {
+                        l.insert(key_of(&obj));
+                    }
+                    Msg::Event(to_event(obj))
+                }
+                Ok(watcher::Event::InitDone) => Msg::Listed { kind, keys: listing.take().unwrap_or_default() },
+                Ok(watcher::Event::Apply(obj)) => Msg::Event(to_event(obj)),
+                Ok(watcher::Event::Delete(obj)) => Msg::Event(match kind {
+                    Kind::Node => Event::NodeGone(key_of(&obj)),
+                    Kind::Pod => Event::PodGone(key_of(&obj)),
+                    Kind::Group => Event::GroupGone(key_of(&obj)),
+                }),
+                Err(e) => {
+                    tracing::warn!(?kind, "watch error (retrying): {e}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn podgroup(obj: DynamicObject) -> Event {
+    let key = format!("{}/{}", obj.namespace().unwrap_or_else(|| "default".into()), obj.name_any());
+    let spec: PodGroupSpec =
+        obj.data.get("spec").cloned().and_then(|s| serde_json::from_value(s).ok()).unwrap_or_default();
+    let created_ms = obj.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond().max(0) as u64).unwrap_or(0);
+    Event::Group(PodGroup { key, spec, annotations: obj.metadata.annotations.clone().unwrap_or_default(), created_ms })
+}
+
+fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.meta().namespace.as_deref().unwrap_or("default"), obj.meta().name.as_deref().unwrap_or(""))
+}
+
+/// Run the scheduler until SIGINT/SIGTERM.
+///
+/// # Errors
+/// The policy cannot be loaded, the client cannot be built, or a port
+/// cannot be bound.
+pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
+    let client = client(kubeconfig).await?;
+    let metrics = Arc::new(Metrics::new());
+
+    let engine = PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
+    let cache = config.cache_dir.clone().map(ComponentCache::at).unwrap_or_else(ComponentCache::from_env);
+    let options = LoadOptions { settings: config.settings_json(), limits: config.limits, sha256: config.policy_sha256.clone() };
+    let source = PolicySource::named_or_file(&config.policy);
+    let slot = Arc::new(PolicySlot::open(engine, cache, &source, &options).context("cannot load the policy")?);
+    tracing::info!(policy = %slot.current().info().name, version = %slot.current().info().version, "policy loaded");
+    if let PolicySource::File(path) = &source {
+        crate::reload::spawn(path.clone(), slot.clone(), options.clone(), metrics.clone())
+            .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
+    }
+
+    crate::http::spawn(&config.metrics_addr, metrics.clone()).await?;
+
+    // Leader election: followers keep their snapshot current but do not act.
+    let (leading_tx, leading) = watch::channel(!config.leader_election.enabled);
+    let _leader_task = if config.leader_election.enabled {
+        let le = &config.leader_election;
+        let identity = format!("{}-{}", hostname(), std::process::id());
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &le.lease_name)
+            .with_namespace(&le.namespace)
+            .with_duration(le.lease_duration_seconds)
+            .with_grace((le.lease_duration_seconds / 3).max(1))
+            .with_identity(&identity)
+            .build()
+            .await
+            .context("cannot set up leader election")?;
+        let (mut rx, task) = manager.watch().await;
+        let tx = leading_tx.clone();
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                let is = *rx.borrow_and_update();
+                m.leader.set(i64::from(is));
+                tracing::info!(identity, leader = is, "leadership");
+                let _ = tx.send(is);
+                if rx.changed().await.is_err() {
+                    let _ = tx.send(false);
+                    return;
+                }
+            }
+        });
+        Some(task)
+    } else {
+        metrics.leader.set(1);
+        None
+    };
+
+    let (tx, rx) = mpsc::channel();
+    spawn_watch(
+        Api::<core::Node>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::Node,
+        tx.clone(),
+        |n| Event::Node(Box::new(n)),
+        |n| n.name_any(),
+    );
+    spawn_watch(
+        Api::<core::Pod>::all(client.clone()),
+        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+        Kind::Pod,
+        tx.clone(),
+        |p| Event::Pod(Box::new(p)),
+        namespaced_key,
+    );
+    spawn_watch(
+        Api::<DynamicObject>::all_with(client.clone(), &podgroup_resource()),
+        watcher::Config::default(),
+        Kind::Group,
+        tx.clone(),
+        podgroup,
+        namespaced_key,
+    );
+    drop(tx);
+
+    let handle = tokio::runtime::Handle::current();
+    let io = KubeIo::new(client.clone(), handle.clone(), &config.scheduler_name);
+    let scaler = KubeScaler::new(client.clone(), handle);
+    let loop_state = Loop {
+        scaler,
+        snapshot: Snapshot::new(&config.scheduler_name, SchedulerConfig::default()),
+        slot,
+        io,
+        metrics,
+        leading,
+        round_interval: Duration::from_millis(config.round_interval_ms.max(10)),
+        scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
+        last_reason: BTreeMap::new(),
+        listed: BTreeSet::new(),
+    };
+    let worker = std::thread::Builder::new().name("dragon-schedule".into()).spawn(move || loop_state.run(rx))?;
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+        _ = term.recv() => tracing::info!("terminated"),
+    }
+    drop(worker);
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .unwrap_or_else(|| "dragon".into())
+}
+
+/// The scheduling thread's state.
+struct Loop {
+    snapshot: Snapshot,
+    slot: Arc<PolicySlot>,
+    io: KubeIo,
+    scaler: KubeScaler,
+    metrics: Arc<Metrics>,
+    leading: watch::Receiver<bool>,
+    round_interval: Duration,
+    scale_interval: Duration,
+    /// Last FailedScheduling reason per pod, so events are not repeated.
+    last_reason: BTreeMap<String, String>,
+    listed: BTreeSet<Kind>,
+}
+
+impl Loop {
+    fn run(mut self, rx: mpsc::Receiver<Msg>) {
+        let mut dirty = true;
+        let mut last_round = Instant::now();
+        let mut last_scale = Instant::now();
+        loop {
+            match rx.recv_timeout(self.round_interval) {
+                Ok(msg) => {
+                    self.handle(msg);
+                    // Apply everything already queued before deciding.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.handle(msg);
+                    }
+                    dirty = true;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            if self.listed.len() < 3 || !*self.leading.borrow() {
+                continue;
+            }
+            self.sync_targets();
+            let waiting = self.snapshot.sched.waiting_gangs().next().is_some();
+            let retry = last_round.elapsed() >= Duration::from_secs(2);
+            if (dirty || retry || waiting) && (self.snapshot.pending() > 0 || waiting) {
+                self.round();
+                last_round = Instant::now();
+                dirty = false;
+            }
+            if last_scale.elapsed() >= self.scale_interval {
+                self.scale();
+                last_scale = Instant::now();
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Event(e) => self.snapshot.apply(e),
+            Msg::Listed { kind, keys } => {
+                // Drop what vanished while we were not watching.
+                let stale: Vec<Event> = match kind {
+                    Kind::Node => self
+                        .snapshot
+                        .sched
+                        .cluster
+                        .nodes()
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, n)| self.snapshot.sched.cluster.is_live(*i) && !keys.contains(&n.name))
+                        .map(|(_, n)| Event::NodeGone(n.name.clone()))
+                        .collect(),
+                    Kind::Pod => self
+                        .snapshot
+                        .sched
+                        .cluster
+                        .pods()
+                        .filter(|(p, _)| !keys.contains(&p.key))
+                        .map(|(p, _)| Event::PodGone(p.key.clone()))
+                        .collect(),
+                    Kind::Group => Vec::new(),
+                };
+                for e in stale {
+                    self.snapshot.apply(e);
+                }
+                self.listed.insert(kind);
+                if self.listed.len() == 3 {
+                    self.metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(nodes = self.snapshot.sched.cluster.nodes().len(), "cluster listed; scheduling");
+                }
+            }
+        }
+    }
+
+    /// Learn scale targets from PodGroup annotations, and each target's
+    /// replicas once (the workers a job wants).
+    fn sync_targets(&mut self) {
+        let jobs: Vec<String> = self.snapshot.sched.cluster.jobs().map(|j| j.name.clone()).collect();
+        for job in jobs {
+            let Some(target) = self.snapshot.group(&job).and_then(|g| g.annotations.get(SCALE_TARGET)).cloned() else {
+                continue;
+            };
+            if self.scaler.targets.get(&job) != Some(&target) {
+                self.scaler.targets.insert(job.clone(), target);
+                if let Some(r) = self.scaler.target_replicas(&job) {
+                    self.snapshot.desired.insert(job.clone(), r);
+                    self.snapshot.refresh_job(&job);
+                }
+            }
+        }
+    }
+
+    fn apply_scaled(&mut self) {
+        for (job, w) in std::mem::take(&mut self.scaler.scaled) {
+            self.snapshot.desired.insert(job.clone(), w);
+            self.snapshot.refresh_job(&job);
+        }
+    }
+
+    fn round(&mut self) {
+        let policy = self.slot.current();
+        let timed = Timed { inner: policy.as_ref(), metrics: &self.metrics };
+        let now = now_ms();
+        let report = self.snapshot.sched.schedule_round(now, &timed, &mut self.io, &mut self.scaler);
+        // Admission below the requested size also goes through /scale.
+        self.apply_scaled();
+        for d in &report.decisions {
+            let m = &self.metrics;
+            match d {
+                Decision::Bound { pod, .. } => {
+                    self.last_reason.remove(pod);
+                }
+                Decision::Admitted { unit, pods, .. } => {
+                    Metrics::inc(&m.attempts, "result", "scheduled");
+                    if let Some(job) = unit.strip_prefix("job/") {
+                        if let Some(j) = self.snapshot.sched.cluster.job(job) {
+                            m.gang_wait_seconds.observe(now.saturating_sub(j.arrival_ms) as f64 / 1e3);
+                        }
+                        self.io.podgroup_status(job, "Scheduled", *pods);
+                    }
+                }
+                Decision::Waiting { unit, reserved, wait_ms } => {
+                    Metrics::inc(&m.attempts, "result", "waiting");
+                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
+                }
+                Decision::Unschedulable { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "unschedulable");
+                    self.explain(unit, reason);
+                }
+                Decision::Rejected { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "rejected");
+                    self.explain(unit, &format!("gang rejected by permit: {reason}"));
+                }
+                Decision::BindFailed { unit, reason, .. } => {
+                    Metrics::inc(&m.attempts, "result", "error");
+                    self.explain(unit, &format!("binding failed, gang released: {reason}"));
+                }
+                Decision::PolicyError { unit, error } => {
+                    Metrics::inc(&m.attempts, "result", "error");
+                    self.explain(unit, &format!("policy error: {error}"));
+                }
+                Decision::Resized { unit, workers, reason } => {
+                    tracing::info!(unit, workers, reason, "admitted below the requested size");
+                }
+            }
+        }
+        for (key, reason) in self.snapshot.invalid.clone() {
+            self.explain(&format!("pod/{key}"), &format!("cannot be scheduled: {reason}"));
+        }
+    }
+
+    /// A FailedScheduling event on each pending pod of `unit`, once per reason.
+    fn explain(&mut self, unit: &str, reason: &str) {
+        let pods: Vec<String> = if let Some(job) = unit.strip_prefix("job/") {
+            self.snapshot
+                .sched
+                .cluster
+                .job_pods(job)
+                .filter(|(_, s)| !matches!(s, dragon_host::framework::PodState::Bound(_)))
+                .map(|(p, _)| p.key.clone())
+                .collect()
+        } else if let Some(pod) = unit.strip_prefix("pod/") {
+            vec![pod.to_string()]
+        } else {
+            Vec::new()
+        };
+        for pod in pods {
+            if self.last_reason.get(&pod).map(String::as_str) != Some(reason) {
+                self.io.event(&pod, EventType::Warning, "FailedScheduling", reason.to_string());
+                self.last_reason.insert(pod, reason.to_string());
+            }
+        }
+    }
+
+    fn scale(&mut self) {
+        let policy = self.slot.current();
+        let timed = Timed { inner: policy.as_ref(), metrics: &self.metrics };
+        let report = self.snapshot.sched.scale_step(now_ms(), &timed, &mut self.scaler);
+        for a in &report.actions {
+            Metrics::inc(&self.metrics.scale_actions, "direction", if a.to > a.from { "up" } else { "down" });
+            tracing::info!(job = %a.job, from = a.from, to = a.to, reason = %a.reason, "scale");
+        }
+        for e in &report.errors {
+            tracing::warn!("scale step: {e}");
+        }
+        self.apply_scaled();
+    }
+}

@@ -1,0 +1,294 @@
+//! Keeps the framework's snapshot equal to what the API server says.
+//! Watch events go in, one at a time; nothing here talks to the API, so
+//! tests feed it a `Vec` of events.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use dragon_host::framework::{Cluster, PodState, Role, Scheduler, SchedulerConfig};
+use k8s_openapi::api::core::v1 as core;
+
+use crate::translate::{self, PodGroupSpec};
+
+/// A PodGroup as the shim needs it.
+#[derive(Debug, Clone, Default)]
+pub struct PodGroup {
+    /// `namespace/name`.
+    pub key: String,
+    pub spec: PodGroupSpec,
+    pub annotations: BTreeMap<String, String>,
+    pub created_ms: u64,
+}
+
+/// One change seen on the API server.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Node(Box<core::Node>),
+    NodeGone(String),
+    Pod(Box<core::Pod>),
+    PodGone(String),
+    Group(PodGroup),
+    GroupGone(String),
+}
+
+/// The framework state plus what is needed to rebuild jobs from pods.
+pub struct Snapshot {
+    /// The framework the rounds run on.
+    pub sched: Scheduler,
+    scheduler_name: String,
+    groups: BTreeMap<String, PodGroup>,
+    /// Workers wanted per job when known from the workload's `/scale`
+    /// (or our own scaling), else the worker pods that exist.
+    pub desired: BTreeMap<String, u32>,
+    /// Pods waiting for their node or PodGroup to be seen.
+    deferred: BTreeMap<String, core::Pod>,
+    /// Pods that could not be translated, with the reason (shown in events).
+    pub invalid: BTreeMap<String, String>,
+}
+
+fn node_name(p: &core::Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+impl Snapshot {
+    /// An empty snapshot for pods with `spec.schedulerName == scheduler_name`.
+    pub fn new(scheduler_name: &str, config: SchedulerConfig) -> Snapshot {
+        Snapshot {
+            sched: Scheduler::new(Cluster::new(), config),
+            scheduler_name: scheduler_name.to_string(),
+            groups: BTreeMap::new(),
+            desired: BTreeMap::new(),
+            deferred: BTreeMap::new(),
+            invalid: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `p` is a pod this scheduler places.
+    pub fn is_ours(&self, p: &core::Pod) -> bool {
+        p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(self.scheduler_name.as_str())
+    }
+
+    /// The PodGroup of a job, if seen.
+    pub fn group(&self, job: &str) -> Option<&PodGroup> {
+        self.groups.get(job)
+    }
+
+    /// Pending pods of ours the framework will try.
+    pub fn pending(&self) -> usize {
+        self.sched.cluster.pods().filter(|(_, s)| *s == PodState::Pending).count()
+    }
+
+    /// Apply one event.
+    pub fn apply(&mut self, event: Event) {
+        match event {
+            Event::Node(n) => match translate::node(&n) {
+                Ok(node) => {
+                    let name = node.name.clone();
+                    let c = &mut self.sched.cluster;
+                    let res = if c.node_by_name(&name).is_some() { c.update_node(node) } else { c.add_node(node).map(|_| ()) };
+                    if let Err(e) = res {
+                        tracing::warn!(node = %name, "ignoring node: {e}");
+                    }
+                    self.retry_deferred();
+                }
+                Err(e) => tracing::warn!("ignoring node: {e}"),
+            },
+            Event::NodeGone(name) => {
+                let _ = self.sched.cluster.remove_node(&name);
+            }
+            Event::Pod(p) => self.apply_pod(*p),
+            Event::PodGone(key) => {
+                self.deferred.remove(&key);
+                self.invalid.remove(&key);
+                if let Ok(pod) = self.sched.cluster.remove_pod(&key)
+                    && let Some(job) = pod.job
+                {
+                    self.refresh_job(&job);
+                }
+            }
+            Event::Group(g) => {
+                let key = g.key.clone();
+                self.groups.insert(key.clone(), g);
+                self.refresh_job(&key);
+                self.retry_deferred();
+            }
+            Event::GroupGone(key) => {
+                self.groups.remove(&key);
+                if self.sched.cluster.job_pods(&key).next().is_none() {
+                    self.sched.cluster.remove_job(&key);
+                }
+            }
+        }
+    }
+
+    fn retry_deferred(&mut self) {
+        let pods: Vec<core::Pod> = std::mem::take(&mut self.deferred).into_values().collect();
+        for p in pods {
+            self.apply_pod(p);
+        }
+    }
+
+    fn apply_pod(&mut self, p: core::Pod) {
+        let key = translate::pod_key(&p);
+        if translate::is_terminated(&p) {
+            self.apply(Event::PodGone(key));
+            return;
+        }
+        let ours = self.is_ours(&p);
+        let bound_to = node_name(&p).map(str::to_string);
+        if bound_to.is_none() && !ours {
+            // Another scheduler's pending pod uses nothing yet.
+            return;
+        }
+        let mut pod = match translate::pod(&p) {
+            Ok(pod) => pod,
+            Err(e) => {
+                tracing::warn!("{e}");
+                self.invalid.insert(key, e.message);
+                return;
+            }
+        };
+        self.invalid.remove(&key);
+        let c = &mut self.sched.cluster;
+        if let Some(node) = &bound_to
+            && c.node_by_name(node).is_none()
+        {
+            self.deferred.insert(key, p);
+            return;
+        }
+        // Gang pods wait for their PodGroup; another scheduler's pods only
+        // count as usage.
+        if let Some(job) = pod.job.clone() {
+            if !ours {
+                pod.job = None;
+            } else if !self.groups.contains_key(&job) {
+                if bound_to.is_some() {
+                    pod.job = None;
+                } else {
+                    self.deferred.insert(key, p);
+                    return;
+                }
+            }
+        }
+        let job = pod.job.clone();
+        match c.pod(&key).map(|(_, s)| s) {
+            None => {
+                if let Some(job) = &job {
+                    // Make sure the job exists before its first pod.
+                    self.refresh_job(job);
+                }
+                let c = &mut self.sched.cluster;
+                if let Err(e) = c.add_pod(pod, bound_to.as_deref()) {
+                    tracing::warn!(pod = %key, "ignoring pod: {e}");
+                    return;
+                }
+            }
+            Some(state) => {
+                if let Some(node) = &bound_to {
+                    let idx = c.node_by_name(node);
+                    if state != PodState::Bound(idx.unwrap_or(usize::MAX))
+                        && let Err(e) = c.observe_bound(&key, node)
+                    {
+                        tracing::warn!(pod = %key, "{e}");
+                    }
+                }
+                // Unbound in the API: keep our own state (it may be reserved
+                // while its gang waits in permit).
+            }
+        }
+        if let Some(job) = job {
+            self.refresh_job(&job);
+        }
+    }
+
+    /// Recompute a job from its PodGroup and its pods.
+    pub fn refresh_job(&mut self, job: &str) {
+        let Some(group) = self.groups.get(job) else { return };
+        let c = &self.sched.cluster;
+        let workers_present: BTreeSet<u32> =
+            c.job_pods(job).filter(|(p, _)| p.role == Role::Worker).map(|(p, _)| p.index).collect();
+        let observed = workers_present.len() as u32;
+        let workers = self.desired.get(job).copied().unwrap_or(observed);
+        match translate::job(job, &group.spec, &group.annotations, group.created_ms, workers) {
+            Ok(mut j) => {
+                if let Some(old) = c.job(job) {
+                    j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
+                }
+                self.sched.cluster.upsert_job(j);
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, gpus: u32) -> Event {
+        Event::Node(Box::new(
+            serde_norway::from_str(&format!(
+                "metadata: {{name: {name}}}\nstatus:\n  allocatable: {{cpu: '32', memory: 128Gi, nvidia.com/gpu: '{gpus}'}}\n  conditions: [{{type: Ready, status: 'True'}}]\n"
+            ))
+            .unwrap(),
+        ))
+    }
+
+    fn pod(name: &str, group: Option<&str>, role: &str, index: u32, node: Option<&str>, scheduler: &str) -> Event {
+        let labels = match group {
+            Some(g) => format!("{{scheduling.x-k8s.io/pod-group: {g}, dragon.dev/role: {role}, dragon.dev/index: '{index}'}}"),
+            None => "{}".into(),
+        };
+        let node = node.map(|n| format!("  nodeName: {n}\n")).unwrap_or_default();
+        Event::Pod(Box::new(
+            serde_norway::from_str(&format!(
+                "metadata: {{name: {name}, namespace: ml, labels: {labels}}}\nspec:\n  schedulerName: {scheduler}\n{node}  containers: [{{name: c, resources: {{requests: {{cpu: '1', memory: 1Gi, nvidia.com/gpu: '1'}}}}}}]\n"
+            ))
+            .unwrap(),
+        ))
+    }
+
+    fn group(name: &str, min_member: u32) -> Event {
+        Event::Group(PodGroup {
+            key: format!("ml/{name}"),
+            spec: PodGroupSpec { min_member, schedule_timeout_seconds: None },
+            annotations: BTreeMap::new(),
+            created_ms: 1,
+        })
+    }
+
+    #[test]
+    fn gang_pods_wait_for_their_podgroup_and_then_form_a_job() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        for e in [node("n1", 4), pod("t-w0", Some("t"), "worker", 0, None, "dragon"), pod("t-w1", Some("t"), "worker", 1, None, "dragon")] {
+            s.apply(e);
+        }
+        assert_eq!(s.pending(), 0, "no PodGroup yet");
+        s.apply(group("t", 2));
+        assert_eq!(s.pending(), 2);
+        let job = s.sched.cluster.job("ml/t").unwrap();
+        assert_eq!((job.workers, job.min_member), (2, 2));
+    }
+
+    #[test]
+    fn all_bound_pods_count_as_usage_but_only_ours_are_scheduled() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(pod("other", None, "", 0, Some("n1"), "default-scheduler"));
+        s.apply(node("n1", 4));
+        s.apply(pod("theirs-pending", None, "", 0, None, "default-scheduler"));
+        s.apply(pod("ours", None, "", 0, None, "dragon"));
+        assert_eq!(s.sched.cluster.free(0).gpus, 3, "the deferred bound pod counts once its node is known");
+        assert_eq!(s.pending(), 1);
+        s.apply(Event::PodGone("ml/other".into()));
+        assert_eq!(s.sched.cluster.free(0).gpus, 4);
+    }
+
+    #[test]
+    fn a_pod_seen_bound_is_bound_in_the_snapshot() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        s.apply(pod("p", None, "", 0, None, "dragon"));
+        s.apply(pod("p", None, "", 0, Some("n1"), "dragon"));
+        assert_eq!(s.pending(), 0);
+        assert_eq!(s.sched.cluster.free(0).gpus, 3);
+    }
+}
