@@ -19,7 +19,13 @@ const POLICIES: &[(&str, &str, &str)] = &[
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.join("../..").canonicalize().unwrap();
-    for dir in ["plugin", "wit", "tests/policies", "Cargo.toml", "Cargo.lock"] {
+    for dir in [
+        "plugin",
+        "wit",
+        "tests/policies",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     ensure_target();
@@ -28,16 +34,31 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--profile", "policy", "--target", TARGET, "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            "policy",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
         .arg(&target_dir);
     for (krate, _, _) in POLICIES {
         cmd.args(["-p", krate]);
     }
     // The outer build's flags are for the host, not for wasm.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("failed to run cargo for the policy build");
+    let status = cmd
+        .status()
+        .expect("failed to run cargo for the policy build");
     if !status.success() {
         panic!("building the policy components failed (see the cargo output above)");
     }
@@ -45,8 +66,12 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let mut consts = String::new();
     for (krate, stem, name) in POLICIES {
-        let module = target_dir.join(TARGET).join("policy").join(format!("{stem}.wasm"));
-        let component = encode(&module).unwrap_or_else(|e| panic!("encoding {krate} as a component: {e}"));
+        let module = target_dir
+            .join(TARGET)
+            .join("policy")
+            .join(format!("{stem}.wasm"));
+        let component =
+            encode(&module).unwrap_or_else(|e| panic!("encoding {krate} as a component: {e}"));
         let path = out.join(format!("{stem}.component.wasm"));
         std::fs::write(&path, &component).unwrap();
         consts.push_str(&format!(
@@ -64,11 +89,18 @@ fn ensure_target() {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == TARGET));
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == TARGET)
+        });
     match installed {
         Ok(true) => {}
         Ok(false) => {
-            let ok = Command::new("rustup").args(["target", "add", TARGET]).status().map(|s| s.success());
+            let ok = Command::new("rustup")
+                .args(["target", "add", TARGET])
+                .status()
+                .map(|s| s.success());
             if !matches!(ok, Ok(true)) {
                 panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed");
             }

@@ -78,11 +78,14 @@ fn ms(place: &str, s: f64) -> Result<u64> {
 /// # Errors
 /// The file cannot be read or parsed; the message names the file and place.
 pub fn parse_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).with_context(|| format!("{} is not a valid file of this kind", path.display()))
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid file of this kind", path.display()))
     } else {
-        serde_norway::from_str(&text).with_context(|| format!("{} is not a valid file of this kind", path.display()))
+        serde_norway::from_str(&text)
+            .with_context(|| format!("{} is not a valid file of this kind", path.display()))
     }
 }
 
@@ -114,27 +117,48 @@ impl Case {
         for (i, j) in self.jobs.iter().enumerate() {
             let place = format!("jobs[{i}] ({})", j.name);
             let arrival = ms(&format!("{place}.arrival_s"), j.arrival_s)?;
-            let jp = spec::job_pods(&place, &j.name, arrival, j.priority, j.ps.as_ref(), &j.workers)?;
+            let jp = spec::job_pods(
+                &place,
+                &j.name,
+                arrival,
+                j.priority,
+                j.ps.as_ref(),
+                &j.workers,
+            )?;
             if !j.running_on.is_empty() && j.running_on.len() != jp.pods.len() {
-                bail!("{place}.running_on: names {} nodes for {} pods", j.running_on.len(), jp.pods.len());
+                bail!(
+                    "{place}.running_on: names {} nodes for {} pods",
+                    j.running_on.len(),
+                    jp.pods.len()
+                );
             }
             cluster.upsert_job(jp.job);
             for (k, pod) in jp.pods.into_iter().enumerate() {
                 let node = j.running_on.get(k).map(String::as_str);
-                cluster.add_pod(pod, node).with_context(|| format!("{place}.running_on[{k}]"))?;
+                cluster
+                    .add_pod(pod, node)
+                    .with_context(|| format!("{place}.running_on[{k}]"))?;
             }
             if !j.running_on.is_empty() {
-                let started = ms(&format!("{place}.started_s"), j.started_s.unwrap_or(j.arrival_s))?;
+                let started = ms(
+                    &format!("{place}.started_s"),
+                    j.started_s.unwrap_or(j.arrival_s),
+                )?;
                 cluster.mark_started(&j.name, started);
             }
         }
         for (i, p) in self.pods.iter().enumerate() {
             let place = format!("pods[{i}] ({})", p.name);
-            let mut pod = Pod::new(&p.name, spec::resources(&place, p.cpu, p.memory_gib, p.gpus)?);
+            let mut pod = Pod::new(
+                &p.name,
+                spec::resources(&place, p.cpu, p.memory_gib, p.gpus)?,
+            );
             pod.arrival_ms = ms(&format!("{place}.arrival_s"), p.arrival_s)?;
             pod.node_selector = p.node_selector.clone();
             pod.tolerations = p.tolerations.clone();
-            cluster.add_pod(pod, p.node.as_deref()).with_context(|| place.clone())?;
+            cluster
+                .add_pod(pod, p.node.as_deref())
+                .with_context(|| place.clone())?;
         }
         Ok(Scheduler::new(cluster, SchedulerConfig::default()))
     }

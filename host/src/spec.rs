@@ -54,18 +54,33 @@ pub struct SpecError {
 }
 
 fn err(place: impl Into<String>, message: impl Into<String>) -> SpecError {
-    SpecError { place: place.into(), message: message.into() }
+    SpecError {
+        place: place.into(),
+        message: message.into(),
+    }
 }
 
 /// Convert cores/GiB to the framework's integer units, refusing negative,
 /// non-finite or absurd values.
-pub fn resources(place: &str, cpu: f64, memory_gib: f64, gpus: u32) -> Result<Resources, SpecError> {
+pub fn resources(
+    place: &str,
+    cpu: f64,
+    memory_gib: f64,
+    gpus: u32,
+) -> Result<Resources, SpecError> {
     for (field, v) in [("cpu", cpu), ("memory_gib", memory_gib)] {
         if !v.is_finite() || v < 0.0 || v > 1e9 {
-            return Err(err(format!("{place}.{field}"), format!("must be a number between 0 and 1e9, got {v}")));
+            return Err(err(
+                format!("{place}.{field}"),
+                format!("must be a number between 0 and 1e9, got {v}"),
+            ));
         }
     }
-    Ok(Resources { cpu_milli: (cpu * 1000.0).round() as u64, memory_mib: (memory_gib * 1024.0).round() as u64, gpus })
+    Ok(Resources {
+        cpu_milli: (cpu * 1000.0).round() as u64,
+        memory_mib: (memory_gib * 1024.0).round() as u64,
+        gpus,
+    })
 }
 
 impl NodeGroup {
@@ -78,7 +93,10 @@ impl NodeGroup {
             return Err(err(format!("{place}.name_prefix"), "must not be empty"));
         }
         if self.count > 100_000 {
-            return Err(err(format!("{place}.count"), format!("{} nodes is more than the 100000 supported", self.count)));
+            return Err(err(
+                format!("{place}.count"),
+                format!("{} nodes is more than the 100000 supported", self.count),
+            ));
         }
         let alloc = resources(place, self.cpu, self.memory_gib, self.gpus)?;
         Ok((0..self.count)
@@ -112,24 +130,47 @@ pub fn job_pods(
     workers: &TaskSpec,
 ) -> Result<JobPods, SpecError> {
     if name.is_empty() || name.contains('/') {
-        return Err(err(format!("{place}.name"), "must be non-empty and contain no '/'"));
+        return Err(err(
+            format!("{place}.name"),
+            "must be non-empty and contain no '/'",
+        ));
     }
     let min = workers.min.unwrap_or(workers.count);
     let max = workers.max.unwrap_or(workers.count);
     if workers.count == 0 {
-        return Err(err(format!("{place}.workers.count"), "a job needs at least one worker"));
+        return Err(err(
+            format!("{place}.workers.count"),
+            "a job needs at least one worker",
+        ));
     }
     if min == 0 || min > workers.count {
-        return Err(err(format!("{place}.workers.min"), format!("must be between 1 and count ({}), got {min}", workers.count)));
+        return Err(err(
+            format!("{place}.workers.min"),
+            format!("must be between 1 and count ({}), got {min}", workers.count),
+        ));
     }
     if max < workers.count || max > 10_000 {
-        return Err(err(format!("{place}.workers.max"), format!("must be between count ({}) and 10000, got {max}", workers.count)));
+        return Err(err(
+            format!("{place}.workers.max"),
+            format!(
+                "must be between count ({}) and 10000, got {max}",
+                workers.count
+            ),
+        ));
     }
     let ps_count = ps.map(|p| p.count).unwrap_or(0);
     if ps.is_some_and(|p| p.min.is_some() || p.max.is_some()) {
-        return Err(err(format!("{place}.ps"), "parameter servers are not elastic: min/max apply to workers"));
+        return Err(err(
+            format!("{place}.ps"),
+            "parameter servers are not elastic: min/max apply to workers",
+        ));
     }
-    let worker_req = resources(&format!("{place}.workers"), workers.cpu, workers.memory_gib, workers.gpus)?;
+    let worker_req = resources(
+        &format!("{place}.workers"),
+        workers.cpu,
+        workers.memory_gib,
+        workers.gpus,
+    )?;
     let ps_req = match ps {
         Some(p) => resources(&format!("{place}.ps"), p.cpu, p.memory_gib, p.gpus)?,
         None => Resources::default(),

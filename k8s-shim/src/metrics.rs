@@ -147,9 +147,11 @@ mod tests {
         let m = Metrics::new();
         Metrics::inc(&m.attempts, "result", "scheduled");
         Metrics::inc(&m.reloads, "result", "failure");
+        m.hook_seconds.get_or_create(&vec![("hook".to_string(), "score".to_string())]).observe(0.000_05);
         let text = m.render();
         assert!(text.contains("dragon_scheduling_attempts_total{result=\"scheduled\"} 1"), "{text}");
         assert!(text.contains("dragon_policy_reloads_total{result=\"failure\"} 1"), "{text}");
         assert!(text.contains("# TYPE dragon_policy_hook_duration_seconds histogram"), "{text}");
+        assert!(text.contains("dragon_policy_hook_duration_seconds_count{hook=\"score\"} 1"), "{text}");
     }
 }

@@ -4,7 +4,8 @@
 //! bundled components.
 
 use dragon_host::runtime::{
-    CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource, WasmPolicy, wit,
+    CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource,
+    WasmPolicy, wit,
 };
 use dragon_policy_sdk::Policy;
 use serde::Serialize;
@@ -58,10 +59,23 @@ impl<P: Policy> Hooks for Native<P> {
         let units: Vec<dragon_policy_sdk::types::Queued> = convert(&units);
         Ok(self.policy.queue_order(now_ms, &units))
     }
-    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
-        Ok(convert(&self.policy.pre_filter(now_ms, &convert(unit), &convert(nodes))))
+    fn pre_filter(
+        &self,
+        now_ms: u64,
+        unit: &wit::Unit,
+        nodes: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        Ok(convert(&self.policy.pre_filter(
+            now_ms,
+            &convert(unit),
+            &convert(nodes),
+        )))
     }
-    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+    fn filter(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+    ) -> Result<Vec<bool>, CallError> {
         Ok(self.policy.filter(&convert(pod), &convert(nodes)))
     }
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
@@ -81,20 +95,46 @@ pub fn engine() -> PolicyEngine {
 }
 
 /// Load bundled or test component bytes with `settings` and no cache.
-pub fn load(engine: &PolicyEngine, origin: &str, bytes: &[u8], options: &LoadOptions) -> WasmPolicy {
+pub fn load(
+    engine: &PolicyEngine,
+    origin: &str,
+    bytes: &[u8],
+    options: &LoadOptions,
+) -> WasmPolicy {
     WasmPolicy::from_bytes(engine, &ComponentCache::disabled(), origin, bytes, options)
         .unwrap_or_else(|e| panic!("loading {origin}: {e}"))
 }
 
 /// Load a bundled policy by name with `settings`.
 pub fn bundled(engine: &PolicyEngine, name: &str, settings: &str) -> WasmPolicy {
-    let options = LoadOptions { settings: settings.into(), ..Default::default() };
-    WasmPolicy::load(engine, &ComponentCache::disabled(), &PolicySource::named_or_file(name), &options)
-        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+    let options = LoadOptions {
+        settings: settings.into(),
+        ..Default::default()
+    };
+    WasmPolicy::load(
+        engine,
+        &ComponentCache::disabled(),
+        &PolicySource::named_or_file(name),
+        &options,
+    )
+    .unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
 /// The hostile test policy configured with `settings`.
-pub fn hostile(engine: &PolicyEngine, settings: &str, options: LoadOptions) -> Result<WasmPolicy, dragon_host::runtime::LoadError> {
-    let options = LoadOptions { settings: settings.into(), ..options };
-    WasmPolicy::from_bytes(engine, &ComponentCache::disabled(), "hostile.wasm", dragon_bundled::test_policies::HOSTILE, &options)
+pub fn hostile(
+    engine: &PolicyEngine,
+    settings: &str,
+    options: LoadOptions,
+) -> Result<WasmPolicy, dragon_host::runtime::LoadError> {
+    let options = LoadOptions {
+        settings: settings.into(),
+        ..options
+    };
+    WasmPolicy::from_bytes(
+        engine,
+        &ComponentCache::disabled(),
+        "hostile.wasm",
+        dragon_bundled::test_policies::HOSTILE,
+        &options,
+    )
 }

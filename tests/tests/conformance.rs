@@ -12,7 +12,10 @@ use dragon_tests::{Native, bundled, engine};
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n.max(1)
     }
 }
@@ -41,11 +44,28 @@ fn capacity(rng: &mut Lcg, n: usize) -> wit::Capacity {
 fn unit(rng: &mut Lcg, id: u64) -> wit::Unit {
     let workers = 1 + rng.next(8) as u32;
     let min = 1 + rng.next(workers as u64) as u32;
-    let w = wit::Resources { cpu_milli: 2000 + rng.next(4000), memory_mib: 4096 + rng.next(16384), gpus: 1 };
-    let ps = wit::Resources { cpu_milli: 2000, memory_mib: 8192, gpus: 0 };
-    let mut tasks: Vec<wit::Task> =
-        (0..workers).map(|index| wit::Task { role: wit::Role::Worker, index, request: w }).collect();
-    tasks.push(wit::Task { role: wit::Role::Ps, index: 0, request: ps });
+    let w = wit::Resources {
+        cpu_milli: 2000 + rng.next(4000),
+        memory_mib: 4096 + rng.next(16384),
+        gpus: 1,
+    };
+    let ps = wit::Resources {
+        cpu_milli: 2000,
+        memory_mib: 8192,
+        gpus: 0,
+    };
+    let mut tasks: Vec<wit::Task> = (0..workers)
+        .map(|index| wit::Task {
+            role: wit::Role::Worker,
+            index,
+            request: w,
+        })
+        .collect();
+    tasks.push(wit::Task {
+        role: wit::Role::Ps,
+        index: 0,
+        request: ps,
+    });
     wit::Unit {
         id,
         arrival_ms: rng.next(100_000),
@@ -65,16 +85,32 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
         let n = 1 + rng.next(40) as usize;
         let cap = capacity(&mut rng, n);
         let u = unit(&mut rng, case);
-        assert_eq!(native.pre_filter(case, &u, &cap).unwrap(), wasm.pre_filter(case, &u, &cap).unwrap(), "pre-filter case {case}");
+        assert_eq!(
+            native.pre_filter(case, &u, &cap).unwrap(),
+            wasm.pre_filter(case, &u, &cap).unwrap(),
+            "pre-filter case {case}"
+        );
         let task = rng.next(u.tasks.len() as u64) as u32;
-        let pod = wit::Placement { unit: u.clone(), task, now_ms: case };
+        let pod = wit::Placement {
+            unit: u.clone(),
+            task,
+            now_ms: case,
+        };
         let cands = wit::Candidates {
             index: (0..n as u32).collect(),
             capacity: cap.clone(),
             siblings: (0..n).map(|_| rng.next(3) as u32).collect(),
         };
-        assert_eq!(native.filter(&pod, &cands).unwrap(), wasm.filter(&pod, &cands).unwrap(), "filter case {case}");
-        assert_eq!(native.score(&pod, &cands).unwrap(), wasm.score(&pod, &cands).unwrap(), "score case {case}");
+        assert_eq!(
+            native.filter(&pod, &cands).unwrap(),
+            wasm.filter(&pod, &cands).unwrap(),
+            "filter case {case}"
+        );
+        assert_eq!(
+            native.score(&pod, &cands).unwrap(),
+            wasm.score(&pod, &cands).unwrap(),
+            "score case {case}"
+        );
         let gang = wit::GangState {
             id: case,
             reserved: rng.next(10) as u32,
@@ -82,17 +118,28 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
             present: 10,
             waited_ms: rng.next(120_000),
         };
-        assert_eq!(native.permit(case, &gang).unwrap(), wasm.permit(case, &gang).unwrap(), "permit case {case}");
+        assert_eq!(
+            native.permit(case, &gang).unwrap(),
+            wasm.permit(case, &gang).unwrap(),
+            "permit case {case}"
+        );
         let queued: Vec<wit::Queued> = (0..rng.next(10))
             .map(|i| wit::Queued {
                 id: i,
                 arrival_ms: rng.next(1000),
                 priority: rng.next(3) as i32,
                 pods: 1,
-                total: wit::Resources { cpu_milli: 1, memory_mib: 1, gpus: 1 },
+                total: wit::Resources {
+                    cpu_milli: 1,
+                    memory_mib: 1,
+                    gpus: 1,
+                },
             })
             .collect();
-        assert_eq!(native.queue_order(case, &queued).unwrap(), wasm.queue_order(case, &queued).unwrap());
+        assert_eq!(
+            native.queue_order(case, &queued).unwrap(),
+            wasm.queue_order(case, &queued).unwrap()
+        );
         let running: Vec<wit::RunningJob> = (0..rng.next(4))
             .map(|i| {
                 let workers = 1 + rng.next(6) as u32;
@@ -104,7 +151,11 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
                     workers,
                     min_workers: 1,
                     max_workers: workers + 2,
-                    worker_request: wit::Resources { cpu_milli: 1000, memory_mib: 1024, gpus: 1 },
+                    worker_request: wit::Resources {
+                        cpu_milli: 1000,
+                        memory_mib: 1024,
+                        gpus: 1,
+                    },
                     worker_nodes: (0..workers).map(|_| rng.next(n as u64) as u32).collect(),
                     ps_nodes: vec![rng.next(n as u64) as u32],
                 }
@@ -113,12 +164,22 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
         let input = wit::ScaleInput {
             now_ms: rng.next(400_000),
             running,
-            waiting: (0..rng.next(3)).map(|i| wit::WaitingJob { id: 200 + i, arrival_ms: 0, unit: unit(&mut rng, 200 + i) }).collect(),
+            waiting: (0..rng.next(3))
+                .map(|i| wit::WaitingJob {
+                    id: 200 + i,
+                    arrival_ms: 0,
+                    unit: unit(&mut rng, 200 + i),
+                })
+                .collect(),
             nodes: cap,
             last_admit_ms: rng.next(100_000),
             last_scale_down_ms: 0,
         };
-        assert_eq!(native.scale(&input).unwrap(), wasm.scale(&input).unwrap(), "scale case {case}");
+        assert_eq!(
+            native.scale(&input).unwrap(),
+            wasm.scale(&input).unwrap(),
+            "scale case {case}"
+        );
     }
 }
 
@@ -138,13 +199,43 @@ fn cluster(rng: &mut Lcg) -> Scheduler {
     let mut c = Cluster::new();
     for i in 0..12 {
         let gpus = [4, 8][rng.next(2) as usize];
-        c.add_node(Node::new(format!("n{i}"), Resources { cpu_milli: 32_000, memory_mib: 131_072, gpus })).unwrap();
+        c.add_node(Node::new(
+            format!("n{i}"),
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 131_072,
+                gpus,
+            },
+        ))
+        .unwrap();
     }
     for j in 0..25 {
         let count = 1 + rng.next(8) as u32;
-        let workers = TaskSpec { count, min: Some(1 + rng.next(count as u64) as u32), max: Some(count + 2), cpu: 4.0, memory_gib: 16.0, gpus: 1 };
-        let ps = TaskSpec { count: 1, min: None, max: None, cpu: 2.0, memory_gib: 8.0, gpus: 0 };
-        let jp = job_pods("job", &format!("job{j}"), rng.next(10_000), 0, Some(&ps), &workers).unwrap();
+        let workers = TaskSpec {
+            count,
+            min: Some(1 + rng.next(count as u64) as u32),
+            max: Some(count + 2),
+            cpu: 4.0,
+            memory_gib: 16.0,
+            gpus: 1,
+        };
+        let ps = TaskSpec {
+            count: 1,
+            min: None,
+            max: None,
+            cpu: 2.0,
+            memory_gib: 8.0,
+            gpus: 0,
+        };
+        let jp = job_pods(
+            "job",
+            &format!("job{j}"),
+            rng.next(10_000),
+            0,
+            Some(&ps),
+            &workers,
+        )
+        .unwrap();
         c.upsert_job(jp.job);
         for p in jp.pods {
             c.add_pod(p, None).unwrap();
@@ -157,14 +248,30 @@ fn cluster(rng: &mut Lcg) -> Scheduler {
 fn whole_rounds_bind_the_same_pods_natively_and_through_wasm() {
     let e = engine();
     let policies: Vec<(Box<dyn Hooks>, Box<dyn Hooks>)> = vec![
-        (Box::new(Native::<Dragon>::new("")), Box::new(bundled(&e, "dragon", ""))),
-        (Box::new(Native::<Baseline>::new("")), Box::new(bundled(&e, "baseline", ""))),
+        (
+            Box::new(Native::<Dragon>::new("")),
+            Box::new(bundled(&e, "dragon", "")),
+        ),
+        (
+            Box::new(Native::<Baseline>::new("")),
+            Box::new(bundled(&e, "baseline", "")),
+        ),
     ];
     for (native, wasm) in policies {
         let (mut a, mut b) = (cluster(&mut Lcg(3)), cluster(&mut Lcg(3)));
         let (mut io_a, mut io_b) = (RecordingIo::default(), RecordingIo::default());
-        let ra = a.schedule_round(20_000, native.as_ref(), &mut io_a, &mut RecordingIo::default());
-        let rb = b.schedule_round(20_000, wasm.as_ref(), &mut io_b, &mut RecordingIo::default());
+        let ra = a.schedule_round(
+            20_000,
+            native.as_ref(),
+            &mut io_a,
+            &mut RecordingIo::default(),
+        );
+        let rb = b.schedule_round(
+            20_000,
+            wasm.as_ref(),
+            &mut io_b,
+            &mut RecordingIo::default(),
+        );
         assert_eq!(ra.decisions, rb.decisions, "{}", native.info().name);
         assert!(!io_a.binds.is_empty());
         assert_eq!(io_a.binds, io_b.binds);

@@ -5,19 +5,41 @@
 use std::collections::BTreeSet;
 
 use dragon_host::framework::{
-    Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig, Taint,
+    Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
+    Taint,
 };
 use dragon_host::runtime::{Hooks, LoadOptions};
 use dragon_host::spec::{TaskSpec, job_pods};
 use dragon_tests::{bundled, engine, hostile};
 
 fn node(name: &str, gpus: u32) -> Node {
-    Node::new(name, Resources { cpu_milli: 32_000, memory_mib: 131_072, gpus })
+    Node::new(
+        name,
+        Resources {
+            cpu_milli: 32_000,
+            memory_mib: 131_072,
+            gpus,
+        },
+    )
 }
 
 fn add_job(c: &mut Cluster, name: &str, arrival_ms: u64, workers: u32, min: u32, max: u32) {
-    let w = TaskSpec { count: workers, min: Some(min), max: Some(max), cpu: 4.0, memory_gib: 16.0, gpus: 1 };
-    let ps = TaskSpec { count: 1, min: None, max: None, cpu: 2.0, memory_gib: 8.0, gpus: 0 };
+    let w = TaskSpec {
+        count: workers,
+        min: Some(min),
+        max: Some(max),
+        cpu: 4.0,
+        memory_gib: 16.0,
+        gpus: 1,
+    };
+    let ps = TaskSpec {
+        count: 1,
+        min: None,
+        max: None,
+        cpu: 2.0,
+        memory_gib: 8.0,
+        gpus: 0,
+    };
     let jp = job_pods("test", name, arrival_ms, 0, Some(&ps), &w).unwrap();
     c.upsert_job(jp.job);
     for p in jp.pods {
@@ -59,7 +81,17 @@ fn a_gang_that_fits_on_one_node_lands_on_one_node() {
     let nodes: BTreeSet<String> = bound_nodes(&s, "j").into_iter().collect();
     // Best fit: the 4-GPU node takes all four workers and the PS.
     assert_eq!(nodes, BTreeSet::from(["c".to_string()]));
-    assert!(d.iter().any(|d| matches!(d, Decision::Admitted { nodes: 1, pods: 5, .. })), "{d:?}");
+    assert!(
+        d.iter().any(|d| matches!(
+            d,
+            Decision::Admitted {
+                nodes: 1,
+                pods: 5,
+                ..
+            }
+        )),
+        "{d:?}"
+    );
 }
 
 #[test]
@@ -72,7 +104,10 @@ fn a_gang_too_big_for_one_node_uses_the_fewest_nodes_and_its_ps_follows_the_work
     assert_eq!(placed.len(), 7);
     let nodes: BTreeSet<&String> = placed.iter().collect();
     assert_eq!(nodes.len(), 2, "{placed:?}");
-    assert!(nodes.contains(&"b".to_string()), "the node that fits the most goes first: {placed:?}");
+    assert!(
+        nodes.contains(&"b".to_string()),
+        "the node that fits the most goes first: {placed:?}"
+    );
     let (ps, _) = s.cluster.pod("j-ps-0").unwrap();
     assert_eq!(ps.key, "j-ps-0");
     let ps_node = match s.cluster.pod("j-ps-0").unwrap().1 {
@@ -95,7 +130,9 @@ fn of_two_gangs_that_cannot_both_fit_one_runs_whole_and_the_other_has_nothing_bo
         let reason = d
             .iter()
             .find_map(|d| match d {
-                Decision::Unschedulable { unit, reason } if unit == "job/second" => Some(reason.clone()),
+                Decision::Unschedulable { unit, reason } if unit == "job/second" => {
+                    Some(reason.clone())
+                }
                 _ => None,
             })
             .expect("the second gang is reported unschedulable");
@@ -110,7 +147,10 @@ fn the_baseline_places_pods_one_at_a_time_and_leaves_a_job_half_placed() {
     add_job(&mut s.cluster, "first", 0, 6, 6, 6);
     add_job(&mut s.cluster, "second", 1, 6, 6, 6);
     round(&mut s, 10, &bundled(&e, "baseline", ""));
-    let (first, second) = (bound_nodes(&s, "first").len(), bound_nodes(&s, "second").len());
+    let (first, second) = (
+        bound_nodes(&s, "first").len(),
+        bound_nodes(&s, "second").len(),
+    );
     // 8 GPUs for 12 GPU workers: the second job gets its PS and two workers
     // and holds them idle, unable to run.
     assert_eq!((first, second), (7, 3));
@@ -122,12 +162,20 @@ fn a_gang_that_does_not_fit_as_requested_is_admitted_at_its_min_and_shrunk() {
     let mut s = sched(&[("a", 4)]);
     add_job(&mut s.cluster, "j", 0, 6, 3, 8);
     let mut scaler = RecordingIo::default();
-    let r = s.schedule_round(0, &bundled(&e, "dragon", ""), &mut RecordingIo::default(), &mut scaler);
+    let r = s.schedule_round(
+        0,
+        &bundled(&e, "dragon", ""),
+        &mut RecordingIo::default(),
+        &mut scaler,
+    );
     assert_eq!(bound_nodes(&s, "j").len(), 4, "{:?}", r.decisions);
     assert_eq!(scaler.scales.len(), 1);
     assert_eq!((scaler.scales[0].0.as_str(), scaler.scales[0].1), ("j", 3));
     assert_eq!(s.cluster.job("j").unwrap().workers, 3);
-    assert!(s.cluster.pod("j-worker-5").is_none(), "surplus pods are gone from the snapshot");
+    assert!(
+        s.cluster.pod("j-worker-5").is_none(),
+        "surplus pods are gone from the snapshot"
+    );
 }
 
 #[test]
@@ -153,11 +201,25 @@ fn a_gang_missing_members_waits_in_permit_then_is_released_at_the_timeout() {
     let p = bundled(&e, "dragon", r#"{"gang_timeout_s": 30}"#);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
-    assert!(matches!(d.last(), Some(Decision::Waiting { reserved: 3, .. })), "{d:?}");
-    assert!(s.cluster.job_pods("j").all(|(_, st)| matches!(st, PodState::Reserved(_))));
-    assert_eq!(s.cluster.free(0).gpus, 6, "reservations hold room while waiting");
+    assert!(
+        matches!(d.last(), Some(Decision::Waiting { reserved: 3, .. })),
+        "{d:?}"
+    );
+    assert!(
+        s.cluster
+            .job_pods("j")
+            .all(|(_, st)| matches!(st, PodState::Reserved(_)))
+    );
+    assert_eq!(
+        s.cluster.free(0).gpus,
+        6,
+        "reservations hold room while waiting"
+    );
     let (d, _) = round(&mut s, 31_000, &p);
-    assert!(d.iter().any(|d| matches!(d, Decision::Rejected { .. })), "{d:?}");
+    assert!(
+        d.iter().any(|d| matches!(d, Decision::Rejected { .. })),
+        "{d:?}"
+    );
     // Released, then (still short of members) reserved again and waiting.
     assert!(matches!(d.last(), Some(Decision::Waiting { .. })), "{d:?}");
 }
@@ -165,33 +227,63 @@ fn a_gang_missing_members_waits_in_permit_then_is_released_at_the_timeout() {
 #[test]
 fn a_policy_error_in_score_binds_nothing_and_says_why() {
     let e = engine();
-    let p = hostile(&e, r#"{"fault": "bad-output", "hook": "score"}"#, LoadOptions::default()).unwrap();
+    let p = hostile(
+        &e,
+        r#"{"fault": "bad-output", "hook": "score"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
     let mut s = sched(&[("a", 4), ("b", 4)]);
     add_job(&mut s.cluster, "j", 0, 2, 2, 2);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
-    assert!(s.cluster.job_pods("j").all(|(_, st)| st == PodState::Pending));
+    assert!(
+        s.cluster
+            .job_pods("j")
+            .all(|(_, st)| st == PodState::Pending)
+    );
     let msg = format!("{d:?}");
-    assert!(msg.contains("policy `hostile` failed in `score`") && msg.contains("scores for 2 candidates"), "{msg}");
+    assert!(
+        msg.contains("policy `hostile` failed in `score`")
+            && msg.contains("scores for 2 candidates"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn a_trap_in_permit_releases_the_whole_gang() {
     let e = engine();
-    let p = hostile(&e, r#"{"fault": "trap", "hook": "permit"}"#, LoadOptions::default()).unwrap();
+    let p = hostile(
+        &e,
+        r#"{"fault": "trap", "hook": "permit"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
     let mut s = sched(&[("a", 8)]);
     add_job(&mut s.cluster, "j", 0, 3, 3, 3);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
-    assert!(s.cluster.job_pods("j").all(|(_, st)| st == PodState::Pending));
+    assert!(
+        s.cluster
+            .job_pods("j")
+            .all(|(_, st)| st == PodState::Pending)
+    );
     assert_eq!(s.cluster.free(0).gpus, 8);
-    assert!(matches!(d.last(), Some(Decision::PolicyError { .. })), "{d:?}");
+    assert!(
+        matches!(d.last(), Some(Decision::PolicyError { .. })),
+        "{d:?}"
+    );
 }
 
 #[test]
 fn out_of_bounds_scale_decisions_are_refused() {
     let e = engine();
-    let p = hostile(&e, r#"{"fault": "bad-output", "hook": "scale"}"#, LoadOptions::default()).unwrap();
+    let p = hostile(
+        &e,
+        r#"{"fault": "bad-output", "hook": "scale"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
     let mut s = sched(&[("a", 8)]);
     add_job(&mut s.cluster, "j", 0, 2, 1, 4);
     round(&mut s, 0, &bundled(&e, "dragon", ""));
@@ -221,7 +313,11 @@ fn a_starving_job_shrinks_a_running_elastic_job_and_then_runs() {
     assert_eq!((r.actions[0].from, r.actions[0].to), (8, 6));
     assert_eq!(scaler.scales[0].1, 6);
     let (d, _) = round(&mut s, 122_000, &p);
-    assert_eq!(bound_nodes(&s, "waiting").len(), 3, "admitted at its min of 2 workers: {d:?}");
+    assert_eq!(
+        bound_nodes(&s, "waiting").len(),
+        3,
+        "admitted at its min of 2 workers: {d:?}"
+    );
     assert_eq!(bound_nodes(&s, "running").len(), 7);
 }
 
@@ -245,13 +341,24 @@ fn built_in_filters_respect_taints_and_node_selectors() {
     let e = engine();
     let mut c = Cluster::new();
     let mut tainted = node("tainted", 8);
-    tainted.taints.push(Taint { key: "gpu".into(), value: "reserved".into(), effect: "NoSchedule".into() });
+    tainted.taints.push(Taint {
+        key: "gpu".into(),
+        value: "reserved".into(),
+        effect: "NoSchedule".into(),
+    });
     c.add_node(tainted).unwrap();
     let mut labelled = node("labelled", 8);
     labelled.labels.insert("zone".into(), "z1".into());
     c.add_node(labelled).unwrap();
     c.add_node(node("plain", 8)).unwrap();
-    let mut pod = dragon_host::framework::Pod::new("p", Resources { cpu_milli: 1000, memory_mib: 1024, gpus: 1 });
+    let mut pod = dragon_host::framework::Pod::new(
+        "p",
+        Resources {
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            gpus: 1,
+        },
+    );
     pod.node_selector.insert("zone".into(), "z1".into());
     c.add_pod(pod, None).unwrap();
     let mut s = Scheduler::new(c, SchedulerConfig::default());

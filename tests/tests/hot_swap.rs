@@ -9,7 +9,11 @@ use dragon_tests::{bundled, engine};
 
 fn fixture() -> (wit::Placement, wit::Candidates) {
     let n = 64;
-    let r = wit::Resources { cpu_milli: 1000, memory_mib: 1024, gpus: 1 };
+    let r = wit::Resources {
+        cpu_milli: 1000,
+        memory_mib: 1024,
+        gpus: 1,
+    };
     let cap = wit::Capacity {
         alloc_cpu_milli: vec![8000; n],
         alloc_memory_mib: vec![8192; n],
@@ -23,35 +27,54 @@ fn fixture() -> (wit::Placement, wit::Candidates) {
         arrival_ms: 0,
         priority: 0,
         gang: false,
-        tasks: vec![wit::Task { role: wit::Role::Worker, index: 0, request: r }],
+        tasks: vec![wit::Task {
+            role: wit::Role::Worker,
+            index: 0,
+            request: r,
+        }],
         workers: 1,
         min_workers: 1,
         max_workers: 1,
         running: 0,
     };
     (
-        wit::Placement { unit, task: 0, now_ms: 0 },
-        wit::Candidates { index: (0..n as u32).collect(), capacity: cap, siblings: vec![0; n] },
+        wit::Placement {
+            unit,
+            task: 0,
+            now_ms: 0,
+        },
+        wit::Candidates {
+            index: (0..n as u32).collect(),
+            capacity: cap,
+            siblings: vec![0; n],
+        },
     )
 }
 
 #[test]
 fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
     let e = engine();
-    let slot = Arc::new(PolicySlot::new(e.clone(), ComponentCache::disabled(), bundled(&e, "baseline", "")));
+    let slot = Arc::new(PolicySlot::new(
+        e.clone(),
+        ComponentCache::disabled(),
+        bundled(&e, "baseline", ""),
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let swapped = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
     for _ in 0..3 {
-        let (slot, stop, swapped, calls) = (slot.clone(), stop.clone(), swapped.clone(), calls.clone());
+        let (slot, stop, swapped, calls) =
+            (slot.clone(), stop.clone(), swapped.clone(), calls.clone());
         workers.push(std::thread::spawn(move || {
             let (pod, nodes) = fixture();
             let mut after_swap = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 let was_swapped = swapped.load(Ordering::SeqCst);
                 let policy = slot.current();
-                let scores = policy.score(&pod, &nodes).expect("no call fails across a swap");
+                let scores = policy
+                    .score(&pod, &nodes)
+                    .expect("no call fails across a swap");
                 assert_eq!(scores.len(), 64);
                 calls.fetch_add(1, Ordering::Relaxed);
                 if was_swapped {
@@ -65,14 +88,25 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
         std::thread::yield_now();
     }
     // A bad file first: refused, the old policy keeps serving.
-    let bad = PolicySource::Bytes { origin: "corrupt.wasm".into(), bytes: b"\0asm garbage".to_vec() };
+    let bad = PolicySource::Bytes {
+        origin: "corrupt.wasm".into(),
+        bytes: b"\0asm garbage".to_vec(),
+    };
     let err = slot.reload(&bad, &LoadOptions::default()).unwrap_err();
     assert!(err.to_string().contains("corrupt.wasm"), "{err}");
     assert_eq!(slot.current().info().name, "baseline");
 
-    let report = slot.reload(&PolicySource::named_or_file("dragon"), &LoadOptions::default()).unwrap();
+    let report = slot
+        .reload(
+            &PolicySource::named_or_file("dragon"),
+            &LoadOptions::default(),
+        )
+        .unwrap();
     swapped.store(true, Ordering::SeqCst);
-    assert_eq!((report.old.as_str(), report.new.as_str()), ("baseline 0.1.0", "dragon 0.1.0"));
+    assert_eq!(
+        (report.old.as_str(), report.new.as_str()),
+        ("baseline 0.1.0", "dragon 0.1.0")
+    );
     let target = calls.load(Ordering::Relaxed) + 300;
     while calls.load(Ordering::Relaxed) < target {
         std::thread::yield_now();
@@ -81,14 +115,21 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
     for w in workers {
         let names = w.join().expect("worker thread");
         assert!(!names.is_empty());
-        assert!(names.iter().all(|n| n == "dragon"), "a call started after the swap used the old policy");
+        assert!(
+            names.iter().all(|n| n == "dragon"),
+            "a call started after the swap used the old policy"
+        );
     }
 }
 
 #[test]
 fn a_call_in_flight_keeps_its_policy_while_the_slot_moves_on() {
     let e = engine();
-    let slot = PolicySlot::new(e.clone(), ComponentCache::disabled(), bundled(&e, "baseline", ""));
+    let slot = PolicySlot::new(
+        e.clone(),
+        ComponentCache::disabled(),
+        bundled(&e, "baseline", ""),
+    );
     let held = slot.current();
     slot.swap(bundled(&e, "dragon", ""));
     let (pod, nodes) = fixture();

@@ -7,13 +7,21 @@ use dragon_host::runtime::{Failure, Hooks, Limits, LoadOptions, wit};
 use dragon_tests::{engine, hostile};
 
 fn candidates(n: usize) -> (wit::Placement, wit::Candidates) {
-    let r = wit::Resources { cpu_milli: 1000, memory_mib: 1024, gpus: 1 };
+    let r = wit::Resources {
+        cpu_milli: 1000,
+        memory_mib: 1024,
+        gpus: 1,
+    };
     let unit = wit::Unit {
         id: 1,
         arrival_ms: 0,
         priority: 0,
         gang: false,
-        tasks: vec![wit::Task { role: wit::Role::Other, index: 0, request: r }],
+        tasks: vec![wit::Task {
+            role: wit::Role::Other,
+            index: 0,
+            request: r,
+        }],
         workers: 0,
         min_workers: 0,
         max_workers: 0,
@@ -28,57 +36,116 @@ fn candidates(n: usize) -> (wit::Placement, wit::Candidates) {
         free_gpus: vec![4; n],
     };
     (
-        wit::Placement { unit, task: 0, now_ms: 0 },
-        wit::Candidates { index: (0..n as u32).collect(), capacity: cap, siblings: vec![0; n] },
+        wit::Placement {
+            unit,
+            task: 0,
+            now_ms: 0,
+        },
+        wit::Candidates {
+            index: (0..n as u32).collect(),
+            capacity: cap,
+            siblings: vec![0; n],
+        },
     )
 }
 
 fn limits(deadline_ms: u64, memory_bytes: usize) -> LoadOptions {
-    LoadOptions { limits: Limits { deadline_ms, memory_bytes, ..Limits::default() }, ..Default::default() }
+    LoadOptions {
+        limits: Limits {
+            deadline_ms,
+            memory_bytes,
+            ..Limits::default()
+        },
+        ..Default::default()
+    }
 }
 
 #[test]
 fn an_infinite_loop_is_interrupted_at_the_deadline() {
-    let p = hostile(&engine(), r#"{"fault": "loop", "hook": "score"}"#, limits(100, 64 << 20)).unwrap();
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "loop", "hook": "score"}"#,
+        limits(100, 64 << 20),
+    )
+    .unwrap();
     let (pod, nodes) = candidates(3);
     let started = Instant::now();
     let err = p.score(&pod, &nodes).unwrap_err();
     let took = started.elapsed();
     assert_eq!(err.failure, Failure::Timeout { deadline_ms: 100 });
     assert_eq!((err.policy.as_str(), err.hook), ("hostile", "score"));
-    assert!(took >= Duration::from_millis(90) && took < Duration::from_secs(3), "stopped after {took:?}");
-    assert!(err.to_string().contains("policy `hostile` failed in `score`: timed out after 100 ms"), "{err}");
+    assert!(
+        took >= Duration::from_millis(90) && took < Duration::from_secs(3),
+        "stopped after {took:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("policy `hostile` failed in `score`: timed out after 100 ms"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_memory_bomb_is_stopped_at_the_cap() {
-    let p = hostile(&engine(), r#"{"fault": "memory-bomb", "hook": "score"}"#, limits(5_000, 16 << 20)).unwrap();
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "memory-bomb", "hook": "score"}"#,
+        limits(5_000, 16 << 20),
+    )
+    .unwrap();
     let (pod, nodes) = candidates(3);
     let err = p.score(&pod, &nodes).unwrap_err();
-    assert_eq!(err.failure, Failure::MemoryLimit { bytes: 16 << 20 }, "{err}");
+    assert_eq!(
+        err.failure,
+        Failure::MemoryLimit { bytes: 16 << 20 },
+        "{err}"
+    );
 }
 
 #[test]
 fn a_panic_becomes_a_trap_that_carries_the_panic_message() {
-    let p = hostile(&engine(), r#"{"fault": "trap", "hook": "filter"}"#, LoadOptions::default()).unwrap();
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "trap", "hook": "filter"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
     let (pod, nodes) = candidates(3);
     let err = p.filter(&pod, &nodes).unwrap_err();
-    let Failure::Trap(msg) = &err.failure else { panic!("expected a trap, got {err}") };
+    let Failure::Trap(msg) = &err.failure else {
+        panic!("expected a trap, got {err}")
+    };
     assert!(msg.contains("hostile: trap in filter"), "{msg}");
     assert_eq!(err.hook, "filter");
 }
 
 #[test]
 fn deep_recursion_traps_instead_of_crashing_the_host() {
-    let p = hostile(&engine(), r#"{"fault": "recurse", "hook": "permit"}"#, LoadOptions::default()).unwrap();
-    let gang = wit::GangState { id: 1, reserved: 1, min_member: 1, present: 1, waited_ms: 0 };
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "recurse", "hook": "permit"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
+    let gang = wit::GangState {
+        id: 1,
+        reserved: 1,
+        min_member: 1,
+        present: 1,
+        waited_ms: 0,
+    };
     let err = p.permit(0, &gang).unwrap_err();
     assert!(matches!(err.failure, Failure::Trap(_)), "{err}");
 }
 
 #[test]
 fn after_a_failed_call_the_policy_keeps_answering_other_hooks() {
-    let p = hostile(&engine(), r#"{"fault": "loop", "hook": "score"}"#, limits(50, 64 << 20)).unwrap();
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "loop", "hook": "score"}"#,
+        limits(50, 64 << 20),
+    )
+    .unwrap();
     let (pod, nodes) = candidates(4);
     for _ in 0..3 {
         assert!(p.score(&pod, &nodes).is_err());

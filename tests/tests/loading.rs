@@ -5,20 +5,44 @@ use dragon_host::runtime::{ComponentCache, LoadError, LoadOptions, PolicySource,
 use dragon_tests::{bundled, engine, hostile};
 
 fn load_bytes(origin: &str, bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
-    WasmPolicy::from_bytes(&engine(), &ComponentCache::disabled(), origin, bytes, &LoadOptions::default())
+    WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::disabled(),
+        origin,
+        bytes,
+        &LoadOptions::default(),
+    )
 }
 
 /// A component whose world is the policy world at another interface version,
 /// built from the WIT text with placeholder bodies (wit-component's dummy module).
 fn component_at_version(version: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/scheduler.wit")).unwrap();
-    let text = text.replace("package dragon:scheduler@0.1.0;", &format!("package dragon:scheduler@{version};"));
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/scheduler.wit"))
+            .unwrap();
+    let text = text.replace(
+        "package dragon:scheduler@0.1.0;",
+        &format!("package dragon:scheduler@{version};"),
+    );
     let mut resolve = wit_parser::Resolve::default();
     let pkg = resolve.push_str("scheduler.wit", &text).unwrap();
-    let world = resolve.select_world(&[pkg], Some("scheduling-policy")).unwrap();
-    let mut module = wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
-    wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8).unwrap();
-    wit_component::ComponentEncoder::default().module(&module).unwrap().encode().unwrap()
+    let world = resolve
+        .select_world(&[pkg], Some("scheduling-policy"))
+        .unwrap();
+    let mut module =
+        wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap()
 }
 
 #[test]
@@ -34,16 +58,26 @@ fn both_bundled_policies_load_and_report_their_interface_version() {
 
 #[test]
 fn a_garbage_file_is_not_webassembly() {
-    let err = load_bytes("junk.wasm", b"this is not wasm at all").err().unwrap();
+    let err = load_bytes("junk.wasm", b"this is not wasm at all")
+        .err()
+        .unwrap();
     assert!(matches!(err, LoadError::NotWasm { .. }), "{err}");
-    assert!(err.to_string().contains("junk.wasm is not a WebAssembly binary"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("junk.wasm is not a WebAssembly binary"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_core_module_is_refused_as_not_a_component() {
     let err = load_bytes("core.wasm", b"\0asm\x01\0\0\0").err().unwrap();
     assert!(matches!(err, LoadError::CoreModule { .. }), "{err}");
-    assert!(err.to_string().contains("core.wasm is a core WebAssembly module, not a component"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("core.wasm is a core WebAssembly module, not a component"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -51,29 +85,51 @@ fn a_truncated_component_is_invalid() {
     let bytes = &dragon_bundled::DRAGON[..dragon_bundled::DRAGON.len() / 2];
     let err = load_bytes("half.wasm", bytes).err().unwrap();
     assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
-    assert!(err.to_string().starts_with("half.wasm is not a valid component"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("half.wasm is not a valid component"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_component_built_against_another_interface_version_is_refused_naming_both() {
     for v in ["0.2.0", "1.0.0"] {
-        let err = load_bytes("future.wasm", &component_at_version(v)).err().unwrap();
+        let err = load_bytes("future.wasm", &component_at_version(v))
+            .err()
+            .unwrap();
         assert!(matches!(err, LoadError::Version { .. }), "{err}");
         let msg = err.to_string();
-        assert!(msg.contains(&format!("dragon:scheduler@{v}")) && msg.contains("dragon:scheduler@0.1.0"), "{msg}");
+        assert!(
+            msg.contains(&format!("dragon:scheduler@{v}"))
+                && msg.contains("dragon:scheduler@0.1.0"),
+            "{msg}"
+        );
     }
 }
 
 #[test]
 fn a_component_of_another_world_is_not_a_policy() {
     // The WIT's types interface alone, exported: a component, but no policy.
-    let text = "package other:thing@1.0.0; interface api { f: func() -> u32; } world w { export api; }";
+    let text =
+        "package other:thing@1.0.0; interface api { f: func() -> u32; } world w { export api; }";
     let mut resolve = wit_parser::Resolve::default();
     let pkg = resolve.push_str("other.wit", text).unwrap();
     let world = resolve.select_world(&[pkg], Some("w")).unwrap();
-    let mut module = wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
-    wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8).unwrap();
-    let bytes = wit_component::ComponentEncoder::default().module(&module).unwrap().encode().unwrap();
+    let mut module =
+        wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    let bytes = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap();
     let err = load_bytes("other.wasm", &bytes).err().unwrap();
     assert!(matches!(err, LoadError::NotAPolicy { .. }), "{err}");
     assert!(err.to_string().contains("other:thing/api@1.0.0"), "{err}");
@@ -81,20 +137,41 @@ fn a_component_of_another_world_is_not_a_policy() {
 
 #[test]
 fn invalid_settings_refuse_the_load_with_the_policys_message() {
-    let options = LoadOptions { settings: r#"{"starvation_treshold_s": 5}"#.into(), ..Default::default() };
-    let err = WasmPolicy::load(&engine(), &ComponentCache::disabled(), &PolicySource::named_or_file("dragon"), &options)
-        .err()
-        .unwrap();
+    let options = LoadOptions {
+        settings: r#"{"starvation_treshold_s": 5}"#.into(),
+        ..Default::default()
+    };
+    let err = WasmPolicy::load(
+        &engine(),
+        &ComponentCache::disabled(),
+        &PolicySource::named_or_file("dragon"),
+        &options,
+    )
+    .err()
+    .unwrap();
     assert!(matches!(err, LoadError::Settings { .. }), "{err}");
-    assert!(err.to_string().contains("unknown field `starvation_treshold_s`"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("unknown field `starvation_treshold_s`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_trap_while_configuring_fails_the_load_check() {
-    let err = hostile(&engine(), r#"{"fault": "trap", "hook": "configure"}"#, LoadOptions::default()).err().unwrap();
+    let err = hostile(
+        &engine(),
+        r#"{"fault": "trap", "hook": "configure"}"#,
+        LoadOptions::default(),
+    )
+    .err()
+    .unwrap();
     assert!(matches!(err, LoadError::Smoke { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("hostile") && msg.contains("configure") && msg.contains("trap"), "{msg}");
+    assert!(
+        msg.contains("hostile") && msg.contains("configure") && msg.contains("trap"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -107,15 +184,27 @@ fn a_missing_file_names_the_path() {
     )
     .err()
     .unwrap();
-    assert!(err.to_string().contains("/nonexistent/policy.wasm"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/policy.wasm"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_pinned_digest_that_does_not_match_is_refused() {
-    let options = LoadOptions { sha256: Some("00".repeat(32)), ..Default::default() };
-    let err = WasmPolicy::from_bytes(&engine(), &ComponentCache::disabled(), "dragon", dragon_bundled::DRAGON, &options)
-        .err()
-        .unwrap();
+    let options = LoadOptions {
+        sha256: Some("00".repeat(32)),
+        ..Default::default()
+    };
+    let err = WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::disabled(),
+        "dragon",
+        dragon_bundled::DRAGON,
+        &options,
+    )
+    .err()
+    .unwrap();
     assert!(matches!(err, LoadError::Digest { .. }), "{err}");
 }
 
@@ -125,15 +214,36 @@ fn a_second_load_comes_from_the_compiled_cache() {
     let _ = std::fs::remove_dir_all(&dir);
     let cache = ComponentCache::at(&dir);
     let e = engine();
-    let first = WasmPolicy::from_bytes(&e, &cache, "baseline", dragon_bundled::BASELINE, &LoadOptions::default()).unwrap();
-    let second = WasmPolicy::from_bytes(&e, &cache, "baseline", dragon_bundled::BASELINE, &LoadOptions::default()).unwrap();
+    let first = WasmPolicy::from_bytes(
+        &e,
+        &cache,
+        "baseline",
+        dragon_bundled::BASELINE,
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let second = WasmPolicy::from_bytes(
+        &e,
+        &cache,
+        "baseline",
+        dragon_bundled::BASELINE,
+        &LoadOptions::default(),
+    )
+    .unwrap();
     assert!(!first.info().cached);
     assert!(second.info().cached);
     // A corrupt cache entry is ignored, not fatal.
     for f in std::fs::read_dir(&dir).unwrap() {
         std::fs::write(f.unwrap().path(), b"garbage").unwrap();
     }
-    let third = WasmPolicy::from_bytes(&e, &cache, "baseline", dragon_bundled::BASELINE, &LoadOptions::default()).unwrap();
+    let third = WasmPolicy::from_bytes(
+        &e,
+        &cache,
+        "baseline",
+        dragon_bundled::BASELINE,
+        &LoadOptions::default(),
+    )
+    .unwrap();
     assert!(!third.info().cached);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,7 +11,9 @@ use crate::sim::report::{self, Labeled};
 use crate::sim::{DEFAULT_HORIZON_S, SimOptions, Summary, Trace};
 
 #[derive(Debug, Args)]
-#[command(after_help = "With no arguments: the bundled paper-like trace under `baseline` and `dragon`.\n\nExamples:\n  dragon compare\n  dragon compare --trace large --out report/\n  dragon compare --trace my-trace.yaml baseline dragon 'dragon={\"scale_up\": false}'")]
+#[command(
+    after_help = "With no arguments: the bundled paper-like trace under `baseline` and `dragon`.\n\nExamples:\n  dragon compare\n  dragon compare --trace large --out report/\n  dragon compare --trace my-trace.yaml baseline dragon 'dragon={\"scale_up\": false}'"
+)]
 pub struct CompareOpts {
     /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`.
     #[arg(long, default_value = "paper")]
@@ -46,7 +48,16 @@ fn split(spec: &str) -> (&str, Option<&str>) {
 }
 
 fn dir_name(label: &str) -> String {
-    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 impl CompareOpts {
@@ -55,7 +66,9 @@ impl CompareOpts {
             bail!("name at least one policy");
         }
         let trace = Trace::load(&self.trace)?;
-        let options = SimOptions { horizon_ms: self.horizon_s.saturating_mul(1000) };
+        let options = SimOptions {
+            horizon_ms: self.horizon_s.saturating_mul(1000),
+        };
         let mut runs = Vec::new();
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
         for spec in &self.policies {
@@ -73,12 +86,22 @@ impl CompareOpts {
         let labeled: Vec<Labeled<'_>> = runs
             .iter()
             .zip(&summaries)
-            .map(|((label, run), summary)| Labeled { label: label.clone(), run, summary })
+            .map(|((label, run), summary)| Labeled {
+                label: label.clone(),
+                run,
+                summary,
+            })
             .collect();
 
         if self.json {
             let first = &summaries[0];
-            let ratio = |a: f64, b: f64| if a == 0.0 { None } else { Some(((b / a) * 1e4).round() / 1e4) };
+            let ratio = |a: f64, b: f64| {
+                if a == 0.0 {
+                    None
+                } else {
+                    Some(((b / a) * 1e4).round() / 1e4)
+                }
+            };
             let ratios: Vec<serde_json::Value> = labeled[1..]
                 .iter()
                 .map(|l| {
@@ -113,11 +136,17 @@ impl CompareOpts {
         }
 
         if let Some(dir) = &self.out {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            let mut written = vec![write(dir, "summary.json", &(serde_json::to_string_pretty(&summaries)? + "\n"))?];
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let mut written = vec![write(
+                dir,
+                "summary.json",
+                &(serde_json::to_string_pretty(&summaries)? + "\n"),
+            )?];
             for l in &labeled {
                 let sub = dir.join(dir_name(&l.label));
-                std::fs::create_dir_all(&sub).with_context(|| format!("cannot create {}", sub.display()))?;
+                std::fs::create_dir_all(&sub)
+                    .with_context(|| format!("cannot create {}", sub.display()))?;
                 written.push(write(&sub, "jobs.csv", &report::jobs_csv(l.run))?);
                 written.push(write(&sub, "timeline.csv", &report::timeline_csv(l.run))?);
             }
@@ -125,12 +154,25 @@ impl CompareOpts {
             for (name, _, svg) in &plots {
                 written.push(write(dir, name, svg)?);
             }
-            let command = format!("dragon compare --trace {} {}", self.trace, self.policies.join(" "));
-            let figures: Vec<(&str, &str)> = plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
-            written.push(write(dir, "report.html", &report::html_report(&labeled, &command, &figures))?);
+            let command = format!(
+                "dragon compare --trace {} {}",
+                self.trace,
+                self.policies.join(" ")
+            );
+            let figures: Vec<(&str, &str)> =
+                plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
+            written.push(write(
+                dir,
+                "report.html",
+                &report::html_report(&labeled, &command, &figures),
+            )?);
             let msg = format!(
                 "wrote {} (open {} in a browser)",
-                written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                written
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 dir.join("report.html").display()
             );
             if self.json {
@@ -150,7 +192,10 @@ mod tests {
     #[test]
     fn policy_specs_split_at_the_first_equals_sign() {
         assert_eq!(split("dragon"), ("dragon", None));
-        assert_eq!(split(r#"dragon={"a": "b=c"}"#), ("dragon", Some(r#"{"a": "b=c"}"#)));
+        assert_eq!(
+            split(r#"dragon={"a": "b=c"}"#),
+            ("dragon", Some(r#"{"a": "b=c"}"#))
+        );
         assert_eq!(split("=x"), ("=x", None));
         assert_eq!(dir_name("my policy#2"), "my-policy-2");
     }

@@ -52,7 +52,8 @@ pub(crate) fn read_settings(arg: Option<&str>) -> Result<String> {
     match arg {
         None => Ok(String::new()),
         Some(s) if s.trim_start().starts_with('{') => Ok(s.to_string()),
-        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {path}")),
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read settings file {path}")),
     }
 }
 

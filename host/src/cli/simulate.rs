@@ -19,7 +19,9 @@ use crate::sim::{DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate
 pub(crate) const SIM_DEADLINE_MS: u64 = 10_000;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/")]
+#[command(
+    after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/"
+)]
 pub struct SimulateOpts {
     /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
     #[arg(long, default_value = "dragon")]
@@ -48,15 +50,34 @@ pub struct SimulateOpts {
 }
 
 /// Load a policy for a simulation.
-pub(crate) fn load_policy(policy: &str, settings: Option<&str>, deadline_ms: u64, no_cache: bool) -> Result<WasmPolicy> {
-    PolicyArgs { policy: policy.to_string(), settings: settings.map(str::to_string), deadline_ms, no_cache }.load()
+pub(crate) fn load_policy(
+    policy: &str,
+    settings: Option<&str>,
+    deadline_ms: u64,
+    no_cache: bool,
+) -> Result<WasmPolicy> {
+    PolicyArgs {
+        policy: policy.to_string(),
+        settings: settings.map(str::to_string),
+        deadline_ms,
+        no_cache,
+    }
+    .load()
 }
 
 /// Run with a progress bar on stderr once the run takes more than a moment
 /// (never when stderr is not a terminal).
-pub(crate) fn run_with_progress(trace: &Trace, policy: &WasmPolicy, options: SimOptions, label: &str) -> SimRun {
-    let bar = ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} jobs done, simulated {msg}") {
+pub(crate) fn run_with_progress(
+    trace: &Trace,
+    policy: &WasmPolicy,
+    options: SimOptions,
+    label: &str,
+) -> SimRun {
+    let bar =
+        ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>10} [{bar:30}] {pos}/{len} jobs done, simulated {msg}",
+    ) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(label.to_string());
@@ -109,8 +130,15 @@ pub(crate) fn plots(runs: &[Labeled<'_>]) -> Result<Vec<(&'static str, &'static 
 impl SimulateOpts {
     pub fn run(self) -> Result<()> {
         let trace = Trace::load(&self.trace)?;
-        let policy = load_policy(&self.policy, self.settings.as_deref(), self.deadline_ms, self.no_cache)?;
-        let options = SimOptions { horizon_ms: self.horizon_s.saturating_mul(1000) };
+        let policy = load_policy(
+            &self.policy,
+            self.settings.as_deref(),
+            self.deadline_ms,
+            self.no_cache,
+        )?;
+        let options = SimOptions {
+            horizon_ms: self.horizon_s.saturating_mul(1000),
+        };
         let started = Instant::now();
         let run = run_with_progress(&trace, &policy, options, &policy.info().name);
         let wall = started.elapsed();
@@ -124,10 +152,19 @@ impl SimulateOpts {
             }
         }
         if let Some(dir) = &self.out {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            let labeled = [Labeled { label: summary.policy.clone(), run: &run, summary: &summary }];
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let labeled = [Labeled {
+                label: summary.policy.clone(),
+                run: &run,
+                summary: &summary,
+            }];
             let mut written = vec![
-                write(dir, "summary.json", &(serde_json::to_string_pretty(&summary)? + "\n"))?,
+                write(
+                    dir,
+                    "summary.json",
+                    &(serde_json::to_string_pretty(&summary)? + "\n"),
+                )?,
                 write(dir, "jobs.csv", &report::jobs_csv(&run))?,
                 write(dir, "timeline.csv", &report::timeline_csv(&run))?,
             ];
@@ -135,12 +172,20 @@ impl SimulateOpts {
             for (name, _, svg) in &plots {
                 written.push(write(dir, name, svg)?);
             }
-            let mut command = format!("dragon simulate --policy {} --trace {}", self.policy, self.trace);
+            let mut command = format!(
+                "dragon simulate --policy {} --trace {}",
+                self.policy, self.trace
+            );
             if let Some(s) = &self.settings {
                 command.push_str(&format!(" --settings '{s}'"));
             }
-            let figures: Vec<(&str, &str)> = plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
-            written.push(write(dir, "report.html", &report::html_report(&labeled, &command, &figures))?);
+            let figures: Vec<(&str, &str)> =
+                plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
+            written.push(write(
+                dir,
+                "report.html",
+                &report::html_report(&labeled, &command, &figures),
+            )?);
             let list: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
             if self.json {
                 eprintln!("wrote {}", list.join(", "));

@@ -12,10 +12,14 @@ use crate::sim::{BUNDLED, GenerateOptions, Trace, generate};
 pub enum TraceCommand {
     /// Generate a synthetic trace: Poisson arrivals, job sizes and durations
     /// from the Philly-derived distributions (see docs/simulator.md).
-    #[command(after_help = "Example (the bundled `large` trace):\n  dragon trace generate --seed 1 --nodes 64 --gpus-per-node 8 --jobs 300 --load 0.9 --out large.yaml")]
+    #[command(
+        after_help = "Example (the bundled `large` trace):\n  dragon trace generate --seed 1 --nodes 64 --gpus-per-node 8 --jobs 300 --load 0.9 --out large.yaml"
+    )]
     Generate(GenerateOpts),
     /// Validate a trace and print what it holds.
-    #[command(after_help = "Examples:\n  dragon trace check my-trace.yaml\n  dragon trace check paper")]
+    #[command(
+        after_help = "Examples:\n  dragon trace check my-trace.yaml\n  dragon trace check paper"
+    )]
     Check {
         /// A trace file, or a bundled trace name.
         trace: String,
@@ -53,12 +57,18 @@ impl TraceCommand {
     pub fn run(self) -> Result<()> {
         match self {
             TraceCommand::Generate(o) => {
-                let options =
-                    GenerateOptions { seed: o.seed, nodes: o.nodes, gpus_per_node: o.gpus_per_node, jobs: o.jobs, load: o.load };
+                let options = GenerateOptions {
+                    seed: o.seed,
+                    nodes: o.nodes,
+                    gpus_per_node: o.gpus_per_node,
+                    jobs: o.jobs,
+                    load: o.load,
+                };
                 let text = generate(&options).map_err(|e| anyhow!(e))?;
                 match &o.out {
                     Some(path) => {
-                        std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+                        std::fs::write(path, &text)
+                            .with_context(|| format!("cannot write {}", path.display()))?;
                         eprintln!("wrote {} ({} jobs)", path.display(), o.jobs);
                     }
                     None => print!("{text}"),
@@ -69,7 +79,11 @@ impl TraceCommand {
                 let t = Trace::load(&trace)?;
                 let first = t.jobs.first().map_or(0, |j| j.arrival_ms);
                 let last = t.jobs.last().map_or(0, |j| j.arrival_ms);
-                let demand: f64 = t.jobs.iter().map(|j| f64::from(j.job.workers) * j.work_ms / 1e3).sum();
+                let demand: f64 = t
+                    .jobs
+                    .iter()
+                    .map(|j| f64::from(j.job.workers) * j.work_ms / 1e3)
+                    .sum();
                 let span = (last - first) as f64 / 1e3;
                 println!("{}: ok", t.origin);
                 if !t.description.is_empty() {
@@ -77,12 +91,25 @@ impl TraceCommand {
                 }
                 println!("  nodes        {} ({} GPUs)", t.nodes.len(), t.total_gpus());
                 println!("  jobs         {}", t.jobs.len());
-                println!("  arrivals     {} to {}", human(first as f64 / 1e3), human(last as f64 / 1e3));
-                println!("  work         {:.0} GPU-hours at the requested sizes", demand / 3600.0);
+                println!(
+                    "  arrivals     {} to {}",
+                    human(first as f64 / 1e3),
+                    human(last as f64 / 1e3)
+                );
+                println!(
+                    "  work         {:.0} GPU-hours at the requested sizes",
+                    demand / 3600.0
+                );
                 if span > 0.0 && t.total_gpus() > 0 {
-                    println!("  offered load {:.2} (demand over capacity during the arrivals)", demand / (span * t.total_gpus() as f64));
+                    println!(
+                        "  offered load {:.2} (demand over capacity during the arrivals)",
+                        demand / (span * t.total_gpus() as f64)
+                    );
                 }
-                println!("  scale step   every {}", human(t.scale_interval_ms as f64 / 1e3));
+                println!(
+                    "  scale step   every {}",
+                    human(t.scale_interval_ms as f64 / 1e3)
+                );
                 Ok(())
             }
             TraceCommand::Show { name } => match BUNDLED.iter().find(|(n, _)| *n == name) {

@@ -23,7 +23,9 @@ pub struct SchedulerConfig {
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        SchedulerConfig { max_permit_wait_ms: 15 * 60 * 1000 }
+        SchedulerConfig {
+            max_permit_wait_ms: 15 * 60 * 1000,
+        }
     }
 }
 
@@ -34,19 +36,36 @@ pub enum Decision {
     /// A pod was bound.
     Bound { pod: String, node: String },
     /// A gang was admitted (all its pods bound in this round).
-    Admitted { unit: String, pods: u32, workers: u32, nodes: u32 },
+    Admitted {
+        unit: String,
+        pods: u32,
+        workers: u32,
+        nodes: u32,
+    },
     /// A gang holds reservations and waits in permit.
-    Waiting { unit: String, reserved: u32, wait_ms: u64 },
+    Waiting {
+        unit: String,
+        reserved: u32,
+        wait_ms: u64,
+    },
     /// A unit could not be placed now.
     Unschedulable { unit: String, reason: String },
     /// A gang was rejected by permit (or timed out) and released.
     Rejected { unit: String, reason: String },
     /// A bind failed; the gang was released whole.
-    BindFailed { unit: String, pod: String, reason: String },
+    BindFailed {
+        unit: String,
+        pod: String,
+        reason: String,
+    },
     /// The policy failed; the unit stays pending (fail closed).
     PolicyError { unit: String, error: String },
     /// An admission below the requested size asked the workload to shrink.
-    Resized { unit: String, workers: u32, reason: String },
+    Resized {
+        unit: String,
+        workers: u32,
+        reason: String,
+    },
 }
 
 /// All outcomes of one round.
@@ -99,13 +118,21 @@ pub struct Scheduler {
 }
 
 fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
-    CallError { policy: policy.info().name.clone(), hook, failure: Failure::InvalidOutput(msg) }
+    CallError {
+        policy: policy.info().name.clone(),
+        hook,
+        failure: Failure::InvalidOutput(msg),
+    }
 }
 
 impl Scheduler {
     /// A framework over `cluster`.
     pub fn new(cluster: Cluster, config: SchedulerConfig) -> Scheduler {
-        Scheduler { cluster, config, ..Scheduler::default() }
+        Scheduler {
+            cluster,
+            config,
+            ..Scheduler::default()
+        }
     }
 
     /// Gangs currently waiting in permit, by unit key.
@@ -130,7 +157,11 @@ impl Scheduler {
         }
         let task = |key: &str| {
             let p = &c.pods[key].pod;
-            wit::Task { role: p.role.to_wit(), index: p.index, request: p.request.to_wit() }
+            wit::Task {
+                role: p.role.to_wit(),
+                index: p.index,
+                request: p.request.to_wit(),
+            }
         };
         let mut units = Vec::new();
         for (job, mut pods) in by_job {
@@ -139,7 +170,10 @@ impl Scheduler {
                 let p = &c.pods[*k].pod;
                 (p.role.placement_rank(), p.index, p.key.clone())
             });
-            let running = c.job_pods(job).filter(|(_, s)| matches!(s, PodState::Bound(_))).count() as u32;
+            let running = c
+                .job_pods(job)
+                .filter(|(_, s)| matches!(s, PodState::Bound(_)))
+                .count() as u32;
             units.push(UnitPlan {
                 key: format!("job/{job}"),
                 job: Some(job.to_string()),
@@ -190,7 +224,13 @@ impl Scheduler {
 
     /// The policy's queue order, validated; FIFO when the policy does not
     /// order or fails (the failure is reported).
-    fn order(&self, now_ms: u64, policy: &dyn Hooks, units: &[UnitPlan], report: &mut RoundReport) -> Vec<usize> {
+    fn order(
+        &self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        units: &[UnitPlan],
+        report: &mut RoundReport,
+    ) -> Vec<usize> {
         let fifo = || {
             let mut o: Vec<usize> = (0..units.len()).collect();
             o.sort_by_key(|&i| (units[i].wit.arrival_ms, units[i].wit.id));
@@ -206,13 +246,18 @@ impl Scheduler {
                 arrival_ms: u.wit.arrival_ms,
                 priority: u.wit.priority,
                 pods: u.wit.tasks.len() as u32,
-                total: u.wit.tasks.iter().fold(wit::Resources { cpu_milli: 0, memory_mib: 0, gpus: 0 }, |a, t| {
+                total: u.wit.tasks.iter().fold(
                     wit::Resources {
+                        cpu_milli: 0,
+                        memory_mib: 0,
+                        gpus: 0,
+                    },
+                    |a, t| wit::Resources {
                         cpu_milli: a.cpu_milli.saturating_add(t.request.cpu_milli),
                         memory_mib: a.memory_mib.saturating_add(t.request.memory_mib),
                         gpus: a.gpus.saturating_add(t.request.gpus),
-                    }
-                }),
+                    },
+                ),
             })
             .collect();
         let result = policy.queue_order(now_ms, &queued).and_then(|order| {
@@ -223,7 +268,10 @@ impl Scheduler {
                     return Err(invalid(
                         policy,
                         "queue-order",
-                        format!("not a permutation of 0..{}: index {i} is out of range or repeated", units.len()),
+                        format!(
+                            "not a permutation of 0..{}: index {i} is out of range or repeated",
+                            units.len()
+                        ),
                     ));
                 }
                 seen[i] = true;
@@ -238,24 +286,36 @@ impl Scheduler {
             Ok(order.into_iter().map(|i| i as usize).collect())
         });
         result.unwrap_or_else(|e| {
-            report.decisions.push(Decision::PolicyError { unit: "(queue)".into(), error: e.to_string() });
+            report.decisions.push(Decision::PolicyError {
+                unit: "(queue)".into(),
+                error: e.to_string(),
+            });
             fifo()
         })
     }
 
     /// Release gangs whose permit wait ran out.
     fn expire_waits(&mut self, now_ms: u64, report: &mut RoundReport) {
-        let expired: Vec<String> =
-            self.waiting.iter().filter(|(_, w)| now_ms >= w.deadline_ms).map(|(k, _)| k.clone()).collect();
+        let expired: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| now_ms >= w.deadline_ms)
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in expired {
             self.waiting.remove(&key);
             self.unreserve_job(&key);
-            report.decisions.push(Decision::Rejected { unit: key, reason: "permit wait timed out".into() });
+            report.decisions.push(Decision::Rejected {
+                unit: key,
+                reason: "permit wait timed out".into(),
+            });
         }
     }
 
     fn reserved_of(&self, unit_key: &str) -> Vec<String> {
-        let Some(job) = unit_key.strip_prefix("job/") else { return Vec::new() };
+        let Some(job) = unit_key.strip_prefix("job/") else {
+            return Vec::new();
+        };
         self.cluster
             .job_pods(job)
             .filter(|(_, s)| matches!(s, PodState::Reserved(_)))
@@ -277,7 +337,10 @@ impl Scheduler {
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
     ) -> RoundReport {
-        let mut report = RoundReport { now_ms, decisions: Vec::new() };
+        let mut report = RoundReport {
+            now_ms,
+            decisions: Vec::new(),
+        };
         self.expire_waits(now_ms, &mut report);
         let gangs = policy.info().implements(wit::Hook::Permit);
         let units = self.units(gangs);
@@ -306,25 +369,39 @@ impl Scheduler {
             let capacity = self.cluster.capacity();
             match policy.pre_filter(now_ms, &unit.wit, &capacity) {
                 Ok(wit::PreFilterResult::Skip(reason)) => {
-                    report.decisions.push(Decision::Unschedulable { unit: unit.key.clone(), reason });
+                    report.decisions.push(Decision::Unschedulable {
+                        unit: unit.key.clone(),
+                        reason,
+                    });
                     return;
                 }
                 Ok(wit::PreFilterResult::Proceed(list)) if !list.is_empty() => {
                     let w = &unit.wit;
-                    if let Some(bad) = list.iter().find(|&&s| !unit.wit.gang || s < w.min_workers.min(w.workers) || s > w.workers) {
+                    if let Some(bad) = list.iter().find(|&&s| {
+                        !unit.wit.gang || s < w.min_workers.min(w.workers) || s > w.workers
+                    }) {
                         let e = invalid(
                             policy,
                             "pre-filter",
-                            format!("size {bad} is outside [{}, {}] (or the unit is not a gang)", w.min_workers, w.workers),
+                            format!(
+                                "size {bad} is outside [{}, {}] (or the unit is not a gang)",
+                                w.min_workers, w.workers
+                            ),
                         );
-                        report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                        report.decisions.push(Decision::PolicyError {
+                            unit: unit.key.clone(),
+                            error: e.to_string(),
+                        });
                         return;
                     }
                     sizes = list.into_iter().map(Some).collect();
                 }
                 Ok(wit::PreFilterResult::Proceed(_)) => {}
                 Err(e) => {
-                    report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                    report.decisions.push(Decision::PolicyError {
+                        unit: unit.key.clone(),
+                        error: e.to_string(),
+                    });
                     return;
                 }
             }
@@ -341,13 +418,19 @@ impl Scheduler {
                 }
                 Err(PlaceError::Unschedulable(reason)) => last_reason = reason,
                 Err(PlaceError::Policy(e)) => {
-                    report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                    report.decisions.push(Decision::PolicyError {
+                        unit: unit.key.clone(),
+                        error: e.to_string(),
+                    });
                     return;
                 }
             }
         }
         let Some((size, placed)) = chosen else {
-            report.decisions.push(Decision::Unschedulable { unit: unit.key.clone(), reason: last_reason });
+            report.decisions.push(Decision::Unschedulable {
+                unit: unit.key.clone(),
+                reason: last_reason,
+            });
             return;
         };
 
@@ -362,7 +445,11 @@ impl Scheduler {
         // Permit for the gang: reservations so far plus this round's.
         let job = unit.job.clone().unwrap_or_default();
         let reserved = self.reserved_of(&unit.key).len() as u32;
-        let present = self.cluster.job_pods(&job).filter(|(p, _)| !self.cluster.is_surplus(p)).count() as u32;
+        let present = self
+            .cluster
+            .job_pods(&job)
+            .filter(|(p, _)| !self.cluster.is_surplus(p))
+            .count() as u32;
         let min_member = self.cluster.job(&job).map(|j| j.min_member).unwrap_or(0);
         let since = self.waiting.get(&unit.key).map(|w| w.since_ms);
         let gang = wit::GangState {
@@ -383,13 +470,19 @@ impl Scheduler {
                 let all: Vec<(String, usize)> = self
                     .reserved_of(&unit.key)
                     .into_iter()
-                    .filter_map(|k| self.cluster.pod(&k).and_then(|(_, s)| s.node()).map(|n| (k, n)))
+                    .filter_map(|k| {
+                        self.cluster
+                            .pod(&k)
+                            .and_then(|(_, s)| s.node())
+                            .map(|n| (k, n))
+                    })
                     .collect();
                 if !self.bind_all(unit, &all, binder, report) {
                     return;
                 }
                 self.last_admit_ms = now_ms;
-                let nodes: std::collections::BTreeSet<usize> = all.iter().map(|(_, n)| *n).collect();
+                let nodes: std::collections::BTreeSet<usize> =
+                    all.iter().map(|(_, n)| *n).collect();
                 let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
                 let admitted_workers = size.unwrap_or(workers);
                 if let Some(e) = self.cluster.jobs.get_mut(&job)
@@ -408,7 +501,10 @@ impl Scheduler {
                 }
             }
             Ok(wit::PermitResult::Wait(ms)) => {
-                let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang { since_ms: now_ms, deadline_ms: 0 });
+                let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang {
+                    since_ms: now_ms,
+                    deadline_ms: 0,
+                });
                 let cap = w.since_ms.saturating_add(self.config.max_permit_wait_ms);
                 w.deadline_ms = now_ms.saturating_add(ms).min(cap);
                 report.decisions.push(Decision::Waiting {
@@ -420,20 +516,35 @@ impl Scheduler {
             Ok(wit::PermitResult::Reject(reason)) => {
                 self.waiting.remove(&unit.key);
                 self.unreserve_job(&unit.key);
-                report.decisions.push(Decision::Rejected { unit: unit.key.clone(), reason });
+                report.decisions.push(Decision::Rejected {
+                    unit: unit.key.clone(),
+                    reason,
+                });
             }
             Err(e) => {
                 // Fail closed: release the whole gang.
                 self.waiting.remove(&unit.key);
                 self.unreserve_job(&unit.key);
-                report.decisions.push(Decision::PolicyError { unit: unit.key.clone(), error: e.to_string() });
+                report.decisions.push(Decision::PolicyError {
+                    unit: unit.key.clone(),
+                    error: e.to_string(),
+                });
             }
         }
     }
 
     /// Shrink a job admitted below its requested size.
-    fn resize(&mut self, job: &str, workers: u32, unit: &UnitPlan, scaler: &mut dyn Scaler, report: &mut RoundReport) {
-        let reason = format!("admitted at {workers} workers (its minimum) because the requested size did not fit");
+    fn resize(
+        &mut self,
+        job: &str,
+        workers: u32,
+        unit: &UnitPlan,
+        scaler: &mut dyn Scaler,
+        report: &mut RoundReport,
+    ) {
+        let reason = format!(
+            "admitted at {workers} workers (its minimum) because the requested size did not fit"
+        );
         match scaler.scale(job, workers, &reason) {
             Ok(()) => {
                 if let Some(e) = self.cluster.jobs.get_mut(job) {
@@ -443,24 +554,38 @@ impl Scheduler {
                 let surplus: Vec<String> = self
                     .cluster
                     .job_pods(job)
-                    .filter(|(p, s)| *s == PodState::Pending && p.role == Role::Worker && p.index >= workers)
+                    .filter(|(p, s)| {
+                        *s == PodState::Pending && p.role == Role::Worker && p.index >= workers
+                    })
                     .map(|(p, _)| p.key.clone())
                     .collect();
                 for key in surplus {
                     let _ = self.cluster.remove_pod(&key);
                 }
-                report.decisions.push(Decision::Resized { unit: unit.key.clone(), workers, reason });
+                report.decisions.push(Decision::Resized {
+                    unit: unit.key.clone(),
+                    workers,
+                    reason,
+                });
             }
             Err(e) => report.decisions.push(Decision::PolicyError {
                 unit: unit.key.clone(),
-                error: format!("could not shrink the job to {workers} workers after admitting it: {e}"),
+                error: format!(
+                    "could not shrink the job to {workers} workers after admitting it: {e}"
+                ),
             }),
         }
     }
 
     /// Bind every pod; on a failure, unbind those already bound and release
     /// the rest, so the gang is never left half bound.
-    fn bind_all(&mut self, unit: &UnitPlan, pods: &[(String, usize)], binder: &mut dyn Binder, report: &mut RoundReport) -> bool {
+    fn bind_all(
+        &mut self,
+        unit: &UnitPlan,
+        pods: &[(String, usize)],
+        binder: &mut dyn Binder,
+        report: &mut RoundReport,
+    ) -> bool {
         let mut done: Vec<(String, String)> = Vec::new();
         for (pod, node) in pods {
             let node_name = self.cluster.nodes()[*node].name.clone();
@@ -482,7 +607,11 @@ impl Scheduler {
                         }
                     }
                     self.waiting.remove(&unit.key);
-                    report.decisions.push(Decision::BindFailed { unit: unit.key.clone(), pod: pod.clone(), reason });
+                    report.decisions.push(Decision::BindFailed {
+                        unit: unit.key.clone(),
+                        pod: pod.clone(),
+                        reason,
+                    });
                     return false;
                 }
             }
@@ -495,7 +624,13 @@ impl Scheduler {
 
     /// Reserve a node for each pod of `unit` at `size` workers; on failure
     /// every reservation made here is undone.
-    fn place(&mut self, now_ms: u64, policy: &dyn Hooks, unit: &UnitPlan, size: Option<u32>) -> Result<Vec<(String, usize)>, PlaceError> {
+    fn place(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        size: Option<u32>,
+    ) -> Result<Vec<(String, usize)>, PlaceError> {
         let info = policy.info();
         let keep: Vec<usize> = (0..unit.pods.len())
             .filter(|&i| {
@@ -504,7 +639,10 @@ impl Scheduler {
             })
             .collect();
         let mut placement = wit::Placement {
-            unit: wit::Unit { tasks: keep.iter().map(|&i| unit.wit.tasks[i]).collect(), ..unit.wit.clone() },
+            unit: wit::Unit {
+                tasks: keep.iter().map(|&i| unit.wit.tasks[i]).collect(),
+                ..unit.wit.clone()
+            },
             task: 0,
             now_ms,
         };
@@ -529,12 +667,19 @@ impl Scheduler {
             let pod = &self.cluster.pods[key].pod;
             let mut rejections = Rejections::default();
             let mut index = feasible(&self.cluster, pod, &mut rejections);
-            let live = (0..self.cluster.nodes().len()).filter(|&n| self.cluster.is_live(n)).count();
-            let fail = |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
-                undo(this, placed);
-                let what = if unit.pods.len() > 1 { format!("pod {key} of {}: ", unit.key) } else { String::new() };
-                PlaceError::Unschedulable(format!("{what}{}", rejections.message(live)))
-            };
+            let live = (0..self.cluster.nodes().len())
+                .filter(|&n| self.cluster.is_live(n))
+                .count();
+            let fail =
+                |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
+                    undo(this, placed);
+                    let what = if unit.pods.len() > 1 {
+                        format!("pod {key} of {}: ", unit.key)
+                    } else {
+                        String::new()
+                    };
+                    PlaceError::Unschedulable(format!("{what}{}", rejections.message(live)))
+                };
             if index.is_empty() {
                 return Err(fail(self, &placed, &rejections));
             }
@@ -556,8 +701,16 @@ impl Scheduler {
                     }
                 };
                 let before = index.len();
-                index = index.into_iter().zip(&pass).filter(|(_, ok)| **ok).map(|(n, _)| n).collect();
-                rejections.add("node(s) rejected by the policy's filter", before - index.len());
+                index = index
+                    .into_iter()
+                    .zip(&pass)
+                    .filter(|(_, ok)| **ok)
+                    .map(|(n, _)| n)
+                    .collect();
+                rejections.add(
+                    "node(s) rejected by the policy's filter",
+                    before - index.len(),
+                );
                 if index.is_empty() {
                     return Err(fail(self, &placed, &rejections));
                 }

@@ -22,7 +22,11 @@ impl Rejections {
 
     /// `0/8 nodes are available: 3 Insufficient nvidia.com/gpu, ...`
     pub(crate) fn message(&self, live_nodes: usize) -> String {
-        let parts: Vec<String> = self.counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let parts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
         format!("0/{live_nodes} nodes are available: {}", parts.join(", "))
     }
 }
@@ -38,12 +42,17 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
             rejections.add("node(s) were unschedulable", 1);
             continue;
         }
-        if !pod.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
+        if !pod
+            .node_selector
+            .iter()
+            .all(|(k, v)| node.labels.get(k) == Some(v))
+        {
             rejections.add("node(s) didn't match Pod's node affinity/selector", 1);
             continue;
         }
         let untolerated = node.taints.iter().any(|t| {
-            (t.effect == "NoSchedule" || t.effect == "NoExecute") && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
+            (t.effect == "NoSchedule" || t.effect == "NoExecute")
+                && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
         });
         if untolerated {
             rejections.add("node(s) had untolerated taint", 1);
@@ -65,7 +74,11 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
 }
 
 /// Candidate columns for the policy's `filter` and `score`.
-pub(crate) fn candidates(cluster: &Cluster, index: Vec<u32>, siblings: &BTreeMap<usize, u32>) -> wit::Candidates {
+pub(crate) fn candidates(
+    cluster: &Cluster,
+    index: Vec<u32>,
+    siblings: &BTreeMap<usize, u32>,
+) -> wit::Candidates {
     let n = index.len();
     let mut c = wit::Capacity {
         alloc_cpu_milli: Vec::with_capacity(n),
@@ -88,5 +101,9 @@ pub(crate) fn candidates(cluster: &Cluster, index: Vec<u32>, siblings: &BTreeMap
         c.free_gpus.push(f.gpus);
         sib.push(siblings.get(&i).copied().unwrap_or(0));
     }
-    wit::Candidates { index, capacity: c, siblings: sib }
+    wit::Candidates {
+        index,
+        capacity: c,
+        siblings: sib,
+    }
 }

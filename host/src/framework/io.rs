@@ -53,7 +53,8 @@ impl Binder for RecordingIo {
 
 impl Scaler for RecordingIo {
     fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String> {
-        self.scales.push((job.to_string(), workers, reason.to_string()));
+        self.scales
+            .push((job.to_string(), workers, reason.to_string()));
         Ok(())
     }
 }

@@ -42,11 +42,17 @@ impl Resources {
 
     /// `self` fits in `free`.
     pub fn fits_in(self, free: Resources) -> bool {
-        self.cpu_milli <= free.cpu_milli && self.memory_mib <= free.memory_mib && self.gpus <= free.gpus
+        self.cpu_milli <= free.cpu_milli
+            && self.memory_mib <= free.memory_mib
+            && self.gpus <= free.gpus
     }
 
     pub(crate) fn to_wit(self) -> wit::Resources {
-        wit::Resources { cpu_milli: self.cpu_milli, memory_mib: self.memory_mib, gpus: self.gpus }
+        wit::Resources {
+            cpu_milli: self.cpu_milli,
+            memory_mib: self.memory_mib,
+            gpus: self.gpus,
+        }
     }
 }
 
@@ -103,7 +109,13 @@ pub struct Node {
 impl Node {
     /// A plain schedulable node.
     pub fn new(name: impl Into<String>, allocatable: Resources) -> Node {
-        Node { name: name.into(), allocatable, labels: BTreeMap::new(), taints: Vec::new(), unschedulable: false }
+        Node {
+            name: name.into(),
+            allocatable,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+        }
     }
 }
 

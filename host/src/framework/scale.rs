@@ -40,7 +40,9 @@ impl Scheduler {
         let c = &self.cluster;
         let mut out = Vec::new();
         for (name, e) in &c.jobs {
-            let Some(started) = e.started_ms else { continue };
+            let Some(started) = e.started_ms else {
+                continue;
+            };
             let mut worker_nodes: Vec<(u32, u32)> = Vec::new();
             let mut ps_nodes = Vec::new();
             let mut worker_request = None;
@@ -94,8 +96,11 @@ impl Scheduler {
             if e.started_ms.is_some() {
                 continue;
             }
-            let mut pods: Vec<_> =
-                c.job_pods(name).filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p)).map(|(p, _)| p).collect();
+            let mut pods: Vec<_> = c
+                .job_pods(name)
+                .filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p))
+                .map(|(p, _)| p)
+                .collect();
             if pods.is_empty() {
                 continue;
             }
@@ -110,7 +115,11 @@ impl Scheduler {
                     gang: true,
                     tasks: pods
                         .iter()
-                        .map(|p| wit::Task { role: p.role.to_wit(), index: p.index, request: p.request.to_wit() })
+                        .map(|p| wit::Task {
+                            role: p.role.to_wit(),
+                            index: p.index,
+                            request: p.request.to_wit(),
+                        })
                         .collect(),
                     workers: e.job.workers,
                     min_workers: e.job.min_workers,
@@ -124,7 +133,12 @@ impl Scheduler {
     }
 
     /// Run the scale step at `now_ms`.
-    pub fn scale_step(&mut self, now_ms: u64, policy: &dyn Hooks, scaler: &mut dyn Scaler) -> ScaleReport {
+    pub fn scale_step(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        scaler: &mut dyn Scaler,
+    ) -> ScaleReport {
         let mut report = ScaleReport::default();
         if !policy.info().implements(wit::Hook::Scale) {
             return report;
@@ -148,11 +162,16 @@ impl Scheduler {
         let mut seen = BTreeSet::new();
         for d in decisions {
             let Some((name, job)) = running.iter().find(|(_, j)| j.id == d.id) else {
-                report.errors.push(invalid(policy, format!("decision for job id {} which is not running", d.id)));
+                report.errors.push(invalid(
+                    policy,
+                    format!("decision for job id {} which is not running", d.id),
+                ));
                 continue;
             };
             if !seen.insert(d.id) {
-                report.errors.push(invalid(policy, format!("two decisions for job {name}")));
+                report
+                    .errors
+                    .push(invalid(policy, format!("two decisions for job {name}")));
                 continue;
             }
             // Worker 0 is never removed, whatever the bounds say.
@@ -160,7 +179,10 @@ impl Scheduler {
             if d.workers < floor || d.workers > job.max_workers {
                 report.errors.push(invalid(
                     policy,
-                    format!("job {name}: {} workers is outside [{floor}, {}]", d.workers, job.max_workers),
+                    format!(
+                        "job {name}: {} workers is outside [{floor}, {}]",
+                        d.workers, job.max_workers
+                    ),
                 ));
                 continue;
             }
@@ -168,11 +190,19 @@ impl Scheduler {
                 continue;
             }
             if let Err(e) = scaler.scale(name, d.workers, &d.reason) {
-                report.errors.push(format!("scaling job {name} to {} workers failed: {e}", d.workers));
+                report.errors.push(format!(
+                    "scaling job {name} to {} workers failed: {e}",
+                    d.workers
+                ));
                 continue;
             }
             self.apply_scale(name, d.workers, now_ms);
-            report.actions.push(ScaleAction { job: name.clone(), from: job.workers, to: d.workers, reason: d.reason });
+            report.actions.push(ScaleAction {
+                job: name.clone(),
+                from: job.workers,
+                to: d.workers,
+                reason: d.reason,
+            });
         }
         report
     }
@@ -181,7 +211,9 @@ impl Scheduler {
     /// on a shrink the removed workers' room is free at once (their
     /// controller deletes them; the driver confirms by removing the pods).
     fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
-        let Some(e) = self.cluster.jobs.get_mut(job) else { return };
+        let Some(e) = self.cluster.jobs.get_mut(job) else {
+            return;
+        };
         let shrink = workers < e.job.workers;
         e.job.workers = workers;
         e.scaled_ms = Some(now_ms);
@@ -201,5 +233,10 @@ impl Scheduler {
 }
 
 fn invalid(policy: &dyn Hooks, msg: String) -> String {
-    CallError { policy: policy.info().name.clone(), hook: "scale", failure: Failure::InvalidOutput(msg) }.to_string()
+    CallError {
+        policy: policy.info().name.clone(),
+        hook: "scale",
+        failure: Failure::InvalidOutput(msg),
+    }
+    .to_string()
 }

@@ -16,7 +16,9 @@ pub struct ComponentCache {
 impl ComponentCache {
     /// A cache in `dir` (created on first write).
     pub fn at(dir: impl Into<PathBuf>) -> ComponentCache {
-        ComponentCache { dir: Some(dir.into()) }
+        ComponentCache {
+            dir: Some(dir.into()),
+        }
     }
 
     /// No caching: every load compiles.
@@ -59,16 +61,21 @@ impl ComponentCache {
         {
             // Read into memory rather than `deserialize_file`: a mapped file
             // truncated by someone else would crash the process (SIGBUS).
-            let loaded = std::fs::read(path).map_err(|e| e.to_string()).and_then(|compiled| {
-                // SAFETY: the bytes are a file this cache wrote with
-                // `precompile_component` for an engine with the same
-                // compatibility hash (it is in the file name); wasmtime checks
-                // the header and refuses anything else.
-                unsafe { Component::deserialize(engine.engine(), &compiled) }.map_err(|e| e.to_string())
-            });
+            let loaded = std::fs::read(path)
+                .map_err(|e| e.to_string())
+                .and_then(|compiled| {
+                    // SAFETY: the bytes are a file this cache wrote with
+                    // `precompile_component` for an engine with the same
+                    // compatibility hash (it is in the file name); wasmtime checks
+                    // the header and refuses anything else.
+                    unsafe { Component::deserialize(engine.engine(), &compiled) }
+                        .map_err(|e| e.to_string())
+                });
             match loaded {
                 Ok(c) => return Ok((c, true)),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached policy: {e}"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "ignoring unusable cached policy: {e}")
+                }
             }
         }
         let Some(path) = path else {

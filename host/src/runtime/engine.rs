@@ -55,7 +55,10 @@ impl PolicyEngine {
                 }
             })
             .map_err(|e| wasmtime::format_err!("cannot start the epoch ticker: {e}"))?;
-        Ok(PolicyEngine { engine, _ticker: Arc::new(Ticker { stop }) })
+        Ok(PolicyEngine {
+            engine,
+            _ticker: Arc::new(Ticker { stop }),
+        })
     }
 
     /// The wasmtime engine.

@@ -8,7 +8,10 @@ use std::fmt;
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read policy {origin}: {cause}")]
-    Read { origin: String, cause: std::io::Error },
+    Read {
+        origin: String,
+        cause: std::io::Error,
+    },
     /// Not WebAssembly at all.
     #[error("{origin} is not a WebAssembly binary (it does not start with the \\0asm magic)")]
     NotWasm { origin: String },
@@ -22,20 +25,32 @@ pub enum LoadError {
     #[error("{origin} is not a valid component: {cause}")]
     Invalid { origin: String, cause: String },
     /// A component, but not of the policy world.
-    #[error("{origin} is not a Dragon policy: it exports no dragon:scheduler/policy interface (it exports: {exports})")]
+    #[error(
+        "{origin} is not a Dragon policy: it exports no dragon:scheduler/policy interface (it exports: {exports})"
+    )]
     NotAPolicy { origin: String, exports: String },
     /// Built against an interface version this host does not speak.
     #[error(
         "{origin} was built against dragon:scheduler@{found}, but this host supports dragon:scheduler@{supported} \
          (policies must match the major and minor version)"
     )]
-    Version { origin: String, found: String, supported: String },
+    Version {
+        origin: String,
+        found: String,
+        supported: String,
+    },
     /// Wants something the host does not give.
-    #[error("{origin} imports {import}, which Dragon does not provide (a policy gets only dragon:scheduler/host.log)")]
+    #[error(
+        "{origin} imports {import}, which Dragon does not provide (a policy gets only dragon:scheduler/host.log)"
+    )]
     Import { origin: String, import: String },
     /// The policy refused its settings.
     #[error("{origin} ({policy}) refused its settings: {message}")]
-    Settings { origin: String, policy: String, message: String },
+    Settings {
+        origin: String,
+        policy: String,
+        message: String,
+    },
     /// A call made while loading failed.
     #[error("{origin} failed its load-time check: {cause}")]
     Smoke { origin: String, cause: CallError },
@@ -47,7 +62,11 @@ pub enum LoadError {
     Instantiate { origin: String, cause: String },
     /// A pinned digest did not match.
     #[error("{origin} has SHA-256 {found}, but the configuration pins {expected}")]
-    Digest { origin: String, found: String, expected: String },
+    Digest {
+        origin: String,
+        found: String,
+        expected: String,
+    },
 }
 
 /// A call into a policy that did not produce a usable result.
@@ -78,7 +97,9 @@ pub enum Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Timeout { deadline_ms } => write!(f, "timed out after {deadline_ms} ms and was interrupted"),
+            Failure::Timeout { deadline_ms } => {
+                write!(f, "timed out after {deadline_ms} ms and was interrupted")
+            }
             Failure::MemoryLimit { bytes } => write!(f, "hit the memory limit of {bytes} bytes"),
             Failure::Trap(msg) => write!(f, "trapped: {msg}"),
             Failure::InvalidOutput(msg) => write!(f, "returned an invalid result: {msg}"),

@@ -16,7 +16,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { deadline_ms: 1_000, memory_bytes: 128 << 20, table_elements: 20_000 }
+        Limits {
+            deadline_ms: 1_000,
+            memory_bytes: 128 << 20,
+            table_elements: 20_000,
+        }
     }
 }
 
@@ -30,15 +34,28 @@ pub(crate) struct Limiter {
 }
 
 impl wasmtime::ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.memory_bytes {
             self.memory_cap_hit = true;
-            wasmtime::bail!("memory limit of {} bytes reached (asked for {desired})", self.memory_bytes);
+            wasmtime::bail!(
+                "memory limit of {} bytes reached (asked for {desired})",
+                self.memory_bytes
+            );
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= self.table_elements)
     }
 }

@@ -27,9 +27,10 @@ impl PolicySource {
     /// A bundled policy (`dragon`, `baseline`) by name, else a file path.
     pub fn named_or_file(spec: &str) -> PolicySource {
         match dragon_bundled::by_name(spec) {
-            Some(bytes) if !Path::new(spec).exists() => {
-                PolicySource::Bytes { origin: format!("bundled policy `{spec}`"), bytes: bytes.to_vec() }
-            }
+            Some(bytes) if !Path::new(spec).exists() => PolicySource::Bytes {
+                origin: format!("bundled policy `{spec}`"),
+                bytes: bytes.to_vec(),
+            },
             _ => PolicySource::File(PathBuf::from(spec)),
         }
     }
@@ -44,9 +45,10 @@ impl PolicySource {
 
     pub(crate) fn read(&self) -> Result<Vec<u8>, LoadError> {
         match self {
-            PolicySource::File(p) => {
-                std::fs::read(p).map_err(|cause| LoadError::Read { origin: p.display().to_string(), cause })
-            }
+            PolicySource::File(p) => std::fs::read(p).map_err(|cause| LoadError::Read {
+                origin: p.display().to_string(),
+                cause,
+            }),
             PolicySource::Bytes { bytes, .. } => Ok(bytes.clone()),
         }
     }
@@ -61,11 +63,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// which would not tell an operator what to do.
 pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
-        return Err(LoadError::NotWasm { origin: origin.to_string() });
+        return Err(LoadError::NotWasm {
+            origin: origin.to_string(),
+        });
     }
     // Bytes 6..8 are the layer: 0 for core modules, 1 for components.
     if bytes[6..8] == [0, 0] {
-        return Err(LoadError::CoreModule { origin: origin.to_string() });
+        return Err(LoadError::CoreModule {
+            origin: origin.to_string(),
+        });
     }
     Ok(())
 }
@@ -86,18 +92,36 @@ pub fn compatible(found: &str) -> bool {
 
 /// Check the component's exports and imports against the policy world and
 /// return the interface version it was built against.
-pub(crate) fn check_world(origin: &str, engine: &PolicyEngine, component: &Component) -> Result<String, LoadError> {
+pub(crate) fn check_world(
+    origin: &str,
+    engine: &PolicyEngine,
+    component: &Component,
+) -> Result<String, LoadError> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine.engine()).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine.engine())
+        .map(|(n, _)| n.to_string())
+        .collect();
     let Some(found) = exports.iter().find_map(|name| {
         let (iface, version) = name.split_once('@').unwrap_or((name.as_str(), ""));
         (iface == POLICY_EXPORT).then(|| version.to_string())
     }) else {
-        let listed = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
-        return Err(LoadError::NotAPolicy { origin: origin.to_string(), exports: listed });
+        let listed = if exports.is_empty() {
+            "nothing".to_string()
+        } else {
+            exports.join(", ")
+        };
+        return Err(LoadError::NotAPolicy {
+            origin: origin.to_string(),
+            exports: listed,
+        });
     };
     if !compatible(&found) {
-        let found = if found.is_empty() { "(unversioned)".to_string() } else { found };
+        let found = if found.is_empty() {
+            "(unversioned)".to_string()
+        } else {
+            found
+        };
         return Err(LoadError::Version {
             origin: origin.to_string(),
             found,
@@ -108,7 +132,10 @@ pub(crate) fn check_world(origin: &str, engine: &PolicyEngine, component: &Compo
         let iface = name.split_once('@').map(|(i, _)| i).unwrap_or(name);
         let version_ok = name.split_once('@').is_some_and(|(_, v)| compatible(v));
         if !ALLOWED_IMPORTS.contains(&iface) || !version_ok {
-            return Err(LoadError::Import { origin: origin.to_string(), import: name.to_string() });
+            return Err(LoadError::Import {
+                origin: origin.to_string(),
+                import: name.to_string(),
+            });
         }
     }
     Ok(found)

@@ -23,9 +23,15 @@ pub trait Hooks {
     /// See `queue-order` in the WIT file.
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError>;
     /// See `pre-filter` in the WIT file.
-    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError>;
+    fn pre_filter(
+        &self,
+        now_ms: u64,
+        unit: &wit::Unit,
+        nodes: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError>;
     /// See `filter` in the WIT file.
-    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError>;
+    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates)
+    -> Result<Vec<bool>, CallError>;
     /// See `score` in the WIT file.
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError>;
     /// See `permit` in the WIT file.
@@ -181,22 +187,36 @@ impl WasmPolicy {
         if let Some(expected) = &options.sha256
             && !expected.eq_ignore_ascii_case(&sha256)
         {
-            return Err(LoadError::Digest { origin: origin.into(), found: sha256, expected: expected.clone() });
+            return Err(LoadError::Digest {
+                origin: origin.into(),
+                found: sha256,
+                expected: expected.clone(),
+            });
         }
         let started = Instant::now();
-        let (component, cached) = cache
-            .get_or_compile(engine, &sha256, bytes)
-            .map_err(|e| LoadError::Invalid { origin: origin.into(), cause: format!("{e:?}") })?;
+        let (component, cached) =
+            cache
+                .get_or_compile(engine, &sha256, bytes)
+                .map_err(|e| LoadError::Invalid {
+                    origin: origin.into(),
+                    cause: format!("{e:?}"),
+                })?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
         let interface_version = check_world(origin, engine, &component)?;
 
         let mut linker = wasmtime::component::Linker::new(engine.engine());
         SchedulingPolicy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(|e| LoadError::Instantiate { origin: origin.into(), cause: e.to_string() })?;
+            .map_err(|e| LoadError::Instantiate {
+                origin: origin.into(),
+                cause: e.to_string(),
+            })?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(SchedulingPolicyPre::new)
-            .map_err(|e| LoadError::Instantiate { origin: origin.into(), cause: format!("{e:?}") })?;
+            .map_err(|e| LoadError::Instantiate {
+                origin: origin.into(),
+                cause: format!("{e:?}"),
+            })?;
 
         let mut policy = WasmPolicy {
             info: PolicyInfo {
@@ -216,12 +236,22 @@ impl WasmPolicy {
             limits: options.limits,
             live: Mutex::new(None),
         };
-        let smoke = |cause| LoadError::Smoke { origin: origin.into(), cause };
-        let metadata = policy.call("metadata", |s, b| b.dragon_scheduler_policy().call_metadata(s)).map_err(smoke)?;
+        let smoke = |cause| LoadError::Smoke {
+            origin: origin.into(),
+            cause,
+        };
+        let metadata = policy
+            .call("metadata", |s, b| {
+                b.dragon_scheduler_policy().call_metadata(s)
+            })
+            .map_err(smoke)?;
         if metadata.name.trim().is_empty() || metadata.name.len() > 64 {
             return Err(LoadError::Metadata {
                 origin: origin.into(),
-                message: format!("the name must be 1 to 64 characters, got {:?}", metadata.name),
+                message: format!(
+                    "the name must be 1 to 64 characters, got {:?}",
+                    metadata.name
+                ),
             });
         }
         policy.info.name = metadata.name;
@@ -238,17 +268,26 @@ impl WasmPolicy {
         match configured {
             Ok(Ok(())) => {}
             Ok(Err(message)) => {
-                return Err(LoadError::Settings { origin: origin.into(), policy: policy.info.name.clone(), message });
+                return Err(LoadError::Settings {
+                    origin: origin.into(),
+                    policy: policy.info.name.clone(),
+                    message,
+                });
             }
             Err(e) => return Err(smoke(e)),
         }
         *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
         // Smoke: the cheapest hook on empty input must answer sensibly.
         let order = policy
-            .call("queue-order", |s, b| b.dragon_scheduler_policy().call_queue_order(s, 0, &[]))
+            .call("queue-order", |s, b| {
+                b.dragon_scheduler_policy().call_queue_order(s, 0, &[])
+            })
             .map_err(smoke)?;
         if !order.is_empty() {
-            return Err(smoke(policy.invalid("queue-order", format!("{} indices for an empty queue", order.len()))));
+            return Err(smoke(policy.invalid(
+                "queue-order",
+                format!("{} indices for an empty queue", order.len()),
+            )));
         }
         Ok(policy)
     }
@@ -263,7 +302,11 @@ impl WasmPolicy {
     }
 
     pub(crate) fn invalid(&self, hook: &'static str, msg: String) -> CallError {
-        CallError { policy: self.info.name.clone(), hook, failure: Failure::InvalidOutput(msg) }
+        CallError {
+            policy: self.info.name.clone(),
+            hook,
+            failure: Failure::InvalidOutput(msg),
+        }
     }
 
     fn new_store(&self) -> Store<HostState> {
@@ -310,9 +353,13 @@ impl WasmPolicy {
         f(&mut live.store, &live.bindings).map_err(|e| {
             let data = live.store.data();
             let failure = if data.limiter.memory_cap_hit {
-                Failure::MemoryLimit { bytes: self.limits.memory_bytes }
+                Failure::MemoryLimit {
+                    bytes: self.limits.memory_bytes,
+                }
             } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-                Failure::Timeout { deadline_ms: self.limits.deadline_ms }
+                Failure::Timeout {
+                    deadline_ms: self.limits.deadline_ms,
+                }
             } else {
                 let mut msg = describe(&e);
                 if let Some(said) = &data.last_error {
@@ -320,7 +367,11 @@ impl WasmPolicy {
                 }
                 Failure::Trap(msg)
             };
-            CallError { policy: self.info.name.clone(), hook, failure }
+            CallError {
+                policy: self.info.name.clone(),
+                hook,
+                failure,
+            }
         })
     }
 
@@ -339,7 +390,12 @@ impl WasmPolicy {
                 let configured = self.run(&mut live, "configure", |s, b| {
                     b.dragon_scheduler_policy().call_configure(s, &settings)
                 })?;
-                configured.map_err(|msg| self.invalid("configure", format!("settings refused on re-instantiation: {msg}")))?;
+                configured.map_err(|msg| {
+                    self.invalid(
+                        "configure",
+                        format!("settings refused on re-instantiation: {msg}"),
+                    )
+                })?;
             }
             *guard = Some(live);
         }
@@ -360,26 +416,49 @@ impl Hooks for WasmPolicy {
     }
 
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        self.call("queue-order", |s, b| b.dragon_scheduler_policy().call_queue_order(s, now_ms, units))
+        self.call("queue-order", |s, b| {
+            b.dragon_scheduler_policy()
+                .call_queue_order(s, now_ms, units)
+        })
     }
 
-    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
-        self.call("pre-filter", |s, b| b.dragon_scheduler_policy().call_pre_filter(s, now_ms, unit, nodes))
+    fn pre_filter(
+        &self,
+        now_ms: u64,
+        unit: &wit::Unit,
+        nodes: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        self.call("pre-filter", |s, b| {
+            b.dragon_scheduler_policy()
+                .call_pre_filter(s, now_ms, unit, nodes)
+        })
     }
 
-    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
-        self.call("filter", |s, b| b.dragon_scheduler_policy().call_filter(s, pod, nodes))
+    fn filter(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+    ) -> Result<Vec<bool>, CallError> {
+        self.call("filter", |s, b| {
+            b.dragon_scheduler_policy().call_filter(s, pod, nodes)
+        })
     }
 
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        self.call("score", |s, b| b.dragon_scheduler_policy().call_score(s, pod, nodes))
+        self.call("score", |s, b| {
+            b.dragon_scheduler_policy().call_score(s, pod, nodes)
+        })
     }
 
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        self.call("permit", |s, b| b.dragon_scheduler_policy().call_permit(s, now_ms, *gang))
+        self.call("permit", |s, b| {
+            b.dragon_scheduler_policy().call_permit(s, now_ms, *gang)
+        })
     }
 
     fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        self.call("scale", |s, b| b.dragon_scheduler_policy().call_scale(s, input))
+        self.call("scale", |s, b| {
+            b.dragon_scheduler_policy().call_scale(s, input)
+        })
     }
 }

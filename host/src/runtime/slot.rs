@@ -43,7 +43,11 @@ fn label(p: &WasmPolicy) -> String {
 impl PolicySlot {
     /// A slot serving `initial`.
     pub fn new(engine: PolicyEngine, cache: ComponentCache, initial: WasmPolicy) -> PolicySlot {
-        PolicySlot { engine, cache, current: ArcSwap::from_pointee(initial) }
+        PolicySlot {
+            engine,
+            cache,
+            current: ArcSwap::from_pointee(initial),
+        }
     }
 
     /// Load `source` and make it the serving policy.
@@ -69,7 +73,11 @@ impl PolicySlot {
     ///
     /// # Errors
     /// Any [`LoadError`]; the old policy keeps serving.
-    pub fn reload(&self, source: &PolicySource, options: &LoadOptions) -> Result<SwapReport, LoadError> {
+    pub fn reload(
+        &self,
+        source: &PolicySource,
+        options: &LoadOptions,
+    ) -> Result<SwapReport, LoadError> {
         let started = Instant::now();
         let new = WasmPolicy::load(&self.engine, &self.cache, source, options)?;
         Ok(self.install(new, started))

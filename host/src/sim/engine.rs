@@ -23,7 +23,9 @@ pub const DEFAULT_HORIZON_S: u64 = 30 * 24 * 3600;
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { horizon_ms: DEFAULT_HORIZON_S * 1000 }
+        SimOptions {
+            horizon_ms: DEFAULT_HORIZON_S * 1000,
+        }
     }
 }
 
@@ -204,7 +206,12 @@ struct Sim<'a> {
 }
 
 /// Simulate `trace` under `policy`.
-pub fn simulate(trace: &Trace, policy: &dyn Hooks, options: SimOptions, progress: Option<Progress<'_>>) -> SimRun {
+pub fn simulate(
+    trace: &Trace,
+    policy: &dyn Hooks,
+    options: SimOptions,
+    progress: Option<Progress<'_>>,
+) -> SimRun {
     let mut cluster = Cluster::new();
     for n in &trace.nodes {
         // Names were checked unique when the trace was validated.
@@ -215,7 +222,11 @@ pub fn simulate(trace: &Trace, policy: &dyn Hooks, options: SimOptions, progress
         .iter()
         .map(|j| {
             let ps_pods: Vec<_> = j.pods.iter().filter(|p| p.role == Role::Ps).collect();
-            let worker_gpus = j.pods.iter().find(|p| p.role == Role::Worker).map_or(0, |p| p.request.gpus);
+            let worker_gpus = j
+                .pods
+                .iter()
+                .find(|p| p.role == Role::Worker)
+                .map_or(0, |p| p.request.gpus);
             JobState {
                 phase: Phase::Future,
                 ps: ps_pods.len() as u32,
@@ -249,7 +260,12 @@ pub fn simulate(trace: &Trace, policy: &dyn Hooks, options: SimOptions, progress
             }
         })
         .collect();
-    let by_name = trace.jobs.iter().enumerate().map(|(i, j)| (j.name.clone(), i)).collect();
+    let by_name = trace
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.name.clone(), i))
+        .collect();
     let info = policy.info();
     let mut sim = Sim {
         trace,
@@ -318,15 +334,26 @@ impl Sim<'_> {
             }
             let arrival = self.trace.jobs.get(self.next_arrival).map(|j| j.arrival_ms);
             let finish = self.full.iter().map(|&i| self.jobs[i].finish_at).min();
-            let restart_end =
-                self.full.iter().map(|&i| self.jobs[i].restart_until).filter(|&r| r > self.now).min();
+            let restart_end = self
+                .full
+                .iter()
+                .map(|&i| self.jobs[i].restart_until)
+                .filter(|&r| r > self.now)
+                .min();
             let permit = self.permit_deadlines.iter().next().copied();
-            let tick = (has_scale && !self.active.is_empty()).then(|| (self.now / interval + 1) * interval);
+            let tick = (has_scale && !self.active.is_empty())
+                .then(|| (self.now / interval + 1) * interval);
 
             // Stuck: nothing trains or restarts, nothing will arrive, no gang
             // waits in permit; only the policy's scale step could still act.
-            let stuck = self.full.is_empty() && arrival.is_none() && permit.is_none() && !self.active.is_empty();
-            if stuck && (tick.is_none() || self.now.saturating_sub(self.at_last_change.0) >= self.trace.stall_ms) {
+            let stuck = self.full.is_empty()
+                && arrival.is_none()
+                && permit.is_none()
+                && !self.active.is_empty();
+            if stuck
+                && (tick.is_none()
+                    || self.now.saturating_sub(self.at_last_change.0) >= self.trace.stall_ms)
+            {
                 self.run.deadlocked = true;
                 let (t, integrals) = self.at_last_change;
                 self.now = t;
@@ -334,7 +361,11 @@ impl Sim<'_> {
                 self.run.end_ms = t;
                 return;
             }
-            let Some(t) = [arrival, finish, restart_end, permit, tick].into_iter().flatten().min() else {
+            let Some(t) = [arrival, finish, restart_end, permit, tick]
+                .into_iter()
+                .flatten()
+                .min()
+            else {
                 // Unreachable: with jobs left, either something is scheduled or we are stuck.
                 self.run.end_ms = self.now;
                 return;
@@ -383,7 +414,12 @@ impl Sim<'_> {
         self.touched.clear();
 
         // Completions.
-        let finished: Vec<usize> = self.full.iter().copied().filter(|&i| self.jobs[i].finish_at <= t).collect();
+        let finished: Vec<usize> = self
+            .full
+            .iter()
+            .copied()
+            .filter(|&i| self.jobs[i].finish_at <= t)
+            .collect();
         for i in finished {
             self.complete(i, t);
         }
@@ -470,7 +506,9 @@ impl Sim<'_> {
             self.note_error(e);
         }
         for a in report.actions {
-            let Some(&i) = self.by_name.get(&a.job) else { continue };
+            let Some(&i) = self.by_name.get(&a.job) else {
+                continue;
+            };
             self.mark_change();
             self.touched.insert(i);
             let j = &mut self.jobs[i];
@@ -490,10 +528,17 @@ impl Sim<'_> {
                 j.record.scale_ups += 1;
                 j.workers = a.to;
                 let tj = &self.trace.jobs[i];
-                let Some(template) = tj.pods.iter().find(|p| p.role == Role::Worker) else { continue };
-                let Some(job) = self.sched.cluster.job(&a.job).cloned() else { continue };
+                let Some(template) = tj.pods.iter().find(|p| p.role == Role::Worker) else {
+                    continue;
+                };
+                let Some(job) = self.sched.cluster.job(&a.job).cloned() else {
+                    continue;
+                };
                 for index in a.from..a.to {
-                    let _ = self.sched.cluster.add_pod(spec::worker_pod(&job, template, index), None);
+                    let _ = self
+                        .sched
+                        .cluster
+                        .add_pod(spec::worker_pod(&job, template, index), None);
                 }
             }
         }
@@ -503,18 +548,34 @@ impl Sim<'_> {
         self.run.rounds += 1;
         let mut io = SimIo;
         let mut scaler = SimIo;
-        let report = self.sched.schedule_round(t, self.policy, &mut io, &mut scaler);
+        let report = self
+            .sched
+            .schedule_round(t, self.policy, &mut io, &mut scaler);
         for d in report.decisions {
             match d {
                 Decision::Bound { pod, node } => {
-                    let Some(job) = self.sched.cluster.pod(&pod).and_then(|(p, _)| p.job.clone()) else { continue };
-                    let Some(&i) = self.by_name.get(&job) else { continue };
-                    let Some(n) = self.sched.cluster.node_by_name(&node) else { continue };
+                    let Some(job) = self
+                        .sched
+                        .cluster
+                        .pod(&pod)
+                        .and_then(|(p, _)| p.job.clone())
+                    else {
+                        continue;
+                    };
+                    let Some(&i) = self.by_name.get(&job) else {
+                        continue;
+                    };
+                    let Some(n) = self.sched.cluster.node_by_name(&node) else {
+                        continue;
+                    };
                     self.jobs[i].placement.insert(pod, n);
                     self.touched.insert(i);
                 }
                 Decision::Resized { unit, workers, .. } => {
-                    let Some(&i) = unit.strip_prefix("job/").and_then(|n| self.by_name.get(n)) else { continue };
+                    let Some(&i) = unit.strip_prefix("job/").and_then(|n| self.by_name.get(n))
+                    else {
+                        continue;
+                    };
                     let j = &mut self.jobs[i];
                     j.workers = workers;
                     if j.record.started_ms.is_some() {
@@ -525,9 +586,12 @@ impl Sim<'_> {
                     self.touched.insert(i);
                 }
                 Decision::Waiting { wait_ms, .. } => {
-                    self.permit_deadlines.insert(t.saturating_add(wait_ms.max(1)));
+                    self.permit_deadlines
+                        .insert(t.saturating_add(wait_ms.max(1)));
                 }
-                Decision::PolicyError { unit, error } => self.note_error(format!("{unit}: {error}")),
+                Decision::PolicyError { unit, error } => {
+                    self.note_error(format!("{unit}: {error}"))
+                }
                 Decision::Admitted { .. }
                 | Decision::Unschedulable { .. }
                 | Decision::Rejected { .. }
@@ -558,7 +622,9 @@ impl Sim<'_> {
             j.record.max_nodes = j.record.max_nodes.max(span);
             j.rate = tj.speed.rate(j.workers, span, tj.job.workers);
             let from = j.restart_until.max(t);
-            j.finish_at = from.saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64).max(t + 1);
+            j.finish_at = from
+                .saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64)
+                .max(t + 1);
             j.full = true;
             self.full.insert(i);
         } else {
@@ -598,7 +664,12 @@ impl Sim<'_> {
                 j.record.partial_ms += now - s;
             }
         }
-        if self.run.timeline.last().is_some_and(|l| Point { t_ms: now, ..*l } == p) {
+        if self
+            .run
+            .timeline
+            .last()
+            .is_some_and(|l| Point { t_ms: now, ..*l } == p)
+        {
             return;
         }
         if self.run.timeline.last().is_some_and(|l| l.t_ms == now) {

@@ -63,7 +63,11 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
 }
 
 /// Job completion time in ms, censored at `end_ms` for unfinished jobs.
@@ -80,15 +84,33 @@ impl Summary {
     /// Summarize a run.
     pub fn of(run: &SimRun) -> Summary {
         let end = run.end_ms;
-        let mut jct: Vec<f64> = run.jobs.iter().map(|j| jct_ms(j, end) as f64 / 1e3).collect();
-        let mut wait: Vec<f64> = run.jobs.iter().map(|j| wait_ms(j, end) as f64 / 1e3).collect();
+        let mut jct: Vec<f64> = run
+            .jobs
+            .iter()
+            .map(|j| jct_ms(j, end) as f64 / 1e3)
+            .collect();
+        let mut wait: Vec<f64> = run
+            .jobs
+            .iter()
+            .map(|j| wait_ms(j, end) as f64 / 1e3)
+            .collect();
         jct.sort_by(f64::total_cmp);
         wait.sort_by(f64::total_cmp);
         let completed = run.jobs.iter().filter(|j| j.finished_ms.is_some()).count() as u64;
-        let unfinished: Vec<String> =
-            run.jobs.iter().filter(|j| j.finished_ms.is_none()).map(|j| j.name.clone()).collect();
+        let unfinished: Vec<String> = run
+            .jobs
+            .iter()
+            .filter(|j| j.finished_ms.is_none())
+            .map(|j| j.name.clone())
+            .collect();
         let capacity = run.total_gpus as f64 * end as f64;
-        let share = |x: f64| if capacity > 0.0 { round(x / capacity, 4) } else { 0.0 };
+        let share = |x: f64| {
+            if capacity > 0.0 {
+                round(x / capacity, 4)
+            } else {
+                0.0
+            }
+        };
         Summary {
             policy: run.policy.clone(),
             settings: run.settings.clone(),
@@ -104,7 +126,11 @@ impl Summary {
             makespan_s: round(end as f64 / 1e3, 1),
             gpu_alloc: share(run.gpu_alloc_integral),
             gpu_util: share(run.gpu_busy_integral),
-            avg_queue: if end > 0 { round(run.queue_integral / end as f64, 2) } else { 0.0 },
+            avg_queue: if end > 0 {
+                round(run.queue_integral / end as f64, 2)
+            } else {
+                0.0
+            },
             scale_ups: run.scale_ups,
             scale_downs: run.scale_downs,
             restarts: run.jobs.iter().map(|j| u64::from(j.restarts)).sum(),

@@ -29,13 +29,23 @@ pub use trace::{BUNDLED, Trace, TraceJob};
 mod tests {
     use super::*;
     use crate::runtime::{
-        CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource, WasmPolicy, wit,
+        CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource,
+        WasmPolicy, wit,
     };
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {
         let engine = PolicyEngine::new().unwrap();
-        let options = LoadOptions { settings: settings.into(), ..LoadOptions::default() };
-        WasmPolicy::load(&engine, &ComponentCache::disabled(), &PolicySource::named_or_file(name), &options).unwrap()
+        let options = LoadOptions {
+            settings: settings.into(),
+            ..LoadOptions::default()
+        };
+        WasmPolicy::load(
+            &engine,
+            &ComponentCache::disabled(),
+            &PolicySource::named_or_file(name),
+            &options,
+        )
+        .unwrap()
     }
 
     fn run(trace: &Trace, policy: &dyn Hooks) -> (SimRun, Summary) {
@@ -60,15 +70,32 @@ jobs:
         let (drag, ds) = run(&trace, &wasm("dragon", ""));
         // Baseline: job b gets its PS and one worker, then sits on them while a runs.
         let b = &base.jobs[1];
-        assert!(b.partial_ms >= 1_000_000, "b held part of its resources for {} ms", b.partial_ms);
+        assert!(
+            b.partial_ms >= 1_000_000,
+            "b held part of its resources for {} ms",
+            b.partial_ms
+        );
         assert!(bs.gpu_alloc > bs.gpu_util + 0.1, "{bs:?}");
         assert_eq!(bs.jobs_completed, 2);
         // DRAGON: gangs are never half placed; b starts at its min at once.
-        assert!(drag.jobs.iter().all(|j| j.partial_ms == 0), "{:?}", drag.jobs);
+        assert!(
+            drag.jobs.iter().all(|j| j.partial_ms == 0),
+            "{:?}",
+            drag.jobs
+        );
         assert_eq!(ds.jobs_completed, 2);
-        assert_eq!(drag.jobs[1].started_ms, Some(0), "b admitted at its min right away");
+        assert_eq!(
+            drag.jobs[1].started_ms,
+            Some(0),
+            "b admitted at its min right away"
+        );
         assert_eq!(ds.admitted_below_request, 1);
-        assert!(ds.avg_jct_s < bs.avg_jct_s, "dragon {} vs baseline {}", ds.avg_jct_s, bs.avg_jct_s);
+        assert!(
+            ds.avg_jct_s < bs.avg_jct_s,
+            "dragon {} vs baseline {}",
+            ds.avg_jct_s,
+            bs.avg_jct_s
+        );
         assert!(ds.avg_wait_s < bs.avg_wait_s);
         assert!(!bs.deadlocked && !ds.deadlocked);
         // The baseline's second job waits for the first to finish: a runs on
@@ -79,18 +106,36 @@ jobs:
 
     #[test]
     fn runs_are_deterministic() {
-        let text = generate(&GenerateOptions { seed: 3, nodes: 4, gpus_per_node: 4, jobs: 40, load: 1.2 }).unwrap();
+        let text = generate(&GenerateOptions {
+            seed: 3,
+            nodes: 4,
+            gpus_per_node: 4,
+            jobs: 40,
+            load: 1.2,
+        })
+        .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
         for policy in ["dragon", "baseline"] {
             let p = wasm(policy, "");
             let (r1, s1) = run(&trace, &p);
             let (r2, s2) = run(&trace, &wasm(policy, ""));
-            assert_eq!(serde_json::to_string(&s1).unwrap(), serde_json::to_string(&s2).unwrap(), "{policy}");
+            assert_eq!(
+                serde_json::to_string(&s1).unwrap(),
+                serde_json::to_string(&s2).unwrap(),
+                "{policy}"
+            );
             assert_eq!(report::jobs_csv(&r1), report::jobs_csv(&r2), "{policy}");
-            assert_eq!(report::timeline_csv(&r1), report::timeline_csv(&r2), "{policy}");
+            assert_eq!(
+                report::timeline_csv(&r1),
+                report::timeline_csv(&r2),
+                "{policy}"
+            );
             assert_eq!(s1.jobs_completed, 40, "{policy}: {s1:?}");
             if policy == "dragon" {
-                assert!(s1.scale_ups + s1.scale_downs > 0, "the trace exercises scaling: {s1:?}");
+                assert!(
+                    s1.scale_ups + s1.scale_downs > 0,
+                    "the trace exercises scaling: {s1:?}"
+                );
             }
         }
     }
@@ -131,15 +176,28 @@ jobs:
         fn queue_order(&self, _: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
             Ok((0..units.len() as u32).collect())
         }
-        fn pre_filter(&self, _: u64, _: &wit::Unit, _: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+        fn pre_filter(
+            &self,
+            _: u64,
+            _: &wit::Unit,
+            _: &wit::Capacity,
+        ) -> Result<wit::PreFilterResult, CallError> {
             Ok(wit::PreFilterResult::Proceed(Vec::new()))
         }
-        fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        fn filter(
+            &self,
+            pod: &wit::Placement,
+            nodes: &wit::Candidates,
+        ) -> Result<Vec<bool>, CallError> {
             let t = pod.unit.tasks[pod.task as usize];
             let refuse = pod.unit.workers == 3 && t.role == wit::Role::Worker && t.index >= 1;
             Ok(vec![!refuse; nodes.index.len()])
         }
-        fn score(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        fn score(
+            &self,
+            _: &wit::Placement,
+            nodes: &wit::Candidates,
+        ) -> Result<Vec<u32>, CallError> {
             Ok(vec![0; nodes.index.len()])
         }
         fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
@@ -174,7 +232,10 @@ jobs:
             // b's JCT counts up to the end: 90 s; a's is 100 s.
             assert_eq!(s.avg_jct_s, 95.0);
             assert_eq!(s.p95_jct_s, 100.0);
-            assert_eq!(r.jobs[1].partial_ms, 90_000, "b held its PS and one worker from 10 s on");
+            assert_eq!(
+                r.jobs[1].partial_ms, 90_000,
+                "b held its PS and one worker from 10 s on"
+            );
             // One GPU busy for 100 s, and b's worker held 90 s of it idle, out of 4 GPUs × 100 s.
             assert_eq!(s.gpu_util, 0.25);
             assert_eq!(s.gpu_alloc, 0.475);
@@ -185,9 +246,25 @@ jobs:
 
     #[test]
     fn the_horizon_stops_a_run_and_censors_what_is_left() {
-        let trace = Trace::parse(STUCK.replace("duration_s: 100, workers: {count: 1", "duration_s: 1000, workers: {count: 1").as_str(), "t", false)
-            .unwrap();
-        let r = simulate(&trace, &Refuser::new(false), SimOptions { horizon_ms: 500_000 }, None);
+        let trace = Trace::parse(
+            STUCK
+                .replace(
+                    "duration_s: 100, workers: {count: 1",
+                    "duration_s: 1000, workers: {count: 1",
+                )
+                .as_str(),
+            "t",
+            false,
+        )
+        .unwrap();
+        let r = simulate(
+            &trace,
+            &Refuser::new(false),
+            SimOptions {
+                horizon_ms: 500_000,
+            },
+            None,
+        );
         let s = Summary::of(&r);
         assert!(s.horizon_reached && !s.deadlocked);
         assert_eq!(s.end_s, 500.0);

@@ -36,7 +36,10 @@ fn pct(x: f64) -> String {
 /// What each run's outcome note says (deadlock, horizon, censoring).
 fn outcome(s: &Summary) -> String {
     let mut out = if s.deadlocked {
-        format!("DEADLOCK at {}: nothing could run or be scheduled any more", human(s.end_s))
+        format!(
+            "DEADLOCK at {}: nothing could run or be scheduled any more",
+            human(s.end_s)
+        )
     } else if s.horizon_reached {
         format!("stopped at the horizon ({})", human(s.end_s))
     } else {
@@ -51,7 +54,11 @@ fn outcome(s: &Summary) -> String {
         );
     }
     if s.policy_errors > 0 {
-        let _ = write!(out, "; {} policy error(s), first: {}", s.policy_errors, s.policy_error_samples[0]);
+        let _ = write!(
+            out,
+            "; {} policy error(s), first: {}",
+            s.policy_errors, s.policy_error_samples[0]
+        );
     }
     out
 }
@@ -59,21 +66,60 @@ fn outcome(s: &Summary) -> String {
 /// The `dragon simulate` summary table.
 pub fn summary_table(s: &Summary, run: &SimRun) -> String {
     let mut o = String::new();
-    let settings = if s.settings.is_empty() { String::new() } else { format!(" with settings {}", s.settings) };
-    let _ = writeln!(o, "policy {}{} on {} ({} GPUs, {} jobs)", s.policy, settings, s.trace, run.total_gpus, s.jobs_total);
+    let settings = if s.settings.is_empty() {
+        String::new()
+    } else {
+        format!(" with settings {}", s.settings)
+    };
+    let _ = writeln!(
+        o,
+        "policy {}{} on {} ({} GPUs, {} jobs)",
+        s.policy, settings, s.trace, run.total_gpus, s.jobs_total
+    );
     let rows: Vec<(&str, String)> = vec![
-        ("jobs completed", format!("{} / {}", s.jobs_completed, s.jobs_total)),
-        ("average JCT", format!("{} s ({})", s.avg_jct_s, human(s.avg_jct_s))),
-        ("p50 JCT", format!("{} s ({})", s.p50_jct_s, human(s.p50_jct_s))),
-        ("p95 JCT", format!("{} s ({})", s.p95_jct_s, human(s.p95_jct_s))),
-        ("average wait", format!("{} s ({})", s.avg_wait_s, human(s.avg_wait_s))),
-        ("makespan", format!("{} s ({})", s.makespan_s, human(s.makespan_s))),
+        (
+            "jobs completed",
+            format!("{} / {}", s.jobs_completed, s.jobs_total),
+        ),
+        (
+            "average JCT",
+            format!("{} s ({})", s.avg_jct_s, human(s.avg_jct_s)),
+        ),
+        (
+            "p50 JCT",
+            format!("{} s ({})", s.p50_jct_s, human(s.p50_jct_s)),
+        ),
+        (
+            "p95 JCT",
+            format!("{} s ({})", s.p95_jct_s, human(s.p95_jct_s)),
+        ),
+        (
+            "average wait",
+            format!("{} s ({})", s.avg_wait_s, human(s.avg_wait_s)),
+        ),
+        (
+            "makespan",
+            format!("{} s ({})", s.makespan_s, human(s.makespan_s)),
+        ),
         ("GPUs allocated", pct(s.gpu_alloc)),
         ("GPUs training", pct(s.gpu_util)),
         ("average queue", format!("{} jobs", s.avg_queue)),
-        ("scale ups / downs", format!("{} / {} ({} restarts)", s.scale_ups, s.scale_downs, s.restarts)),
+        (
+            "scale ups / downs",
+            format!(
+                "{} / {} ({} restarts)",
+                s.scale_ups, s.scale_downs, s.restarts
+            ),
+        ),
         ("admitted at min", s.admitted_below_request.to_string()),
-        ("deadlocked", if s.deadlocked { "YES".into() } else { "no".into() }),
+        (
+            "deadlocked",
+            if s.deadlocked {
+                "YES".into()
+            } else {
+                "no".into()
+            },
+        ),
     ];
     for (k, v) in rows {
         let _ = writeln!(o, "  {k:<20} {v}");
@@ -95,20 +141,60 @@ fn ratio(a: f64, b: f64) -> String {
 pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
     let mut o = String::new();
     let Some(first) = runs.first() else { return o };
-    let _ = writeln!(o, "{} ({} GPUs, {} jobs)", first.summary.trace, first.run.total_gpus, first.summary.jobs_total);
-    type Metric = (&'static str, fn(&Summary) -> String, Option<fn(&Summary) -> f64>);
+    let _ = writeln!(
+        o,
+        "{} ({} GPUs, {} jobs)",
+        first.summary.trace, first.run.total_gpus, first.summary.jobs_total
+    );
+    type Metric = (
+        &'static str,
+        fn(&Summary) -> String,
+        Option<fn(&Summary) -> f64>,
+    );
     let metrics: Vec<Metric> = vec![
         ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
         ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
-        ("average wait", |s| human(s.avg_wait_s), Some(|s| s.avg_wait_s)),
+        (
+            "average wait",
+            |s| human(s.avg_wait_s),
+            Some(|s| s.avg_wait_s),
+        ),
         ("makespan", |s| human(s.makespan_s), Some(|s| s.makespan_s)),
         ("GPUs training", |s| pct(s.gpu_util), Some(|s| s.gpu_util)),
-        ("GPUs allocated", |s| pct(s.gpu_alloc), Some(|s| s.gpu_alloc)),
-        ("jobs completed", |s| format!("{}/{}", s.jobs_completed, s.jobs_total), None),
-        ("scale ups/downs", |s| format!("{}/{}", s.scale_ups, s.scale_downs), None),
-        ("deadlocked", |s| if s.deadlocked { "YES".into() } else { "no".into() }, None),
+        (
+            "GPUs allocated",
+            |s| pct(s.gpu_alloc),
+            Some(|s| s.gpu_alloc),
+        ),
+        (
+            "jobs completed",
+            |s| format!("{}/{}", s.jobs_completed, s.jobs_total),
+            None,
+        ),
+        (
+            "scale ups/downs",
+            |s| format!("{}/{}", s.scale_ups, s.scale_downs),
+            None,
+        ),
+        (
+            "deadlocked",
+            |s| {
+                if s.deadlocked {
+                    "YES".into()
+                } else {
+                    "no".into()
+                }
+            },
+            None,
+        ),
     ];
-    let w = runs.iter().map(|r| r.label.len()).max().unwrap_or(0).max(12) + 2;
+    let w = runs
+        .iter()
+        .map(|r| r.label.len())
+        .max()
+        .unwrap_or(0)
+        .max(12)
+        + 2;
     let _ = write!(o, "  {:<16}", "");
     for r in runs {
         let _ = write!(o, "{:>w$}", r.label);
@@ -124,7 +210,11 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
         }
         if let Some(value) = value {
             for r in &runs[1..] {
-                let _ = write!(o, "   {:<18}", ratio(value(first.summary), value(r.summary)));
+                let _ = write!(
+                    o,
+                    "   {:<18}",
+                    ratio(value(first.summary), value(r.summary))
+                );
             }
         }
         let _ = writeln!(o);
@@ -136,11 +226,16 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 fn opt_s(ms: Option<u64>) -> String {
-    ms.map(|v| format!("{:.3}", v as f64 / 1e3)).unwrap_or_default()
+    ms.map(|v| format!("{:.3}", v as f64 / 1e3))
+        .unwrap_or_default()
 }
 
 /// One row per job.
@@ -176,7 +271,9 @@ pub fn jobs_csv(run: &SimRun) -> String {
 
 /// One row per change; each row holds until the next.
 pub fn timeline_csv(run: &SimRun) -> String {
-    let mut o = String::from("t_s,gpus_total,gpus_allocated,gpus_training,jobs_queued,jobs_running,jobs_stalled,jobs_done\n");
+    let mut o = String::from(
+        "t_s,gpus_total,gpus_allocated,gpus_training,jobs_queued,jobs_running,jobs_stalled,jobs_done\n",
+    );
     for p in &run.timeline {
         let _ = writeln!(
             o,
@@ -206,7 +303,12 @@ fn time_unit(ms: f64) -> (&'static str, f64) {
 }
 
 /// Time-average of `f` over `buckets` equal slices of [0, end]: `(mid, avg)`.
-fn bucketed(timeline: &[Point], end_ms: u64, buckets: usize, f: impl Fn(&Point) -> f64) -> Vec<(f64, f64)> {
+fn bucketed(
+    timeline: &[Point],
+    end_ms: u64,
+    buckets: usize,
+    f: impl Fn(&Point) -> f64,
+) -> Vec<(f64, f64)> {
     if end_ms == 0 || timeline.is_empty() {
         return Vec::new();
     }
@@ -214,7 +316,10 @@ fn bucketed(timeline: &[Point], end_ms: u64, buckets: usize, f: impl Fn(&Point) 
     let mut sums = vec![0.0; buckets];
     for (k, p) in timeline.iter().enumerate() {
         let a = p.t_ms as f64;
-        let b = timeline.get(k + 1).map_or(end_ms as f64, |n| n.t_ms as f64).min(end_ms as f64);
+        let b = timeline
+            .get(k + 1)
+            .map_or(end_ms as f64, |n| n.t_ms as f64)
+            .min(end_ms as f64);
         if b <= a {
             continue;
         }
@@ -228,7 +333,10 @@ fn bucketed(timeline: &[Point], end_ms: u64, buckets: usize, f: impl Fn(&Point) 
             x = edge;
         }
     }
-    sums.iter().enumerate().map(|(i, s)| ((i as f64 + 0.5) * width, s / width)).collect()
+    sums.iter()
+        .enumerate()
+        .map(|(i, s)| ((i as f64 + 0.5) * width, s / width))
+        .collect()
 }
 
 const COLORS: &[RGBColor] = &[
@@ -247,7 +355,15 @@ fn color(i: usize) -> RGBColor {
 type Line = (String, RGBColor, u32, Vec<(f64, f64)>);
 
 /// A line chart of `lines` (label, colour, width, points) as an SVG string.
-fn line_chart(title: &str, x_desc: &str, y_desc: &str, x: (f64, f64), y: (f64, f64), log_x: bool, lines: &[Line]) -> Result<String> {
+fn line_chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y: (f64, f64),
+    log_x: bool,
+    lines: &[Line],
+) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (860, 430)).into_drawing_area();
@@ -287,9 +403,17 @@ fn line_chart(title: &str, x_desc: &str, y_desc: &str, x: (f64, f64), y: (f64, f
             }};
         }
         if log_x {
-            draw!(builder.build_cartesian_2d((x.0..x.1).log_scale(), y.0..y.1).map_err(|x| e(&x))?);
+            draw!(
+                builder
+                    .build_cartesian_2d((x.0..x.1).log_scale(), y.0..y.1)
+                    .map_err(|x| e(&x))?
+            );
         } else {
-            draw!(builder.build_cartesian_2d(x.0..x.1, y.0..y.1).map_err(|x| e(&x))?);
+            draw!(
+                builder
+                    .build_cartesian_2d(x.0..x.1, y.0..y.1)
+                    .map_err(|x| e(&x))?
+            );
         }
         root.present().map_err(|x| e(&x))?;
     }
@@ -305,11 +429,30 @@ pub fn utilization_svg(runs: &[Labeled<'_>]) -> Result<String> {
     let mut lines = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let total = r.run.total_gpus.max(1) as f64;
-        let scale = |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
-        let busy = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| p.gpus_busy as f64 * 100.0 / total);
-        let alloc = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| p.gpus_allocated as f64 * 100.0 / total);
-        lines.push((format!("{} training ({:.1} %)", r.label, r.summary.gpu_util * 100.0), color(i), 2, scale(busy)));
-        lines.push((format!("{} allocated ({:.1} %)", r.label, r.summary.gpu_alloc * 100.0), color(i).mix(0.45).to_rgba().into_rgb(), 1, scale(alloc)));
+        let scale =
+            |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
+        let busy = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
+            p.gpus_busy as f64 * 100.0 / total
+        });
+        let alloc = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
+            p.gpus_allocated as f64 * 100.0 / total
+        });
+        lines.push((
+            format!("{} training ({:.1} %)", r.label, r.summary.gpu_util * 100.0),
+            color(i),
+            2,
+            scale(busy),
+        ));
+        lines.push((
+            format!(
+                "{} allocated ({:.1} %)",
+                r.label,
+                r.summary.gpu_alloc * 100.0
+            ),
+            color(i).mix(0.45).to_rgba().into_rgb(),
+            1,
+            scale(alloc),
+        ));
     }
     line_chart(
         "GPU utilization over time",
@@ -344,14 +487,36 @@ pub fn queue_svg(runs: &[Labeled<'_>]) -> Result<String> {
     let mut lines = Vec::new();
     let mut top: f64 = 1.0;
     for (i, r) in runs.iter().enumerate() {
-        let scale = |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
-        let queued = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| f64::from(p.queued)));
-        let stalled = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| f64::from(p.stalled)));
-        top = queued.iter().chain(&stalled).map(|p| p.1).fold(top, f64::max);
+        let scale =
+            |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
+        let queued = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
+            f64::from(p.queued)
+        }));
+        let stalled = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
+            f64::from(p.stalled)
+        }));
+        top = queued
+            .iter()
+            .chain(&stalled)
+            .map(|p| p.1)
+            .fold(top, f64::max);
         lines.push((format!("{} waiting", r.label), color(i), 2, queued));
-        lines.push((format!("{} holding GPUs idle", r.label), color(i).mix(0.45).to_rgba().into_rgb(), 1, stalled));
+        lines.push((
+            format!("{} holding GPUs idle", r.label),
+            color(i).mix(0.45).to_rgba().into_rgb(),
+            1,
+            stalled,
+        ));
     }
-    line_chart("Jobs waiting over time", &format!("time ({unit})"), "jobs", (0.0, end as f64 / per), (0.0, top * 1.1), false, &lines)
+    line_chart(
+        "Jobs waiting over time",
+        &format!("time ({unit})"),
+        "jobs",
+        (0.0, end as f64 / per),
+        (0.0, top * 1.1),
+        false,
+        &lines,
+    )
 }
 
 /// Cumulative distribution of job completion times (censored ones included).
@@ -359,13 +524,23 @@ pub fn jct_cdf_svg(runs: &[Labeled<'_>]) -> Result<String> {
     let all: Vec<Vec<f64>> = runs
         .iter()
         .map(|r| {
-            let mut v: Vec<f64> = r.run.jobs.iter().map(|j| jct_ms(j, r.run.end_ms) as f64).collect();
+            let mut v: Vec<f64> = r
+                .run
+                .jobs
+                .iter()
+                .map(|j| jct_ms(j, r.run.end_ms) as f64)
+                .collect();
             v.sort_by(f64::total_cmp);
             v
         })
         .collect();
     let max = all.iter().flatten().copied().fold(1.0, f64::max);
-    let min = all.iter().flatten().copied().filter(|&v| v > 0.0).fold(max, f64::min);
+    let min = all
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|&v| v > 0.0)
+        .fold(max, f64::min);
     let (unit, per) = time_unit(max);
     let log = max / min > 30.0;
     let mut lines = Vec::new();
@@ -402,7 +577,10 @@ pub fn jct_cdf_svg(runs: &[Labeled<'_>]) -> Result<String> {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// One self-contained HTML page: the table, the three plots inline, notes.
@@ -411,7 +589,10 @@ pub fn html_report(runs: &[Labeled<'_>], command: &str, plots: &[(&str, &str)]) 
     let title = match runs.first() {
         Some(f) => format!(
             "Dragon simulation: {} on {}",
-            runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>().join(" vs "),
+            runs.iter()
+                .map(|r| r.label.as_str())
+                .collect::<Vec<_>>()
+                .join(" vs "),
             f.summary.trace
         ),
         None => "Dragon simulation".into(),
@@ -428,7 +609,11 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
     let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
     let _ = writeln!(o, "<p>Reproduce with <code>{}</code>.</p>", esc(command));
     if let Some(f) = runs.first() {
-        let _ = writeln!(o, "<p>{} GPUs, {} jobs.</p>", f.run.total_gpus, f.summary.jobs_total);
+        let _ = writeln!(
+            o,
+            "<p>{} GPUs, {} jobs.</p>",
+            f.run.total_gpus, f.summary.jobs_total
+        );
     }
     let _ = writeln!(o, "<table><tr><th>metric</th>");
     for r in runs {
@@ -440,18 +625,52 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
         }
     }
     let _ = writeln!(o, "</tr>");
-    type Row = (&'static str, fn(&Summary) -> String, Option<fn(&Summary) -> f64>);
+    type Row = (
+        &'static str,
+        fn(&Summary) -> String,
+        Option<fn(&Summary) -> f64>,
+    );
     let rows: Vec<Row> = vec![
         ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
         ("p50 JCT", |s| human(s.p50_jct_s), Some(|s| s.p50_jct_s)),
         ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
-        ("average wait", |s| human(s.avg_wait_s), Some(|s| s.avg_wait_s)),
+        (
+            "average wait",
+            |s| human(s.avg_wait_s),
+            Some(|s| s.avg_wait_s),
+        ),
         ("makespan", |s| human(s.makespan_s), Some(|s| s.makespan_s)),
-        ("GPUs training (utilization)", |s| pct(s.gpu_util), Some(|s| s.gpu_util)),
-        ("GPUs allocated", |s| pct(s.gpu_alloc), Some(|s| s.gpu_alloc)),
-        ("jobs completed", |s| format!("{} / {}", s.jobs_completed, s.jobs_total), None),
-        ("scale ups / downs", |s| format!("{} / {}", s.scale_ups, s.scale_downs), None),
-        ("deadlocked", |s| if s.deadlocked { "YES".into() } else { "no".into() }, None),
+        (
+            "GPUs training (utilization)",
+            |s| pct(s.gpu_util),
+            Some(|s| s.gpu_util),
+        ),
+        (
+            "GPUs allocated",
+            |s| pct(s.gpu_alloc),
+            Some(|s| s.gpu_alloc),
+        ),
+        (
+            "jobs completed",
+            |s| format!("{} / {}", s.jobs_completed, s.jobs_total),
+            None,
+        ),
+        (
+            "scale ups / downs",
+            |s| format!("{} / {}", s.scale_ups, s.scale_downs),
+            None,
+        ),
+        (
+            "deadlocked",
+            |s| {
+                if s.deadlocked {
+                    "YES".into()
+                } else {
+                    "no".into()
+                }
+            },
+            None,
+        ),
     ];
     for (name, show, value) in rows {
         let _ = write!(o, "<tr><td>{name}</td>");
@@ -462,7 +681,9 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
         }
         if let Some(first) = runs.first() {
             for r in &runs[1..] {
-                let cell = value.map(|v| ratio(v(first.summary), v(r.summary))).unwrap_or_default();
+                let cell = value
+                    .map(|v| ratio(v(first.summary), v(r.summary)))
+                    .unwrap_or_default();
                 let _ = write!(o, "<td>{}</td>", esc(&cell));
             }
         }
@@ -470,11 +691,20 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
     }
     let _ = writeln!(o, "</table>\n<ul>");
     for r in runs {
-        let _ = writeln!(o, "<li><b>{}</b>: {}</li>", esc(&r.label), esc(&outcome(r.summary)));
+        let _ = writeln!(
+            o,
+            "<li><b>{}</b>: {}</li>",
+            esc(&r.label),
+            esc(&outcome(r.summary))
+        );
     }
     let _ = writeln!(o, "</ul>");
     for (caption, svg) in plots {
-        let _ = writeln!(o, "<figure>\n{svg}\n<figcaption>{}</figcaption></figure>", esc(caption));
+        let _ = writeln!(
+            o,
+            "<figure>\n{svg}\n<figcaption>{}</figcaption></figure>",
+            esc(caption)
+        );
     }
     let _ = writeln!(
         o,
@@ -505,7 +735,15 @@ mod tests {
     use super::*;
 
     fn p(t_ms: u64, busy: u64) -> Point {
-        Point { t_ms, gpus_allocated: busy, gpus_busy: busy, queued: 0, running: 0, stalled: 0, done: 0 }
+        Point {
+            t_ms,
+            gpus_allocated: busy,
+            gpus_busy: busy,
+            queued: 0,
+            running: 0,
+            stalled: 0,
+            done: 0,
+        }
     }
 
     #[test]
@@ -515,7 +753,10 @@ mod tests {
         let b = bucketed(&tl, 1000, 2, |p| p.gpus_busy as f64);
         assert_eq!(b, vec![(250.0, 2.0), (750.0, 0.0)]);
         let b = bucketed(&tl, 1000, 4, |p| p.gpus_busy as f64);
-        assert_eq!(b.iter().map(|x| x.1).collect::<Vec<_>>(), vec![4.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            b.iter().map(|x| x.1).collect::<Vec<_>>(),
+            vec![4.0, 0.0, 0.0, 0.0]
+        );
     }
 
     #[test]

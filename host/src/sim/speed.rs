@@ -43,7 +43,11 @@ impl SpeedModel {
 
     /// Relative throughput at `workers` workers spanning `nodes` nodes.
     pub fn throughput(&self, workers: u32, nodes: u32) -> f64 {
-        let locality = if nodes > 1 { 1.0 - self.cross_node_penalty } else { 1.0 };
+        let locality = if nodes > 1 {
+            1.0 - self.cross_node_penalty
+        } else {
+            1.0
+        };
         f64::from(workers.max(1)).powf(self.scaling_exponent) * locality
     }
 
@@ -86,8 +90,15 @@ mod tests {
     fn spanning_nodes_is_penalized() {
         let m = SpeedModel::DEFAULT;
         assert!(m.throughput(4, 2) < m.throughput(4, 1));
-        assert_eq!(m.throughput(4, 2), m.throughput(4, 3), "the penalty is paid once the job leaves a node");
-        let none = SpeedModel { cross_node_penalty: 0.0, ..m };
+        assert_eq!(
+            m.throughput(4, 2),
+            m.throughput(4, 3),
+            "the penalty is paid once the job leaves a node"
+        );
+        let none = SpeedModel {
+            cross_node_penalty: 0.0,
+            ..m
+        };
         assert_eq!(none.throughput(4, 2), none.throughput(4, 1));
     }
 
@@ -95,7 +106,10 @@ mod tests {
     fn rate_is_one_at_the_requested_size_on_one_node() {
         let m = SpeedModel::DEFAULT;
         assert!((m.rate(4, 1, 4) - 1.0).abs() < 1e-12);
-        assert!(m.rate(2, 1, 4) < 1.0 && m.rate(2, 1, 4) > 0.5, "half the workers, more than half the speed");
+        assert!(
+            m.rate(2, 1, 4) < 1.0 && m.rate(2, 1, 4) > 0.5,
+            "half the workers, more than half the speed"
+        );
         assert!(m.rate(8, 1, 4) > 1.0 && m.rate(8, 1, 4) < 2.0);
         assert!(m.rate(4, 2, 4) < 1.0);
     }

@@ -13,8 +13,10 @@ use crate::framework::{Job, Node, Pod, Resources};
 use crate::spec::{self, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
-pub const BUNDLED: &[(&str, &str)] =
-    &[("paper", include_str!("../../traces/paper.yaml")), ("large", include_str!("../../traces/large.yaml"))];
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("paper", include_str!("../../traces/paper.yaml")),
+    ("large", include_str!("../../traces/large.yaml")),
+];
 
 /// Default period of the scale step, seconds.
 pub const DEFAULT_SCALE_INTERVAL_S: f64 = 30.0;
@@ -105,7 +107,10 @@ pub struct TraceJob {
 impl TraceJob {
     /// Parameter servers.
     pub fn ps_count(&self) -> u32 {
-        self.pods.iter().filter(|p| p.role == crate::framework::Role::Ps).count() as u32
+        self.pods
+            .iter()
+            .filter(|p| p.role == crate::framework::Role::Ps)
+            .count() as u32
     }
 }
 
@@ -124,7 +129,11 @@ pub struct Trace {
 
 fn seconds(place: &str, v: f64, min_exclusive: bool) -> Result<u64> {
     if !v.is_finite() || v < 0.0 || (min_exclusive && v <= 0.0) || v > 1e9 {
-        let what = if min_exclusive { "a positive" } else { "a non-negative" };
+        let what = if min_exclusive {
+            "a positive"
+        } else {
+            "a non-negative"
+        };
         bail!("{place}: must be {what} number of seconds (at most 1e9), got {v}");
     }
     Ok((v * 1000.0).round() as u64)
@@ -134,13 +143,17 @@ fn speed_model(place: &str, base: SpeedModel, f: SpeedFile) -> Result<SpeedModel
     let mut m = base;
     if let Some(a) = f.scaling_exponent {
         if !a.is_finite() || a <= 0.0 || a > 1.0 {
-            bail!("{place}.speed.scaling_exponent: must be in (0, 1] (1 is linear scaling), got {a}");
+            bail!(
+                "{place}.speed.scaling_exponent: must be in (0, 1] (1 is linear scaling), got {a}"
+            );
         }
         m.scaling_exponent = a;
     }
     if let Some(p) = f.cross_node_penalty {
         if !p.is_finite() || !(0.0..1.0).contains(&p) {
-            bail!("{place}.speed.cross_node_penalty: must be in [0, 1) (a fraction of throughput), got {p}");
+            bail!(
+                "{place}.speed.cross_node_penalty: must be in [0, 1) (a fraction of throughput), got {p}"
+            );
         }
         m.cross_node_penalty = p;
     }
@@ -158,7 +171,13 @@ fn name_place(path: &str, doc: &serde_json::Value) -> String {
         Some(format!("{prefix}{index}] ({name}){}", &rest[close + 1..]))
     };
     named("jobs[", doc.get("jobs"), "name")
-        .or_else(|| named("cluster.nodes[", doc.get("cluster").and_then(|c| c.get("nodes")), "name_prefix"))
+        .or_else(|| {
+            named(
+                "cluster.nodes[",
+                doc.get("cluster").and_then(|c| c.get("nodes")),
+                "name_prefix",
+            )
+        })
         .unwrap_or_else(|| path.to_string())
 }
 
@@ -170,7 +189,8 @@ impl Trace {
     pub fn load(spec: &str) -> Result<Trace> {
         let path = Path::new(spec);
         if path.exists() {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read trace {}", path.display()))?;
             let json = path.extension().is_some_and(|e| e == "json");
             return Trace::parse(&text, &path.display().to_string(), json);
         }
@@ -178,7 +198,10 @@ impl Trace {
             Some((name, text)) => Trace::parse(text, &format!("bundled trace `{name}`"), false),
             None => {
                 let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
-                bail!("no trace file `{spec}`, and no bundled trace of that name (bundled: {})", names.join(", "))
+                bail!(
+                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {})",
+                    names.join(", ")
+                )
             }
         }
     }
@@ -191,11 +214,18 @@ impl Trace {
         let doc: serde_json::Value = if json {
             serde_json::from_str(text).map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?
         } else {
-            serde_norway::from_str(text).map_err(|e| anyhow!("{origin}: not valid YAML: {e}"))?
+            // Through YAML's own value type, which refuses duplicate keys.
+            let yaml: serde_norway::Value = serde_norway::from_str(text)
+                .map_err(|e| anyhow!("{origin}: not valid YAML: {e}"))?;
+            serde_json::to_value(yaml).map_err(|e| anyhow!("{origin}: not a trace: {e}"))?
         };
         let file: TraceFile = serde_path_to_error::deserialize(&doc).map_err(|e| {
             let path = e.path().to_string();
-            let place = if path == "." || path.is_empty() { "(top level)".to_string() } else { name_place(&path, &doc) };
+            let place = if path == "." || path.is_empty() {
+                "(top level)".to_string()
+            } else {
+                name_place(&path, &doc)
+            };
             anyhow!("{origin}: {place}: {}", e.into_inner())
         })?;
         Trace::validate(file, origin).map_err(|e| anyhow!("{origin}: {e:#}"))
@@ -209,7 +239,10 @@ impl Trace {
             true,
         )?;
         if scale_interval_ms < 1000 {
-            bail!("model.scale_interval_s: must be at least 1 second, got {} ms", scale_interval_ms);
+            bail!(
+                "model.scale_interval_s: must be at least 1 second, got {} ms",
+                scale_interval_ms
+            );
         }
         let restart_default = m.restart_s.unwrap_or(DEFAULT_RESTART_S);
         seconds("model.restart_s", restart_default, false)?;
@@ -228,15 +261,23 @@ impl Trace {
             }
             for n in g.nodes(&place)? {
                 if !names.insert(n.name.clone()) {
-                    bail!("{place}.name_prefix: node `{}` is already defined by an earlier group", n.name);
+                    bail!(
+                        "{place}.name_prefix: node `{}` is already defined by an earlier group",
+                        n.name
+                    );
                 }
                 nodes.push(n);
             }
         }
         if nodes.len() > 100_000 {
-            bail!("cluster.nodes: {} nodes is more than the 100000 supported", nodes.len());
+            bail!(
+                "cluster.nodes: {} nodes is more than the 100000 supported",
+                nodes.len()
+            );
         }
-        let total = nodes.iter().fold(Resources::default(), |a, n| a.plus(n.allocatable));
+        let total = nodes
+            .iter()
+            .fold(Resources::default(), |a, n| a.plus(n.allocatable));
 
         if file.jobs.is_empty() {
             bail!("jobs: a trace needs at least one job");
@@ -250,9 +291,20 @@ impl Trace {
             }
             let arrival_ms = seconds(&format!("{place}.arrival_s"), j.arrival_s, false)?;
             let work_ms = seconds(&format!("{place}.duration_s"), j.duration_s, true)? as f64;
-            let restart_ms = seconds(&format!("{place}.restart_s"), j.restart_s.unwrap_or(restart_default), false)?;
+            let restart_ms = seconds(
+                &format!("{place}.restart_s"),
+                j.restart_s.unwrap_or(restart_default),
+                false,
+            )?;
             let speed = speed_model(&place, base_speed, j.speed)?;
-            let jp = spec::job_pods(&place, &j.name, arrival_ms, j.priority, j.ps.as_ref(), &j.workers)?;
+            let jp = spec::job_pods(
+                &place,
+                &j.name,
+                arrival_ms,
+                j.priority,
+                j.ps.as_ref(),
+                &j.workers,
+            )?;
             // A job that could never run, even alone on the empty cluster, is
             // a trace error rather than a simulated deadlock.
             for (role, spec) in [("ps", j.ps.as_ref()), ("workers", Some(&j.workers))] {
@@ -260,7 +312,12 @@ impl Trace {
                 if spec.count == 0 {
                     continue;
                 }
-                let r = spec::resources(&format!("{place}.{role}"), spec.cpu, spec.memory_gib, spec.gpus)?;
+                let r = spec::resources(
+                    &format!("{place}.{role}"),
+                    spec.cpu,
+                    spec.memory_gib,
+                    spec.gpus,
+                )?;
                 if !nodes.iter().any(|n| r.fits_in(n.allocatable)) {
                     bail!(
                         "{place}.{role}: one task requests {} CPU, {} GiB, {} GPU(s), more than any node has",
@@ -273,7 +330,9 @@ impl Trace {
             let min_gang = jp
                 .pods
                 .iter()
-                .filter(|p| p.role != crate::framework::Role::Worker || p.index < jp.job.min_workers)
+                .filter(|p| {
+                    p.role != crate::framework::Role::Worker || p.index < jp.job.min_workers
+                })
                 .fold(Resources::default(), |a, p| a.plus(p.request));
             if !min_gang.fits_in(total) {
                 bail!(
@@ -312,7 +371,10 @@ impl Trace {
 
     /// GPUs in the cluster.
     pub fn total_gpus(&self) -> u64 {
-        self.nodes.iter().map(|n| u64::from(n.allocatable.gpus)).sum()
+        self.nodes
+            .iter()
+            .map(|n| u64::from(n.allocatable.gpus))
+            .sum()
     }
 }
 
@@ -349,7 +411,10 @@ jobs:
         assert_eq!(t.jobs.len(), 2);
         assert_eq!(t.scale_interval_ms, 30_000);
         let j = &t.jobs[0];
-        assert_eq!((j.job.workers, j.job.min_workers, j.job.max_workers), (4, 2, 8));
+        assert_eq!(
+            (j.job.workers, j.job.min_workers, j.job.max_workers),
+            (4, 2, 8)
+        );
         assert_eq!(j.pods.len(), 5);
         assert_eq!(j.restart_ms, 30_000);
         assert_eq!(j.speed, SpeedModel::DEFAULT);
@@ -359,16 +424,25 @@ jobs:
 
     #[test]
     fn unknown_keys_name_the_file_job_and_key() {
-        let e = err(&GOOD.replace("cpu: 4, memory_gib: 16, gpus: 1}\n  - name", "cpu: 4, memory_gib: 16, gpu: 1}\n  - name"));
+        let e = err(&GOOD.replace(
+            "cpu: 4, memory_gib: 16, gpus: 1}\n  - name",
+            "cpu: 4, memory_gib: 16, gpu: 1}\n  - name",
+        ));
         assert!(e.contains("t.yaml"), "{e}");
         assert!(e.contains("jobs[0] (resnet50-001).workers"), "{e}");
         assert!(e.contains("unknown field `gpu`"), "{e}");
         let e = err(&GOOD.replace("duration_s: 600", "duration_s: 600\n    colour: red"));
-        assert!(e.contains("jobs[1] (vgg16-002)") && e.contains("`colour`"), "{e}");
+        assert!(
+            e.contains("jobs[1] (vgg16-002)") && e.contains("`colour`"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}\nextra: 1\n"));
         assert!(e.contains("unknown field `extra`"), "{e}");
         let e = err(&GOOD.replace("gpus: 4}", "gpus: 4, zone: a}"));
-        assert!(e.contains("cluster.nodes[0] (gpu)") && e.contains("`zone`"), "{e}");
+        assert!(
+            e.contains("cluster.nodes[0] (gpu)") && e.contains("`zone`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -376,25 +450,43 @@ jobs:
         let e = err(&GOOD.replace("duration_s: 1800", "duration_s: long"));
         assert!(e.contains("jobs[0] (resnet50-001).duration_s"), "{e}");
         let e = err(&GOOD.replace("    duration_s: 600\n", ""));
-        assert!(e.contains("jobs[1] (vgg16-002)") && e.contains("duration_s"), "{e}");
+        assert!(
+            e.contains("jobs[1] (vgg16-002)") && e.contains("duration_s"),
+            "{e}"
+        );
     }
 
     #[test]
     fn invalid_values_name_the_job_and_field() {
         let e = err(&GOOD.replace("min: 2", "min: 5"));
-        assert!(e.contains("t.yaml: jobs[0] (resnet50-001).workers.min"), "{e}");
+        assert!(
+            e.contains("t.yaml: jobs[0] (resnet50-001).workers.min"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("duration_s: 600", "duration_s: 0"));
         assert!(e.contains("jobs[1] (vgg16-002).duration_s"), "{e}");
         let e = err(&GOOD.replace("arrival_s: 10", "arrival_s: -1"));
         assert!(e.contains("jobs[1] (vgg16-002).arrival_s"), "{e}");
         let e = err(&GOOD.replace("cross_node_penalty: 0.4", "cross_node_penalty: 1.5"));
-        assert!(e.contains("jobs[1] (vgg16-002).speed.cross_node_penalty"), "{e}");
+        assert!(
+            e.contains("jobs[1] (vgg16-002).speed.cross_node_penalty"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("name: vgg16-002", "name: resnet50-001"));
-        assert!(e.contains("jobs[1] (resnet50-001).name") && e.contains("already"), "{e}");
+        assert!(
+            e.contains("jobs[1] (resnet50-001).name") && e.contains("already"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("gpus: 1}\n  - name", "gpus: 5}\n  - name"));
-        assert!(e.contains("jobs[0] (resnet50-001).workers") && e.contains("more than any node"), "{e}");
-        let e = err(&GOOD.replace("count: 4, min: 2", "count: 9, min: 9, max: 9"));
-        assert!(e.contains("jobs[0] (resnet50-001).workers.min") && e.contains("whole cluster"), "{e}");
+        assert!(
+            e.contains("jobs[0] (resnet50-001).workers") && e.contains("more than any node"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("count: 4, min: 2, max: 8", "count: 9, min: 9, max: 9"));
+        assert!(
+            e.contains("jobs[0] (resnet50-001).workers.min") && e.contains("whole cluster"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("count: 2, cpu: 32", "count: 0, cpu: 32"));
         assert!(e.contains("cluster.nodes[0] (gpu).count"), "{e}");
     }
@@ -407,8 +499,13 @@ jobs:
         assert_eq!(t.jobs[0].pods.len(), 2);
         let e = format!("{:#}", Trace::parse("{", "t.json", true).unwrap_err());
         assert!(e.starts_with("t.json: not valid JSON"), "{e}");
-        let e = format!("{:#}", Trace::parse("jobs: [", "t.yaml", false).unwrap_err());
+        let e = format!(
+            "{:#}",
+            Trace::parse("jobs: [", "t.yaml", false).unwrap_err()
+        );
         assert!(e.starts_with("t.yaml: not valid YAML"), "{e}");
+        let e = err(&GOOD.replace("max: 8,", "max: 8, max: 3,"));
+        assert!(e.contains("duplicate") && e.contains("max"), "{e}");
     }
 
     #[test]

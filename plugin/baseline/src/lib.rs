@@ -25,7 +25,13 @@ fn least_allocated(requested: u64, allocatable: u64) -> u64 {
 /// BalancedAllocation over CPU and memory: 100 × (1 − standard deviation of
 /// the two utilisation fractions after the pod).
 fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
-    let frac = |(req, alloc): (u64, u64)| if alloc == 0 { 1.0 } else { (req as f64 / alloc as f64).min(1.0) };
+    let frac = |(req, alloc): (u64, u64)| {
+        if alloc == 0 {
+            1.0
+        } else {
+            (req as f64 / alloc as f64).min(1.0)
+        }
+    };
     let (c, m) = (frac(cpu), frac(mem));
     let std = (c - m).abs() / 2.0;
     ((1.0 - std) * MAX_SCORE as f64) as u64
@@ -33,7 +39,11 @@ fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
 
 impl Policy for Baseline {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new("baseline", env!("CARGO_PKG_VERSION"), &[Hook::QueueOrder, Hook::Score])
+        PolicyInfo::new(
+            "baseline",
+            env!("CARGO_PKG_VERSION"),
+            &[Hook::QueueOrder, Hook::Score],
+        )
     }
 
     fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
@@ -43,12 +53,17 @@ impl Policy for Baseline {
         let c = &nodes.capacity;
         (0..nodes.index.len())
             .map(|i| {
-                let used_cpu = c.alloc_cpu_milli[i].saturating_sub(c.free_cpu_milli[i]) + task.request.cpu_milli;
-                let used_mem = c.alloc_memory_mib[i].saturating_sub(c.free_memory_mib[i]) + task.request.memory_mib;
+                let used_cpu = c.alloc_cpu_milli[i].saturating_sub(c.free_cpu_milli[i])
+                    + task.request.cpu_milli;
+                let used_mem = c.alloc_memory_mib[i].saturating_sub(c.free_memory_mib[i])
+                    + task.request.memory_mib;
                 let least = (least_allocated(used_cpu, c.alloc_cpu_milli[i])
                     + least_allocated(used_mem, c.alloc_memory_mib[i]))
                     / 2;
-                let bal = balanced((used_cpu, c.alloc_cpu_milli[i]), (used_mem, c.alloc_memory_mib[i]));
+                let bal = balanced(
+                    (used_cpu, c.alloc_cpu_milli[i]),
+                    (used_mem, c.alloc_memory_mib[i]),
+                );
                 (least + bal) as u32
             })
             .collect()
@@ -84,7 +99,15 @@ mod tests {
                 arrival_ms: 0,
                 priority: 0,
                 gang: false,
-                tasks: vec![Task { role: Role::Other, index: 0, request: Resources { cpu_milli: cpu, memory_mib: mem, gpus: 0 } }],
+                tasks: vec![Task {
+                    role: Role::Other,
+                    index: 0,
+                    request: Resources {
+                        cpu_milli: cpu,
+                        memory_mib: mem,
+                        gpus: 0,
+                    },
+                }],
                 workers: 0,
                 min_workers: 0,
                 max_workers: 0,
@@ -97,7 +120,10 @@ mod tests {
 
     #[test]
     fn least_allocated_prefers_the_emptier_node() {
-        let s = Baseline.score(&pod(1_000, 1_000), &cands(&[(2_000, 2_000), (9_000, 9_000)]));
+        let s = Baseline.score(
+            &pod(1_000, 1_000),
+            &cands(&[(2_000, 2_000), (9_000, 9_000)]),
+        );
         assert!(s[1] > s[0], "{s:?}");
     }
 
@@ -112,7 +138,10 @@ mod tests {
     #[test]
     fn balanced_allocation_prefers_even_use_of_cpu_and_memory() {
         // Both nodes have the same total free share; node 1 ends up balanced.
-        let s = Baseline.score(&pod(1_000, 1_000), &cands(&[(9_000, 5_000), (7_000, 7_000)]));
+        let s = Baseline.score(
+            &pod(1_000, 1_000),
+            &cands(&[(9_000, 5_000), (7_000, 7_000)]),
+        );
         assert!(s[1] > s[0], "{s:?}");
     }
 

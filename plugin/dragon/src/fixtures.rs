@@ -22,22 +22,46 @@ pub fn candidates(nodes: &[(u64, u64, u32)]) -> Candidates {
 }
 
 pub fn gpu_worker() -> Resources {
-    Resources { cpu_milli: 4_000, memory_mib: 16_384, gpus: 1 }
+    Resources {
+        cpu_milli: 4_000,
+        memory_mib: 16_384,
+        gpus: 1,
+    }
 }
 
 pub fn ps() -> Resources {
-    Resources { cpu_milli: 2_000, memory_mib: 8_192, gpus: 0 }
+    Resources {
+        cpu_milli: 2_000,
+        memory_mib: 8_192,
+        gpus: 0,
+    }
 }
 
 /// Workers by index, then parameter servers: the framework's placement order.
 pub fn job_tasks(ps_count: u32, workers: u32, worker: Resources, ps: Resources) -> Vec<Task> {
-    let mut t: Vec<Task> =
-        (0..workers).map(|index| Task { role: Role::Worker, index, request: worker }).collect();
-    t.extend((0..ps_count).map(|index| Task { role: Role::Ps, index, request: ps }));
+    let mut t: Vec<Task> = (0..workers)
+        .map(|index| Task {
+            role: Role::Worker,
+            index,
+            request: worker,
+        })
+        .collect();
+    t.extend((0..ps_count).map(|index| Task {
+        role: Role::Ps,
+        index,
+        request: ps,
+    }));
     t
 }
 
-pub fn gang_unit(ps_count: u32, workers: u32, min: u32, max: u32, worker: Resources, ps: Resources) -> Unit {
+pub fn gang_unit(
+    ps_count: u32,
+    workers: u32,
+    min: u32,
+    max: u32,
+    worker: Resources,
+    ps: Resources,
+) -> Unit {
     Unit {
         id: 1,
         arrival_ms: 0,
@@ -52,5 +76,9 @@ pub fn gang_unit(ps_count: u32, workers: u32, min: u32, max: u32, worker: Resour
 }
 
 pub fn placement(unit: &Unit, task: u32) -> Placement {
-    Placement { unit: unit.clone(), task, now_ms: 0 }
+    Placement {
+        unit: unit.clone(),
+        task,
+        now_ms: 0,
+    }
 }

@@ -57,7 +57,9 @@ pub fn pack(tasks: &[Task], nodes: &Capacity) -> Option<Packing> {
         }
         left = still;
     }
-    Some(Packing { nodes: placed.into_iter().map(|n| n.unwrap_or(0)).collect() })
+    Some(Packing {
+        nodes: placed.into_iter().map(|n| n.unwrap_or(0)).collect(),
+    })
 }
 
 /// Per-candidate scores for the pod `pod.task` of `pod.unit`.
@@ -107,7 +109,11 @@ mod tests {
     #[test]
     fn a_job_too_big_for_one_node_fills_the_node_that_fits_the_most_first() {
         // Node 1 fits 3 workers, node 0 two, node 2 one: 5 workers take nodes 1 and 0.
-        let nodes = capacity(&[(32_000, 128_000, 2), (32_000, 128_000, 3), (32_000, 128_000, 1)]);
+        let nodes = capacity(&[
+            (32_000, 128_000, 2),
+            (32_000, 128_000, 3),
+            (32_000, 128_000, 1),
+        ]);
         let tasks = job_tasks(0, 5, gpu_worker(), ps());
         let p = pack(&tasks, &nodes).unwrap();
         assert_eq!(p.nodes, vec![1, 1, 1, 0, 0]);
@@ -132,16 +138,26 @@ mod tests {
     #[test]
     fn the_first_worker_goes_where_the_whole_job_fits() {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
-        let c = candidates(&[(32_000, 128_000, 2), (32_000, 128_000, 4), (32_000, 128_000, 3)]);
+        let c = candidates(&[
+            (32_000, 128_000, 2),
+            (32_000, 128_000, 4),
+            (32_000, 128_000, 3),
+        ]);
         let s = score(&placement(&unit, 0), &c);
-        let best = (0..3).max_by_key(|&i| (s[i], std::cmp::Reverse(i))).unwrap();
+        let best = (0..3)
+            .max_by_key(|&i| (s[i], std::cmp::Reverse(i)))
+            .unwrap();
         assert_eq!(best, 1, "{s:?}");
     }
 
     #[test]
     fn the_parameter_server_goes_to_the_node_with_the_most_workers() {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
-        let mut c = candidates(&[(32_000, 128_000, 4), (32_000, 128_000, 4), (32_000, 128_000, 4)]);
+        let mut c = candidates(&[
+            (32_000, 128_000, 4),
+            (32_000, 128_000, 4),
+            (32_000, 128_000, 4),
+        ]);
         c.siblings = vec![1, 3, 0];
         let s = score(&placement(&unit, 4), &c);
         assert_eq!(unit.tasks[4].role, Role::Ps);

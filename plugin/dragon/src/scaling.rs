@@ -145,14 +145,30 @@ mod tests {
         }
     }
 
-    fn input(now_ms: u64, nodes: Capacity, running: Vec<RunningJob>, waiting: Vec<WaitingJob>) -> ScaleInput {
-        ScaleInput { now_ms, running, waiting, nodes, last_admit_ms: 0, last_scale_down_ms: 0 }
+    fn input(
+        now_ms: u64,
+        nodes: Capacity,
+        running: Vec<RunningJob>,
+        waiting: Vec<WaitingJob>,
+    ) -> ScaleInput {
+        ScaleInput {
+            now_ms,
+            running,
+            waiting,
+            nodes,
+            last_admit_ms: 0,
+            last_scale_down_ms: 0,
+        }
     }
 
     fn waiting(id: u64, workers: u32, min: u32) -> WaitingJob {
         let mut unit = gang_unit(1, workers, min, workers, gpu_worker(), ps());
         unit.id = id;
-        WaitingJob { id, arrival_ms: 0, unit }
+        WaitingJob {
+            id,
+            arrival_ms: 0,
+            unit,
+        }
     }
 
     /// Two 4-GPU nodes, fully used by one 8-worker job.
@@ -166,7 +182,10 @@ mod tests {
     fn a_starving_head_shrinks_a_running_job_just_enough_to_fit_at_its_min() {
         let (nodes, job) = full_cluster();
         let s = Settings::default();
-        let d = decide(&s, &input(121_000, nodes, vec![job], vec![waiting(9, 4, 2)]));
+        let d = decide(
+            &s,
+            &input(121_000, nodes, vec![job], vec![waiting(9, 4, 2)]),
+        );
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].id, d[0].workers), (7, 6), "{d:?}");
         assert!(d[0].reason.starts_with("starvation"), "{}", d[0].reason);
@@ -175,7 +194,10 @@ mod tests {
     #[test]
     fn no_shrink_before_the_starvation_threshold() {
         let (nodes, job) = full_cluster();
-        let d = decide(&Settings::default(), &input(119_000, nodes, vec![job], vec![waiting(9, 4, 2)]));
+        let d = decide(
+            &Settings::default(),
+            &input(119_000, nodes, vec![job], vec![waiting(9, 4, 2)]),
+        );
         assert!(d.is_empty(), "{d:?}");
     }
 
@@ -184,29 +206,56 @@ mod tests {
         let (nodes, mut job) = full_cluster();
         job.min_workers = 0; // even a zero min keeps worker 0
         // The waiting job needs 8 GPUs at min: shrinking to one worker frees 7.
-        let d = decide(&Settings::default(), &input(200_000, nodes.clone(), vec![job.clone()], vec![waiting(9, 8, 8)]));
-        assert!(d.is_empty(), "a shrink that cannot make room must not happen: {d:?}");
+        let d = decide(
+            &Settings::default(),
+            &input(
+                200_000,
+                nodes.clone(),
+                vec![job.clone()],
+                vec![waiting(9, 8, 8)],
+            ),
+        );
+        assert!(
+            d.is_empty(),
+            "a shrink that cannot make room must not happen: {d:?}"
+        );
         job.min_workers = 6;
-        let d = decide(&Settings::default(), &input(200_000, nodes, vec![job], vec![waiting(9, 4, 3)]));
+        let d = decide(
+            &Settings::default(),
+            &input(200_000, nodes, vec![job], vec![waiting(9, 4, 3)]),
+        );
         assert!(d.is_empty(), "min 6 leaves 2 GPUs, the head needs 3: {d:?}");
     }
 
     #[test]
     fn idle_cluster_grows_each_job_by_one_worker_per_pass_up_to_max() {
         let nodes = capacity(&[(32_000, 128_000, 8)]);
-        let jobs = vec![running(1, 2, 1, 3, vec![0, 0]), running(2, 4, 1, 4, vec![0; 4]), running(3, 1, 1, 8, vec![0])];
+        let jobs = vec![
+            running(1, 2, 1, 3, vec![0, 0]),
+            running(2, 4, 1, 4, vec![0; 4]),
+            running(3, 1, 1, 8, vec![0]),
+        ];
         let mut i = input(61_000, nodes, jobs, vec![]);
         i.nodes.free_gpus = vec![1];
         let d = decide(&Settings::default(), &i);
         // Only one GPU is free: the first job in running order gets it; job 2 is at max.
-        assert_eq!(d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(), vec![(1, 3)]);
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(1, 3)]
+        );
     }
 
     #[test]
     fn no_growth_while_jobs_wait_or_before_the_idle_threshold() {
         let nodes = capacity(&[(32_000, 128_000, 8)]);
         let jobs = vec![running(1, 2, 1, 3, vec![0, 0])];
-        assert!(decide(&Settings::default(), &input(59_000, nodes.clone(), jobs.clone(), vec![])).is_empty());
+        assert!(
+            decide(
+                &Settings::default(),
+                &input(59_000, nodes.clone(), jobs.clone(), vec![])
+            )
+            .is_empty()
+        );
         let mut s = Settings::default();
         s.scale_down = false;
         assert!(decide(&s, &input(61_000, nodes, jobs, vec![waiting(9, 64, 64)])).is_empty());

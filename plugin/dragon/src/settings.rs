@@ -54,7 +54,9 @@ impl Settings {
             ("gang_timeout_s", settings.gang_timeout_s),
         ] {
             if !v.is_finite() || v < 0.0 {
-                return Err(format!("invalid dragon settings: {name} must be a non-negative number of seconds, got {v}"));
+                return Err(format!(
+                    "invalid dragon settings: {name} must be a non-negative number of seconds, got {v}"
+                ));
             }
         }
         Ok(settings)

@@ -4,7 +4,11 @@ use crate::types::*;
 
 impl Resources {
     /// No resources.
-    pub const ZERO: Resources = Resources { cpu_milli: 0, memory_mib: 0, gpus: 0 };
+    pub const ZERO: Resources = Resources {
+        cpu_milli: 0,
+        memory_mib: 0,
+        gpus: 0,
+    };
 
     /// Sum of two amounts (saturating: inputs come from the host).
     pub fn plus(&self, o: &Resources) -> Resources {
@@ -26,7 +30,9 @@ impl Resources {
 
     /// `self` fits into `free`.
     pub fn fits_in(&self, free: &Resources) -> bool {
-        self.cpu_milli <= free.cpu_milli && self.memory_mib <= free.memory_mib && self.gpus <= free.gpus
+        self.cpu_milli <= free.cpu_milli
+            && self.memory_mib <= free.memory_mib
+            && self.gpus <= free.gpus
     }
 }
 
@@ -70,7 +76,11 @@ impl Capacity {
 impl PolicyInfo {
     /// PolicyInfo for a policy implementing `hooks`.
     pub fn new(name: &str, version: &str, hooks: &[Hook]) -> PolicyInfo {
-        PolicyInfo { name: name.to_string(), version: version.to_string(), hooks: hooks.to_vec() }
+        PolicyInfo {
+            name: name.to_string(),
+            version: version.to_string(),
+            hooks: hooks.to_vec(),
+        }
     }
 }
 

@@ -88,7 +88,14 @@ impl Policy for Hostile {
         PolicyInfo::new(
             "hostile",
             env!("CARGO_PKG_VERSION"),
-            &[Hook::QueueOrder, Hook::PreFilter, Hook::Filter, Hook::Score, Hook::Permit, Hook::Scale],
+            &[
+                Hook::QueueOrder,
+                Hook::PreFilter,
+                Hook::Filter,
+                Hook::Score,
+                Hook::Permit,
+                Hook::Scale,
+            ],
         )
     }
 
@@ -143,7 +150,11 @@ impl Policy for Hostile {
     fn scale(&self, input: &ScaleInput) -> Vec<ScaleDecision> {
         self.strike("scale");
         if self.bad("scale") {
-            return vec![ScaleDecision { id: u64::MAX, workers: 1_000_000, reason: "hostile".into() }];
+            return vec![ScaleDecision {
+                id: u64::MAX,
+                workers: 1_000_000,
+                reason: "hostile".into(),
+            }];
         }
         let _ = input;
         Vec::new()
