@@ -81,9 +81,12 @@ impl Config {
     /// # Errors
     /// Unreadable, malformed, or with out-of-range values; the message names the file.
     pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-        let c: Config = serde_norway::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
-        c.check().with_context(|| format!("invalid config {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config {}", path.display()))?;
+        let c: Config = serde_norway::from_str(&text)
+            .with_context(|| format!("invalid config {}", path.display()))?;
+        c.check()
+            .with_context(|| format!("invalid config {}", path.display()))?;
         Ok(c)
     }
 
@@ -92,7 +95,10 @@ impl Config {
             bail!("schedulerName must not be empty");
         }
         if !(self.scale_interval_seconds.is_finite() && self.scale_interval_seconds >= 1.0) {
-            bail!("scaleIntervalSeconds must be at least 1, got {}", self.scale_interval_seconds);
+            bail!(
+                "scaleIntervalSeconds must be at least 1, got {}",
+                self.scale_interval_seconds
+            );
         }
         if !(self.settings.is_null() || self.settings.is_object()) {
             bail!("settings must be a mapping (it is passed to the policy as JSON)");
@@ -102,7 +108,11 @@ impl Config {
 
     /// The settings as the JSON text `configure` receives.
     pub fn settings_json(&self) -> String {
-        if self.settings.is_null() { String::new() } else { self.settings.to_string() }
+        if self.settings.is_null() {
+            String::new()
+        } else {
+            self.settings.to_string()
+        }
     }
 }
 
@@ -117,7 +127,8 @@ mod tests {
         assert_eq!(c.settings_json(), "");
         let e = serde_norway::from_str::<Config>("policy: dragon\nschedulerNmae: x\n").unwrap_err();
         assert!(e.to_string().contains("schedulerNmae"), "{e}");
-        let c: Config = serde_norway::from_str("policy: dragon\nsettings: {idle_threshold_s: 5}\n").unwrap();
+        let c: Config =
+            serde_norway::from_str("policy: dragon\nsettings: {idle_threshold_s: 5}\n").unwrap();
         assert_eq!(c.settings_json(), r#"{"idle_threshold_s":5}"#);
     }
 }

@@ -29,11 +29,17 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>) -> Result<()> {
             get(move || {
                 let m = metrics.clone();
                 async move {
-                    if m.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "listing the cluster") }
+                    if m.is_ready() {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "listing the cluster")
+                    }
                 }
             }),
         );
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
     tracing::info!(addr, "serving /metrics, /healthz, /readyz");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {

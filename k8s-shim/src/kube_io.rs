@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use dragon_host::framework::{Binder, Scaler};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::Client;
 use serde_json::json;
 use tokio::runtime::Handle;
 
@@ -22,7 +22,10 @@ fn split(key: &str) -> (&str, &str) {
 
 /// The PodGroup resource.
 pub fn podgroup_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "PodGroup"), "podgroups")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "PodGroup"),
+        "podgroups",
+    )
 }
 
 /// Binds pods and reports on them for the scheduling thread.
@@ -45,23 +48,46 @@ pub struct KubeScaler {
 impl KubeScaler {
     /// A scaler using `client`.
     pub fn new(client: Client, handle: Handle) -> KubeScaler {
-        KubeScaler { client, handle, scaled: Vec::new(), targets: BTreeMap::new() }
+        KubeScaler {
+            client,
+            handle,
+            scaled: Vec::new(),
+            targets: BTreeMap::new(),
+        }
     }
 
     /// The replicas of a job's scale target, if it has one.
     pub fn target_replicas(&self, job: &str) -> Option<u32> {
         let target = self.targets.get(job)?;
         let (api, name) = scale_api(&self.client, job, target).ok()?;
-        let scale = self.handle.block_on(api.get_subresource("scale", &name)).ok()?;
-        scale.data.get("spec")?.get("replicas")?.as_u64().map(|r| r as u32)
+        let scale = self
+            .handle
+            .block_on(api.get_subresource("scale", &name))
+            .ok()?;
+        scale
+            .data
+            .get("spec")?
+            .get("replicas")?
+            .as_u64()
+            .map(|r| r as u32)
     }
 }
 
 impl KubeIo {
     /// An I/O handle for `scheduler_name`.
     pub fn new(client: Client, handle: Handle, scheduler_name: &str) -> KubeIo {
-        let recorder = Recorder::new(client.clone(), Reporter { controller: scheduler_name.to_string(), instance: None });
-        KubeIo { client, handle, recorder }
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: scheduler_name.to_string(),
+                instance: None,
+            },
+        );
+        KubeIo {
+            client,
+            handle,
+            recorder,
+        }
     }
 
     fn pod_ref(key: &str) -> core::ObjectReference {
@@ -77,8 +103,17 @@ impl KubeIo {
 
     /// Publish an Event on a pod (best effort: a lost event loses no pod).
     pub fn event(&self, pod: &str, type_: EventType, reason: &str, note: String) {
-        let ev = KubeEvent { type_, reason: reason.into(), note: Some(note), action: "Scheduling".into(), secondary: None };
-        if let Err(e) = self.handle.block_on(self.recorder.publish(&ev, &Self::pod_ref(pod))) {
+        let ev = KubeEvent {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .handle
+            .block_on(self.recorder.publish(&ev, &Self::pod_ref(pod)))
+        {
             tracing::debug!(pod, "cannot publish event: {e}");
         }
     }
@@ -86,26 +121,42 @@ impl KubeIo {
     /// Set a PodGroup's status (best effort).
     pub fn podgroup_status(&self, job: &str, phase: &str, scheduled: u32) {
         let (ns, name) = split(job);
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
         let patch = json!({"status": {"phase": phase, "scheduled": scheduled}});
-        let result = self.handle.block_on(api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)));
+        let result = self.handle.block_on(api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        ));
         if let Err(e) = result {
             tracing::debug!(job, "cannot update PodGroup status: {e}");
         }
     }
-
 }
 
 /// `/scale` access for a target written `GROUP/VERSION/PLURAL/NAME`
 /// (`apps/v1/statefulsets/NAME`) or `VERSION/PLURAL/NAME` for the core group.
-fn scale_api(client: &Client, job: &str, target: &str) -> Result<(Api<DynamicObject>, String), String> {
+fn scale_api(
+    client: &Client,
+    job: &str,
+    target: &str,
+) -> Result<(Api<DynamicObject>, String), String> {
     let parts: Vec<&str> = target.split('/').collect();
     let (group, version, plural, name) = match parts.as_slice() {
         [g, v, p, n] => (*g, *v, *p, *n),
         [v, p, n] => ("", *v, *p, *n),
-        _ => return Err(format!("{SCALE_TARGET} must be GROUP/VERSION/PLURAL/NAME, got {target:?}")),
+        _ => {
+            return Err(format!(
+                "{SCALE_TARGET} must be GROUP/VERSION/PLURAL/NAME, got {target:?}"
+            ));
+        }
     };
-    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let api_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     let ar = ApiResource {
         group: group.into(),
         version: version.into(),
@@ -114,7 +165,10 @@ fn scale_api(client: &Client, job: &str, target: &str) -> Result<(Api<DynamicObj
         plural: plural.into(),
     };
     let (ns, _) = split(job);
-    Ok((Api::namespaced_with(client.clone(), ns, &ar), name.to_string()))
+    Ok((
+        Api::namespaced_with(client.clone(), ns, &ar),
+        name.to_string(),
+    ))
 }
 
 impl Binder for KubeIo {
@@ -122,7 +176,11 @@ impl Binder for KubeIo {
         let (ns, name) = split(pod);
         let api: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
         let binding = core::Binding {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
             target: core::ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Node".into()),
@@ -131,9 +189,19 @@ impl Binder for KubeIo {
             },
         };
         self.handle
-            .block_on(api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding))
+            .block_on(api.create_subresource::<_, serde_json::Value>(
+                "binding",
+                name,
+                &PostParams::default(),
+                &binding,
+            ))
             .map_err(|e| format!("binding {pod} to {node}: {e}"))?;
-        self.event(pod, EventType::Normal, "Scheduled", format!("Successfully assigned {pod} to {node}"));
+        self.event(
+            pod,
+            EventType::Normal,
+            "Scheduled",
+            format!("Successfully assigned {pod} to {node}"),
+        );
         Ok(())
     }
 
@@ -152,12 +220,19 @@ impl Binder for KubeIo {
 impl Scaler for KubeScaler {
     fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String> {
         let target = self.targets.get(job).cloned().ok_or_else(|| {
-            format!("job {job} has no {SCALE_TARGET} annotation on its PodGroup, so it cannot be scaled")
+            format!(
+                "job {job} has no {SCALE_TARGET} annotation on its PodGroup, so it cannot be scaled"
+            )
         })?;
         let (api, name) = scale_api(&self.client, job, &target)?;
         let patch = json!({"spec": {"replicas": workers}});
         self.handle
-            .block_on(api.patch_subresource("scale", &name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .block_on(api.patch_subresource(
+                "scale",
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            ))
             .map_err(|e| format!("scaling {target} to {workers}: {e}"))?;
         tracing::info!(job, workers, reason, "scaled");
         self.scaled.push((job.to_string(), workers));

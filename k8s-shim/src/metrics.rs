@@ -43,19 +43,49 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("dragon");
         let attempts = Family::<Labels, Counter>::default();
-        let hook_seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(hook_histogram as fn() -> Histogram);
+        let hook_seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+            hook_histogram as fn() -> Histogram,
+        );
         let hook_errors = Family::<Labels, Counter>::default();
         let gang_wait_seconds = Histogram::new(exponential_buckets(0.01, 3.0, 12));
         let reloads = Family::<Labels, Counter>::default();
         let scale_actions = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
-        registry.register("scheduling_attempts", "Scheduling attempts of pods and gangs, by result", attempts.clone());
-        registry.register("policy_hook_duration_seconds", "Latency of calls into the policy, by hook", hook_seconds.clone());
-        registry.register("policy_hook_errors", "Failed calls into the policy, by hook", hook_errors.clone());
-        registry.register("gang_wait_duration_seconds", "Time from a gang's creation to its admission", gang_wait_seconds.clone());
-        registry.register("policy_reloads", "Policy reloads, by result", reloads.clone());
-        registry.register("scale_actions", "Scale changes applied, by direction", scale_actions.clone());
-        registry.register("is_leader", "1 while this replica holds the lease", leader.clone());
+        registry.register(
+            "scheduling_attempts",
+            "Scheduling attempts of pods and gangs, by result",
+            attempts.clone(),
+        );
+        registry.register(
+            "policy_hook_duration_seconds",
+            "Latency of calls into the policy, by hook",
+            hook_seconds.clone(),
+        );
+        registry.register(
+            "policy_hook_errors",
+            "Failed calls into the policy, by hook",
+            hook_errors.clone(),
+        );
+        registry.register(
+            "gang_wait_duration_seconds",
+            "Time from a gang's creation to its admission",
+            gang_wait_seconds.clone(),
+        );
+        registry.register(
+            "policy_reloads",
+            "Policy reloads, by result",
+            reloads.clone(),
+        );
+        registry.register(
+            "scale_actions",
+            "Scale changes applied, by direction",
+            scale_actions.clone(),
+        );
+        registry.register(
+            "is_leader",
+            "1 while this replica holds the lease",
+            leader.clone(),
+        );
         Metrics {
             registry,
             attempts,
@@ -71,7 +101,9 @@ impl Metrics {
 
     /// Count one labelled event.
     pub fn inc(family: &Family<Labels, Counter>, key: &str, value: &str) {
-        family.get_or_create(&vec![(key.to_string(), value.to_string())]).inc();
+        family
+            .get_or_create(&vec![(key.to_string(), value.to_string())])
+            .inc();
     }
 
     /// The Prometheus text exposition.
@@ -102,11 +134,18 @@ pub struct Timed<'a> {
 }
 
 impl Timed<'_> {
-    fn time<R>(&self, hook: &str, f: impl FnOnce() -> Result<R, CallError>) -> Result<R, CallError> {
+    fn time<R>(
+        &self,
+        hook: &str,
+        f: impl FnOnce() -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
         let started = Instant::now();
         let r = f();
         let labels = vec![("hook".to_string(), hook.to_string())];
-        self.metrics.hook_seconds.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .hook_seconds
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
         if r.is_err() {
             self.metrics.hook_errors.get_or_create(&labels).inc();
         }
@@ -121,10 +160,19 @@ impl Hooks for Timed<'_> {
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
         self.time("queue-order", || self.inner.queue_order(now_ms, units))
     }
-    fn pre_filter(&self, now_ms: u64, unit: &wit::Unit, nodes: &wit::Capacity) -> Result<wit::PreFilterResult, CallError> {
+    fn pre_filter(
+        &self,
+        now_ms: u64,
+        unit: &wit::Unit,
+        nodes: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError> {
         self.time("pre-filter", || self.inner.pre_filter(now_ms, unit, nodes))
     }
-    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+    fn filter(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+    ) -> Result<Vec<bool>, CallError> {
         self.time("filter", || self.inner.filter(pod, nodes))
     }
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
@@ -147,11 +195,25 @@ mod tests {
         let m = Metrics::new();
         Metrics::inc(&m.attempts, "result", "scheduled");
         Metrics::inc(&m.reloads, "result", "failure");
-        m.hook_seconds.get_or_create(&vec![("hook".to_string(), "score".to_string())]).observe(0.000_05);
+        m.hook_seconds
+            .get_or_create(&vec![("hook".to_string(), "score".to_string())])
+            .observe(0.000_05);
         let text = m.render();
-        assert!(text.contains("dragon_scheduling_attempts_total{result=\"scheduled\"} 1"), "{text}");
-        assert!(text.contains("dragon_policy_reloads_total{result=\"failure\"} 1"), "{text}");
-        assert!(text.contains("# TYPE dragon_policy_hook_duration_seconds histogram"), "{text}");
-        assert!(text.contains("dragon_policy_hook_duration_seconds_count{hook=\"score\"} 1"), "{text}");
+        assert!(
+            text.contains("dragon_scheduling_attempts_total{result=\"scheduled\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dragon_policy_reloads_total{result=\"failure\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE dragon_policy_hook_duration_seconds histogram"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dragon_policy_hook_duration_seconds_count{hook=\"score\"} 1"),
+            "{text}"
+        );
     }
 }

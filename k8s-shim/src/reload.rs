@@ -13,7 +13,9 @@ use notify::{RecursiveMode, Watcher};
 use crate::metrics::Metrics;
 
 fn digest(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| dragon_host::runtime::sha256_hex(&b))
+    std::fs::read(path)
+        .ok()
+        .map(|b| dragon_host::runtime::sha256_hex(&b))
 }
 
 /// Watch `path` and reload `slot` on every content change until the process
@@ -21,8 +23,16 @@ fn digest(path: &Path) -> Option<String> {
 ///
 /// # Errors
 /// The directory cannot be watched.
-pub fn spawn(path: PathBuf, slot: Arc<PolicySlot>, options: LoadOptions, metrics: Arc<Metrics>) -> notify::Result<()> {
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+pub fn spawn(
+    path: PathBuf,
+    slot: Arc<PolicySlot>,
+    options: LoadOptions,
+    metrics: Arc<Metrics>,
+) -> notify::Result<()> {
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
     let (tx, rx) = std::sync::mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok() {

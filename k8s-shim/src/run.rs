@@ -29,7 +29,10 @@ use crate::translate::{PodGroupSpec, SCALE_TARGET};
 enum Msg {
     Event(Event),
     /// A (re)list finished: objects of `kind` not in `keys` are gone.
-    Listed { kind: Kind, keys: BTreeSet<String> },
+    Listed {
+        kind: Kind,
+        keys: BTreeSet<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,7 +43,10 @@ enum Kind {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Build a client from `--kubeconfig`, else the usual inference
@@ -51,12 +57,15 @@ fn now_ms() -> u64 {
 pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(&path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(&path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .with_context(|| format!("invalid kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer().await.context("no Kubernetes configuration found")?,
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes configuration found")?,
     };
     Client::try_from(config).context("cannot build a Kubernetes client")
 }
@@ -87,7 +96,10 @@ fn spawn_watch<K>(
                     }
                     Msg::Event(to_event(obj))
                 }
-                Ok(watcher::Event::InitDone) => Msg::Listed { kind, keys: listing.take().unwrap_or_default() },
+                Ok(watcher::Event::InitDone) => Msg::Listed {
+                    kind,
+                    keys: listing.take().unwrap_or_default(),
+                },
                 Ok(watcher::Event::Apply(obj)) => Msg::Event(to_event(obj)),
                 Ok(watcher::Event::Delete(obj)) => Msg::Event(match kind {
                     Kind::Node => Event::NodeGone(key_of(&obj)),
@@ -108,15 +120,37 @@ fn spawn_watch<K>(
 }
 
 fn podgroup(obj: DynamicObject) -> Event {
-    let key = format!("{}/{}", obj.namespace().unwrap_or_else(|| "default".into()), obj.name_any());
-    let spec: PodGroupSpec =
-        obj.data.get("spec").cloned().and_then(|s| serde_json::from_value(s).ok()).unwrap_or_default();
-    let created_ms = obj.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond().max(0) as u64).unwrap_or(0);
-    Event::Group(PodGroup { key, spec, annotations: obj.metadata.annotations.clone().unwrap_or_default(), created_ms })
+    let key = format!(
+        "{}/{}",
+        obj.namespace().unwrap_or_else(|| "default".into()),
+        obj.name_any()
+    );
+    let spec: PodGroupSpec = obj
+        .data
+        .get("spec")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    let created_ms = obj
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond().max(0) as u64)
+        .unwrap_or(0);
+    Event::Group(PodGroup {
+        key,
+        spec,
+        annotations: obj.metadata.annotations.clone().unwrap_or_default(),
+        created_ms,
+    })
 }
 
 fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
-    format!("{}/{}", obj.meta().namespace.as_deref().unwrap_or("default"), obj.meta().name.as_deref().unwrap_or(""))
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or("default"),
+        obj.meta().name.as_deref().unwrap_or("")
+    )
 }
 
 /// Run the scheduler until SIGINT/SIGTERM.
@@ -128,11 +162,22 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     let client = client(kubeconfig).await?;
     let metrics = Arc::new(Metrics::new());
 
-    let engine = PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
-    let cache = config.cache_dir.clone().map(ComponentCache::at).unwrap_or_else(ComponentCache::from_env);
-    let options = LoadOptions { settings: config.settings_json(), limits: config.limits, sha256: config.policy_sha256.clone() };
+    let engine =
+        PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
+    let cache = config
+        .cache_dir
+        .clone()
+        .map(ComponentCache::at)
+        .unwrap_or_else(ComponentCache::from_env);
+    let options = LoadOptions {
+        settings: config.settings_json(),
+        limits: config.limits,
+        sha256: config.policy_sha256.clone(),
+    };
     let source = PolicySource::named_or_file(&config.policy);
-    let slot = Arc::new(PolicySlot::open(engine, cache, &source, &options).context("cannot load the policy")?);
+    let slot = Arc::new(
+        PolicySlot::open(engine, cache, &source, &options).context("cannot load the policy")?,
+    );
     tracing::info!(policy = %slot.current().info().name, version = %slot.current().info().version, "policy loaded");
     if let PolicySource::File(path) = &source {
         crate::reload::spawn(path.clone(), slot.clone(), options.clone(), metrics.clone())
@@ -217,7 +262,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         last_reason: BTreeMap::new(),
         listed: BTreeSet::new(),
     };
-    let worker = std::thread::Builder::new().name("dragon-schedule".into()).spawn(move || loop_state.run(rx))?;
+    let worker = std::thread::Builder::new()
+        .name("dragon-schedule".into())
+        .spawn(move || loop_state.run(rx))?;
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
@@ -231,7 +278,11 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
 fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_else(|| "dragon".into())
 }
 
@@ -299,7 +350,9 @@ impl Loop {
                         .nodes()
                         .iter()
                         .enumerate()
-                        .filter(|(i, n)| self.snapshot.sched.cluster.is_live(*i) && !keys.contains(&n.name))
+                        .filter(|(i, n)| {
+                            self.snapshot.sched.cluster.is_live(*i) && !keys.contains(&n.name)
+                        })
                         .map(|(_, n)| Event::NodeGone(n.name.clone()))
                         .collect(),
                     Kind::Pod => self
@@ -317,8 +370,13 @@ impl Loop {
                 }
                 self.listed.insert(kind);
                 if self.listed.len() == 3 {
-                    self.metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-                    tracing::info!(nodes = self.snapshot.sched.cluster.nodes().len(), "cluster listed; scheduling");
+                    self.metrics
+                        .ready
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(
+                        nodes = self.snapshot.sched.cluster.nodes().len(),
+                        "cluster listed; scheduling"
+                    );
                 }
             }
         }
@@ -327,9 +385,20 @@ impl Loop {
     /// Learn scale targets from PodGroup annotations, and each target's
     /// replicas once (the workers a job wants).
     fn sync_targets(&mut self) {
-        let jobs: Vec<String> = self.snapshot.sched.cluster.jobs().map(|j| j.name.clone()).collect();
+        let jobs: Vec<String> = self
+            .snapshot
+            .sched
+            .cluster
+            .jobs()
+            .map(|j| j.name.clone())
+            .collect();
         for job in jobs {
-            let Some(target) = self.snapshot.group(&job).and_then(|g| g.annotations.get(SCALE_TARGET)).cloned() else {
+            let Some(target) = self
+                .snapshot
+                .group(&job)
+                .and_then(|g| g.annotations.get(SCALE_TARGET))
+                .cloned()
+            else {
                 continue;
             };
             if self.scaler.targets.get(&job) != Some(&target) {
@@ -351,9 +420,15 @@ impl Loop {
 
     fn round(&mut self) {
         let policy = self.slot.current();
-        let timed = Timed { inner: policy.as_ref(), metrics: &self.metrics };
+        let timed = Timed {
+            inner: policy.as_ref(),
+            metrics: &self.metrics,
+        };
         let now = now_ms();
-        let report = self.snapshot.sched.schedule_round(now, &timed, &mut self.io, &mut self.scaler);
+        let report =
+            self.snapshot
+                .sched
+                .schedule_round(now, &timed, &mut self.io, &mut self.scaler);
         // Admission below the requested size also goes through /scale.
         self.apply_scaled();
         for d in &report.decisions {
@@ -366,12 +441,17 @@ impl Loop {
                     Metrics::inc(&m.attempts, "result", "scheduled");
                     if let Some(job) = unit.strip_prefix("job/") {
                         if let Some(j) = self.snapshot.sched.cluster.job(job) {
-                            m.gang_wait_seconds.observe(now.saturating_sub(j.arrival_ms) as f64 / 1e3);
+                            m.gang_wait_seconds
+                                .observe(now.saturating_sub(j.arrival_ms) as f64 / 1e3);
                         }
                         self.io.podgroup_status(job, "Scheduled", *pods);
                     }
                 }
-                Decision::Waiting { unit, reserved, wait_ms } => {
+                Decision::Waiting {
+                    unit,
+                    reserved,
+                    wait_ms,
+                } => {
                     Metrics::inc(&m.attempts, "result", "waiting");
                     self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
                 }
@@ -391,13 +471,20 @@ impl Loop {
                     Metrics::inc(&m.attempts, "result", "error");
                     self.explain(unit, &format!("policy error: {error}"));
                 }
-                Decision::Resized { unit, workers, reason } => {
+                Decision::Resized {
+                    unit,
+                    workers,
+                    reason,
+                } => {
                     tracing::info!(unit, workers, reason, "admitted below the requested size");
                 }
             }
         }
         for (key, reason) in self.snapshot.invalid.clone() {
-            self.explain(&format!("pod/{key}"), &format!("cannot be scheduled: {reason}"));
+            self.explain(
+                &format!("pod/{key}"),
+                &format!("cannot be scheduled: {reason}"),
+            );
         }
     }
 
@@ -418,7 +505,12 @@ impl Loop {
         };
         for pod in pods {
             if self.last_reason.get(&pod).map(String::as_str) != Some(reason) {
-                self.io.event(&pod, EventType::Warning, "FailedScheduling", reason.to_string());
+                self.io.event(
+                    &pod,
+                    EventType::Warning,
+                    "FailedScheduling",
+                    reason.to_string(),
+                );
                 self.last_reason.insert(pod, reason.to_string());
             }
         }
@@ -426,10 +518,20 @@ impl Loop {
 
     fn scale(&mut self) {
         let policy = self.slot.current();
-        let timed = Timed { inner: policy.as_ref(), metrics: &self.metrics };
-        let report = self.snapshot.sched.scale_step(now_ms(), &timed, &mut self.scaler);
+        let timed = Timed {
+            inner: policy.as_ref(),
+            metrics: &self.metrics,
+        };
+        let report = self
+            .snapshot
+            .sched
+            .scale_step(now_ms(), &timed, &mut self.scaler);
         for a in &report.actions {
-            Metrics::inc(&self.metrics.scale_actions, "direction", if a.to > a.from { "up" } else { "down" });
+            Metrics::inc(
+                &self.metrics.scale_actions,
+                "direction",
+                if a.to > a.from { "up" } else { "down" },
+            );
             tracing::info!(job = %a.job, from = a.from, to = a.to, reason = %a.reason, "scale");
         }
         for e in &report.errors {

@@ -46,7 +46,10 @@ pub struct Snapshot {
 }
 
 fn node_name(p: &core::Pod) -> Option<&str> {
-    p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 impl Snapshot {
@@ -64,7 +67,8 @@ impl Snapshot {
 
     /// Whether `p` is a pod this scheduler places.
     pub fn is_ours(&self, p: &core::Pod) -> bool {
-        p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(self.scheduler_name.as_str())
+        p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref())
+            == Some(self.scheduler_name.as_str())
     }
 
     /// The PodGroup of a job, if seen.
@@ -74,7 +78,11 @@ impl Snapshot {
 
     /// Pending pods of ours the framework will try.
     pub fn pending(&self) -> usize {
-        self.sched.cluster.pods().filter(|(_, s)| *s == PodState::Pending).count()
+        self.sched
+            .cluster
+            .pods()
+            .filter(|(_, s)| *s == PodState::Pending)
+            .count()
     }
 
     /// Apply one event.
@@ -84,7 +92,11 @@ impl Snapshot {
                 Ok(node) => {
                     let name = node.name.clone();
                     let c = &mut self.sched.cluster;
-                    let res = if c.node_by_name(&name).is_some() { c.update_node(node) } else { c.add_node(node).map(|_| ()) };
+                    let res = if c.node_by_name(&name).is_some() {
+                        c.update_node(node)
+                    } else {
+                        c.add_node(node).map(|_| ())
+                    };
                     if let Err(e) = res {
                         tracing::warn!(node = %name, "ignoring node: {e}");
                     }
@@ -202,13 +214,24 @@ impl Snapshot {
 
     /// Recompute a job from its PodGroup and its pods.
     pub fn refresh_job(&mut self, job: &str) {
-        let Some(group) = self.groups.get(job) else { return };
+        let Some(group) = self.groups.get(job) else {
+            return;
+        };
         let c = &self.sched.cluster;
-        let workers_present: BTreeSet<u32> =
-            c.job_pods(job).filter(|(p, _)| p.role == Role::Worker).map(|(p, _)| p.index).collect();
+        let workers_present: BTreeSet<u32> = c
+            .job_pods(job)
+            .filter(|(p, _)| p.role == Role::Worker)
+            .map(|(p, _)| p.index)
+            .collect();
         let observed = workers_present.len() as u32;
         let workers = self.desired.get(job).copied().unwrap_or(observed);
-        match translate::job(job, &group.spec, &group.annotations, group.created_ms, workers) {
+        match translate::job(
+            job,
+            &group.spec,
+            &group.annotations,
+            group.created_ms,
+            workers,
+        ) {
             Ok(mut j) => {
                 if let Some(old) = c.job(job) {
                     j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
@@ -233,12 +256,23 @@ mod tests {
         ))
     }
 
-    fn pod(name: &str, group: Option<&str>, role: &str, index: u32, node: Option<&str>, scheduler: &str) -> Event {
+    fn pod(
+        name: &str,
+        group: Option<&str>,
+        role: &str,
+        index: u32,
+        node: Option<&str>,
+        scheduler: &str,
+    ) -> Event {
         let labels = match group {
-            Some(g) => format!("{{scheduling.x-k8s.io/pod-group: {g}, dragon.dev/role: {role}, dragon.dev/index: '{index}'}}"),
+            Some(g) => format!(
+                "{{scheduling.x-k8s.io/pod-group: {g}, dragon.dev/role: {role}, dragon.dev/index: '{index}'}}"
+            ),
             None => "{}".into(),
         };
-        let node = node.map(|n| format!("  nodeName: {n}\n")).unwrap_or_default();
+        let node = node
+            .map(|n| format!("  nodeName: {n}\n"))
+            .unwrap_or_default();
         Event::Pod(Box::new(
             serde_norway::from_str(&format!(
                 "metadata: {{name: {name}, namespace: ml, labels: {labels}}}\nspec:\n  schedulerName: {scheduler}\n{node}  containers: [{{name: c, resources: {{requests: {{cpu: '1', memory: 1Gi, nvidia.com/gpu: '1'}}}}}}]\n"
@@ -250,7 +284,10 @@ mod tests {
     fn group(name: &str, min_member: u32) -> Event {
         Event::Group(PodGroup {
             key: format!("ml/{name}"),
-            spec: PodGroupSpec { min_member, schedule_timeout_seconds: None },
+            spec: PodGroupSpec {
+                min_member,
+                schedule_timeout_seconds: None,
+            },
             annotations: BTreeMap::new(),
             created_ms: 1,
         })
@@ -259,7 +296,11 @@ mod tests {
     #[test]
     fn gang_pods_wait_for_their_podgroup_and_then_form_a_job() {
         let mut s = Snapshot::new("dragon", SchedulerConfig::default());
-        for e in [node("n1", 4), pod("t-w0", Some("t"), "worker", 0, None, "dragon"), pod("t-w1", Some("t"), "worker", 1, None, "dragon")] {
+        for e in [
+            node("n1", 4),
+            pod("t-w0", Some("t"), "worker", 0, None, "dragon"),
+            pod("t-w1", Some("t"), "worker", 1, None, "dragon"),
+        ] {
             s.apply(e);
         }
         assert_eq!(s.pending(), 0, "no PodGroup yet");
@@ -274,9 +315,20 @@ mod tests {
         let mut s = Snapshot::new("dragon", SchedulerConfig::default());
         s.apply(pod("other", None, "", 0, Some("n1"), "default-scheduler"));
         s.apply(node("n1", 4));
-        s.apply(pod("theirs-pending", None, "", 0, None, "default-scheduler"));
+        s.apply(pod(
+            "theirs-pending",
+            None,
+            "",
+            0,
+            None,
+            "default-scheduler",
+        ));
         s.apply(pod("ours", None, "", 0, None, "dragon"));
-        assert_eq!(s.sched.cluster.free(0).gpus, 3, "the deferred bound pod counts once its node is known");
+        assert_eq!(
+            s.sched.cluster.free(0).gpus,
+            3,
+            "the deferred bound pod counts once its node is known"
+        );
         assert_eq!(s.pending(), 1);
         s.apply(Event::PodGone("ml/other".into()));
         assert_eq!(s.sched.cluster.free(0).gpus, 4);

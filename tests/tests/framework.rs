@@ -190,38 +190,68 @@ fn fifo_with_skipping_lets_a_later_job_that_fits_start() {
 }
 
 #[test]
-fn a_gang_missing_members_waits_in_permit_then_is_released_at_the_timeout() {
+fn a_gang_missing_members_is_not_tried_until_they_exist() {
     let e = engine();
     let mut s = sched(&[("a", 8)]);
     add_job(&mut s.cluster, "j", 0, 2, 2, 2);
     // The PodGroup says 5 members; only 3 pods exist yet.
     let mut job: Job = s.cluster.job("j").unwrap().clone();
     job.min_member = 5;
-    s.cluster.upsert_job(job);
-    let p = bundled(&e, "dragon", r#"{"gang_timeout_s": 30}"#);
+    s.cluster.upsert_job(job.clone());
+    let p = bundled(&e, "dragon", "");
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
     assert!(
-        matches!(d.last(), Some(Decision::Waiting { reserved: 3, .. })),
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("3 of minMember 5")),
         "{d:?}"
     );
+    assert_eq!(
+        s.cluster.free(0).gpus,
+        8,
+        "nothing reserved while members are missing"
+    );
+    // Once enough members exist, the gang is placed whole.
+    job.min_member = 3;
+    s.cluster.upsert_job(job);
+    let (_, io) = round(&mut s, 1_000, &p);
+    assert_eq!(io.binds.len(), 3);
+}
+
+#[test]
+fn a_permit_wait_holds_the_reservation_until_the_policy_allows_or_the_wait_ends() {
+    let e = engine();
+    let mut s = sched(&[("a", 8)]);
+    add_job(&mut s.cluster, "j", 0, 2, 2, 2);
+    let p = hostile(
+        &e,
+        r#"{"fault": "bad-output", "hook": "permit"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
+    // The hostile permit asks to wait forever: the framework caps it.
+    let (d, io) = round(&mut s, 0, &p);
+    assert!(io.binds.is_empty());
     assert!(
-        s.cluster
-            .job_pods("j")
-            .all(|(_, st)| matches!(st, PodState::Reserved(_)))
+        matches!(
+            d.last(),
+            Some(Decision::Waiting {
+                reserved: 3,
+                wait_ms: 900_000,
+                ..
+            })
+        ),
+        "{d:?}"
     );
     assert_eq!(
         s.cluster.free(0).gpus,
         6,
         "reservations hold room while waiting"
     );
-    let (d, _) = round(&mut s, 31_000, &p);
+    let (d, _) = round(&mut s, 900_000, &p);
     assert!(
-        d.iter().any(|d| matches!(d, Decision::Rejected { .. })),
+        matches!(d.first(), Some(Decision::Rejected { .. })),
         "{d:?}"
     );
-    // Released, then (still short of members) reserved again and waiting.
-    assert!(matches!(d.last(), Some(Decision::Waiting { .. })), "{d:?}");
 }
 
 #[test]

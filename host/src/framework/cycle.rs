@@ -363,6 +363,23 @@ impl Scheduler {
         report: &mut RoundReport,
     ) {
         let info = policy.info();
+        // Pre-enqueue (as Coscheduling does): a new gang is not tried until
+        // `minMember` of its pods exist, so it is placed whole, with its
+        // locality computed over every task, instead of reserving piecemeal.
+        if let Some(job) = unit.job.as_deref()
+            && unit.wit.running == 0
+            && !self.waiting.contains_key(&unit.key)
+        {
+            let present = self.cluster.job_pods(job).filter(|(p, _)| !self.cluster.is_surplus(p)).count() as u32;
+            let min_member = self.cluster.job(job).map(|j| j.min_member).unwrap_or(0);
+            if present < min_member {
+                report.decisions.push(Decision::Unschedulable {
+                    unit: unit.key.clone(),
+                    reason: format!("waiting for the gang's pods to be created: {present} of minMember {min_member} exist"),
+                });
+                return;
+            }
+        }
         // Pre-filter: skip, or the sizes to try.
         let mut sizes: Vec<Option<u32>> = vec![None];
         if info.implements(wit::Hook::PreFilter) {
