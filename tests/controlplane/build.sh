@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Builds the test control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kwok) from the Go module proxy into a cache that
+# lives outside the repository and is keyed by version:
+#
+#   ${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}/
+#     kubernetes-v1.37.2/{kube-apiserver,kube-scheduler,kube-controller-manager}
+#     etcd-v3.6.16/etcd
+#     kwok-v0.8.0/kwok
+#     bin-<all versions>/   symlinks to the five binaries above
+#
+# Idempotent: a binary that is already in the cache is not rebuilt (so a warm
+# run does not even need Go or the network). Progress goes to stderr; the
+# last line of stdout is the bin directory to hand to up.sh.
+#
+# Versions come from the wrapper modules' go.mod files (one place to bump).
+# Environment:
+#   DRAGON_CONTROLPLANE_CACHE  cache root (default above)
+#   DRAGON_CONTROLPLANE_NICE   niceness of go commands (default 19)
+#   DRAGON_CONTROLPLANE_ONLY   space-separated subset of: kubernetes etcd kwok
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE="${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}"
+NICE="${DRAGON_CONTROLPLANE_NICE:-19}"
+ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok}"
+
+log() { printf 'build.sh: %s\n' "$*" >&2; }
+fail() {
+  printf 'build.sh: FAILED at step "%s": %s\n' "$1" "$2" >&2
+  exit 1
+}
+
+# version_of WRAPPER_DIR MODULE: the version a wrapper's go.mod requires.
+version_of() {
+  awk -v m="$2" '
+    $1 == "require" && $2 == m { print $3; exit }
+    $1 == m && $2 ~ /^v/       { print $2; exit }
+  ' "$HERE/$1/go.mod"
+}
+
+KUBE_VERSION="$(version_of kubernetes k8s.io/kubernetes)"
+ETCD_VERSION="$(version_of etcd go.etcd.io/etcd/server/v3)"
+KWOK_VERSION="$(version_of kwok sigs.k8s.io/kwok)"
+if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ]; then
+  fail "read versions" "could not read versions from $HERE/*/go.mod"
+fi
+
+KUBE_DIR="$CACHE/kubernetes-$KUBE_VERSION"
+ETCD_DIR="$CACHE/etcd-$ETCD_VERSION"
+KWOK_DIR="$CACHE/kwok-$KWOK_VERSION"
+BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+
+wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# Checks done only when something must actually be built.
+go_ready=""
+need_go() {
+  [ -n "$go_ready" ] && return 0
+  command -v go >/dev/null 2>&1 ||
+    fail "find go" "the go command is not on PATH (Go >= 1.26 is needed to build the control plane)"
+  local gov
+  gov="$(go env GOVERSION 2>/dev/null || true)"
+  log "using $gov ($(command -v go)), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
+  export CGO_ENABLED=0
+  # Builds must use the committed go.sum, never rewrite it.
+  export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
+  go_ready=1
+}
+
+# fetch WRAPPER: download every module the wrapper's build needs, so that a
+# network or proxy problem is reported as a fetch failure, not a compile one.
+fetch() {
+  local wrapper="$1" t0
+  t0=$(date +%s)
+  log "[$wrapper] fetching modules (go mod download)"
+  if ! (cd "$HERE/$wrapper" && nice -n "$NICE" go mod download) >&2; then
+    fail "fetch modules for $wrapper" \
+      "Go could not fetch a module listed in $HERE/$wrapper/go.mod (checked against its go.sum) (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
+  fi
+  log "[$wrapper] modules fetched in $(($(date +%s) - t0))s"
+}
+
+# build WRAPPER PACKAGE OUT_DIR NAME LDFLAGS: go build into OUT_DIR/NAME,
+# atomically (an interrupted build leaves no binary behind).
+build() {
+  local wrapper="$1" pkg="$2" out="$3" name="$4" ldflags="$5" t0 tmp
+  if [ -x "$out/$name" ]; then
+    log "[$wrapper] $name: cached at $out/$name"
+    return 0
+  fi
+  mkdir -p "$out"
+  tmp="$out/.$name.tmp.$$"
+  t0=$(date +%s)
+  log "[$wrapper] building $name ($pkg)"
+  if ! (cd "$HERE/$wrapper" &&
+    nice -n "$NICE" go build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg") >&2; then
+    rm -f "$tmp"
+    fail "build $name" "go build $pkg failed in $HERE/$wrapper (see the go output above)"
+  fi
+  mv -f "$tmp" "$out/$name"
+  log "[$wrapper] built $name in $(($(date +%s) - t0))s"
+}
+
+missing() { # missing DIR NAME...: true if any binary is absent
+  local d="$1"; shift
+  for n in "$@"; do [ -x "$d/$n" ] || return 0; done
+  return 1
+}
+
+KUBE_BINS=(kube-apiserver kube-scheduler kube-controller-manager)
+
+if wanted kubernetes && missing "$KUBE_DIR" "${KUBE_BINS[@]}"; then
+  need_go
+  fetch kubernetes
+  minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+  kube_ldflags="-s -w"
+  for pkgvar in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    kube_ldflags+=" -X $pkgvar.gitVersion=$KUBE_VERSION"
+    kube_ldflags+=" -X $pkgvar.gitMajor=1 -X $pkgvar.gitMinor=$minor"
+    kube_ldflags+=" -X $pkgvar.gitTreeState=clean"
+    kube_ldflags+=" -X $pkgvar.buildDate=1970-01-01T00:00:00Z"
+  done
+  for b in "${KUBE_BINS[@]}"; do
+    build kubernetes "k8s.io/kubernetes/cmd/$b" "$KUBE_DIR" "$b" "$kube_ldflags"
+  done
+fi
+
+if wanted etcd && missing "$ETCD_DIR" etcd; then
+  need_go
+  fetch etcd
+  # etcd's version string is a constant in go.etcd.io/etcd/api/v3/version;
+  # only the git SHA is stamped at release time.
+  build etcd go.etcd.io/etcd/server/v3 "$ETCD_DIR" etcd \
+    "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+fi
+
+if wanted kwok && missing "$KWOK_DIR" kwok; then
+  need_go
+  fetch kwok
+  build kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_DIR" kwok \
+    "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+fi
+
+# One directory holding all five binaries (symlinks into the versioned dirs).
+mkdir -p "$BIN_DIR"
+link() { [ -x "$1/$2" ] && ln -sfn "$1/$2" "$BIN_DIR/$2"; return 0; }
+for b in "${KUBE_BINS[@]}"; do link "$KUBE_DIR" "$b"; done
+link "$ETCD_DIR" etcd
+link "$KWOK_DIR" kwok
+
+log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION"
+echo "$BIN_DIR"

@@ -1,0 +1,129 @@
+# shellcheck shell=bash
+# Shared helpers for up.sh, scheduler.sh and down.sh (sourced, not run).
+# Every process is started with the run directory somewhere on its command
+# line; down.sh checks that before it signals a pid, so a recycled pid is never
+# killed.
+
+cp_log() { printf '%s: %s\n' "${CP_SCRIPT:-controlplane}" "$*" >&2; }
+cp_die() { printf '%s: ERROR: %s\n' "${CP_SCRIPT:-controlplane}" "$*" >&2; exit 1; }
+
+# cp_port_busy PORT: true if something listens on 127.0.0.1:PORT.
+cp_port_busy() {
+  if command -v ss >/dev/null 2>&1; then
+    [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
+  fi
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# cp_free_port: prints a port that is free on 127.0.0.1 and not yet handed out
+# by this shell (CP_TAKEN_PORTS).
+CP_TAKEN_PORTS=" "
+cp_free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    case "$CP_TAKEN_PORTS" in *" $p "*) continue ;; esac
+    if ! cp_port_busy "$p"; then
+      CP_TAKEN_PORTS="$CP_TAKEN_PORTS$p "
+      echo "$p"
+      return 0
+    fi
+  done
+  cp_die "no free port found on 127.0.0.1"
+}
+
+# cp_pid_alive RUN NAME: true if RUN/pids/NAME.pid names a live process of
+# this run (its command line mentions RUN).
+cp_pid_alive() {
+  local run="$1" name="$2" pid
+  [ -f "$run/pids/$name.pid" ] || return 1
+  pid="$(cat "$run/pids/$name.pid")"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$run" || return 1
+  # a zombie is not alive
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]
+}
+
+# cp_start RUN NAME BIN ARGS...: start BIN in the background, detached from
+# the caller's terminal and process group, logging to RUN/logs/NAME.log;
+# writes RUN/pids/NAME.pid.
+cp_start() {
+  local run="$1" name="$2"
+  shift 2
+  mkdir -p "$run/logs" "$run/pids"
+  if cp_pid_alive "$run" "$name"; then
+    cp_die "$name is already running in $run (pid $(cat "$run/pids/$name.pid"))"
+  fi
+  # setsid: its own session, so a Ctrl-C or a kill of the caller's process
+  # group does not reach it half-way; down.sh (or the owner watcher) stops it.
+  setsid "$@" </dev/null >>"$run/logs/$name.log" 2>&1 &
+  echo $! >"$run/pids/$name.pid"
+  cp_log "started $name (pid $!), log $run/logs/$name.log"
+}
+
+# cp_wait RUN NAME TIMEOUT_S CMD...: poll CMD until it succeeds; fail (with
+# the tail of NAME's log) if NAME dies or TIMEOUT_S passes.
+cp_wait() {
+  local run="$1" name="$2" timeout="$3" start
+  shift 3
+  start=$(date +%s)
+  while :; do
+    if "$@" >/dev/null 2>&1; then
+      cp_log "$name ready after $(($(date +%s) - start))s"
+      return 0
+    fi
+    if ! cp_pid_alive "$run" "$name"; then
+      tail -n 40 "$run/logs/$name.log" >&2 || true
+      cp_die "$name exited before it became ready (log: $run/logs/$name.log)"
+    fi
+    if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
+      tail -n 40 "$run/logs/$name.log" >&2 || true
+      cp_die "$name not ready after ${timeout}s (log: $run/logs/$name.log)"
+    fi
+    sleep 0.2
+  done
+}
+
+# cp_stop RUN NAME: stop the process of RUN/pids/NAME.pid (TERM, then KILL
+# after 15 s) and remove the pid file.
+cp_stop() {
+  local run="$1" name="$2" pid
+  [ -f "$run/pids/$name.pid" ] || return 0
+  pid="$(cat "$run/pids/$name.pid")"
+  if cp_pid_alive "$run" "$name"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 75); do
+      cp_pid_alive "$run" "$name" || break
+      sleep 0.2
+    done
+    if cp_pid_alive "$run" "$name"; then
+      cp_log "$name (pid $pid) ignored SIGTERM for 15s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 1 25); do
+        cp_pid_alive "$run" "$name" || break
+        sleep 0.2
+      done
+    fi
+    cp_log "stopped $name (pid $pid)"
+  fi
+  rm -f "$run/pids/$name.pid"
+}
+
+# cp_bin_dir: the directory holding the binaries: $DRAGON_CONTROLPLANE_BIN if
+# set, else the last stdout line of build.sh (which builds only what the
+# cache lacks).
+cp_bin_dir() {
+  if [ -n "${DRAGON_CONTROLPLANE_BIN:-}" ]; then
+    echo "$DRAGON_CONTROLPLANE_BIN"
+    return 0
+  fi
+  local out
+  out="$("$CP_HERE/build.sh")" || cp_die "build.sh failed"
+  printf '%s\n' "$out" | tail -n 1
+}
+
+# cp_curl_token URL: curl against the apiserver with the run's CA and token.
+cp_curl_api() {
+  curl -sf --max-time 5 --cacert "$CP_RUN/pki/ca.crt" \
+    -H "Authorization: Bearer $(cat "$CP_RUN/token")" "$@"
+}
