@@ -167,12 +167,9 @@ impl CompareOpts {
                 &report::html_report(&labeled, &command, &figures),
             )?);
             let msg = format!(
-                "wrote {} (open {} in a browser)",
-                written
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                "wrote {} files to {}; open {} in a browser",
+                written.len(),
+                dir.display(),
                 dir.join("report.html").display()
             );
             if self.json {

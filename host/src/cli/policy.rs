@@ -22,7 +22,9 @@ pub enum PolicyCommand {
     )]
     Run(RunOpts),
     /// Write a bundled policy component to a file (e.g. for a ConfigMap).
-    #[command(after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm")]
+    #[command(
+        after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm"
+    )]
     Export(ExportOpts),
 }
 
@@ -105,9 +107,14 @@ impl PolicyCommand {
             PolicyCommand::Run(o) => run(o),
             PolicyCommand::Export(o) => {
                 let bytes = dragon_bundled::by_name(&o.name).with_context(|| {
-                    format!("no bundled policy named {:?} (bundled: {})", o.name, dragon_bundled::NAMES.join(", "))
+                    format!(
+                        "no bundled policy named {:?} (bundled: {})",
+                        o.name,
+                        dragon_bundled::NAMES.join(", ")
+                    )
                 })?;
-                std::fs::write(&o.out, bytes).with_context(|| format!("cannot write {}", o.out.display()))?;
+                std::fs::write(&o.out, bytes)
+                    .with_context(|| format!("cannot write {}", o.out.display()))?;
                 println!("wrote {} ({} bytes)", o.out.display(), bytes.len());
                 Ok(())
             }

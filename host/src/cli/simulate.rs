@@ -75,9 +75,9 @@ pub(crate) fn run_with_progress(
 ) -> SimRun {
     let bar =
         ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
-    if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>10} [{bar:30}] {pos}/{len} jobs done, simulated {msg}",
-    ) {
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix:>10} [{bar:24}] {pos}/{len} jobs, t = {msg}")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(label.to_string());
@@ -186,11 +186,16 @@ impl SimulateOpts {
                 "report.html",
                 &report::html_report(&labeled, &command, &figures),
             )?);
-            let list: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            let msg = format!(
+                "wrote {} files to {}; open {} in a browser",
+                written.len(),
+                dir.display(),
+                dir.join("report.html").display()
+            );
             if self.json {
-                eprintln!("wrote {}", list.join(", "));
+                eprintln!("{msg}");
             } else {
-                println!("wrote {}", list.join(", "));
+                println!("{msg}");
             }
         }
         Ok(())

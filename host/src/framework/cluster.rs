@@ -1,7 +1,7 @@
 //! The cluster snapshot: nodes, pods with their state, jobs, and per-node
 //! usage kept current incrementally (no per-cycle rebuild).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::model::{Job, Node, Pod, Resources, Role};
 use crate::runtime::wit;
@@ -66,6 +66,8 @@ pub struct Cluster {
     used: Vec<Resources>,
     pub(crate) pods: BTreeMap<String, PodEntry>,
     pub(crate) jobs: BTreeMap<String, JobEntry>,
+    /// Pod keys of each job, so a job's pods are found without a scan.
+    by_job: BTreeMap<String, BTreeSet<String>>,
     next_unit: u64,
 }
 
@@ -201,6 +203,12 @@ impl Cluster {
             None => PodState::Pending,
         };
         let unit_id = self.unit_id();
+        if let Some(job) = &pod.job {
+            self.by_job
+                .entry(job.clone())
+                .or_default()
+                .insert(pod.key.clone());
+        }
         self.pods.insert(
             pod.key.clone(),
             PodEntry {
@@ -221,6 +229,14 @@ impl Cluster {
             .pods
             .remove(key)
             .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))?;
+        if let Some(job) = &e.pod.job
+            && let Some(keys) = self.by_job.get_mut(job)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_job.remove(job);
+            }
+        }
         if let Some(n) = e.state.node() {
             self.used[n] = self.used[n].minus(e.pod.request);
         }
@@ -305,9 +321,11 @@ impl Cluster {
 
     /// Pods of `job` (any state), by key.
     pub fn job_pods<'a>(&'a self, job: &'a str) -> impl Iterator<Item = (&'a Pod, PodState)> + 'a {
-        self.pods
-            .values()
-            .filter(move |e| e.pod.job.as_deref() == Some(job))
+        self.by_job
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
             .map(|e| (&e.pod, e.state))
     }
 

@@ -370,7 +370,11 @@ impl Scheduler {
             && unit.wit.running == 0
             && !self.waiting.contains_key(&unit.key)
         {
-            let present = self.cluster.job_pods(job).filter(|(p, _)| !self.cluster.is_surplus(p)).count() as u32;
+            let present = self
+                .cluster
+                .job_pods(job)
+                .filter(|(p, _)| !self.cluster.is_surplus(p))
+                .count() as u32;
             let min_member = self.cluster.job(job).map(|j| j.min_member).unwrap_or(0);
             if present < min_member {
                 report.decisions.push(Decision::Unschedulable {

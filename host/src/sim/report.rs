@@ -324,13 +324,21 @@ fn bucketed(
             continue;
         }
         let v = f(p);
+        // Walk the buckets by index: recomputing the index from `x` can
+        // round back into the bucket just left.
         let mut x = a;
-        while x < b {
-            let i = ((x / width) as usize).min(buckets - 1);
-            let edge = ((i + 1) as f64 * width).min(b);
-            let edge = if edge <= x { b } else { edge };
-            sums[i] += v * (edge - x);
-            x = edge;
+        let mut i = ((a / width) as usize).min(buckets - 1);
+        while x < b && i < buckets {
+            let edge = if i + 1 == buckets {
+                b
+            } else {
+                ((i + 1) as f64 * width).min(b)
+            };
+            if edge > x {
+                sums[i] += v * (edge - x);
+                x = edge;
+            }
+            i += 1;
         }
     }
     sums.iter()
@@ -362,6 +370,7 @@ fn line_chart(
     x: (f64, f64),
     y: (f64, f64),
     log_x: bool,
+    legend: SeriesLabelPosition,
     lines: &[Line],
 ) -> Result<String> {
     let mut svg = String::new();
@@ -382,6 +391,13 @@ fn line_chart(
                     .configure_mesh()
                     .x_desc(x_desc)
                     .y_desc(y_desc)
+                    .y_label_formatter(&|v| {
+                        if y_desc.starts_with('%') && *v > 100.0 {
+                            String::new()
+                        } else {
+                            format!("{v:.0}")
+                        }
+                    })
                     .light_line_style(RGBColor(0xee, 0xee, 0xee))
                     .draw()
                     .map_err(|x| e(&x))?;
@@ -395,7 +411,7 @@ fn line_chart(
                 }
                 chart
                     .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(legend)
                     .background_style(WHITE.mix(0.85))
                     .border_style(RGBColor(0xaa, 0xaa, 0xaa))
                     .draw()
@@ -459,8 +475,10 @@ pub fn utilization_svg(runs: &[Labeled<'_>]) -> Result<String> {
         &format!("time ({unit})"),
         "% of GPUs",
         (0.0, end as f64 / per),
-        (0.0, 105.0),
+        // Headroom above 100 % for the legend.
+        (0.0, 140.0),
         false,
+        SeriesLabelPosition::UpperRight,
         &lines,
     )
 }
@@ -502,7 +520,7 @@ pub fn queue_svg(runs: &[Labeled<'_>]) -> Result<String> {
             .fold(top, f64::max);
         lines.push((format!("{} waiting", r.label), color(i), 2, queued));
         lines.push((
-            format!("{} holding GPUs idle", r.label),
+            format!("{} half placed or restarting", r.label),
             color(i).mix(0.45).to_rgba().into_rgb(),
             1,
             stalled,
@@ -513,8 +531,9 @@ pub fn queue_svg(runs: &[Labeled<'_>]) -> Result<String> {
         &format!("time ({unit})"),
         "jobs",
         (0.0, end as f64 / per),
-        (0.0, top * 1.1),
+        (0.0, top * 1.5),
         false,
+        SeriesLabelPosition::UpperRight,
         &lines,
     )
 }
@@ -572,6 +591,7 @@ pub fn jct_cdf_svg(runs: &[Labeled<'_>]) -> Result<String> {
         (lo, max / per * 1.05),
         (0.0, 101.0),
         log,
+        SeriesLabelPosition::LowerRight,
         &lines,
     )
 }
@@ -752,6 +772,15 @@ mod tests {
         let tl = vec![p(0, 4), p(250, 0)];
         let b = bucketed(&tl, 1000, 2, |p| p.gpus_busy as f64);
         assert_eq!(b, vec![(250.0, 2.0), (750.0, 0.0)]);
+        // Segment ends that fall on bucket edges which are not exact in
+        // floating point must not spill the rest of a segment into one bucket.
+        let tl = vec![p(0, 16), p(180_000, 0), p(12_345_678, 8)];
+        let b = bucketed(&tl, 17_892_000, 240, |p| p.gpus_busy as f64);
+        assert!(b.iter().all(|x| x.1 <= 16.0 + 1e-9), "{b:?}");
+        let total: f64 = b.iter().map(|x| x.1).sum::<f64>() * 17_892_000.0 / 240.0;
+        let exact = 16.0 * 180_000.0 + 8.0 * (17_892_000.0 - 12_345_678.0);
+        assert!((total - exact).abs() < 1e-3 * exact, "{total} vs {exact}");
+        let tl = vec![p(0, 4), p(250, 0)];
         let b = bucketed(&tl, 1000, 4, |p| p.gpus_busy as f64);
         assert_eq!(
             b.iter().map(|x| x.1).collect::<Vec<_>>(),
