@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use dragon_host::framework::{Binder, Scaler};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::runtime::Handle;
 
@@ -18,6 +19,22 @@ use crate::translate::SCALE_TARGET;
 
 fn split(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("default", key))
+}
+
+/// A unique event name: `POD.HEX`, as client-go names events (a
+/// `generateName` ending in `.` is refused by validation).
+fn event_name(pod: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{pod}.{:x}{:04x}",
+        nanos,
+        SEQ.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
 }
 
 /// The PodGroup resource.
@@ -32,7 +49,8 @@ pub fn podgroup_resource() -> ApiResource {
 pub struct KubeIo {
     client: Client,
     handle: Handle,
-    recorder: Recorder,
+    scheduler_name: String,
+    instance: String,
 }
 
 /// Applies worker counts through `/scale` subresources.
@@ -76,17 +94,12 @@ impl KubeScaler {
 impl KubeIo {
     /// An I/O handle for `scheduler_name`.
     pub fn new(client: Client, handle: Handle, scheduler_name: &str) -> KubeIo {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: scheduler_name.to_string(),
-                instance: None,
-            },
-        );
+        let instance = format!("{scheduler_name}-{}", std::process::id());
         KubeIo {
             client,
             handle,
-            recorder,
+            scheduler_name: scheduler_name.to_string(),
+            instance,
         }
     }
 
@@ -102,19 +115,32 @@ impl KubeIo {
     }
 
     /// Publish an Event on a pod (best effort: a lost event loses no pod).
-    pub fn event(&self, pod: &str, type_: EventType, reason: &str, note: String) {
-        let ev = KubeEvent {
-            type_,
-            reason: reason.into(),
+    /// Each call creates its own Event, so a changed reason is never folded
+    /// into an earlier event's series with the old message.
+    pub fn event(&self, pod: &str, type_: &str, reason: &str, note: String) {
+        let (ns, name) = split(pod);
+        let ev = events::Event {
+            metadata: ObjectMeta {
+                name: Some(event_name(name)),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            reporting_controller: Some(self.scheduler_name.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            action: Some("Scheduling".into()),
+            reason: Some(reason.into()),
             note: Some(note),
-            action: "Scheduling".into(),
-            secondary: None,
+            type_: Some(type_.into()),
+            regarding: Some(Self::pod_ref(pod)),
+            ..Default::default()
         };
+        let api: Api<events::Event> = Api::namespaced(self.client.clone(), ns);
         if let Err(e) = self
             .handle
-            .block_on(self.recorder.publish(&ev, &Self::pod_ref(pod)))
+            .block_on(api.create(&PostParams::default(), &ev))
         {
-            tracing::debug!(pod, "cannot publish event: {e}");
+            tracing::warn!(pod, "cannot publish event: {e}");
         }
     }
 
@@ -198,7 +224,7 @@ impl Binder for KubeIo {
             .map_err(|e| format!("binding {pod} to {node}: {e}"))?;
         self.event(
             pod,
-            EventType::Normal,
+            "Normal",
             "Scheduled",
             format!("Successfully assigned {pod} to {node}"),
         );

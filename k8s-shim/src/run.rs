@@ -14,7 +14,6 @@ use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, PolicySlot
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
@@ -505,12 +504,8 @@ impl Loop {
         };
         for pod in pods {
             if self.last_reason.get(&pod).map(String::as_str) != Some(reason) {
-                self.io.event(
-                    &pod,
-                    EventType::Warning,
-                    "FailedScheduling",
-                    reason.to_string(),
-                );
+                self.io
+                    .event(&pod, "Warning", "FailedScheduling", reason.to_string());
                 self.last_reason.insert(pod, reason.to_string());
             }
         }

@@ -286,3 +286,56 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
     );
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
+    let _g = serial();
+    let s = Scenario::new("leader").await;
+    s.node("a", 8).await;
+    let le = "leaderElection: {enabled: true, namespace: leader, leaseName: dragon-e2e, leaseDurationSeconds: 4}\n";
+    let one = Scheduler::start(&s, "dragon", le);
+    let two = Scheduler::start(&s, "dragon", le);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leaders = one.metric("dragon_is_leader") + two.metric("dragon_is_leader");
+        if leaders == 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected exactly one leader, got {leaders}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for i in 0..3 {
+        s.pod(&format!("first-{i}"), None, 1, None).await;
+    }
+    until(30, "pods bound by the leader", || async {
+        bound(&s.placement("first-").await) == 3
+    })
+    .await;
+    let (mut leader, follower) = if one.metric("dragon_is_leader") == 1.0 {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    leader.kill();
+    until(30, "the follower to take the lease", || async {
+        follower.metric("dragon_is_leader") == 1.0
+    })
+    .await;
+    for i in 0..3 {
+        s.pod(&format!("second-{i}"), None, 1, None).await;
+    }
+    until(30, "pods bound by the new leader", || async {
+        bound(&s.placement("second-").await) == 3
+    })
+    .await;
+    let events = s.events_for("first-0").await;
+    assert_eq!(
+        events.iter().filter(|(r, _)| r == "Scheduled").count(),
+        1,
+        "{events:?}"
+    );
+    s.cleanup().await;
+}

@@ -50,7 +50,10 @@ pub fn control_plane() -> &'static ControlPlane {
             "control plane ready in {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        ControlPlane { kubeconfig: run.join("kubeconfig"), run }
+        ControlPlane {
+            kubeconfig: run.join("kubeconfig"),
+            run,
+        }
     })
 }
 
@@ -140,6 +143,29 @@ impl Scenario {
         gpus: u32,
         seconds: Option<u32>,
     ) {
+        self.create_pod(name, &self.scheduler_name(), group, gpus, seconds)
+            .await;
+    }
+
+    /// A pod for another scheduler (e.g. `default-scheduler`).
+    pub async fn pod_for(
+        &self,
+        name: &str,
+        scheduler: &str,
+        group: Option<(&str, &str, u32)>,
+        gpus: u32,
+    ) {
+        self.create_pod(name, scheduler, group, gpus, None).await;
+    }
+
+    async fn create_pod(
+        &self,
+        name: &str,
+        scheduler: &str,
+        group: Option<(&str, &str, u32)>,
+        gpus: u32,
+        seconds: Option<u32>,
+    ) {
         let mut labels = json!({});
         if let Some((g, role, index)) = group {
             labels = json!({"scheduling.x-k8s.io/pod-group": g, "dragon.dev/role": role, "dragon.dev/index": index.to_string()});
@@ -152,7 +178,7 @@ impl Scenario {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": self.name, "labels": labels, "annotations": annotations},
             "spec": {
-                "schedulerName": self.scheduler_name(),
+                "schedulerName": scheduler,
                 "nodeSelector": {"dragon-e2e": self.name},
                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [{"name": "c", "image": "fake",
