@@ -138,3 +138,48 @@ pub fn hostile(
         &options,
     )
 }
+
+/// One lone 1-CPU/1-GPU pod and `n` candidate nodes with varied free room:
+/// the input most hook tests need.
+pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
+    let request = wit::Resources {
+        cpu_milli: 1000,
+        memory_mib: 1024,
+        gpus: 1,
+    };
+    let unit = wit::Unit {
+        id: 1,
+        arrival_ms: 0,
+        priority: 0,
+        gang: false,
+        tasks: vec![wit::Task {
+            role: wit::Role::Other,
+            index: 0,
+            request,
+        }],
+        workers: 0,
+        min_workers: 0,
+        max_workers: 0,
+        running: 0,
+    };
+    let capacity = wit::Capacity {
+        alloc_cpu_milli: vec![8000; n],
+        alloc_memory_mib: vec![8192; n],
+        alloc_gpus: vec![4; n],
+        free_cpu_milli: (0..n as u64).map(|i| 1000 + i * 100).collect(),
+        free_memory_mib: vec![8192; n],
+        free_gpus: (0..n as u32).map(|i| 1 + i % 4).collect(),
+    };
+    (
+        wit::Placement {
+            unit,
+            task: 0,
+            now_ms: 0,
+        },
+        wit::Candidates {
+            index: (0..n as u32).collect(),
+            capacity,
+            siblings: vec![0; n],
+        },
+    )
+}

@@ -4,52 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use dragon_host::runtime::{ComponentCache, Hooks, LoadOptions, PolicySlot, PolicySource, wit};
-use dragon_tests::{bundled, engine};
-
-fn fixture() -> (wit::Placement, wit::Candidates) {
-    let n = 64;
-    let r = wit::Resources {
-        cpu_milli: 1000,
-        memory_mib: 1024,
-        gpus: 1,
-    };
-    let cap = wit::Capacity {
-        alloc_cpu_milli: vec![8000; n],
-        alloc_memory_mib: vec![8192; n],
-        alloc_gpus: vec![4; n],
-        free_cpu_milli: (0..n as u64).map(|i| 1000 + i * 100).collect(),
-        free_memory_mib: vec![8192; n],
-        free_gpus: (0..n as u32).map(|i| 1 + i % 4).collect(),
-    };
-    let unit = wit::Unit {
-        id: 1,
-        arrival_ms: 0,
-        priority: 0,
-        gang: false,
-        tasks: vec![wit::Task {
-            role: wit::Role::Worker,
-            index: 0,
-            request: r,
-        }],
-        workers: 1,
-        min_workers: 1,
-        max_workers: 1,
-        running: 0,
-    };
-    (
-        wit::Placement {
-            unit,
-            task: 0,
-            now_ms: 0,
-        },
-        wit::Candidates {
-            index: (0..n as u32).collect(),
-            capacity: cap,
-            siblings: vec![0; n],
-        },
-    )
-}
+use dragon_host::runtime::{ComponentCache, Hooks, LoadOptions, PolicySlot, PolicySource};
+use dragon_tests::{bundled, engine, lone_pod_on};
 
 #[test]
 fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
@@ -67,7 +23,7 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
         let (slot, stop, swapped, calls) =
             (slot.clone(), stop.clone(), swapped.clone(), calls.clone());
         workers.push(std::thread::spawn(move || {
-            let (pod, nodes) = fixture();
+            let (pod, nodes) = lone_pod_on(64);
             let mut after_swap = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 let was_swapped = swapped.load(Ordering::SeqCst);
@@ -132,7 +88,7 @@ fn a_call_in_flight_keeps_its_policy_while_the_slot_moves_on() {
     );
     let held = slot.current();
     slot.swap(bundled(&e, "dragon", ""));
-    let (pod, nodes) = fixture();
+    let (pod, nodes) = lone_pod_on(64);
     // The held Arc still answers as baseline; the slot answers as dragon.
     assert_eq!(held.info().name, "baseline");
     assert!(held.score(&pod, &nodes).is_ok());

@@ -4,50 +4,7 @@
 use std::time::{Duration, Instant};
 
 use dragon_host::runtime::{Failure, Hooks, Limits, LoadOptions, wit};
-use dragon_tests::{engine, hostile};
-
-fn candidates(n: usize) -> (wit::Placement, wit::Candidates) {
-    let r = wit::Resources {
-        cpu_milli: 1000,
-        memory_mib: 1024,
-        gpus: 1,
-    };
-    let unit = wit::Unit {
-        id: 1,
-        arrival_ms: 0,
-        priority: 0,
-        gang: false,
-        tasks: vec![wit::Task {
-            role: wit::Role::Other,
-            index: 0,
-            request: r,
-        }],
-        workers: 0,
-        min_workers: 0,
-        max_workers: 0,
-        running: 0,
-    };
-    let cap = wit::Capacity {
-        alloc_cpu_milli: vec![4000; n],
-        alloc_memory_mib: vec![4096; n],
-        alloc_gpus: vec![4; n],
-        free_cpu_milli: vec![4000; n],
-        free_memory_mib: vec![4096; n],
-        free_gpus: vec![4; n],
-    };
-    (
-        wit::Placement {
-            unit,
-            task: 0,
-            now_ms: 0,
-        },
-        wit::Candidates {
-            index: (0..n as u32).collect(),
-            capacity: cap,
-            siblings: vec![0; n],
-        },
-    )
-}
+use dragon_tests::{engine, hostile, lone_pod_on};
 
 fn limits(deadline_ms: u64, memory_bytes: usize) -> LoadOptions {
     LoadOptions {
@@ -68,7 +25,7 @@ fn an_infinite_loop_is_interrupted_at_the_deadline() {
         limits(100, 64 << 20),
     )
     .unwrap();
-    let (pod, nodes) = candidates(3);
+    let (pod, nodes) = lone_pod_on(3);
     let started = Instant::now();
     let err = p.score(&pod, &nodes).unwrap_err();
     let took = started.elapsed();
@@ -93,7 +50,7 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
         limits(5_000, 16 << 20),
     )
     .unwrap();
-    let (pod, nodes) = candidates(3);
+    let (pod, nodes) = lone_pod_on(3);
     let err = p.score(&pod, &nodes).unwrap_err();
     assert_eq!(
         err.failure,
@@ -110,7 +67,7 @@ fn a_panic_becomes_a_trap_that_carries_the_panic_message() {
         LoadOptions::default(),
     )
     .unwrap();
-    let (pod, nodes) = candidates(3);
+    let (pod, nodes) = lone_pod_on(3);
     let err = p.filter(&pod, &nodes).unwrap_err();
     let Failure::Trap(msg) = &err.failure else {
         panic!("expected a trap, got {err}")
@@ -146,7 +103,7 @@ fn after_a_failed_call_the_policy_keeps_answering_other_hooks() {
         limits(50, 64 << 20),
     )
     .unwrap();
-    let (pod, nodes) = candidates(4);
+    let (pod, nodes) = lone_pod_on(4);
     for _ in 0..3 {
         assert!(p.score(&pod, &nodes).is_err());
         // A fresh, reconfigured instance serves the next call.

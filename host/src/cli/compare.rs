@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::simulate::{SIM_DEADLINE_MS, load_policy, plots, run_with_progress, write};
+use super::simulate::{SIM_DEADLINE_MS, load_policy, run_with_progress, write, write_figures};
 use crate::sim::report::{self, Labeled};
 use crate::sim::{DEFAULT_HORIZON_S, SimOptions, Summary, Trace};
 
@@ -150,33 +150,12 @@ impl CompareOpts {
                 written.push(write(&sub, "jobs.csv", &report::jobs_csv(l.run))?);
                 written.push(write(&sub, "timeline.csv", &report::timeline_csv(l.run))?);
             }
-            let plots = plots(&labeled)?;
-            for (name, _, svg) in &plots {
-                written.push(write(dir, name, svg)?);
-            }
             let command = format!(
                 "dragon compare --trace {} {}",
                 self.trace,
                 self.policies.join(" ")
             );
-            let figures: Vec<(&str, &str)> =
-                plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
-            written.push(write(
-                dir,
-                "report.html",
-                &report::html_report(&labeled, &command, &figures),
-            )?);
-            let msg = format!(
-                "wrote {} files to {}; open {} in a browser",
-                written.len(),
-                dir.display(),
-                dir.join("report.html").display()
-            );
-            if self.json {
-                eprintln!("{msg}");
-            } else {
-                println!("{msg}");
-            }
+            write_figures(dir, &labeled, &command, written, self.json)?;
         }
         Ok(())
     }

@@ -106,6 +106,40 @@ pub(crate) fn write(dir: &Path, name: &str, contents: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Write the plots and the HTML report for `runs` into `dir`, after the
+/// files already `written`, and say where everything is (on stderr with
+/// `--json`, so stdout stays one JSON object).
+pub(crate) fn write_figures(
+    dir: &Path,
+    runs: &[Labeled<'_>],
+    command: &str,
+    mut written: Vec<PathBuf>,
+    json: bool,
+) -> Result<()> {
+    let plots = plots(runs)?;
+    for (name, _, svg) in &plots {
+        written.push(write(dir, name, svg)?);
+    }
+    let figures: Vec<(&str, &str)> = plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
+    written.push(write(
+        dir,
+        "report.html",
+        &report::html_report(runs, command, &figures),
+    )?);
+    let msg = format!(
+        "wrote {} files to {}; open {} in a browser",
+        written.len(),
+        dir.display(),
+        dir.join("report.html").display()
+    );
+    if json {
+        eprintln!("{msg}");
+    } else {
+        println!("{msg}");
+    }
+    Ok(())
+}
+
 /// The three plots, for `runs` overlaid: `(file name, caption, svg)`.
 pub(crate) fn plots(runs: &[Labeled<'_>]) -> Result<Vec<(&'static str, &'static str, String)>> {
     Ok(vec![
@@ -159,7 +193,7 @@ impl SimulateOpts {
                 run: &run,
                 summary: &summary,
             }];
-            let mut written = vec![
+            let written = vec![
                 write(
                     dir,
                     "summary.json",
@@ -168,10 +202,6 @@ impl SimulateOpts {
                 write(dir, "jobs.csv", &report::jobs_csv(&run))?,
                 write(dir, "timeline.csv", &report::timeline_csv(&run))?,
             ];
-            let plots = plots(&labeled)?;
-            for (name, _, svg) in &plots {
-                written.push(write(dir, name, svg)?);
-            }
             let mut command = format!(
                 "dragon simulate --policy {} --trace {}",
                 self.policy, self.trace
@@ -179,24 +209,7 @@ impl SimulateOpts {
             if let Some(s) = &self.settings {
                 command.push_str(&format!(" --settings '{s}'"));
             }
-            let figures: Vec<(&str, &str)> =
-                plots.iter().map(|(_, c, svg)| (*c, svg.as_str())).collect();
-            written.push(write(
-                dir,
-                "report.html",
-                &report::html_report(&labeled, &command, &figures),
-            )?);
-            let msg = format!(
-                "wrote {} files to {}; open {} in a browser",
-                written.len(),
-                dir.display(),
-                dir.join("report.html").display()
-            );
-            if self.json {
-                eprintln!("{msg}");
-            } else {
-                println!("{msg}");
-            }
+            write_figures(dir, &labeled, &command, written, self.json)?;
         }
         Ok(())
     }
