@@ -137,3 +137,32 @@ fn policy_run_names_the_place_of_a_bad_input() {
         "{err}"
     );
 }
+
+#[test]
+fn policy_export_writes_the_component_or_a_configmap_that_carries_it() {
+    let wasm = scratch("exported.wasm", b"");
+    let (ok, _, err) = dragon(&["policy", "export", "dragon", "--out", &wasm]);
+    assert!(ok, "{err}");
+    let bytes = std::fs::read(&wasm).unwrap();
+    assert_eq!(&bytes[..4], b"\0asm");
+    let (ok, out, err) = dragon(&["policy", "check", &wasm]);
+    assert!(ok && out.contains("policy:            dragon"), "{err}");
+    let cm = scratch("cm.yaml", b"");
+    let (ok, _, err) = dragon(&[
+        "policy",
+        "export",
+        "baseline",
+        "--configmap",
+        "kube-system/dragon-policy",
+        "--out",
+        &cm,
+    ]);
+    assert!(ok, "{err}");
+    let yaml = std::fs::read_to_string(&cm).unwrap();
+    assert!(
+        yaml.contains("kind: ConfigMap")
+            && yaml.contains("namespace: kube-system")
+            && yaml.contains("policy.wasm: AGFzbQ"),
+        "{yaml:.200}"
+    );
+}

@@ -23,7 +23,7 @@ pub enum PolicyCommand {
     Run(RunOpts),
     /// Write a bundled policy component to a file (e.g. for a ConfigMap).
     #[command(
-        after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm"
+        after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm\n  dragon policy export dragon --configmap kube-system/dragon-policy --out policy-configmap.yaml"
     )]
     Export(ExportOpts),
 }
@@ -32,9 +32,22 @@ pub enum PolicyCommand {
 pub struct ExportOpts {
     /// `dragon` or `baseline`.
     pub name: String,
-    /// Where to write the component.
+    /// Where to write the component (or the ConfigMap).
     #[arg(long)]
     pub out: PathBuf,
+    /// Write a ConfigMap `NAMESPACE/NAME` carrying the component as
+    /// `binaryData` (key `policy.wasm`) instead of the raw `.wasm`.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub configmap: Option<String>,
+}
+
+/// A ConfigMap manifest carrying `bytes` as `binaryData.policy.wasm`.
+pub fn configmap_yaml(namespace: &str, name: &str, bytes: &[u8]) -> String {
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\nbinaryData:\n  policy.wasm: {data}\n"
+    )
 }
 
 /// Where the policy comes from and how it is configured.
@@ -113,9 +126,18 @@ impl PolicyCommand {
                         dragon_bundled::NAMES.join(", ")
                     )
                 })?;
-                std::fs::write(&o.out, bytes)
+                let contents = match &o.configmap {
+                    Some(cm) => {
+                        let (ns, name) = cm.split_once('/').with_context(|| {
+                            format!("--configmap takes NAMESPACE/NAME, got {cm:?}")
+                        })?;
+                        configmap_yaml(ns, name, bytes).into_bytes()
+                    }
+                    None => bytes.to_vec(),
+                };
+                std::fs::write(&o.out, &contents)
                     .with_context(|| format!("cannot write {}", o.out.display()))?;
-                println!("wrote {} ({} bytes)", o.out.display(), bytes.len());
+                println!("wrote {} ({} bytes)", o.out.display(), contents.len());
                 Ok(())
             }
         }
