@@ -14,21 +14,12 @@ fn load_bytes(origin: &str, bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
     )
 }
 
-/// A component whose world is the policy world at another interface version,
-/// built from the WIT text with placeholder bodies (wit-component's dummy module).
-fn component_at_version(version: &str) -> Vec<u8> {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/scheduler.wit"))
-            .unwrap();
-    let text = text.replace(
-        "package dragon:scheduler@0.1.0;",
-        &format!("package dragon:scheduler@{version};"),
-    );
+/// A component of `world` in the WIT `text`, with placeholder bodies
+/// (wit-component's dummy module): enough to exercise load-time checks.
+fn dummy_component(text: &str, world: &str) -> Vec<u8> {
     let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve.push_str("scheduler.wit", &text).unwrap();
-    let world = resolve
-        .select_world(&[pkg], Some("scheduling-policy"))
-        .unwrap();
+    let pkg = resolve.push_str("test.wit", text).unwrap();
+    let world = resolve.select_world(&[pkg], Some(world)).unwrap();
     let mut module =
         wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
     wit_component::embed_component_metadata(
@@ -43,6 +34,18 @@ fn component_at_version(version: &str) -> Vec<u8> {
         .unwrap()
         .encode()
         .unwrap()
+}
+
+/// A component whose world is the policy world at another interface version.
+fn component_at_version(version: &str) -> Vec<u8> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/scheduler.wit"))
+            .unwrap();
+    let text = text.replace(
+        "package dragon:scheduler@0.1.0;",
+        &format!("package dragon:scheduler@{version};"),
+    );
+    dummy_component(&text, "scheduling-policy")
 }
 
 #[test]
@@ -113,23 +116,7 @@ fn a_component_of_another_world_is_not_a_policy() {
     // The WIT's types interface alone, exported: a component, but no policy.
     let text =
         "package other:thing@1.0.0; interface api { f: func() -> u32; } world w { export api; }";
-    let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve.push_str("other.wit", text).unwrap();
-    let world = resolve.select_world(&[pkg], Some("w")).unwrap();
-    let mut module =
-        wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    let bytes = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .encode()
-        .unwrap();
+    let bytes = dummy_component(text, "w");
     let err = load_bytes("other.wasm", &bytes).err().unwrap();
     assert!(matches!(err, LoadError::NotAPolicy { .. }), "{err}");
     assert!(err.to_string().contains("other:thing/api@1.0.0"), "{err}");

@@ -137,22 +137,19 @@ fn ratio(a: f64, b: f64) -> String {
     format!("{r:.2}x ({:+.0} %)", (r - 1.0) * 100.0)
 }
 
-/// The `dragon compare` table: one column per run, ratios against the first.
-pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
-    let mut o = String::new();
-    let Some(first) = runs.first() else { return o };
-    let _ = writeln!(
-        o,
-        "{} ({} GPUs, {} jobs)",
-        first.summary.trace, first.run.total_gpus, first.summary.jobs_total
-    );
-    type Metric = (
-        &'static str,
-        fn(&Summary) -> String,
-        Option<fn(&Summary) -> f64>,
-    );
-    let metrics: Vec<Metric> = vec![
+/// A row of the comparison tables: the label, how a run's value is shown,
+/// and the number ratios compare (none for counts and flags).
+type MetricRow = (
+    &'static str,
+    fn(&Summary) -> String,
+    Option<fn(&Summary) -> f64>,
+);
+
+/// The rows of both comparison tables, the terminal's and the HTML report's.
+fn metric_rows() -> Vec<MetricRow> {
+    vec![
         ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
+        ("p50 JCT", |s| human(s.p50_jct_s), Some(|s| s.p50_jct_s)),
         ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
         (
             "average wait",
@@ -187,7 +184,19 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
             },
             None,
         ),
-    ];
+    ]
+}
+
+/// The `dragon compare` table: one column per run, ratios against the first.
+pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
+    let mut o = String::new();
+    let Some(first) = runs.first() else { return o };
+    let _ = writeln!(
+        o,
+        "{} ({} GPUs, {} jobs)",
+        first.summary.trace, first.run.total_gpus, first.summary.jobs_total
+    );
+    let metrics = metric_rows();
     let w = runs
         .iter()
         .map(|r| r.label.len())
@@ -645,53 +654,7 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
         }
     }
     let _ = writeln!(o, "</tr>");
-    type Row = (
-        &'static str,
-        fn(&Summary) -> String,
-        Option<fn(&Summary) -> f64>,
-    );
-    let rows: Vec<Row> = vec![
-        ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
-        ("p50 JCT", |s| human(s.p50_jct_s), Some(|s| s.p50_jct_s)),
-        ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
-        (
-            "average wait",
-            |s| human(s.avg_wait_s),
-            Some(|s| s.avg_wait_s),
-        ),
-        ("makespan", |s| human(s.makespan_s), Some(|s| s.makespan_s)),
-        (
-            "GPUs training (utilization)",
-            |s| pct(s.gpu_util),
-            Some(|s| s.gpu_util),
-        ),
-        (
-            "GPUs allocated",
-            |s| pct(s.gpu_alloc),
-            Some(|s| s.gpu_alloc),
-        ),
-        (
-            "jobs completed",
-            |s| format!("{} / {}", s.jobs_completed, s.jobs_total),
-            None,
-        ),
-        (
-            "scale ups / downs",
-            |s| format!("{} / {}", s.scale_ups, s.scale_downs),
-            None,
-        ),
-        (
-            "deadlocked",
-            |s| {
-                if s.deadlocked {
-                    "YES".into()
-                } else {
-                    "no".into()
-                }
-            },
-            None,
-        ),
-    ];
+    let rows = metric_rows();
     for (name, show, value) in rows {
         let _ = write!(o, "<tr><td>{name}</td>");
         for r in runs {
