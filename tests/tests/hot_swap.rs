@@ -17,9 +17,11 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
     ));
     let stop = Arc::new(AtomicBool::new(false));
     let swapped = Arc::new(AtomicBool::new(false));
-    let calls = Arc::new(AtomicUsize::new(0));
+    // Calls per worker thread, so every thread is seen on both sides of the
+    // swap even when the scheduler favours one of them.
+    let calls: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
     let mut workers = Vec::new();
-    for _ in 0..3 {
+    for t in 0..3 {
         let (slot, stop, swapped, calls) =
             (slot.clone(), stop.clone(), swapped.clone(), calls.clone());
         workers.push(std::thread::spawn(move || {
@@ -32,7 +34,7 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
                     .score(&pod, &nodes)
                     .expect("no call fails across a swap");
                 assert_eq!(scores.len(), 64);
-                calls.fetch_add(1, Ordering::Relaxed);
+                calls[t].fetch_add(1, Ordering::Relaxed);
                 if was_swapped {
                     after_swap.push(policy.info().name.clone());
                 }
@@ -40,9 +42,21 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
             after_swap
         }));
     }
-    while calls.load(Ordering::Relaxed) < 300 {
-        std::thread::yield_now();
-    }
+    let each_at_least = |n: &[usize]| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while calls
+            .iter()
+            .zip(n)
+            .any(|(c, n)| c.load(Ordering::Relaxed) < *n)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "worker threads made no progress"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    each_at_least(&[100, 100, 100]);
     // A bad file first: refused, the old policy keeps serving.
     let bad = PolicySource::Bytes {
         origin: "corrupt.wasm".into(),
@@ -63,10 +77,11 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
         (report.old.as_str(), report.new.as_str()),
         ("baseline 0.1.0", "dragon 0.1.0")
     );
-    let target = calls.load(Ordering::Relaxed) + 300;
-    while calls.load(Ordering::Relaxed) < target {
-        std::thread::yield_now();
-    }
+    let after: Vec<usize> = calls
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed) + 100)
+        .collect();
+    each_at_least(&after);
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         let names = w.join().expect("worker thread");
