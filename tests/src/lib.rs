@@ -183,3 +183,37 @@ pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
         },
     )
 }
+
+/// Add a PS/worker job (one 2-CPU PS, `workers` 4-CPU/1-GPU workers with
+/// elastic bounds `min..=max`) and its pending pods to `cluster`.
+pub fn add_job(
+    cluster: &mut dragon_host::framework::Cluster,
+    name: &str,
+    arrival_ms: u64,
+    workers: u32,
+    min: u32,
+    max: u32,
+) {
+    use dragon_host::spec::{TaskSpec, job_pods};
+    let w = TaskSpec {
+        count: workers,
+        min: Some(min),
+        max: Some(max),
+        cpu: 4.0,
+        memory_gib: 16.0,
+        gpus: 1,
+    };
+    let ps = TaskSpec {
+        count: 1,
+        min: None,
+        max: None,
+        cpu: 2.0,
+        memory_gib: 8.0,
+        gpus: 0,
+    };
+    let jp = job_pods("test", name, arrival_ms, 0, Some(&ps), &w).expect("a valid job");
+    cluster.upsert_job(jp.job);
+    for p in jp.pods {
+        cluster.add_pod(p, None).expect("a new pod");
+    }
+}

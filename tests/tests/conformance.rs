@@ -4,9 +4,8 @@
 use baseline_policy::Baseline;
 use dragon_host::framework::{Cluster, Node, RecordingIo, Resources, Scheduler, SchedulerConfig};
 use dragon_host::runtime::{Hooks, wit};
-use dragon_host::spec::{TaskSpec, job_pods};
 use dragon_policy::Dragon;
-use dragon_tests::{Native, bundled, engine};
+use dragon_tests::{Native, add_job, bundled, engine};
 
 /// A small deterministic generator (no dependency needed for fixtures).
 struct Lcg(u64);
@@ -211,35 +210,9 @@ fn cluster(rng: &mut Lcg) -> Scheduler {
     }
     for j in 0..25 {
         let count = 1 + rng.next(8) as u32;
-        let workers = TaskSpec {
-            count,
-            min: Some(1 + rng.next(count as u64) as u32),
-            max: Some(count + 2),
-            cpu: 4.0,
-            memory_gib: 16.0,
-            gpus: 1,
-        };
-        let ps = TaskSpec {
-            count: 1,
-            min: None,
-            max: None,
-            cpu: 2.0,
-            memory_gib: 8.0,
-            gpus: 0,
-        };
-        let jp = job_pods(
-            "job",
-            &format!("job{j}"),
-            rng.next(10_000),
-            0,
-            Some(&ps),
-            &workers,
-        )
-        .unwrap();
-        c.upsert_job(jp.job);
-        for p in jp.pods {
-            c.add_pod(p, None).unwrap();
-        }
+        let min = 1 + rng.next(count as u64) as u32;
+        let arrival = rng.next(10_000);
+        add_job(&mut c, &format!("job{j}"), arrival, count, min, count + 2);
     }
     Scheduler::new(c, SchedulerConfig::default())
 }

@@ -9,8 +9,7 @@ use dragon_host::framework::{
     Taint,
 };
 use dragon_host::runtime::{Hooks, LoadOptions};
-use dragon_host::spec::{TaskSpec, job_pods};
-use dragon_tests::{bundled, engine, hostile};
+use dragon_tests::{add_job, bundled, engine, hostile};
 
 fn node(name: &str, gpus: u32) -> Node {
     Node::new(
@@ -21,30 +20,6 @@ fn node(name: &str, gpus: u32) -> Node {
             gpus,
         },
     )
-}
-
-fn add_job(c: &mut Cluster, name: &str, arrival_ms: u64, workers: u32, min: u32, max: u32) {
-    let w = TaskSpec {
-        count: workers,
-        min: Some(min),
-        max: Some(max),
-        cpu: 4.0,
-        memory_gib: 16.0,
-        gpus: 1,
-    };
-    let ps = TaskSpec {
-        count: 1,
-        min: None,
-        max: None,
-        cpu: 2.0,
-        memory_gib: 8.0,
-        gpus: 0,
-    };
-    let jp = job_pods("test", name, arrival_ms, 0, Some(&ps), &w).unwrap();
-    c.upsert_job(jp.job);
-    for p in jp.pods {
-        c.add_pod(p, None).unwrap();
-    }
 }
 
 fn sched(nodes: &[(&str, u32)]) -> Scheduler {
