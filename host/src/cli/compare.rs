@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::simulate::{SIM_DEADLINE_MS, load_policy, run_with_progress, write, write_figures};
+use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
 use crate::sim::report::{self, Labeled};
-use crate::sim::{DEFAULT_HORIZON_S, SimOptions, Summary, Trace};
+use crate::sim::{SimOptions, Summary, Trace};
 
 #[derive(Debug, Args)]
 #[command(
@@ -28,15 +28,8 @@ pub struct CompareOpts {
     /// Write the overlaid plots, report.html, summary.json and per-policy CSVs here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Stop each run after this much simulated time, seconds.
-    #[arg(long, default_value_t = DEFAULT_HORIZON_S)]
-    pub horizon_s: u64,
-    /// Per-call deadline for the policies, ms.
-    #[arg(long, default_value_t = SIM_DEADLINE_MS)]
-    pub deadline_ms: u64,
-    /// Do not use the compiled-policy cache.
-    #[arg(long)]
-    pub no_cache: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `dragon` or `dragon={"k": 1}` → (`dragon`, settings).
@@ -67,13 +60,13 @@ impl CompareOpts {
         }
         let trace = Trace::load(&self.trace)?;
         let options = SimOptions {
-            horizon_ms: self.horizon_s.saturating_mul(1000),
+            horizon_ms: self.run.horizon_s.saturating_mul(1000),
         };
         let mut runs = Vec::new();
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
         for spec in &self.policies {
             let (name, settings) = split(spec);
-            let policy = load_policy(name, settings, self.deadline_ms, self.no_cache)
+            let policy = load_policy(name, settings, self.run.deadline_ms, self.run.no_cache)
                 .with_context(|| format!("policy `{spec}`"))?;
             let base = policy.info().name.clone();
             let n = seen.entry(base.clone()).or_insert(0);

@@ -38,10 +38,17 @@ pub struct SimulateOpts {
     /// Write jobs.csv, timeline.csv, SVG plots, summary.json and report.html here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Stop after this much simulated time, seconds.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// How a simulation runs, shared by `simulate` and `compare`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Stop each run after this much simulated time, seconds.
     #[arg(long, default_value_t = DEFAULT_HORIZON_S)]
     pub horizon_s: u64,
-    /// Per-call deadline for the policy, ms.
+    /// Per-call deadline for the policies, ms.
     #[arg(long, default_value_t = SIM_DEADLINE_MS)]
     pub deadline_ms: u64,
     /// Do not use the compiled-policy cache.
@@ -167,11 +174,11 @@ impl SimulateOpts {
         let policy = load_policy(
             &self.policy,
             self.settings.as_deref(),
-            self.deadline_ms,
-            self.no_cache,
+            self.run.deadline_ms,
+            self.run.no_cache,
         )?;
         let options = SimOptions {
-            horizon_ms: self.horizon_s.saturating_mul(1000),
+            horizon_ms: self.run.horizon_s.saturating_mul(1000),
         };
         let started = Instant::now();
         let run = run_with_progress(&trace, &policy, options, &policy.info().name);
