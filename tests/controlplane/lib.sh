@@ -15,17 +15,28 @@ cp_port_busy() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# cp_free_port: prints a port that is free on 127.0.0.1 and not yet handed out
-# by this shell (CP_TAKEN_PORTS).
+# cp_free_port VAR: sets VAR to a port that is free on 127.0.0.1 and not yet
+# handed out by this shell. Ports come from below the kernel's ephemeral range
+# (ip_local_port_range): a port picked inside it can be taken, before our server
+# binds it, by one of the many client connections the apiserver opens to etcd
+# (that made kube-controller-manager fail to start in CI). It sets a variable
+# instead of printing so that the taken list survives (a $(...) runs in a
+# subshell and would forget it).
 CP_TAKEN_PORTS=" "
 cp_free_port() {
-  local p
+  local var="$1" p lo=32768
+  if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+  fi
+  # Above the well-known Kubernetes ports (10250-10260), below the ephemeral ones.
+  local base=11000 span=$((lo - 11000))
+  [ "$span" -gt 1000 ] || cp_die "ephemeral port range starts at $lo; no room for test ports below it"
   for _ in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((base + (RANDOM * 32768 + RANDOM) % span))
     case "$CP_TAKEN_PORTS" in *" $p "*) continue ;; esac
     if ! cp_port_busy "$p"; then
       CP_TAKEN_PORTS="$CP_TAKEN_PORTS$p "
-      echo "$p"
+      printf -v "$var" '%s' "$p"
       return 0
     fi
   done

@@ -23,7 +23,7 @@ shift
 BIN="$(cp_bin_dir)"
 [ -x "$BIN/kube-scheduler" ] || cp_die "$BIN/kube-scheduler is missing (run build.sh)"
 
-port="$(cp_free_port)"
+cp_free_port port
 kubeconfig="$CP_RUN/kubeconfig"
 cp_start "$CP_RUN" kube-scheduler "$BIN/kube-scheduler" \
   --kubeconfig "$kubeconfig" \

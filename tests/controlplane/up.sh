@@ -106,11 +106,11 @@ printf '%s,dragon-admin,dragon-admin-uid,"system:masters"\n' "$token" >"$run/tok
 chmod 600 "$run/token" "$run/tokens.csv" "$pki"/*.key
 
 # --- ports ----------------------------------------------------------------------
-etcd_port="$(cp_free_port)"
-etcd_peer_port="$(cp_free_port)"
-api_port="$(cp_free_port)"
-kcm_port="$(cp_free_port)"
-kwok_port="$(cp_free_port)"
+cp_free_port etcd_port
+cp_free_port etcd_peer_port
+cp_free_port api_port
+cp_free_port kcm_port
+cp_free_port kwok_port
 api_url="https://127.0.0.1:$api_port"
 
 cat >"$run/kubeconfig" <<EOF

@@ -292,12 +292,30 @@ where
     }
 }
 
+/// A port free on 127.0.0.1, from below the kernel's ephemeral range: a port
+/// the kernel handed out for `:0` is in that range and can be taken by an
+/// outgoing connection before the scheduler binds it (see lib.sh).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32768);
+    let (base, span) = (11000u64, ephemeral_low.saturating_sub(11000).max(1000));
+    let seed = u64::from(std::process::id()) * 7919
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0);
+    for _ in 0..500 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (base + (seed + n * 104_729) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range on 127.0.0.1");
 }
 
 /// A running `dragon-scheduler` process.
