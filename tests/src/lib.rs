@@ -194,7 +194,7 @@ pub fn add_job(
     min: u32,
     max: u32,
 ) {
-    use dragon_host::spec::{TaskSpec, job_pods};
+    use dragon_host::spec::TaskSpec;
     let w = TaskSpec {
         count: workers,
         min: Some(min),
@@ -211,9 +211,30 @@ pub fn add_job(
         memory_gib: 8.0,
         gpus: 0,
     };
-    let jp = job_pods("test", name, arrival_ms, 0, Some(&ps), &w).expect("a valid job");
+    add_gang(cluster, name, arrival_ms, Some(&ps), &w);
+}
+
+/// Add a job with any PS and worker shapes (as a trace or case file writes
+/// them) and its pending pods to `cluster`; returns the worker pod template
+/// a driver clones for scale-ups.
+pub fn add_gang(
+    cluster: &mut dragon_host::framework::Cluster,
+    name: &str,
+    arrival_ms: u64,
+    ps: Option<&dragon_host::spec::TaskSpec>,
+    workers: &dragon_host::spec::TaskSpec,
+) -> dragon_host::framework::Pod {
+    let jp =
+        dragon_host::spec::job_pods("test", name, arrival_ms, 0, ps, workers).expect("a valid job");
+    let template = jp
+        .pods
+        .iter()
+        .find(|p| p.role == dragon_host::framework::Role::Worker)
+        .cloned()
+        .expect("a job has workers");
     cluster.upsert_job(jp.job);
     for p in jp.pods {
         cluster.add_pod(p, None).expect("a new pod");
     }
+    template
 }
