@@ -370,3 +370,77 @@ fn built_in_filters_respect_taints_and_node_selectors() {
     let (_, io) = round(&mut s, 0, &bundled(&e, "baseline", ""));
     assert_eq!(io.binds, vec![("p".to_string(), "labelled".to_string())]);
 }
+
+/// One worker pod of one GPU, as its own job.
+fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
+    let w = dragon_host::spec::TaskSpec {
+        count: 1,
+        min: None,
+        max: None,
+        cpu: 1.0,
+        memory_gib: 1.0,
+        gpus: 1,
+    };
+    dragon_tests::add_gang(&mut s.cluster, name, arrival_ms, None, &w);
+    let (p, _) = s.cluster.job_pods(name).next().expect("a pod");
+    p.key.clone()
+}
+
+fn tried(d: &[Decision], pod: &str) -> bool {
+    d.iter().any(|d| match d {
+        Decision::Unschedulable { unit, .. } => unit == &format!("pod/{pod}"),
+        Decision::Bound { pod: p, .. } => p == pod,
+        _ => false,
+    })
+}
+
+#[test]
+fn a_unit_that_failed_backs_off_doubling_up_to_the_cap() {
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let mut s = sched(&[("a", 1)]);
+    add_gpu_pod(&mut s, "x", 0);
+    let y = add_gpu_pod(&mut s, "y", 0);
+    round(&mut s, 0, &base);
+    // x took the GPU, y failed: 1 s, then 2, 4, 8 and 10 (the cap).
+    let mut at = 0;
+    for wait in [1000, 2000, 4000, 8000, 10_000, 10_000] {
+        assert_eq!(s.next_retry_ms(at), Some(at + wait));
+        let (d, _) = round(&mut s, at + wait - 1, &base);
+        assert!(
+            !tried(&d, &y),
+            "tried during its backoff at {}",
+            at + wait - 1
+        );
+        at += wait;
+        let (d, _) = round(&mut s, at, &base);
+        assert!(tried(&d, &y), "retried at {at}: {d:?}");
+    }
+}
+
+#[test]
+fn a_retried_pod_queues_behind_pods_that_came_while_it_backed_off() {
+    // kube-scheduler's queue: a pod re-enters at the back after its backoff.
+    // That is how pods of different jobs interleave without gangs.
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let mut s = sched(&[("a", 1)]);
+    let x = add_gpu_pod(&mut s, "x", 0);
+    let y = add_gpu_pod(&mut s, "y", 0);
+    round(&mut s, 0, &base); // x bound; y backs off until 1 s
+    round(&mut s, 1000, &base); // y fails again: until 3 s
+    let z = add_gpu_pod(&mut s, "z", 1500);
+    round(&mut s, 1500, &base); // z fails: until 2.5 s
+    s.cluster.remove_pod(&x).unwrap();
+    let (d, _) = round(&mut s, 3000, &base);
+    // y arrived first, but re-entered the queue (3 s) after z (2.5 s).
+    let bound: Vec<&str> = d
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bound { pod, .. } => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound, vec![z.as_str()], "{d:?}");
+    assert!(tried(&d, &y));
+}

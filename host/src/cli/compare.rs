@@ -15,7 +15,7 @@ use crate::sim::{SimOptions, Summary, Trace};
     after_help = "With no arguments: the bundled paper-like trace under `baseline` and `dragon`.\n\nExamples:\n  dragon compare\n  dragon compare --trace large --out report/\n  dragon compare --trace my-trace.yaml baseline dragon 'dragon={\"scale_up\": false}'"
 )]
 pub struct CompareOpts {
-    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`.
+    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`, `deadlock`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
     /// Policies: `dragon`, `baseline` or a `.wasm` file, each optionally

@@ -26,7 +26,7 @@ pub struct SimulateOpts {
     /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
     #[arg(long, default_value = "dragon")]
     pub policy: String,
-    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`.
+    /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`, `deadlock`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
     /// Policy settings: inline JSON or a JSON file.

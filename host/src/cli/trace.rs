@@ -24,7 +24,7 @@ pub enum TraceCommand {
         /// A trace file, or a bundled trace name.
         trace: String,
     },
-    /// Print a bundled trace (`paper`, `large`), e.g. to start your own from it.
+    /// Print a bundled trace (`paper`, `large`, `deadlock`), e.g. to start your own from it.
     Show {
         /// The bundled trace's name.
         name: String,

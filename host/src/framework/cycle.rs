@@ -19,14 +19,58 @@ pub struct SchedulerConfig {
     /// Longest a gang may wait in permit, whatever the policy asks
     /// (kube-scheduler caps permit waits at 15 minutes).
     pub max_permit_wait_ms: u64,
+    /// A unit that failed an attempt is not tried again for this long; the
+    /// wait doubles with each failure up to `max_backoff_ms` (kube-scheduler's
+    /// podInitialBackoffSeconds / podMaxBackoffSeconds: 1 s and 10 s).
+    pub initial_backoff_ms: u64,
+    /// The longest backoff.
+    pub max_backoff_ms: u64,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             max_permit_wait_ms: 15 * 60 * 1000,
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 10_000,
         }
     }
+}
+
+impl SchedulerConfig {
+    /// No backoff: every pending unit is tried in every round (tests that
+    /// step rounds by hand).
+    pub fn without_backoff() -> SchedulerConfig {
+        SchedulerConfig {
+            initial_backoff_ms: 0,
+            max_backoff_ms: 0,
+            ..SchedulerConfig::default()
+        }
+    }
+}
+
+/// Where a unit stands in the scheduling queue after failed attempts. Like
+/// kube-scheduler's queue, a unit that failed waits out a backoff and then
+/// re-enters the queue at the back: its FIFO position is the time it
+/// re-entered, not when it arrived. That is what lets pods of different jobs
+/// interleave under a policy without gangs, and so what produces the partial
+/// placements (and deadlocks) gang scheduling exists to prevent.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    attempts: u32,
+    until_ms: u64,
+}
+
+/// What one attempt at a unit came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Attempt {
+    /// Bound, admitted or now waiting in permit.
+    Progress,
+    /// Not placed (unschedulable, rejected, bind or policy failure): back off.
+    Failed,
+    /// Not tried yet: the gang's pods do not all exist (no backoff, as with
+    /// a pre-enqueue gate).
+    Gated,
 }
 
 /// One outcome of a round, in the order it happened.
@@ -113,6 +157,8 @@ pub struct Scheduler {
     pub cluster: Cluster,
     config: SchedulerConfig,
     waiting: BTreeMap<String, WaitingGang>,
+    /// Units that failed and back off, by unit key.
+    backoff: BTreeMap<String, Backoff>,
     pub(crate) last_admit_ms: u64,
     pub(crate) last_scale_down_ms: u64,
 }
@@ -133,6 +179,21 @@ impl Scheduler {
             config,
             ..Scheduler::default()
         }
+    }
+
+    /// The framework's settings.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    /// The earliest time after `now_ms` at which a unit's backoff ends (a
+    /// driver that runs rounds only on events schedules one then).
+    pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
+        self.backoff
+            .values()
+            .map(|b| b.until_ms)
+            .filter(|&t| t > now_ms)
+            .min()
     }
 
     /// Gangs currently waiting in permit, by unit key.
@@ -231,9 +292,18 @@ impl Scheduler {
         units: &[UnitPlan],
         report: &mut RoundReport,
     ) -> Vec<usize> {
+        // kube-scheduler's PrioritySort: priority, then the time the unit
+        // (re-)entered the queue.
         let fifo = || {
             let mut o: Vec<usize> = (0..units.len()).collect();
-            o.sort_by_key(|&i| (units[i].wit.arrival_ms, units[i].wit.id));
+            o.sort_by_key(|&i| {
+                let u = &units[i];
+                let entered = self
+                    .backoff
+                    .get(&u.key)
+                    .map_or(u.wit.arrival_ms, |b| b.until_ms.max(u.wit.arrival_ms));
+                (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
+            });
             o
         };
         if !policy.info().implements(wit::Hook::QueueOrder) {
@@ -344,13 +414,44 @@ impl Scheduler {
         self.expire_waits(now_ms, &mut report);
         let gangs = policy.info().implements(wit::Hook::Permit);
         let units = self.units(gangs);
+        // Units that are no longer pending leave the queue.
+        let pending: std::collections::BTreeSet<&str> =
+            units.iter().map(|u| u.key.as_str()).collect();
+        self.backoff.retain(|key, _| pending.contains(key.as_str()));
         if units.is_empty() {
             return report;
         }
         for i in self.order(now_ms, policy, &units, &mut report) {
-            self.schedule_unit(now_ms, policy, &units[i], binder, scaler, &mut report);
+            let unit = &units[i];
+            if self
+                .backoff
+                .get(&unit.key)
+                .is_some_and(|b| b.until_ms > now_ms)
+            {
+                continue;
+            }
+            match self.schedule_unit(now_ms, policy, unit, binder, scaler, &mut report) {
+                Attempt::Progress => {
+                    self.backoff.remove(&unit.key);
+                }
+                Attempt::Failed => self.back_off(&unit.key, now_ms),
+                Attempt::Gated => {}
+            }
         }
         report
+    }
+
+    fn back_off(&mut self, key: &str, now_ms: u64) {
+        let (initial, max) = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
+        let b = self.backoff.entry(key.to_string()).or_insert(Backoff {
+            attempts: 0,
+            until_ms: now_ms,
+        });
+        b.attempts = b.attempts.saturating_add(1);
+        let wait = initial
+            .saturating_mul(1u64 << (b.attempts - 1).min(32))
+            .min(max);
+        b.until_ms = now_ms.saturating_add(wait);
     }
 
     fn schedule_unit(
@@ -361,7 +462,7 @@ impl Scheduler {
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
         report: &mut RoundReport,
-    ) {
+    ) -> Attempt {
         let info = policy.info();
         // Pre-enqueue (as Coscheduling does): a new gang is not tried until
         // `minMember` of its pods exist, so it is placed whole, with its
@@ -381,7 +482,7 @@ impl Scheduler {
                     unit: unit.key.clone(),
                     reason: format!("waiting for the gang's pods to be created: {present} of minMember {min_member} exist"),
                 });
-                return;
+                return Attempt::Gated;
             }
         }
         // Pre-filter: skip, or the sizes to try.
@@ -394,7 +495,7 @@ impl Scheduler {
                         unit: unit.key.clone(),
                         reason,
                     });
-                    return;
+                    return Attempt::Failed;
                 }
                 Ok(wit::PreFilterResult::Proceed(list)) if !list.is_empty() => {
                     let w = &unit.wit;
@@ -413,7 +514,7 @@ impl Scheduler {
                             unit: unit.key.clone(),
                             error: e.to_string(),
                         });
-                        return;
+                        return Attempt::Failed;
                     }
                     sizes = list.into_iter().map(Some).collect();
                 }
@@ -423,7 +524,7 @@ impl Scheduler {
                         unit: unit.key.clone(),
                         error: e.to_string(),
                     });
-                    return;
+                    return Attempt::Failed;
                 }
             }
         }
@@ -443,7 +544,7 @@ impl Scheduler {
                         unit: unit.key.clone(),
                         error: e.to_string(),
                     });
-                    return;
+                    return Attempt::Failed;
                 }
             }
         }
@@ -452,15 +553,19 @@ impl Scheduler {
                 unit: unit.key.clone(),
                 reason: last_reason,
             });
-            return;
+            return Attempt::Failed;
         };
 
         if !unit.wit.gang {
+            let mut bound = false;
             for (pod, node) in &placed {
-                self.bind_all(unit, &[(pod.clone(), *node)], binder, report);
+                bound |= self.bind_all(unit, &[(pod.clone(), *node)], binder, report);
+            }
+            if !bound {
+                return Attempt::Failed;
             }
             self.last_admit_ms = now_ms;
-            return;
+            return Attempt::Progress;
         }
 
         // Permit for the gang: reservations so far plus this round's.
@@ -499,7 +604,7 @@ impl Scheduler {
                     })
                     .collect();
                 if !self.bind_all(unit, &all, binder, report) {
-                    return;
+                    return Attempt::Failed;
                 }
                 self.last_admit_ms = now_ms;
                 let nodes: std::collections::BTreeSet<usize> =
@@ -520,6 +625,7 @@ impl Scheduler {
                 if admitted_workers < workers {
                     self.resize(&job, admitted_workers, unit, scaler, report);
                 }
+                Attempt::Progress
             }
             Ok(wit::PermitResult::Wait(ms)) => {
                 let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang {
@@ -530,9 +636,10 @@ impl Scheduler {
                 w.deadline_ms = now_ms.saturating_add(ms).min(cap);
                 report.decisions.push(Decision::Waiting {
                     unit: unit.key.clone(),
-                    reserved: reserved,
+                    reserved,
                     wait_ms: w.deadline_ms - now_ms,
                 });
+                Attempt::Progress
             }
             Ok(wit::PermitResult::Reject(reason)) => {
                 self.waiting.remove(&unit.key);
@@ -541,6 +648,7 @@ impl Scheduler {
                     unit: unit.key.clone(),
                     reason,
                 });
+                Attempt::Failed
             }
             Err(e) => {
                 // Fail closed: release the whole gang.
@@ -550,6 +658,7 @@ impl Scheduler {
                     unit: unit.key.clone(),
                     error: e.to_string(),
                 });
+                Attempt::Failed
             }
         }
     }

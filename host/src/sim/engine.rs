@@ -193,6 +193,8 @@ struct Sim<'a> {
     /// Arrived, unfinished jobs.
     active: BTreeSet<usize>,
     permit_deadlines: BTreeSet<u64>,
+    /// When units' scheduling backoff ends (a round retries them then).
+    retries: BTreeSet<u64>,
     now: u64,
     next_arrival: usize,
     done: u64,
@@ -276,6 +278,7 @@ pub fn simulate(
         full: BTreeSet::new(),
         active: BTreeSet::new(),
         permit_deadlines: BTreeSet::new(),
+        retries: BTreeSet::new(),
         now: 0,
         next_arrival: 0,
         done: 0,
@@ -346,14 +349,16 @@ impl Sim<'_> {
 
             // Stuck: nothing trains or restarts, nothing will arrive, no gang
             // waits in permit; only the policy's scale step could still act.
+            // Retries alone cannot unstick: once every backed-off unit was
+            // retried after the last change (backoff is capped), it is over.
+            let retry = self.retries.iter().next().copied();
+            let since_change = self.now.saturating_sub(self.at_last_change.0);
             let stuck = self.full.is_empty()
                 && arrival.is_none()
                 && permit.is_none()
-                && !self.active.is_empty();
-            if stuck
-                && (tick.is_none()
-                    || self.now.saturating_sub(self.at_last_change.0) >= self.trace.stall_ms)
-            {
+                && !self.active.is_empty()
+                && (retry.is_none() || since_change >= self.sched.config().max_backoff_ms);
+            if stuck && (tick.is_none() || since_change >= self.trace.stall_ms) {
                 self.run.deadlocked = true;
                 let (t, integrals) = self.at_last_change;
                 self.now = t;
@@ -361,7 +366,7 @@ impl Sim<'_> {
                 self.run.end_ms = t;
                 return;
             }
-            let Some(t) = [arrival, finish, restart_end, permit, tick]
+            let Some(t) = [arrival, finish, restart_end, permit, retry, tick]
                 .into_iter()
                 .flatten()
                 .min()
@@ -437,14 +442,20 @@ impl Sim<'_> {
             self.permit_deadlines.remove(&d);
             self.mark_change();
         }
+        // Backoffs that ended: a round retries those units (a change only
+        // if it places something).
+        let retry_due = self.retries.range(..=t).next().is_some();
+        self.retries = self.retries.split_off(&(t + 1));
         // Restarts that ended change what is busy (for the timeline only).
         let restarted = self.full.iter().any(|&i| self.jobs[i].restart_until == t);
 
         if tick && !self.active.is_empty() {
             self.scale_step(t);
         }
-        if self.changed {
-            self.round(t);
+        if self.changed || retry_due {
+            if self.round(t) {
+                self.mark_change();
+            }
         }
         let touched: Vec<usize> = std::mem::take(&mut self.touched).into_iter().collect();
         for i in touched {
@@ -544,13 +555,24 @@ impl Sim<'_> {
         }
     }
 
-    fn round(&mut self, t: u64) {
+    /// One scheduling round at `t`; true if it changed anything (more than
+    /// units found unschedulable again).
+    fn round(&mut self, t: u64) -> bool {
         self.run.rounds += 1;
         let mut io = SimIo;
         let mut scaler = SimIo;
         let report = self
             .sched
             .schedule_round(t, self.policy, &mut io, &mut scaler);
+        if let Some(r) = self.sched.next_retry_ms(t) {
+            self.retries.insert(r);
+        }
+        let changed = report.decisions.iter().any(|d| {
+            !matches!(
+                d,
+                Decision::Unschedulable { .. } | Decision::PolicyError { .. }
+            )
+        });
         for d in report.decisions {
             match d {
                 Decision::Bound { pod, node } => {
@@ -598,6 +620,7 @@ impl Sim<'_> {
                 | Decision::BindFailed { .. } => {}
             }
         }
+        changed
     }
 
     /// Bring job `i`'s running state in line with its placement at `t`.

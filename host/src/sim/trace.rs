@@ -16,6 +16,7 @@ use crate::spec::{self, NodeGroup, TaskSpec};
 pub const BUNDLED: &[(&str, &str)] = &[
     ("paper", include_str!("../../traces/paper.yaml")),
     ("large", include_str!("../../traces/large.yaml")),
+    ("deadlock", include_str!("../../traces/deadlock.yaml")),
 ];
 
 /// Default period of the scale step, seconds.
@@ -182,7 +183,7 @@ fn name_place(path: &str, doc: &serde_json::Value) -> String {
 }
 
 impl Trace {
-    /// A trace file, or a bundled trace by name (`paper`, `large`).
+    /// A trace file, or a bundled trace by name (`paper`, `large`, `deadlock`).
     ///
     /// # Errors
     /// Unreadable, malformed or invalid; the message names the place.

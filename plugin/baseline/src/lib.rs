@@ -1,5 +1,8 @@
 //! What the default kube-scheduler does, as a Dragon policy: pods one at a
-//! time in arrival order, no gangs (no `permit` hook), the framework's
+//! time in the framework's default queue order (kube-scheduler's
+//! PrioritySort: priority, then the time a pod entered or re-entered the
+//! queue after a backoff, so no `queue-order` hook), no gangs (no `permit`
+//! hook), the framework's
 //! built-in resource-fit filter, and the default scoring pair
 //! `NodeResourcesFit/LeastAllocated` + `NodeResourcesBalancedAllocation`,
 //! both over CPU and memory with weight 1, as kube-scheduler configures them.
@@ -39,11 +42,7 @@ fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
 
 impl Policy for Baseline {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(
-            "baseline",
-            env!("CARGO_PKG_VERSION"),
-            &[Hook::QueueOrder, Hook::Score],
-        )
+        PolicyInfo::new("baseline", env!("CARGO_PKG_VERSION"), &[Hook::Score])
     }
 
     fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
