@@ -11,6 +11,9 @@ use dragon_policy_sdk::Policy;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub mod lift;
+pub use lift::Lift;
+
 /// Convert between the host's and the SDK's generated types: both are
 /// generated from the same WIT with serde derives, so JSON maps one to the
 /// other field for field.
@@ -56,7 +59,7 @@ impl<P: Policy> Hooks for Native<P> {
         &self.info
     }
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        let units: Vec<dragon_policy_sdk::types::Queued> = convert(&units);
+        let units: Vec<dragon_policy_sdk::types::Queued> = units.iter().map(Lift::lift).collect();
         Ok(self.policy.queue_order(now_ms, &units))
     }
     fn pre_filter(
@@ -65,27 +68,26 @@ impl<P: Policy> Hooks for Native<P> {
         unit: &wit::Unit,
         nodes: &wit::Capacity,
     ) -> Result<wit::PreFilterResult, CallError> {
-        Ok(convert(&self.policy.pre_filter(
-            now_ms,
-            &convert(unit),
-            &convert(nodes),
-        )))
+        Ok(self
+            .policy
+            .pre_filter(now_ms, &unit.lift(), &nodes.lift())
+            .lift())
     }
     fn filter(
         &self,
         pod: &wit::Placement,
         nodes: &wit::Candidates,
     ) -> Result<Vec<bool>, CallError> {
-        Ok(self.policy.filter(&convert(pod), &convert(nodes)))
+        Ok(self.policy.filter(&pod.lift(), &nodes.lift()))
     }
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        Ok(self.policy.score(&convert(pod), &convert(nodes)))
+        Ok(self.policy.score(&pod.lift(), &nodes.lift()))
     }
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        Ok(convert(&self.policy.permit(now_ms, &convert(gang))))
+        Ok(self.policy.permit(now_ms, &gang.lift()).lift())
     }
     fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        Ok(convert(&self.policy.scale(&convert(input))))
+        Ok(self.policy.scale(&input.lift()).lift())
     }
 }
 

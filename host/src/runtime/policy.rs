@@ -297,7 +297,10 @@ impl WasmPolicy {
         &self.info
     }
 
-    fn reset(&self) {
+    /// Drop the live instance: the next call instantiates and configures a
+    /// fresh one (what happens after a failed call; benchmarks use it to
+    /// price instantiation).
+    pub fn reset(&self) {
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
