@@ -10,7 +10,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use dragon_host::framework::{Decision, SchedulerConfig};
-use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, PolicySlot, PolicySource};
+use dragon_host::runtime::{
+    ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
+};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DynamicObject};
@@ -18,7 +20,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, OnPolicyError};
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
 use crate::metrics::{Metrics, Timed};
 use crate::snapshot::{Event, PodGroup, Snapshot};
@@ -174,9 +176,34 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         sha256: config.policy_sha256.clone(),
     };
     let source = PolicySource::named_or_file(&config.policy);
-    let slot = Arc::new(
-        PolicySlot::open(engine, cache, &source, &options).context("cannot load the policy")?,
-    );
+    let baseline = || {
+        let options = LoadOptions {
+            limits: config.limits,
+            ..LoadOptions::default()
+        };
+        WasmPolicy::load(
+            &engine,
+            &cache,
+            &PolicySource::named_or_file("baseline"),
+            &options,
+        )
+        .context("cannot load the built-in fallback policy")
+    };
+    let fallback = match config.on_policy_error {
+        OnPolicyError::FailClosed => None,
+        OnPolicyError::Fallback => Some(Arc::new(baseline()?)),
+    };
+    let slot = match PolicySlot::open(engine.clone(), cache.clone(), &source, &options) {
+        Ok(slot) => Arc::new(slot),
+        Err(e) if fallback.is_some() => {
+            // Fallback mode: the baseline serves until a good file appears
+            // (the watcher below swaps it in).
+            tracing::error!(error = %e, "the policy did not load; the built-in baseline serves until the file is replaced");
+            Metrics::inc(&metrics.reloads, "result", "failure");
+            Arc::new(PolicySlot::new(engine.clone(), cache.clone(), baseline()?))
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("cannot load the policy")),
+    };
     tracing::info!(policy = %slot.current().info().name, version = %slot.current().info().version, "policy loaded");
     if let PolicySource::File(path) = &source {
         crate::reload::spawn(path.clone(), slot.clone(), options.clone(), metrics.clone())
@@ -253,6 +280,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         scaler,
         snapshot: Snapshot::new(&config.scheduler_name, SchedulerConfig::default()),
         slot,
+        fallback,
         io,
         metrics,
         leading,
@@ -289,6 +317,8 @@ fn hostname() -> String {
 struct Loop {
     snapshot: Snapshot,
     slot: Arc<PolicySlot>,
+    /// The built-in baseline, when units the policy fails on fall back to it.
+    fallback: Option<Arc<WasmPolicy>>,
     io: KubeIo,
     scaler: KubeScaler,
     metrics: Arc<Metrics>,
@@ -424,10 +454,14 @@ impl Loop {
             metrics: &self.metrics,
         };
         let now = now_ms();
-        let report =
-            self.snapshot
-                .sched
-                .schedule_round(now, &timed, &mut self.io, &mut self.scaler);
+        let fallback = self.fallback.as_deref().map(|f| f as &dyn Hooks);
+        let report = self.snapshot.sched.schedule_round_with_fallback(
+            now,
+            &timed,
+            fallback,
+            &mut self.io,
+            &mut self.scaler,
+        );
         // Admission below the requested size also goes through /scale.
         self.apply_scaled();
         for d in &report.decisions {
@@ -469,6 +503,10 @@ impl Loop {
                 Decision::PolicyError { unit, error } => {
                     Metrics::inc(&m.attempts, "result", "error");
                     self.explain(unit, &format!("policy error: {error}"));
+                }
+                Decision::FellBack { unit, policy } => {
+                    Metrics::inc(&m.attempts, "result", "fallback");
+                    tracing::warn!(unit, fallback = %policy, "the policy failed; the unit was tried with the fallback");
                 }
                 Decision::Resized {
                     unit,

@@ -444,3 +444,75 @@ fn a_retried_pod_queues_behind_pods_that_came_while_it_backed_off() {
     assert_eq!(bound, vec![z.as_str()], "{d:?}");
     assert!(tried(&d, &y));
 }
+
+#[test]
+fn with_a_fallback_a_gang_the_policy_fails_on_is_placed_whole_by_the_baseline() {
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    for hook in ["pre-filter", "filter", "score", "permit"] {
+        let p = hostile(
+            &e,
+            &format!(r#"{{"fault": "trap", "hook": "{hook}"}}"#),
+            LoadOptions::default(),
+        )
+        .unwrap();
+        let mut s = sched(&[("a", 2), ("b", 2)]);
+        add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+        let mut io = RecordingIo::default();
+        let r = s.schedule_round_with_fallback(
+            0,
+            &p,
+            Some(&base),
+            &mut io,
+            &mut RecordingIo::default(),
+        );
+        let d = &r.decisions;
+        let kinds: Vec<&str> = d
+            .iter()
+            .filter_map(|d| match d {
+                Decision::PolicyError { .. } => Some("error"),
+                Decision::FellBack { .. } => Some("fallback"),
+                Decision::Admitted { .. } => Some("admitted"),
+                _ => None,
+            })
+            .collect();
+        // The gang is still a gang under the baseline: all four pods at once.
+        assert_eq!(kinds, ["error", "fallback", "admitted"], "{hook}: {d:?}");
+        assert_eq!(io.binds.len(), 4, "{hook}: {d:?}");
+        assert!(
+            matches!(d.iter().find(|d| matches!(d, Decision::FellBack { .. })),
+                Some(Decision::FellBack { policy, .. }) if policy == "baseline"),
+            "{d:?}"
+        );
+    }
+}
+
+#[test]
+fn with_a_fallback_a_gang_that_does_not_fit_is_not_half_placed() {
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let p = hostile(
+        &e,
+        r#"{"fault": "trap", "hook": "score"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
+    // Three GPU workers, two GPUs in the cluster: the baseline alone would
+    // bind two pods; as the fallback inside a gang it binds none.
+    let mut s = sched(&[("a", 1), ("b", 1)]);
+    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    let mut io = RecordingIo::default();
+    let r =
+        s.schedule_round_with_fallback(0, &p, Some(&base), &mut io, &mut RecordingIo::default());
+    assert!(io.binds.is_empty(), "{:?}", r.decisions);
+    assert!(
+        s.cluster
+            .job_pods("j")
+            .all(|(_, st)| st == PodState::Pending)
+    );
+    assert!(
+        matches!(r.decisions.last(), Some(Decision::Unschedulable { .. })),
+        "{:?}",
+        r.decisions
+    );
+}

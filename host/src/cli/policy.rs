@@ -244,6 +244,9 @@ fn run(o: RunOpts) -> Result<()> {
                 println!("  bind failed  {unit} ({pod}): {reason}")
             }
             Decision::PolicyError { unit, error } => println!("  error        {unit}: {error}"),
+            Decision::FellBack { unit, policy } => {
+                println!("  fell back    {unit}: tried with {policy}")
+            }
             Decision::Resized {
                 unit,
                 workers,

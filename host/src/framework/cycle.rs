@@ -66,8 +66,11 @@ struct Backoff {
 enum Attempt {
     /// Bound, admitted or now waiting in permit.
     Progress,
-    /// Not placed (unschedulable, rejected, bind or policy failure): back off.
+    /// Not placed (unschedulable, rejected, bind failure): back off.
     Failed,
+    /// The policy failed a call (trap, deadline, invalid output): back off,
+    /// or try the fallback policy if the driver gave one.
+    PolicyFailed,
     /// Not tried yet: the gang's pods do not all exist (no backoff, as with
     /// a pre-enqueue gate).
     Gated,
@@ -102,8 +105,12 @@ pub enum Decision {
         pod: String,
         reason: String,
     },
-    /// The policy failed; the unit stays pending (fail closed).
+    /// The policy failed; the unit stays pending (fail closed), unless a
+    /// `FellBack` follows.
     PolicyError { unit: String, error: String },
+    /// After a policy error, the unit was tried with the fallback policy (its
+    /// outcome follows). Gangs stay gangs: all pods or none.
+    FellBack { unit: String, policy: String },
     /// An admission below the requested size asked the workload to shrink.
     Resized {
         unit: String,
@@ -399,11 +406,27 @@ impl Scheduler {
         }
     }
 
-    /// Run one scheduling round at `now_ms`.
+    /// Run one scheduling round at `now_ms`; a unit the policy fails on
+    /// stays pending (fail closed).
     pub fn schedule_round(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
+        binder: &mut dyn Binder,
+        scaler: &mut dyn Scaler,
+    ) -> RoundReport {
+        self.schedule_round_with_fallback(now_ms, policy, None, binder, scaler)
+    }
+
+    /// [`Scheduler::schedule_round`], but a unit the policy fails on is tried
+    /// again in the same round with `fallback` (e.g. the built-in baseline).
+    /// Which units are gangs is the policy's choice, not the fallback's, so a
+    /// gang is still placed whole or not at all.
+    pub fn schedule_round_with_fallback(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
     ) -> RoundReport {
@@ -430,11 +453,19 @@ impl Scheduler {
             {
                 continue;
             }
-            match self.schedule_unit(now_ms, policy, unit, binder, scaler, &mut report) {
+            let mut attempt = self.schedule_unit(now_ms, policy, unit, binder, scaler, &mut report);
+            if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
+                report.decisions.push(Decision::FellBack {
+                    unit: unit.key.clone(),
+                    policy: fallback.info().name.clone(),
+                });
+                attempt = self.schedule_unit(now_ms, fallback, unit, binder, scaler, &mut report);
+            }
+            match attempt {
                 Attempt::Progress => {
                     self.backoff.remove(&unit.key);
                 }
-                Attempt::Failed => self.back_off(&unit.key, now_ms),
+                Attempt::Failed | Attempt::PolicyFailed => self.back_off(&unit.key, now_ms),
                 Attempt::Gated => {}
             }
         }
@@ -514,7 +545,7 @@ impl Scheduler {
                             unit: unit.key.clone(),
                             error: e.to_string(),
                         });
-                        return Attempt::Failed;
+                        return Attempt::PolicyFailed;
                     }
                     sizes = list.into_iter().map(Some).collect();
                 }
@@ -524,7 +555,7 @@ impl Scheduler {
                         unit: unit.key.clone(),
                         error: e.to_string(),
                     });
-                    return Attempt::Failed;
+                    return Attempt::PolicyFailed;
                 }
             }
         }
@@ -544,7 +575,7 @@ impl Scheduler {
                         unit: unit.key.clone(),
                         error: e.to_string(),
                     });
-                    return Attempt::Failed;
+                    return Attempt::PolicyFailed;
                 }
             }
         }
@@ -658,7 +689,7 @@ impl Scheduler {
                     unit: unit.key.clone(),
                     error: e.to_string(),
                 });
-                Attempt::Failed
+                Attempt::PolicyFailed
             }
         }
     }

@@ -615,6 +615,7 @@ impl Sim<'_> {
                     self.note_error(format!("{unit}: {error}"))
                 }
                 Decision::Admitted { .. }
+                | Decision::FellBack { .. }
                 | Decision::Unschedulable { .. }
                 | Decision::Rejected { .. }
                 | Decision::BindFailed { .. } => {}
