@@ -39,6 +39,26 @@ pub struct Config {
     /// Where compiled policies are cached (default: `$DRAGON_CACHE_DIR` or `~/.cache/dragon`).
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// What a policy failure (trap, deadline, invalid output) means for the
+    /// pods it was deciding: `failClosed` or `fallback`.
+    #[serde(default)]
+    pub on_policy_error: OnPolicyError,
+}
+
+/// What to do when the policy fails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OnPolicyError {
+    /// The pods stay pending, each with a FailedScheduling Event naming the
+    /// policy, hook and cause; a policy file that does not load at start-up
+    /// stops the scheduler with that error.
+    #[default]
+    FailClosed,
+    /// The built-in `baseline` policy schedules the unit in the same round
+    /// (a gang is still placed whole or not at all); a policy file that does
+    /// not load at start-up is reported and the baseline serves until a good
+    /// file replaces it.
+    Fallback,
 }
 
 /// Lease-based leader election.
@@ -83,10 +103,18 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config {}", path.display()))?;
-        let c: Config = serde_norway::from_str(&text)
-            .with_context(|| format!("invalid config {}", path.display()))?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and check config text; `origin` (a path) names it in messages.
+    ///
+    /// # Errors
+    /// Malformed, or with out-of-range values; the message names `origin`.
+    pub fn parse(text: &str, origin: &str) -> Result<Config> {
+        let c: Config =
+            serde_norway::from_str(text).with_context(|| format!("invalid config {origin}"))?;
         c.check()
-            .with_context(|| format!("invalid config {}", path.display()))?;
+            .with_context(|| format!("invalid config {origin}"))?;
         Ok(c)
     }
 
@@ -119,6 +147,17 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_failure_mode_defaults_to_fail_closed_and_is_checked() {
+        let c = Config::parse("policy: dragon\n", "c.yaml").unwrap();
+        assert_eq!(c.on_policy_error, OnPolicyError::FailClosed);
+        let c = Config::parse("policy: dragon\nonPolicyError: fallback\n", "c.yaml").unwrap();
+        assert_eq!(c.on_policy_error, OnPolicyError::Fallback);
+        let e = Config::parse("policy: dragon\nonPolicyError: retry\n", "c.yaml").unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("c.yaml") && msg.contains("retry"), "{msg}");
+    }
 
     #[test]
     fn a_minimal_config_gets_defaults_and_typos_are_refused() {
