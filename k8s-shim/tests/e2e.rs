@@ -339,3 +339,71 @@ async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
     );
     s.cleanup().await;
 }
+
+/// The hostile test policy, trapping in `score`, as a policy file.
+fn trapping_policy(dir: &std::path::Path) -> (std::path::PathBuf, &'static str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("hostile.wasm");
+    std::fs::write(&path, dragon_bundled::test_policies::HOSTILE).unwrap();
+    (
+        path,
+        "settings: {fault: trap, hook: score}\nlimits: {deadline_ms: 1000}\n",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_traps_fails_closed_with_an_event_or_falls_back_to_the_baseline() {
+    let _g = serial();
+    let s = Scenario::new("policy-error").await;
+    for n in ["n0", "n1"] {
+        s.node(n, 2).await;
+    }
+    let dir = std::env::temp_dir().join(format!("dragon-e2e-hostile-{}", std::process::id()));
+    let (policy, settings) = trapping_policy(&dir);
+
+    // Fail closed (the default): the gang stays pending and says why.
+    let mut sched = Scheduler::start(&s, &policy.display().to_string(), settings);
+    s.podgroup("job", 3, json!({})).await;
+    for i in 0..3 {
+        s.pod(
+            &format!("job-worker-{i}"),
+            Some(("job", "worker", i)),
+            1,
+            None,
+        )
+        .await;
+    }
+    until(
+        60,
+        "a FailedScheduling event naming the policy error",
+        || async {
+            s.events_for("job-worker-0").await.iter().any(|(r, n)| {
+                r == "FailedScheduling" && n.contains("policy error") && n.contains("score")
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        bound(&s.placement("job-").await),
+        0,
+        "fail closed binds nothing"
+    );
+    sched.kill();
+
+    // Fallback: the baseline places the gang whole.
+    let sched = Scheduler::start(
+        &s,
+        &policy.display().to_string(),
+        &format!("{settings}onPolicyError: fallback\n"),
+    );
+    until(60, "the gang bound by the fallback", || async {
+        bound(&s.placement("job-").await) == 3
+    })
+    .await;
+    assert!(
+        sched.metric("dragon_scheduling_attempts_total{result=\"fallback\"}") >= 1.0,
+        "{}",
+        sched.log()
+    );
+    s.cleanup().await;
+}
