@@ -159,6 +159,14 @@ pub fn job_pods(
         ));
     }
     let ps_count = ps.map(|p| p.count).unwrap_or(0);
+    // Bounded like the workers: a count of billions would allocate a pod
+    // each and abort out of memory (fuzz/regressions/trace_parser/).
+    if ps_count > 10_000 {
+        return Err(err(
+            format!("{place}.ps.count"),
+            format!("must be at most 10000, got {ps_count}"),
+        ));
+    }
     if ps.is_some_and(|p| p.min.is_some() || p.max.is_some()) {
         return Err(err(
             format!("{place}.ps"),
