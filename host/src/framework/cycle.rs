@@ -170,6 +170,23 @@ pub struct Scheduler {
     pub(crate) last_scale_down_ms: u64,
 }
 
+/// Longest text from a policy (a skip, reject or scale reason) the framework
+/// passes on: Kubernetes Event notes are capped at 1 KiB.
+pub(crate) const MAX_POLICY_TEXT: usize = 1024;
+
+/// `text` cut to [`MAX_POLICY_TEXT`] bytes on a character boundary.
+pub(crate) fn policy_text(mut text: String) -> String {
+    if text.len() > MAX_POLICY_TEXT {
+        let mut end = MAX_POLICY_TEXT - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
     CallError {
         policy: policy.info().name.clone(),
@@ -524,7 +541,7 @@ impl Scheduler {
                 Ok(wit::PreFilterResult::Skip(reason)) => {
                     report.decisions.push(Decision::Unschedulable {
                         unit: unit.key.clone(),
-                        reason,
+                        reason: policy_text(reason),
                     });
                     return Attempt::Failed;
                 }
@@ -677,7 +694,7 @@ impl Scheduler {
                 self.unreserve_job(&unit.key);
                 report.decisions.push(Decision::Rejected {
                     unit: unit.key.clone(),
-                    reason,
+                    reason: policy_text(reason),
                 });
                 Attempt::Failed
             }

@@ -159,8 +159,20 @@ impl Scheduler {
                 return report;
             }
         };
+        if decisions.len() > running.len() {
+            report.errors.push(invalid(
+                policy,
+                format!(
+                    "{} decisions for {} running jobs; none applied",
+                    decisions.len(),
+                    running.len()
+                ),
+            ));
+            return report;
+        }
         let mut seen = BTreeSet::new();
-        for d in decisions {
+        for mut d in decisions {
+            d.reason = super::cycle::policy_text(d.reason);
             let Some((name, job)) = running.iter().find(|(_, j)| j.id == d.id) else {
                 report.errors.push(invalid(
                     policy,

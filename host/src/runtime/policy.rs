@@ -149,6 +149,13 @@ pub struct WasmPolicy {
 
 fn describe(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<Trap>() {
+        // Rust and C keep their stack in linear memory, below the data: an
+        // overflow of it runs off the bottom and lands here, not as
+        // wasmtime's own StackOverflow.
+        Some(Trap::MemoryOutOfBounds) => format!(
+            "{} (from a Rust or C policy this is usually a stack overflow: deep recursion or large locals)",
+            Trap::MemoryOutOfBounds
+        ),
         Some(trap) => trap.to_string(),
         None => e.to_string(),
     }

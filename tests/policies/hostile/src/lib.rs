@@ -22,6 +22,8 @@ pub enum Fault {
     Recurse,
     /// Return the wrong number of results, unknown indices, absurd waits.
     BadOutput,
+    /// An output far larger than asked for (4 million entries).
+    HugeOutput,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,6 +35,8 @@ struct Settings {
     #[serde(default)]
     hook: String,
 }
+
+const HUGE: usize = 4 << 20;
 
 #[derive(Debug, Default)]
 pub struct Hostile {
@@ -56,7 +60,7 @@ impl Hostile {
             return;
         }
         match self.fault {
-            Fault::None | Fault::BadOutput => {}
+            Fault::None | Fault::BadOutput | Fault::HugeOutput => {}
             Fault::Loop => {
                 log(Level::Warn, "hostile: looping forever");
                 let mut x: u64 = 0;
@@ -81,6 +85,19 @@ impl Hostile {
 
     fn bad(&self, hook: &str) -> bool {
         self.hook == hook && self.fault == Fault::BadOutput
+    }
+
+    /// How many entries to return where `n` are expected.
+    fn len(&self, hook: &str, n: usize) -> usize {
+        if self.hook != hook {
+            n
+        } else if self.fault == Fault::BadOutput {
+            n + 1
+        } else if self.fault == Fault::HugeOutput {
+            HUGE
+        } else {
+            n
+        }
     }
 }
 
@@ -114,11 +131,16 @@ impl Policy for Hostile {
     }
 
     fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+        // Faults only on a real queue: the load-time smoke call (an empty
+        // queue) passes, so the fault is met while scheduling.
+        if units.is_empty() {
+            return Vec::new();
+        }
         self.strike("queue-order");
         if self.bad("queue-order") {
             return vec![0; units.len() + 1];
         }
-        (0..units.len() as u32).collect()
+        (0..self.len("queue-order", units.len()) as u32).collect()
     }
 
     fn pre_filter(&self, _now_ms: u64, _unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
@@ -126,25 +148,29 @@ impl Policy for Hostile {
         if self.bad("pre-filter") {
             return PreFilterResult::Proceed(vec![u32::MAX]);
         }
+        if self.len("pre-filter", 0) > 0 {
+            return PreFilterResult::Skip("x".repeat(HUGE));
+        }
         PreFilterResult::Proceed(Vec::new())
     }
 
     fn filter(&self, _pod: &Placement, nodes: &Candidates) -> Vec<bool> {
         self.strike("filter");
-        let n = nodes.index.len() + usize::from(self.bad("filter"));
-        vec![true; n]
+        vec![true; self.len("filter", nodes.index.len())]
     }
 
     fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
         self.strike("score");
-        let n = nodes.index.len() + usize::from(self.bad("score"));
-        vec![1; n]
+        vec![1; self.len("score", nodes.index.len())]
     }
 
     fn permit(&self, _now_ms: u64, _gang: &GangState) -> PermitResult {
         self.strike("permit");
         if self.bad("permit") {
             return PermitResult::Wait(u64::MAX);
+        }
+        if self.len("permit", 0) > 0 {
+            return PermitResult::Reject("x".repeat(HUGE));
         }
         PermitResult::Allow
     }
@@ -157,6 +183,15 @@ impl Policy for Hostile {
                 workers: 1_000_000,
                 reason: "hostile".into(),
             }];
+        }
+        if self.len("scale", 0) > 0 {
+            return (0..HUGE as u64 / 64)
+                .map(|id| ScaleDecision {
+                    id,
+                    workers: 1,
+                    reason: String::new(),
+                })
+                .collect();
         }
         let _ = input;
         Vec::new()
