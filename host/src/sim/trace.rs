@@ -253,6 +253,11 @@ impl Trace {
         if file.cluster.nodes.is_empty() {
             bail!("cluster.nodes: a trace needs at least one node group");
         }
+        // The total first: a short file can ask for millions of nodes.
+        let requested: u64 = file.cluster.nodes.iter().map(|g| u64::from(g.count)).sum();
+        if requested > 100_000 {
+            bail!("cluster.nodes: {requested} nodes is more than the 100000 supported");
+        }
         let mut nodes = Vec::new();
         let mut names = BTreeSet::new();
         for (i, g) in file.cluster.nodes.iter().enumerate() {
@@ -269,12 +274,6 @@ impl Trace {
                 }
                 nodes.push(n);
             }
-        }
-        if nodes.len() > 100_000 {
-            bail!(
-                "cluster.nodes: {} nodes is more than the 100000 supported",
-                nodes.len()
-            );
         }
         let total = nodes
             .iter()
