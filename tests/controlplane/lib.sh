@@ -57,14 +57,16 @@ cp_pid_alive() {
 
 # cp_start RUN NAME BIN ARGS...: start BIN in the background, detached from
 # the caller's terminal and process group, logging to RUN/logs/NAME.log;
-# writes RUN/pids/NAME.pid.
+# writes RUN/pids/NAME.pid, and the command line to RUN/cmd/NAME (arguments
+# NUL-separated) so that restart.sh can start it again the same way.
 cp_start() {
   local run="$1" name="$2"
   shift 2
-  mkdir -p "$run/logs" "$run/pids"
+  mkdir -p "$run/logs" "$run/pids" "$run/cmd"
   if cp_pid_alive "$run" "$name"; then
     cp_die "$name is already running in $run (pid $(cat "$run/pids/$name.pid"))"
   fi
+  printf '%s\0' "$@" >"$run/cmd/$name"
   # setsid: its own session, so a Ctrl-C or a kill of the caller's process
   # group does not reach it half-way; down.sh (or the owner watcher) stops it.
   setsid "$@" </dev/null >>"$run/logs/$name.log" 2>&1 &
@@ -96,19 +98,19 @@ cp_wait() {
 }
 
 # cp_stop RUN NAME: stop the process of RUN/pids/NAME.pid (TERM, then KILL
-# after 15 s) and remove the pid file.
+# after $DRAGON_CP_STOP_GRACE seconds, default 15) and remove the pid file.
 cp_stop() {
-  local run="$1" name="$2" pid
+  local run="$1" name="$2" pid grace="${DRAGON_CP_STOP_GRACE:-15}"
   [ -f "$run/pids/$name.pid" ] || return 0
   pid="$(cat "$run/pids/$name.pid")"
   if cp_pid_alive "$run" "$name"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 75); do
+    for _ in $(seq 1 $((grace * 5))); do
       cp_pid_alive "$run" "$name" || break
       sleep 0.2
     done
     if cp_pid_alive "$run" "$name"; then
-      cp_log "$name (pid $pid) ignored SIGTERM for 15s; sending SIGKILL"
+      cp_log "$name (pid $pid) ignored SIGTERM for ${grace}s; sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
       for _ in $(seq 1 25); do
         cp_pid_alive "$run" "$name" || break
