@@ -37,6 +37,36 @@ fn event_name(pod: &str) -> String {
     )
 }
 
+/// An API error as the API server put it (`message (reason, code)`): kube's
+/// own `Display` also embeds the whole `Status` debug dump, which made
+/// FailedScheduling notes longer than an Event may be.
+pub fn api_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({}, {})", s.message, s.reason, s.code),
+        other => other.to_string(),
+    }
+}
+
+/// The longest Event note the API server accepts (`note` is validated as
+/// at most 1024 bytes).
+pub const MAX_NOTE: usize = 1024;
+
+/// `note` cut to [`MAX_NOTE`] bytes on a character boundary, ending in `…`
+/// when cut (an Event with a longer note is refused, and the pod's
+/// explanation lost).
+pub fn fit_note(mut note: String) -> String {
+    if note.len() <= MAX_NOTE {
+        return note;
+    }
+    let mut end = MAX_NOTE - '…'.len_utf8();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note.push('…');
+    note
+}
+
 /// The PodGroup resource.
 pub fn podgroup_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -130,7 +160,7 @@ impl KubeIo {
             reporting_instance: Some(self.instance.clone()),
             action: Some("Scheduling".into()),
             reason: Some(reason.into()),
-            note: Some(note),
+            note: Some(fit_note(note)),
             type_: Some(type_.into()),
             regarding: Some(Self::pod_ref(pod)),
             ..Default::default()
@@ -221,7 +251,7 @@ impl Binder for KubeIo {
                 &PostParams::default(),
                 &binding,
             ))
-            .map_err(|e| format!("binding {pod} to {node}: {e}"))?;
+            .map_err(|e| format!("binding {pod} to {node}: {}", api_error(&e)))?;
         self.event(
             pod,
             "Normal",
@@ -239,7 +269,7 @@ impl Binder for KubeIo {
         self.handle
             .block_on(api.delete(name, &Default::default()))
             .map(|_| ())
-            .map_err(|e| format!("deleting {pod}: {e}"))
+            .map_err(|e| format!("deleting {pod}: {}", api_error(&e)))
     }
 }
 
@@ -259,9 +289,38 @@ impl Scaler for KubeScaler {
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             ))
-            .map_err(|e| format!("scaling {target} to {workers}: {e}"))?;
+            .map_err(|e| format!("scaling {target} to {workers}: {}", api_error(&e)))?;
         tracing::info!(job, workers, reason, "scaled");
         self.scaled.push((job.to_string(), workers));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_note_is_cut_to_what_the_api_accepts() {
+        assert_eq!(fit_note("short".into()), "short");
+        let long = "é".repeat(700); // 1400 bytes
+        let cut = fit_note(long);
+        assert!(cut.len() <= MAX_NOTE, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.starts_with("éé"));
+    }
+
+    #[test]
+    fn an_api_error_is_the_servers_message() {
+        let e = kube::Error::Api(Box::new(kube::core::Status {
+            message: "pod p is already assigned to node \"n\"".into(),
+            reason: "Conflict".into(),
+            code: 409,
+            ..Default::default()
+        }));
+        assert_eq!(
+            api_error(&e),
+            "pod p is already assigned to node \"n\" (Conflict, 409)"
+        );
     }
 }
