@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dragon_host::framework::{Cluster, PodState, Role, Scheduler, SchedulerConfig};
+use dragon_host::framework::{Cluster, Pod, PodState, Role, Scheduler, SchedulerConfig};
 use k8s_openapi::api::core::v1 as core;
 
 use crate::translate::{self, PodGroupSpec};
@@ -43,6 +43,16 @@ pub struct Snapshot {
     deferred: BTreeMap<String, core::Pod>,
     /// Pods that could not be translated, with the reason (shown in events).
     pub invalid: BTreeMap<String, String>,
+    /// Pods bound to a node that was deleted, with that node: the API still
+    /// has them bound (until PodGC deletes them), so they are neither
+    /// pending nor using a live node. Back in the framework if the node
+    /// returns.
+    orphans: BTreeMap<String, (Pod, String)>,
+    /// Bound gang pods of ours seen before their PodGroup, by key, with
+    /// their job: counted as usage at once, made members of the job when
+    /// the PodGroup is seen (a restarted scheduler lists pods and PodGroups
+    /// in no particular order).
+    ungrouped: BTreeMap<String, String>,
 }
 
 fn node_name(p: &core::Pod) -> Option<&str> {
@@ -62,6 +72,8 @@ impl Snapshot {
             desired: BTreeMap::new(),
             deferred: BTreeMap::new(),
             invalid: BTreeMap::new(),
+            orphans: BTreeMap::new(),
+            ungrouped: BTreeMap::new(),
         }
     }
 
@@ -100,17 +112,18 @@ impl Snapshot {
                     if let Err(e) = res {
                         tracing::warn!(node = %name, "ignoring node: {e}");
                     }
+                    self.readopt_orphans(&name);
                     self.retry_deferred();
                 }
                 Err(e) => tracing::warn!("ignoring node: {e}"),
             },
-            Event::NodeGone(name) => {
-                let _ = self.sched.cluster.remove_node(&name);
-            }
+            Event::NodeGone(name) => self.remove_node(&name),
             Event::Pod(p) => self.apply_pod(*p),
             Event::PodGone(key) => {
                 self.deferred.remove(&key);
                 self.invalid.remove(&key);
+                self.orphans.remove(&key);
+                self.ungrouped.remove(&key);
                 if let Ok(pod) = self.sched.cluster.remove_pod(&key)
                     && let Some(job) = pod.job
                 {
@@ -121,6 +134,7 @@ impl Snapshot {
                 let key = g.key.clone();
                 self.groups.insert(key.clone(), g);
                 self.refresh_job(&key);
+                self.adopt_ungrouped(&key);
                 self.retry_deferred();
             }
             Event::GroupGone(key) => {
@@ -132,6 +146,88 @@ impl Snapshot {
         }
     }
 
+    /// A node is gone. The framework frees its reservations (they become
+    /// pending again), but the pods *bound* to it stay bound in the API
+    /// until PodGC deletes them: binding them again can only fail ("already
+    /// assigned"), and for a gang member that failure releases the members
+    /// bound with it. So they leave the framework until the node returns or
+    /// they are deleted.
+    fn remove_node(&mut self, name: &str) {
+        let Some(i) = self.sched.cluster.node_by_name(name) else {
+            return;
+        };
+        let bound: Vec<String> = self
+            .sched
+            .cluster
+            .pods()
+            .filter(|(_, s)| *s == PodState::Bound(i))
+            .map(|(p, _)| p.key.clone())
+            .collect();
+        let _ = self.sched.cluster.remove_node(name);
+        for key in bound {
+            if let Ok(pod) = self.sched.cluster.remove_pod(&key) {
+                let job = pod.job.clone();
+                self.orphans.insert(key, (pod, name.to_string()));
+                if let Some(job) = job {
+                    self.refresh_job(&job);
+                }
+            }
+        }
+    }
+
+    /// Node `name` is back: the pods still bound to it count again.
+    fn readopt_orphans(&mut self, name: &str) {
+        let keys: Vec<String> = self
+            .orphans
+            .iter()
+            .filter(|(_, (_, n))| n == name)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some((pod, node)) = self.orphans.remove(&key) else {
+                continue;
+            };
+            let job = pod.job.clone();
+            if let Err(e) = self.sched.cluster.add_pod(pod, Some(&node)) {
+                tracing::warn!(pod = %key, "ignoring pod: {e}");
+            } else if let Some(job) = job {
+                self.refresh_job(&job);
+            }
+        }
+    }
+
+    /// The PodGroup of `job` is seen: its bound pods that arrived before it
+    /// become members of the job (they count as its running members).
+    fn adopt_ungrouped(&mut self, job: &str) {
+        if self.sched.cluster.job(job).is_none() {
+            return;
+        }
+        let keys: Vec<String> = self
+            .ungrouped
+            .iter()
+            .filter(|(_, j)| *j == job)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.ungrouped.remove(&key);
+            let c = &mut self.sched.cluster;
+            let Some(node) = c
+                .pod(&key)
+                .and_then(|(_, s)| s.node())
+                .map(|i| c.nodes()[i].name.clone())
+            else {
+                continue;
+            };
+            if let Ok(mut pod) = c.remove_pod(&key) {
+                pod.job = Some(job.to_string());
+                if let Err(e) = c.add_pod(pod, Some(&node)) {
+                    tracing::warn!(pod = %key, "ignoring pod: {e}");
+                }
+            }
+        }
+        self.refresh_job(job);
+    }
+
     fn retry_deferred(&mut self) {
         let pods: Vec<core::Pod> = std::mem::take(&mut self.deferred).into_values().collect();
         for p in pods {
@@ -141,6 +237,8 @@ impl Snapshot {
 
     fn apply_pod(&mut self, p: core::Pod) {
         let key = translate::pod_key(&p);
+        // The API object supersedes the copy kept when its node went.
+        self.orphans.remove(&key);
         if translate::is_terminated(&p) {
             self.apply(Event::PodGone(key));
             return;
@@ -174,7 +272,9 @@ impl Snapshot {
                 pod.job = None;
             } else if !self.groups.contains_key(&job) {
                 if bound_to.is_some() {
+                    // Usage now; a member once its PodGroup is seen.
                     pod.job = None;
+                    self.ungrouped.insert(key.clone(), job);
                 } else {
                     self.deferred.insert(key, p);
                     return;
@@ -332,6 +432,59 @@ mod tests {
         assert_eq!(s.pending(), 1);
         s.apply(Event::PodGone("ml/other".into()));
         assert_eq!(s.sched.cluster.free(0).gpus, 4);
+    }
+
+    #[test]
+    fn pods_bound_to_a_deleted_node_are_not_pending_and_count_again_if_it_returns() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        s.apply(node("n2", 4));
+        s.apply(group("t", 2));
+        s.apply(pod("t-w0", Some("t"), "worker", 0, Some("n1"), "dragon"));
+        s.apply(pod("t-w1", Some("t"), "worker", 1, Some("n2"), "dragon"));
+        s.apply(pod("other", None, "", 0, Some("n2"), "default-scheduler"));
+        s.apply(pod("mine", None, "", 0, Some("n2"), "dragon"));
+        s.apply(Event::NodeGone("n2".into()));
+        assert_eq!(
+            s.pending(),
+            0,
+            "still bound in the API: nothing to schedule"
+        );
+        assert!(s.sched.cluster.pod("ml/t-w1").is_none());
+        assert!(s.sched.cluster.pod("ml/t-w0").is_some());
+        // An update of an orphan (its node still unknown) waits for the node.
+        s.apply(pod("mine", None, "", 0, Some("n2"), "dragon"));
+        assert_eq!(s.pending(), 0);
+        // PodGC deletes one; the node comes back with the others on it.
+        s.apply(Event::PodGone("ml/other".into()));
+        s.apply(node("n2", 4));
+        assert_eq!(s.pending(), 0);
+        let n2 = s.sched.cluster.node_by_name("n2").unwrap();
+        assert_eq!(s.sched.cluster.free(n2).gpus, 2, "t-w1 and mine");
+    }
+
+    #[test]
+    fn a_bound_gang_pod_seen_before_its_podgroup_joins_the_job_when_it_comes() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        s.apply(pod("t-ps", Some("t"), "ps", 0, Some("n1"), "dragon"));
+        s.apply(pod("t-w0", Some("t"), "worker", 0, None, "dragon"));
+        assert_eq!(s.sched.cluster.free(0).gpus, 3, "usage counted at once");
+        s.apply(group("t", 3));
+        let members: Vec<(String, PodState)> = s
+            .sched
+            .cluster
+            .job_pods("ml/t")
+            .map(|(p, st)| (p.key.clone(), st))
+            .collect();
+        assert_eq!(
+            members,
+            vec![
+                ("ml/t-ps".to_string(), PodState::Bound(0)),
+                ("ml/t-w0".to_string(), PodState::Pending)
+            ]
+        );
+        assert_eq!(s.sched.cluster.free(0).gpus, 3);
     }
 
     #[test]
