@@ -170,4 +170,29 @@ mod tests {
             serde_norway::from_str("policy: dragon\nsettings: {idle_threshold_s: 5}\n").unwrap();
         assert_eq!(c.settings_json(), r#"{"idle_threshold_s":5}"#);
     }
+
+    #[test]
+    fn parse_names_the_origin_and_load_reads_the_file_through_it() {
+        let e = format!("{:#}", Config::parse("policy: [", "c.yaml").unwrap_err());
+        assert!(e.starts_with("invalid config c.yaml: "), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse("policy: x\nscaleIntervalSeconds: .nan\n", "c.yaml").unwrap_err()
+        );
+        assert!(
+            e.contains("c.yaml") && e.contains("scaleIntervalSeconds"),
+            "{e}"
+        );
+        let dir = std::env::temp_dir().join(format!("dragon-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, "policy: dragon\nsettings: [1]\n").unwrap();
+        let e = format!("{:#}", Config::load(&path).unwrap_err());
+        assert!(
+            e.starts_with(&format!("invalid config {}", path.display())),
+            "{e}"
+        );
+        assert!(e.contains("settings must be a mapping"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
