@@ -825,11 +825,12 @@ impl Scheduler {
             now_ms,
         };
         // Siblings: pods of the same job already holding a node.
-        let mut siblings: BTreeMap<usize, u32> = BTreeMap::new();
+        // Dense by node index: read once per candidate per task.
+        let mut siblings = vec![0u32; self.cluster.nodes().len()];
         if let Some(job) = &unit.job {
             for (_, s) in self.cluster.job_pods(job) {
                 if let Some(n) = s.node() {
-                    *siblings.entry(n).or_default() += 1;
+                    siblings[n] += 1;
                 }
             }
         }
@@ -845,12 +846,12 @@ impl Scheduler {
             let pod = &self.cluster.pods[key].pod;
             let mut rejections = Rejections::default();
             let mut index = feasible(&self.cluster, pod, &mut rejections);
-            let live = (0..self.cluster.nodes().len())
-                .filter(|&n| self.cluster.is_live(n))
-                .count();
             let fail =
                 |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
                     undo(this, placed);
+                    let live = (0..this.cluster.nodes().len())
+                        .filter(|&n| this.cluster.is_live(n))
+                        .count();
                     let what = if unit.pods.len() > 1 {
                         format!("pod {key} of {}: ", unit.key)
                     } else {
@@ -924,7 +925,7 @@ impl Scheduler {
                 index[0] as usize
             };
             self.cluster.set_state(key, PodState::Reserved(best));
-            *siblings.entry(best).or_default() += 1;
+            siblings[best] += 1;
             placed.push((key.clone(), best));
         }
         Ok(placed)

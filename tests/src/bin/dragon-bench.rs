@@ -35,6 +35,10 @@ struct Args {
     /// Small sizes and few iterations (a smoke run: the figures mean little).
     #[arg(long)]
     quick: bool,
+    /// Run only these sections (comma-separated: memory, hooks, throughput,
+    /// swap), e.g. to profile one.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -486,6 +490,24 @@ fn snapshot_memory(quick: bool, r: &mut Report) {
 }
 
 fn print_table(r: &Report) {
+    if !r.hooks.is_empty() {
+        print_hooks(r);
+    }
+    if r.throughput_native_pods_per_s > 0.0 {
+        print_throughput(r);
+    }
+    if r.swaps > 0 {
+        print_swap(r);
+    }
+    if r.snapshot_nodes > 0 {
+        println!(
+            "snapshot: {} nodes, {} pods: {:.1} MiB resident",
+            r.snapshot_nodes, r.snapshot_pods, r.snapshot_rss_mib
+        );
+    }
+}
+
+fn print_hooks(r: &Report) {
     println!("hook cost, DRAGON policy (native: the same Rust code, no wasm)");
     println!(
         "  {:<7} {:>6}  {:>12}  {:>12}  {:>7}",
@@ -501,6 +523,13 @@ fn print_table(r: &Report) {
         "  score per node: wasm {:.1} ns, native {:.1} ns",
         r.score_wasm_ns_per_node, r.score_native_ns_per_node
     );
+    println!(
+        "instance: fresh store + instance + configure {:.1} µs (a live call at 100 nodes: {:.1} µs)",
+        r.instantiate_us, r.call_100_nodes_us
+    );
+}
+
+fn print_throughput(r: &Report) {
     println!("framework throughput (full rounds, in-memory binder)");
     println!(
         "  lone pods, baseline: wasm {:.0} pods/s, native {:.0} pods/s ({:.0} %)",
@@ -514,29 +543,33 @@ fn print_table(r: &Report) {
         r.gang_throughput_native_pods_per_s,
         100.0 * r.gang_throughput_wasm_pods_per_s / r.gang_throughput_native_pods_per_s
     );
+}
+
+fn print_swap(r: &Report) {
     println!("hot swap (new file to first decision)");
     println!(
         "  cached {:.1} ms, cold {:.1} ms; {} swaps under load: {} cycles, {} failed",
         r.swap_cached_ms, r.swap_cold_ms, r.swaps, r.swap_cycles_run, r.swap_failed_cycles
-    );
-    println!(
-        "instance: fresh store + instance + configure {:.1} µs (a live call at 100 nodes: {:.1} µs)",
-        r.instantiate_us, r.call_100_nodes_us
-    );
-    println!(
-        "snapshot: {} nodes, {} pods: {:.1} MiB resident",
-        r.snapshot_nodes, r.snapshot_pods, r.snapshot_rss_mib
     );
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     let mut r = Report::default();
+    let run = |section: &str| args.only.is_empty() || args.only.iter().any(|s| s == section);
     // Memory first, before anything else has grown the heap.
-    snapshot_memory(args.quick, &mut r);
-    hook_costs(args.quick, &mut r)?;
-    throughputs(args.quick, &mut r)?;
-    hot_swap(args.quick, &mut r)?;
+    if run("memory") {
+        snapshot_memory(args.quick, &mut r);
+    }
+    if run("hooks") {
+        hook_costs(args.quick, &mut r)?;
+    }
+    if run("throughput") {
+        throughputs(args.quick, &mut r)?;
+    }
+    if run("swap") {
+        hot_swap(args.quick, &mut r)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
