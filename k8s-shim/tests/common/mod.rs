@@ -423,3 +423,674 @@ pub fn export(name: &str, to: &Path) {
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, to).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Faults: control-plane components, paused schedulers, controller-owned gangs,
+// a pod monitor and the invariants every fault test checks afterwards.
+
+impl ControlPlane {
+    /// `tests/controlplane/restart.sh RUN NAME ACTION` (`stop`, `kill`,
+    /// `start`, `restart`): `stop` sends SIGTERM and SIGKILL 2 s later,
+    /// `start` returns once the component is ready again.
+    pub async fn component(&'static self, name: &str, action: &str) {
+        let (name, action) = (name.to_string(), action.to_string());
+        let run = self.run.clone();
+        tokio::task::spawn_blocking(move || {
+            let status = Command::new(repo().join("tests/controlplane/restart.sh"))
+                .arg(&run)
+                .arg(&name)
+                .arg(&action)
+                .env("DRAGON_CP_STOP_GRACE", "2")
+                .status()
+                .expect("run tests/controlplane/restart.sh");
+            assert!(
+                status.success(),
+                "restart.sh {name} {action} failed (see {}/logs/{name}.log)",
+                run.display()
+            );
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// A component stopped by [`ControlPlane::stop`]; started again by
+/// [`Outage::end`], or when dropped (a failed test leaves the control plane
+/// whole for the next one).
+pub struct Outage {
+    cp: &'static ControlPlane,
+    name: String,
+    ended: bool,
+}
+
+impl ControlPlane {
+    /// Stop component `name` (SIGTERM, SIGKILL after 2 s) until the
+    /// returned outage ends.
+    pub async fn stop(&'static self, name: &str) -> Outage {
+        self.component(name, "stop").await;
+        Outage {
+            cp: self,
+            name: name.to_string(),
+            ended: false,
+        }
+    }
+}
+
+impl Outage {
+    /// Start the component again with its recorded command line; returns
+    /// once it is ready.
+    pub async fn end(mut self) {
+        self.ended = true;
+        self.cp.component(&self.name, "start").await;
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = Command::new(repo().join("tests/controlplane/restart.sh"))
+                .arg(&self.cp.run)
+                .arg(&self.name)
+                .arg("start")
+                .status();
+        }
+    }
+}
+
+impl Scheduler {
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {sig} {}", self.child.id());
+    }
+
+    /// Freeze the process (SIGSTOP): it reads nothing and decides nothing
+    /// until [`Scheduler::resume`]; what the API server sends waits in its
+    /// sockets.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    /// The process is still running (it did not exit on a fault).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Scenario {
+    /// A pod created already bound to node `node` of the scenario (as if
+    /// placed before this scheduler started): it skips scheduling.
+    pub async fn pod_on(
+        &self,
+        name: &str,
+        scheduler: &str,
+        group: Option<(&str, &str, u32)>,
+        node: &str,
+        gpus: u32,
+    ) {
+        let mut labels = json!({});
+        if let Some((g, role, index)) = group {
+            labels = json!({"scheduling.x-k8s.io/pod-group": g, "dragon.dev/role": role, "dragon.dev/index": index.to_string()});
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.name, "labels": labels},
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeName": format!("{}-{node}", self.name),
+                "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "c", "image": "fake",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
+                                  "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+            }
+        });
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// A gang whose pods a controller owns, so that a released (deleted)
+    /// member comes back: a PodGroup (minMember = workers + 1), a one-replica
+    /// StatefulSet `NAME-ps` and a StatefulSet `NAME-worker` of `workers`
+    /// pods with `gpus` GPUs each (Parallel: all pods at once). Pods are
+    /// `NAME-ps-0`, `NAME-worker-I`; the index is the StatefulSet ordinal.
+    pub async fn gang_sets(&self, name: &str, workers: u32, gpus: u32) {
+        self.podgroup(name, workers + 1, json!({})).await;
+        let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+            Api::namespaced(self.client.clone(), &self.name);
+        for (role, replicas, gpus) in [("ps", 1, 0), ("worker", workers, gpus)] {
+            let set = format!("{name}-{role}");
+            let sts = json!({
+                "apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": set, "namespace": self.name},
+                "spec": {
+                    "replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": {"dragon-set": set}},
+                    "template": {
+                        "metadata": {"labels": {"dragon-set": set, "scheduling.x-k8s.io/pod-group": name, "dragon.dev/role": role}},
+                        "spec": {
+                            "schedulerName": self.scheduler_name(),
+                            "nodeSelector": {"dragon-e2e": self.name},
+                            "terminationGracePeriodSeconds": 0,
+                            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                            "containers": [{"name": "c", "image": "fake",
+                                "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
+                                              "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+                        }
+                    }
+                }
+            });
+            sets.create(
+                &PostParams::default(),
+                &serde_json::from_value(sts).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+    }
+
+    /// Pods of the namespace whose name starts with `prefix` that are bound
+    /// and not being deleted or finished (what really holds a node).
+    pub async fn live_bound(&self, prefix: &str) -> usize {
+        self.pods()
+            .await
+            .iter()
+            .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+            .filter(|p| is_live_bound(p))
+            .count()
+    }
+
+    /// Every Event of the namespace (events.k8s.io/v1).
+    pub async fn events(&self) -> Vec<k8s_openapi::api::events::v1::Event> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.name);
+        events.list(&ListParams::default()).await.unwrap().items
+    }
+
+    /// Wait for a FailedScheduling Event on `pod` whose note contains `text`.
+    pub async fn until_explained(&self, secs: u64, pod: &str, text: &str) {
+        until(
+            secs,
+            &format!("a FailedScheduling event on {pod} saying {text:?}"),
+            || async {
+                self.events_for(pod)
+                    .await
+                    .iter()
+                    .any(|(r, n)| r == "FailedScheduling" && n.contains(text))
+            },
+        )
+        .await;
+    }
+
+    /// The invariants every fault test ends with:
+    /// 1. no gang partly bound: each PodGroup of the namespace has none or at
+    ///    least minMember of its pods bound (waits up to `secs` for that);
+    /// 2. no node overcommitted: for every node of the scenario, the requests
+    ///    of the pods bound to it (any namespace, not finished) fit its
+    ///    allocatable (cpu, memory, GPUs, pod count);
+    /// 3. no pod bound twice: no binding was refused because the pod was
+    ///    already bound (scheduler logs and events), and a pod name has no
+    ///    more Scheduled events than incarnations of it that were bound
+    ///    (from `monitor`, else one);
+    /// 4. every pending pod of the namespace is explained by a
+    ///    FailedScheduling event (waits up to `secs`).
+    pub async fn assert_invariants(
+        &self,
+        secs: u64,
+        schedulers: &[&Scheduler],
+        monitor: Option<&Monitor>,
+    ) {
+        let logs: String = schedulers.iter().map(|s| s.log()).collect();
+        // 1. gangs whole or not at all.
+        let groups = podgroups(&self.client, &self.name)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let mut partial = String::new();
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            partial.clear();
+            let pods = self.pods().await;
+            for g in &groups {
+                let name = g.metadata.name.clone().unwrap_or_default();
+                let min = g.data["spec"]["minMember"].as_u64().unwrap_or(0) as usize;
+                let bound = pods
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get("scheduling.x-k8s.io/pod-group"))
+                            == Some(&name)
+                    })
+                    .filter(|p| is_live_bound(p))
+                    .count();
+                if bound > 0 && bound < min {
+                    partial += &format!("gang {name}: {bound} of minMember {min} bound; ");
+                }
+            }
+            if partial.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gangs left partly bound for {secs} s: {partial}\n{logs}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+
+        // 2. capacity.
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let all_pods: Api<Pod> = Api::all(self.client.clone());
+        let lp = ListParams::default().labels(&format!("dragon-e2e={}", self.name));
+        for n in nodes.list(&lp).await.unwrap().items {
+            let node = n.metadata.name.clone().unwrap();
+            let alloc = n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.clone())
+                .unwrap_or_default();
+            let on_node = all_pods
+                .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+                .await
+                .unwrap()
+                .items;
+            let mut used = Usage::default();
+            let mut count = 0u64;
+            for p in on_node.iter().filter(|p| !is_finished(p)) {
+                used = used.plus(&requests(p));
+                count += 1;
+            }
+            let cap = Usage::of(&alloc);
+            let pods_cap = alloc
+                .get("pods")
+                .map(|q| dragon_scheduler::quantity::count(&q.0).unwrap() as u64)
+                .unwrap_or(u64::MAX);
+            assert!(
+                used.fits(&cap) && count <= pods_cap,
+                "node {node} overcommitted: {used:?} ({count} pods) > {cap:?} ({pods_cap} pods)"
+            );
+        }
+
+        // 3. nothing bound twice.
+        if let Some(m) = monitor {
+            m.catch_up(self).await;
+        }
+        let events = self.events().await;
+        for needle in ["already assigned", "already bound"] {
+            assert!(
+                !logs.contains(needle),
+                "a scheduler tried to bind a bound pod ({needle}):\n{logs}"
+            );
+            let refused: Vec<_> = events
+                .iter()
+                .filter(|e| e.note.as_deref().unwrap_or("").contains(needle))
+                .map(|e| e.note.clone().unwrap_or_default())
+                .collect();
+            assert!(
+                refused.is_empty(),
+                "a scheduler tried to bind a bound pod: {refused:?}"
+            );
+        }
+        let mut scheduled: BTreeMap<String, usize> = BTreeMap::new();
+        for e in &events {
+            if e.reason.as_deref() == Some("Scheduled")
+                && let Some(pod) = e.regarding.as_ref().and_then(|r| r.name.clone())
+            {
+                *scheduled.entry(pod).or_default() += 1;
+            }
+        }
+        for (pod, n) in &scheduled {
+            let allowed = monitor.map_or(1, |m| m.bound_incarnations(pod));
+            assert!(
+                *n <= allowed,
+                "pod {pod}: {n} Scheduled events for {allowed} bound incarnation(s)"
+            );
+        }
+        if let Some(m) = monitor {
+            let rebound = m.rebound();
+            assert!(rebound.is_empty(), "pods moved between nodes: {rebound:?}");
+        }
+
+        // 4. pending pods explained.
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let events = self.events().await;
+            let unexplained: Vec<String> = self
+                .pods()
+                .await
+                .into_iter()
+                .filter(|p| !is_bound(p) && p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .filter(|name| {
+                    !events.iter().any(|e| {
+                        e.reason.as_deref() == Some("FailedScheduling")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                                == Some(name.as_str())
+                    })
+                })
+                .collect();
+            if unexplained.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pending pods without a FailedScheduling event after {secs} s: {unexplained:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+pub fn is_bound(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+pub fn is_finished(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+/// Bound, not being deleted, not finished.
+pub fn is_live_bound(p: &Pod) -> bool {
+    is_bound(p) && p.metadata.deletion_timestamp.is_none() && !is_finished(p)
+}
+
+/// Requests summed over a pod's containers (cpu milli, memory MiB, GPUs).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Usage {
+    pub cpu_milli: u64,
+    pub memory_mib: u64,
+    pub gpus: u64,
+}
+
+impl Usage {
+    fn of(
+        list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    ) -> Usage {
+        use dragon_scheduler::quantity;
+        Usage {
+            cpu_milli: list
+                .get("cpu")
+                .map_or(0, |q| quantity::cpu_milli(&q.0).unwrap()),
+            memory_mib: list
+                .get("memory")
+                .map_or(0, |q| quantity::memory_mib(&q.0).unwrap()),
+            gpus: list
+                .get("nvidia.com/gpu")
+                .map_or(0, |q| quantity::count(&q.0).unwrap() as u64),
+        }
+    }
+
+    fn plus(self, o: &Usage) -> Usage {
+        Usage {
+            cpu_milli: self.cpu_milli + o.cpu_milli,
+            memory_mib: self.memory_mib + o.memory_mib,
+            gpus: self.gpus + o.gpus,
+        }
+    }
+
+    fn fits(&self, cap: &Usage) -> bool {
+        self.cpu_milli <= cap.cpu_milli
+            && self.memory_mib <= cap.memory_mib
+            && self.gpus <= cap.gpus
+    }
+}
+
+pub fn requests(p: &Pod) -> Usage {
+    p.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+        .fold(Usage::default(), |u, r| u.plus(&Usage::of(r)))
+}
+
+/// One pod incarnation (UID) as the monitor saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub name: String,
+    pub gang: Option<String>,
+    /// The node it was bound to.
+    pub node: Option<String>,
+    /// It was seen bound to one node, then to another (impossible in
+    /// Kubernetes; a double binding would show here).
+    pub rebound: bool,
+    pub bound_at: Option<Instant>,
+    /// Deletion requested, finished or gone, whichever was seen first.
+    pub dying_at: Option<Instant>,
+    pub gone: bool,
+}
+
+#[derive(Default)]
+struct GangWatch {
+    size: usize,
+    /// Times the gang was partly bound: (from, until).
+    windows: Vec<(Instant, Option<Instant>)>,
+}
+
+#[derive(Default)]
+struct MonitorState {
+    pods: BTreeMap<String, Seen>,
+    gangs: BTreeMap<String, GangWatch>,
+}
+
+impl MonitorState {
+    fn update(&mut self, p: &Pod, gone: bool) {
+        let now = Instant::now();
+        let Some(uid) = p.metadata.uid.clone() else {
+            return;
+        };
+        let seen = self.pods.entry(uid).or_insert_with(|| Seen {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            gang: p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("scheduling.x-k8s.io/pod-group"))
+                .cloned(),
+            node: None,
+            rebound: false,
+            bound_at: None,
+            dying_at: None,
+            gone: false,
+        });
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone())
+            && !node.is_empty()
+        {
+            if seen.node.as_ref().is_some_and(|n| *n != node) {
+                seen.rebound = true;
+            }
+            seen.node = Some(node);
+            seen.bound_at.get_or_insert(now);
+        }
+        if gone || p.metadata.deletion_timestamp.is_some() || is_finished(p) {
+            seen.dying_at.get_or_insert(now);
+        }
+        seen.gone |= gone;
+        self.recompute(now);
+    }
+
+    fn live_bound(&self, gang: &str) -> usize {
+        self.pods
+            .values()
+            .filter(|s| s.gang.as_deref() == Some(gang) && s.node.is_some() && s.dying_at.is_none())
+            .count()
+    }
+
+    fn recompute(&mut self, now: Instant) {
+        let live: Vec<(String, usize)> = self
+            .gangs
+            .keys()
+            .map(|g| (g.clone(), self.live_bound(g)))
+            .collect();
+        for (g, n) in live {
+            let w = self.gangs.get_mut(&g).unwrap();
+            let partial = n > 0 && n < w.size;
+            let open = w.windows.last().is_some_and(|(_, end)| end.is_none());
+            if partial && !open {
+                w.windows.push((now, None));
+            } else if !partial && open {
+                w.windows.last_mut().unwrap().1 = Some(now);
+            }
+        }
+    }
+}
+
+/// Watches a namespace's pods for the whole test: every incarnation (UID),
+/// where it was bound, when it died, and how long each registered gang was
+/// partly bound.
+pub struct Monitor {
+    state: std::sync::Arc<Mutex<MonitorState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Monitor {
+    pub async fn start(s: &Scenario) -> Monitor {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let state = std::sync::Arc::new(Mutex::new(MonitorState::default()));
+        let api: Api<Pod> = Api::namespaced(s.client.clone(), &s.name);
+        let st = state.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            let mut listing: Option<std::collections::BTreeSet<String>> = None;
+            while let Some(item) = stream.next().await {
+                let mut st = st.lock().unwrap();
+                match item {
+                    Ok(watcher::Event::Init) => listing = Some(Default::default()),
+                    Ok(watcher::Event::InitApply(p)) => {
+                        if let (Some(l), Some(uid)) = (listing.as_mut(), p.metadata.uid.clone()) {
+                            l.insert(uid);
+                        }
+                        st.update(&p, false);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        // What vanished while the watch was down is gone.
+                        let listed = listing.take().unwrap_or_default();
+                        let now = Instant::now();
+                        for (uid, seen) in st.pods.iter_mut() {
+                            if !listed.contains(uid) && !seen.gone {
+                                seen.gone = true;
+                                seen.dying_at.get_or_insert(now);
+                            }
+                        }
+                        st.recompute(now);
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(watcher::Event::Apply(p)) => st.update(&p, false),
+                    Ok(watcher::Event::Delete(p)) => st.update(&p, true),
+                    Err(_) => {}
+                }
+            }
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(30), ready_rx).await;
+        Monitor { state, task }
+    }
+
+    /// Wait until the monitor has seen every pod of the namespace as it is
+    /// now (its watch may be catching up after an outage).
+    pub async fn catch_up(&self, s: &Scenario) {
+        until(60, "the pod monitor to catch up", || async {
+            let pods = s.pods().await;
+            let st = self.state.lock().unwrap();
+            pods.iter().all(|p| {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                p.metadata
+                    .uid
+                    .as_ref()
+                    .and_then(|u| st.pods.get(u))
+                    .is_some_and(|seen| node.is_none() || seen.node == node)
+            })
+        })
+        .await;
+    }
+
+    /// Track gang `name` of `size` pods.
+    pub fn gang(&self, name: &str, size: usize) {
+        let mut st = self.state.lock().unwrap();
+        st.gangs.insert(
+            name.to_string(),
+            GangWatch {
+                size,
+                windows: Vec::new(),
+            },
+        );
+        st.recompute(Instant::now());
+    }
+
+    /// The longest time gang `name` was partly bound, counting only time
+    /// after `since`.
+    pub fn max_partial(&self, name: &str, since: Instant) -> Duration {
+        let st = self.state.lock().unwrap();
+        let now = Instant::now();
+        st.gangs
+            .get(name)
+            .map(|g| {
+                g.windows
+                    .iter()
+                    .map(|(from, to)| {
+                        to.unwrap_or(now)
+                            .saturating_duration_since((*from).max(since))
+                    })
+                    .max()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// How many times gang `name` was partly bound.
+    pub fn partial_windows(&self, name: &str) -> usize {
+        let st = self.state.lock().unwrap();
+        st.gangs.get(name).map_or(0, |g| g.windows.len())
+    }
+
+    /// Every incarnation seen so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().unwrap().pods.values().cloned().collect()
+    }
+
+    /// Incarnations of pod `name` that were bound.
+    pub fn bound_incarnations(&self, name: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .pods
+            .values()
+            .filter(|s| s.name == name && s.node.is_some())
+            .count()
+    }
+
+    /// Incarnations seen bound to two nodes.
+    pub fn rebound(&self) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.rebound).collect()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
