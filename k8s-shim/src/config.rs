@@ -43,6 +43,19 @@ pub struct Config {
     /// pods it was deciding: `failClosed` or `fallback`.
     #[serde(default)]
     pub on_policy_error: OnPolicyError,
+    /// Client-side rate limit, requests per second, on the API calls the
+    /// scheduling thread makes (kube-scheduler's `clientConnection.qps`,
+    /// default 50 there). Binds, unbinds and PodGroup status updates share
+    /// one token bucket, Events another (kube-scheduler also sends events
+    /// through a client of their own); watches and `/scale` calls are not
+    /// limited. Unset (the default): no limit.
+    #[serde(default)]
+    pub client_qps: Option<f64>,
+    /// Burst of each bucket (kube-scheduler's `clientConnection.burst`,
+    /// default 100 there); only with `clientQps`, which it defaults to
+    /// (at least 1).
+    #[serde(default)]
+    pub client_burst: Option<u32>,
 }
 
 /// What to do when the policy fails.
@@ -131,7 +144,26 @@ impl Config {
         if !(self.settings.is_null() || self.settings.is_object()) {
             bail!("settings must be a mapping (it is passed to the policy as JSON)");
         }
+        if let Some(qps) = self.client_qps
+            && !(qps.is_finite() && qps > 0.0)
+        {
+            bail!("clientQps must be a positive number, got {qps}");
+        }
+        match (self.client_qps, self.client_burst) {
+            (None, Some(_)) => bail!("clientBurst needs clientQps"),
+            (_, Some(0)) => bail!("clientBurst must be at least 1"),
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// The client-side rate limit `(qps, burst)`, if one is set.
+    pub fn client_limit(&self) -> Option<(f64, u32)> {
+        let qps = self.client_qps?;
+        let burst = self
+            .client_burst
+            .unwrap_or_else(|| (qps.ceil() as u32).max(1));
+        Some((qps, burst))
     }
 
     /// The settings as the JSON text `configure` receives.
@@ -157,6 +189,34 @@ mod tests {
         let e = Config::parse("policy: dragon\nonPolicyError: retry\n", "c.yaml").unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("c.yaml") && msg.contains("retry"), "{msg}");
+    }
+
+    #[test]
+    fn the_client_rate_limit_is_off_by_default_and_checked() {
+        let c = Config::parse("policy: dragon\n", "c.yaml").unwrap();
+        assert_eq!(c.client_limit(), None);
+        let c = Config::parse(
+            "policy: dragon\nclientQps: 50\nclientBurst: 100\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(c.client_limit(), Some((50.0, 100)));
+        let c = Config::parse("policy: dragon\nclientQps: 2.5\n", "c.yaml").unwrap();
+        assert_eq!(c.client_limit(), Some((2.5, 3)));
+        for bad in [
+            "clientQps: 0\n",
+            "clientQps: -1\n",
+            "clientQps: .nan\n",
+            "clientBurst: 10\n",
+            "clientQps: 5\nclientBurst: 0\n",
+        ] {
+            let e = Config::parse(&format!("policy: dragon\n{bad}"), "c.yaml").unwrap_err();
+            let msg = format!("{e:#}");
+            assert!(
+                msg.contains("c.yaml") && msg.contains("client"),
+                "{bad}: {msg}"
+            );
+        }
     }
 
     #[test]

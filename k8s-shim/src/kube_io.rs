@@ -15,6 +15,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use tokio::runtime::Handle;
 
+use crate::ratelimit::TokenBucket;
 use crate::translate::SCALE_TARGET;
 
 fn split(key: &str) -> (&str, &str) {
@@ -81,6 +82,10 @@ pub struct KubeIo {
     handle: Handle,
     scheduler_name: String,
     instance: String,
+    /// Client-side limit on binds, unbinds and PodGroup status updates.
+    requests: Option<TokenBucket>,
+    /// The same limit, separately, on Events.
+    events: Option<TokenBucket>,
 }
 
 /// Applies worker counts through `/scale` subresources.
@@ -130,6 +135,24 @@ impl KubeIo {
             handle,
             scheduler_name: scheduler_name.to_string(),
             instance,
+            requests: None,
+            events: None,
+        }
+    }
+
+    /// Limit requests to `(qps, burst)` (`Config::client_limit`): one token
+    /// bucket for binds, unbinds and PodGroup status, another for Events, as
+    /// kube-scheduler has one client for its API calls and one for events.
+    #[must_use]
+    pub fn with_rate_limit(mut self, limit: Option<(f64, u32)>) -> KubeIo {
+        self.requests = limit.map(|(qps, burst)| TokenBucket::new(qps, burst));
+        self.events = limit.map(|(qps, burst)| TokenBucket::new(qps, burst));
+        self
+    }
+
+    fn throttle(bucket: Option<&TokenBucket>) {
+        if let Some(b) = bucket {
+            b.wait();
         }
     }
 
@@ -166,6 +189,7 @@ impl KubeIo {
             ..Default::default()
         };
         let api: Api<events::Event> = Api::namespaced(self.client.clone(), ns);
+        Self::throttle(self.events.as_ref());
         if let Err(e) = self
             .handle
             .block_on(api.create(&PostParams::default(), &ev))
@@ -180,6 +204,7 @@ impl KubeIo {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
         let patch = json!({"status": {"phase": phase, "scheduled": scheduled}});
+        Self::throttle(self.requests.as_ref());
         let result = self.handle.block_on(api.patch_status(
             name,
             &PatchParams::default(),
@@ -244,6 +269,7 @@ impl Binder for KubeIo {
                 ..Default::default()
             },
         };
+        Self::throttle(self.requests.as_ref());
         self.handle
             .block_on(api.create_subresource::<_, serde_json::Value>(
                 "binding",
@@ -266,6 +292,7 @@ impl Binder for KubeIo {
         // fresh pending one, and the gang is whole or not at all.
         let (ns, name) = split(pod);
         let api: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
+        Self::throttle(self.requests.as_ref());
         self.handle
             .block_on(api.delete(name, &Default::default()))
             .map(|_| ())

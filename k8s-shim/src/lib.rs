@@ -4,7 +4,8 @@
 //!
 //! - [`translate`] / [`quantity`]: Kubernetes objects → framework types;
 //! - [`snapshot`]: watch events → the framework's snapshot (pure, testable);
-//! - [`kube_io`]: the framework's `Binder`/`Scaler` over the API;
+//! - [`kube_io`]: the framework's `Binder`/`Scaler` over the API, with an
+//!   optional client-side rate limit ([`ratelimit`]);
 //! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
 //! - [`run`]: the wiring (watches, scheduling thread, leader election).
 
@@ -13,6 +14,7 @@ pub mod http;
 pub mod kube_io;
 pub mod metrics;
 pub mod quantity;
+pub mod ratelimit;
 pub mod reload;
 pub mod run;
 pub mod snapshot;

@@ -274,7 +274,11 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     drop(tx);
 
     let handle = tokio::runtime::Handle::current();
-    let io = KubeIo::new(client.clone(), handle.clone(), &config.scheduler_name);
+    let io = KubeIo::new(client.clone(), handle.clone(), &config.scheduler_name)
+        .with_rate_limit(config.client_limit());
+    if let Some((qps, burst)) = config.client_limit() {
+        tracing::info!(qps, burst, "client-side rate limit on binds and events");
+    }
     let scaler = KubeScaler::new(client.clone(), handle);
     let loop_state = Loop {
         scaler,
