@@ -170,7 +170,8 @@ impl KubeIo {
     /// Publish an Event on a pod (best effort: a lost event loses no pod).
     /// Each call creates its own Event, so a changed reason is never folded
     /// into an earlier event's series with the old message.
-    pub fn event(&self, pod: &str, type_: &str, reason: &str, note: String) {
+    /// Publish an Event about `pod`; false if the API refused it (logged).
+    pub fn event(&self, pod: &str, type_: &str, reason: &str, note: String) -> bool {
         let (ns, name) = split(pod);
         let ev = events::Event {
             metadata: ObjectMeta {
@@ -190,11 +191,15 @@ impl KubeIo {
         };
         let api: Api<events::Event> = Api::namespaced(self.client.clone(), ns);
         Self::throttle(self.events.as_ref());
-        if let Err(e) = self
+        match self
             .handle
             .block_on(api.create(&PostParams::default(), &ev))
         {
-            tracing::warn!(pod, "cannot publish event: {e}");
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(pod, "cannot publish event: {e}");
+                false
+            }
         }
     }
 

@@ -545,9 +545,13 @@ impl Loop {
             Vec::new()
         };
         for pod in pods {
-            if self.last_reason.get(&pod).map(String::as_str) != Some(reason) {
-                self.io
-                    .event(&pod, "Warning", "FailedScheduling", reason.to_string());
+            // Remembered only once published: an Event lost while the API
+            // server is away is sent again on the next round.
+            if self.last_reason.get(&pod).map(String::as_str) != Some(reason)
+                && self
+                    .io
+                    .event(&pod, "Warning", "FailedScheduling", reason.to_string())
+            {
                 self.last_reason.insert(pod, reason.to_string());
             }
         }
