@@ -134,6 +134,8 @@ struct Outcome {
     span_s: f64,
     cpu: BTreeMap<&'static str, f64>,
     policy_s: Option<f64>,
+    /// Served by the apiserver during the run's window.
+    api: Option<ApiRequests>,
 }
 
 // ---------------------------------------------------------------------------
@@ -212,6 +214,87 @@ fn cpu_sample(procs: &[(&'static str, u32)]) -> BTreeMap<&'static str, f64> {
         m.insert("machine total", total);
     }
     m
+}
+
+// ---------------------------------------------------------------------------
+// The apiserver's own view: requests served and their mean latency, from its
+// /metrics (apiserver_request_duration_seconds, server side).
+
+/// (count, seconds) of POSTs of pods/binding and of events.
+#[derive(Clone, Copy, Debug, Default)]
+struct ApiRequests {
+    binds: (f64, f64),
+    events: (f64, f64),
+}
+
+fn env_value(key: &str) -> Option<String> {
+    let env = std::fs::read_to_string(control_plane().run.join("env")).ok()?;
+    env.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+}
+
+fn api_requests() -> Option<ApiRequests> {
+    let out = Command::new("curl")
+        .args(["-sf", "--max-time", "20", "--cacert"])
+        .arg(env_value("DRAGON_CP_CA")?)
+        .arg("-H")
+        .arg(format!(
+            "Authorization: Bearer {}",
+            env_value("DRAGON_CP_TOKEN")?
+        ))
+        .arg(format!("{}/metrics", env_value("DRAGON_CP_APISERVER_URL")?))
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut r = ApiRequests::default();
+    for line in text.lines() {
+        let (count, labels) =
+            if let Some(l) = line.strip_prefix("apiserver_request_duration_seconds_count{") {
+                (true, l)
+            } else if let Some(l) = line.strip_prefix("apiserver_request_duration_seconds_sum{") {
+                (false, l)
+            } else {
+                continue;
+            };
+        if !labels.contains(r#"verb="POST""#) {
+            continue;
+        }
+        let slot = if labels.contains(r#"resource="pods""#)
+            && labels.contains(r#"subresource="binding""#)
+        {
+            &mut r.binds
+        } else if labels.contains(r#"resource="events""#) {
+            &mut r.events
+        } else {
+            continue;
+        };
+        let v: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        if count {
+            slot.0 += v;
+        } else {
+            slot.1 += v;
+        }
+    }
+    Some(r)
+}
+
+impl ApiRequests {
+    fn since(self, before: ApiRequests) -> ApiRequests {
+        let d = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0, a.1 - b.1);
+        ApiRequests {
+            binds: d(self.binds, before.binds),
+            events: d(self.events, before.events),
+        }
+    }
+}
+
+/// "N, M ms" (requests, mean server-side latency).
+fn requests_text((count, secs): (f64, f64)) -> String {
+    if count < 0.5 {
+        "0".into()
+    } else {
+        format!("{count:.0}, {:.1} ms", 1e3 * secs / count)
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -497,15 +580,17 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
     }
     let procs = processes(sched.as_ref().and_then(Running::pid));
     let cpu0 = cpu_sample(&procs);
+    let api0 = block(api_requests);
 
     let t_create = Instant::now();
     create_pods(&s.client, &s.name, &scheduler_name, pods).await;
     let create_s = t_create.elapsed().as_secs_f64();
 
-    let (t0, procs, cpu0) = match spec.mode {
-        Mode::Stream => (t_create, procs, cpu0),
+    let (t0, procs, cpu0, api0) = match spec.mode {
+        Mode::Stream => (t_create, procs, cpu0, api0),
         Mode::Backlog => {
             let procs = processes(None);
+            let api0 = block(api_requests);
             let mut cpu0 = cpu_sample(&procs);
             // The scheduler process starts now, from zero.
             cpu0.insert("scheduler", 0.0);
@@ -516,7 +601,7 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
                 procs.push(("scheduler", pid));
             }
             sched = Some(r);
-            (t0, procs, cpu0)
+            (t0, procs, cpu0, api0)
         }
     };
     let sched = sched.unwrap();
@@ -548,6 +633,10 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cpu1 = cpu_sample(&procs);
+    let api = match (block(api_requests), api0) {
+        (Some(a), Some(b)) => Some(a.since(b)),
+        _ => None,
+    };
     let policy_s = sched.policy_seconds();
     let (first, last) = {
         let st = watch.state.lock().unwrap();
@@ -572,6 +661,7 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
         span_s: last.duration_since(first).as_secs_f64(),
         cpu,
         policy_s,
+        api,
     }
 }
 
@@ -805,6 +895,24 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
             o.pods as f64 / o.total_s,
             o.span_s,
             o.pods as f64 / o.span_s.max(1e-3)
+        );
+    }
+    println!(
+        "\nRequests the apiserver served during each run (the same window as 'seconds'), \
+         with their mean server-side latency (apiserver_request_duration_seconds):\n"
+    );
+    println!("| scheduler | client limits | mode | binding POSTs | event POSTs (any client) |");
+    println!("|---|---|---|---:|---:|");
+    for o in &outcomes {
+        let (b, e) = o.api.map_or_else(
+            || ("-".into(), "-".into()),
+            |a| (requests_text(a.binds), requests_text(a.events)),
+        );
+        println!(
+            "| {} | {} | {} | {b} | {e} |",
+            o.spec.scheduler(),
+            o.spec.limits_text(),
+            o.spec.mode_text()
         );
     }
     println!("\nCPU seconds used during each run (the same window as 'seconds'):\n");
