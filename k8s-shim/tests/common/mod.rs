@@ -143,7 +143,7 @@ impl Scenario {
         gpus: u32,
         seconds: Option<u32>,
     ) {
-        self.create_pod(name, &self.scheduler_name(), group, gpus, seconds)
+        self.create_pod(name, &self.scheduler_name(), group, gpus, seconds, None)
             .await;
     }
 
@@ -155,7 +155,8 @@ impl Scenario {
         group: Option<(&str, &str, u32)>,
         gpus: u32,
     ) {
-        self.create_pod(name, scheduler, group, gpus, None).await;
+        self.create_pod(name, scheduler, group, gpus, None, None)
+            .await;
     }
 
     async fn create_pod(
@@ -165,6 +166,7 @@ impl Scenario {
         group: Option<(&str, &str, u32)>,
         gpus: u32,
         seconds: Option<u32>,
+        bound_to: Option<&str>,
     ) {
         let mut labels = json!({});
         if let Some((g, role, index)) = group {
@@ -174,18 +176,23 @@ impl Scenario {
         if let Some(s) = seconds {
             annotations = json!({"dragon.dev/complete-after-seconds": s.to_string()});
         }
-        let pod = json!({
+        let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": self.name, "labels": labels, "annotations": annotations},
             "spec": {
                 "schedulerName": scheduler,
-                "nodeSelector": {"dragon-e2e": self.name},
                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [{"name": "c", "image": "fake",
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
                                   "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
             }
         });
+        // Created already bound to a node of this scenario, or left for a
+        // scheduler to place on one.
+        match bound_to {
+            Some(node) => pod["spec"]["nodeName"] = json!(format!("{}-{node}", self.name)),
+            None => pod["spec"]["nodeSelector"] = json!({"dragon-e2e": self.name}),
+        }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
         pods.create(
             &PostParams::default(),
@@ -535,29 +542,8 @@ impl Scenario {
         node: &str,
         gpus: u32,
     ) {
-        let mut labels = json!({});
-        if let Some((g, role, index)) = group {
-            labels = json!({"scheduling.x-k8s.io/pod-group": g, "dragon.dev/role": role, "dragon.dev/index": index.to_string()});
-        }
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": self.name, "labels": labels},
-            "spec": {
-                "schedulerName": scheduler,
-                "nodeName": format!("{}-{node}", self.name),
-                "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-                "containers": [{"name": "c", "image": "fake",
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
-                                  "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
-            }
-        });
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
-        pods.create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
-        .await
-        .unwrap();
+        self.create_pod(name, scheduler, group, gpus, None, Some(node))
+            .await;
     }
 
     /// A gang whose pods a controller owns, so that a released (deleted)
