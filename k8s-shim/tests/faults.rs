@@ -24,6 +24,32 @@ const WHOLE_SECS: u64 = 90;
 const PARTIAL_MAX: Duration = Duration::from_secs(20);
 const ERRORS: &str = "dragon_scheduling_attempts_total{result=\"error\"}";
 
+/// A gang that waits in permit: a PodGroup of minMember 5 whose PS runs
+/// already (created bound to node `a`) and 2 of whose 4 workers exist; Dragon
+/// reserves the two and waits for the rest. (A new gang with fewer than
+/// minMember pods is held back before anything is reserved, so a running PS
+/// is the way to get a real permit wait.)
+async fn gang_in_permit(s: &Scenario, name: &str) {
+    s.podgroup(name, 5, json!({})).await;
+    s.pod_on(
+        &format!("{name}-ps-0"),
+        &s.scheduler_name(),
+        Some((name, "ps", 0)),
+        "a",
+        0,
+    )
+    .await;
+    for i in 0..2 {
+        s.pod(
+            &format!("{name}-worker-{i}"),
+            Some((name, "worker", i)),
+            1,
+            None,
+        )
+        .await;
+    }
+}
+
 /// The shared part of the two restart tests: a gang waiting in permit when
 /// the component goes down, whose last members are created once it is back
 /// (bound only if the scheduler's watches resumed), and a gang whose pods
@@ -40,26 +66,7 @@ async fn restart_mid_gang(ns: &str, component: &str) {
     monitor.gang("inflight", 4);
     let mut sched = Scheduler::start(&s, "dragon", "");
 
-    // A gang waiting in permit: its PS already runs (bound before), 2 of its
-    // 4 workers exist; Dragon reserves them and waits for the other two.
-    s.podgroup("waiting", 5, json!({})).await;
-    s.pod_on(
-        "waiting-ps-0",
-        &s.scheduler_name(),
-        Some(("waiting", "ps", 0)),
-        "a",
-        0,
-    )
-    .await;
-    for i in 0..2 {
-        s.pod(
-            &format!("waiting-worker-{i}"),
-            Some(("waiting", "worker", i)),
-            1,
-            None,
-        )
-        .await;
-    }
+    gang_in_permit(&s, "waiting").await;
     s.until_explained(60, "waiting-worker-0", "gang waiting in permit")
         .await;
 
@@ -483,24 +490,7 @@ async fn a_scheduler_killed_while_a_gang_waits_in_permit_is_replaced_and_nothing
     monitor.gang("permit", 5);
     monitor.gang("gated", 4);
     let mut first = Scheduler::start(&s, "dragon", "");
-    s.podgroup("permit", 5, json!({})).await;
-    s.pod_on(
-        "permit-ps-0",
-        &s.scheduler_name(),
-        Some(("permit", "ps", 0)),
-        "a",
-        0,
-    )
-    .await;
-    for i in 0..2 {
-        s.pod(
-            &format!("permit-worker-{i}"),
-            Some(("permit", "worker", i)),
-            1,
-            None,
-        )
-        .await;
-    }
+    gang_in_permit(&s, "permit").await;
     s.podgroup("gated", 4, json!({})).await;
     s.pod("gated-ps-0", Some(("gated", "ps", 0)), 0, None).await;
     s.pod("gated-worker-0", Some(("gated", "worker", 0)), 1, None)
