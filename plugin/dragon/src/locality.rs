@@ -75,20 +75,24 @@ pub fn score(pod: &Placement, nodes: &Candidates) -> Vec<u32> {
     let Some(this) = tasks.first() else {
         return vec![0; nodes.index.len()];
     };
-    (0..nodes.index.len())
-        .map(|i| {
-            let free = nodes.capacity.free(i);
-            let siblings = nodes.siblings.get(i).copied().unwrap_or(0);
-            match this.role {
-                Role::Ps => (siblings.min(0x7_ffff) << 12) | best_fit(&free),
-                Role::Worker | Role::Other => {
-                    let near = if siblings > 0 { 1 << 31 } else { 0 };
-                    let fits = (fits_count(tasks, free) as u32).min(4095);
-                    near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
-                }
-            }
-        })
-        .collect()
+    // Columns zipped rather than indexed, and the role decided once: this
+    // loop is the policy's hottest, and in wasm every live value that does
+    // not fit in a register is a stack reload per node.
+    let free = nodes.capacity.free_iter();
+    let siblings = nodes.siblings.iter().copied().chain(std::iter::repeat(0));
+    let per_node = free.zip(siblings).take(nodes.index.len());
+    match this.role {
+        Role::Ps => per_node
+            .map(|(free, siblings)| (siblings.min(0x7_ffff) << 12) | best_fit(&free))
+            .collect(),
+        Role::Worker | Role::Other => per_node
+            .map(|(free, siblings)| {
+                let near = if siblings > 0 { 1 << 31 } else { 0 };
+                let fits = (fits_count(tasks, free) as u32).min(4095);
+                near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

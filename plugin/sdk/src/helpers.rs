@@ -56,6 +56,21 @@ impl Capacity {
         }
     }
 
+    /// Free resources of every node, in order. Cheaper than calling
+    /// [`Capacity::free`] per index in a hot loop: no bounds checks, and
+    /// fewer live values for the wasm compiler to keep in registers.
+    pub fn free_iter(&self) -> impl Iterator<Item = Resources> + '_ {
+        self.free_cpu_milli
+            .iter()
+            .zip(&self.free_memory_mib)
+            .zip(&self.free_gpus)
+            .map(|((&cpu_milli, &memory_mib), &gpus)| Resources {
+                cpu_milli,
+                memory_mib,
+                gpus,
+            })
+    }
+
     /// Allocatable resources of node `i`.
     pub fn allocatable(&self, i: usize) -> Resources {
         Resources {
@@ -92,7 +107,12 @@ pub fn fits_count(tasks: &[Task], mut free: Resources) -> usize {
         if !t.request.fits_in(&free) {
             continue;
         }
-        free = free.minus(&t.request);
+        // Plain subtraction: it fits, so none of these can underflow.
+        free = Resources {
+            cpu_milli: free.cpu_milli - t.request.cpu_milli,
+            memory_mib: free.memory_mib - t.request.memory_mib,
+            gpus: free.gpus - t.request.gpus,
+        };
         n += 1;
     }
     n
