@@ -42,6 +42,11 @@ impl PolicyEngine {
         config.concurrency_support(false);
         // Deep recursion traps cleanly instead of eating the host's stack.
         config.max_wasm_stack(1 << 20);
+        // `perf record` can then name policy functions (written to
+        // /tmp/perf-<pid>.map), for profiling a policy in place.
+        if std::env::var_os("DRAGON_PERF_MAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticking = engine.clone();
