@@ -64,8 +64,11 @@ struct Backoff {
 /// What one attempt at a unit came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Attempt {
-    /// Bound, admitted or now waiting in permit.
+    /// Admitted, or now waiting in permit.
     Progress,
+    /// Placed and permitted: bound with the rest of the round at its end,
+    /// which settles the backoff.
+    Binding,
     /// Not placed (unschedulable, rejected, bind failure): back off.
     Failed,
     /// The policy failed a call (trap, deadline, invalid output): back off,
@@ -136,6 +139,17 @@ impl RoundReport {
             _ => None,
         })
     }
+}
+
+/// Pods placed and permitted in this round: bound together at its end.
+struct ToBind {
+    /// Index of the unit in the round's units.
+    unit: usize,
+    /// `(pod, node index)`, all bound or none.
+    pods: Vec<(String, usize)>,
+    /// For a gang, the size it is admitted at (`None`: as requested); `None`
+    /// for a pod bound on its own.
+    gang: Option<Option<u32>>,
 }
 
 /// A gang holding reservations while permit waits.
@@ -461,6 +475,10 @@ impl Scheduler {
         if units.is_empty() {
             return report;
         }
+        // Placement is decided unit by unit against reservations; the binds,
+        // each a round trip to the API server in Kubernetes, go together at
+        // the end so the driver can send them concurrently.
+        let mut to_bind = Vec::new();
         for i in self.order(now_ms, policy, &units, &mut report) {
             let unit = &units[i];
             if self
@@ -470,23 +488,148 @@ impl Scheduler {
             {
                 continue;
             }
-            let mut attempt = self.schedule_unit(now_ms, policy, unit, binder, scaler, &mut report);
+            let mut attempt =
+                self.schedule_unit(now_ms, policy, i, unit, &mut to_bind, &mut report);
             if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
                     unit: unit.key.clone(),
                     policy: fallback.info().name.clone(),
                 });
-                attempt = self.schedule_unit(now_ms, fallback, unit, binder, scaler, &mut report);
+                attempt = self.schedule_unit(now_ms, fallback, i, unit, &mut to_bind, &mut report);
             }
             match attempt {
                 Attempt::Progress => {
                     self.backoff.remove(&unit.key);
                 }
                 Attempt::Failed | Attempt::PolicyFailed => self.back_off(&unit.key, now_ms),
-                Attempt::Gated => {}
+                Attempt::Binding | Attempt::Gated => {}
             }
         }
+        self.bind_round(now_ms, &units, to_bind, binder, scaler, &mut report);
         report
+    }
+
+    /// Bind everything placed this round in one [`Binder::bind_many`] call.
+    /// A group whose bind fails is released whole: its bound members are
+    /// unbound and it backs off. A unit of lone pods backs off only when
+    /// none of its pods could be bound.
+    fn bind_round(
+        &mut self,
+        now_ms: u64,
+        units: &[UnitPlan],
+        to_bind: Vec<ToBind>,
+        binder: &mut dyn Binder,
+        scaler: &mut dyn Scaler,
+        report: &mut RoundReport,
+    ) {
+        if to_bind.is_empty() {
+            return;
+        }
+        let binds: Vec<(String, String)> = to_bind
+            .iter()
+            .flat_map(|b| &b.pods)
+            .map(|(pod, node)| (pod.clone(), self.cluster.nodes()[*node].name.clone()))
+            .collect();
+        let mut results = binder.bind_many(&binds).into_iter();
+        let mut binds = binds.into_iter();
+        // Per unit of lone pods: whether any of its pods was bound.
+        let mut lone: BTreeMap<usize, bool> = BTreeMap::new();
+        for group in to_bind {
+            let unit = &units[group.unit];
+            let outcome: Vec<(String, Result<(), String>)> = group
+                .pods
+                .iter()
+                .map(|_| {
+                    let (_, node) = binds.next().unwrap_or_default();
+                    let result = results.next().unwrap_or_else(|| {
+                        Err("the binder returned fewer results than binds".into())
+                    });
+                    (node, result)
+                })
+                .collect();
+            let failed = group
+                .pods
+                .iter()
+                .zip(&outcome)
+                .find_map(|((pod, _), (_, r))| r.as_ref().err().map(|e| (pod.clone(), e.clone())));
+            if let Some((pod, reason)) = failed {
+                for ((p, _), (_, r)) in group.pods.iter().zip(&outcome) {
+                    if r.is_ok()
+                        && let Err(e) = binder.unbind(p)
+                    {
+                        tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
+                    }
+                    self.cluster.set_state(p, PodState::Pending);
+                }
+                self.waiting.remove(&unit.key);
+                report.decisions.push(Decision::BindFailed {
+                    unit: unit.key.clone(),
+                    pod,
+                    reason,
+                });
+                match group.gang {
+                    Some(_) => self.back_off(&unit.key, now_ms),
+                    None => {
+                        lone.entry(group.unit).or_insert(false);
+                    }
+                }
+                continue;
+            }
+            for ((pod, node), (node_name, _)) in group.pods.iter().zip(outcome) {
+                self.cluster.set_state(pod, PodState::Bound(*node));
+                report.decisions.push(Decision::Bound {
+                    pod: pod.clone(),
+                    node: node_name,
+                });
+            }
+            self.last_admit_ms = now_ms;
+            match group.gang {
+                Some(size) => {
+                    self.backoff.remove(&unit.key);
+                    self.admitted(now_ms, unit, size, &group.pods, scaler, report);
+                }
+                None => {
+                    lone.insert(group.unit, true);
+                }
+            }
+        }
+        for (i, any_bound) in lone {
+            if any_bound {
+                self.backoff.remove(&units[i].key);
+            } else {
+                self.back_off(&units[i].key, now_ms);
+            }
+        }
+    }
+
+    /// The bookkeeping of a gang whose pods are all bound.
+    fn admitted(
+        &mut self,
+        now_ms: u64,
+        unit: &UnitPlan,
+        size: Option<u32>,
+        pods: &[(String, usize)],
+        scaler: &mut dyn Scaler,
+        report: &mut RoundReport,
+    ) {
+        let job = unit.job.clone().unwrap_or_default();
+        let nodes: std::collections::BTreeSet<usize> = pods.iter().map(|(_, n)| *n).collect();
+        let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
+        let admitted_workers = size.unwrap_or(workers);
+        if let Some(e) = self.cluster.jobs.get_mut(&job)
+            && unit.wit.running == 0
+        {
+            e.started_ms = Some(now_ms);
+        }
+        report.decisions.push(Decision::Admitted {
+            unit: unit.key.clone(),
+            pods: pods.len() as u32,
+            workers: admitted_workers,
+            nodes: nodes.len() as u32,
+        });
+        if admitted_workers < workers {
+            self.resize(&job, admitted_workers, unit, scaler, report);
+        }
     }
 
     fn back_off(&mut self, key: &str, now_ms: u64) {
@@ -506,9 +649,9 @@ impl Scheduler {
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
+        index: usize,
         unit: &UnitPlan,
-        binder: &mut dyn Binder,
-        scaler: &mut dyn Scaler,
+        to_bind: &mut Vec<ToBind>,
         report: &mut RoundReport,
     ) -> Attempt {
         let info = policy.info();
@@ -605,15 +748,13 @@ impl Scheduler {
         };
 
         if !unit.wit.gang {
-            let mut bound = false;
-            for (pod, node) in &placed {
-                bound |= self.bind_all(unit, &[(pod.clone(), *node)], binder, report);
-            }
-            if !bound {
-                return Attempt::Failed;
-            }
-            self.last_admit_ms = now_ms;
-            return Attempt::Progress;
+            // Each pod on its own: one failed bind does not release the rest.
+            to_bind.extend(placed.into_iter().map(|pod| ToBind {
+                unit: index,
+                pods: vec![pod],
+                gang: None,
+            }));
+            return Attempt::Binding;
         }
 
         // Permit for the gang: reservations so far plus this round's.
@@ -651,29 +792,12 @@ impl Scheduler {
                             .map(|n| (k, n))
                     })
                     .collect();
-                if !self.bind_all(unit, &all, binder, report) {
-                    return Attempt::Failed;
-                }
-                self.last_admit_ms = now_ms;
-                let nodes: std::collections::BTreeSet<usize> =
-                    all.iter().map(|(_, n)| *n).collect();
-                let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
-                let admitted_workers = size.unwrap_or(workers);
-                if let Some(e) = self.cluster.jobs.get_mut(&job)
-                    && unit.wit.running == 0
-                {
-                    e.started_ms = Some(now_ms);
-                }
-                report.decisions.push(Decision::Admitted {
-                    unit: unit.key.clone(),
-                    pods: all.len() as u32,
-                    workers: admitted_workers,
-                    nodes: nodes.len() as u32,
+                to_bind.push(ToBind {
+                    unit: index,
+                    pods: all,
+                    gang: Some(size),
                 });
-                if admitted_workers < workers {
-                    self.resize(&job, admitted_workers, unit, scaler, report);
-                }
-                Attempt::Progress
+                Attempt::Binding
             }
             Ok(wit::PermitResult::Wait(ms)) => {
                 let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang {
@@ -753,51 +877,6 @@ impl Scheduler {
                 ),
             }),
         }
-    }
-
-    /// Bind every pod; on a failure, unbind those already bound and release
-    /// the rest, so the gang is never left half bound.
-    fn bind_all(
-        &mut self,
-        unit: &UnitPlan,
-        pods: &[(String, usize)],
-        binder: &mut dyn Binder,
-        report: &mut RoundReport,
-    ) -> bool {
-        let mut done: Vec<(String, String)> = Vec::new();
-        for (pod, node) in pods {
-            let node_name = self.cluster.nodes()[*node].name.clone();
-            match binder.bind(pod, &node_name) {
-                Ok(()) => {
-                    self.cluster.set_state(pod, PodState::Bound(*node));
-                    done.push((pod.clone(), node_name));
-                }
-                Err(reason) => {
-                    for (p, _) in &done {
-                        if let Err(e) = binder.unbind(p) {
-                            tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
-                        }
-                        self.cluster.set_state(p, PodState::Pending);
-                    }
-                    for (p, _) in pods {
-                        if matches!(self.cluster.pod(p), Some((_, PodState::Reserved(_)))) {
-                            self.cluster.set_state(p, PodState::Pending);
-                        }
-                    }
-                    self.waiting.remove(&unit.key);
-                    report.decisions.push(Decision::BindFailed {
-                        unit: unit.key.clone(),
-                        pod: pod.clone(),
-                        reason,
-                    });
-                    return false;
-                }
-            }
-        }
-        for (pod, node) in done {
-            report.decisions.push(Decision::Bound { pod, node });
-        }
-        true
     }
 
     /// Reserve a node for each pod of `unit` at `size` workers; on failure

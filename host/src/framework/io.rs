@@ -9,6 +9,18 @@ pub trait Binder {
     /// A message saying why the bind failed; the framework releases the gang.
     fn bind(&mut self, pod: &str, node: &str) -> Result<(), String>;
 
+    /// Bind every `(pod, node)` of a round: one result per entry, in order.
+    /// The framework calls this once per round, after every unit has been
+    /// placed, so an implementation may send the binds concurrently (the shim
+    /// does; a bind is a round trip to the API server). The default binds one
+    /// after another.
+    fn bind_many(&mut self, binds: &[(String, String)]) -> Vec<Result<(), String>> {
+        binds
+            .iter()
+            .map(|(pod, node)| self.bind(pod, node))
+            .collect()
+    }
+
     /// Undo the bind of a gang member whose siblings could not be bound, so
     /// the gang is released whole rather than left half running (the shim
     /// deletes the pod and its controller recreates it pending).
