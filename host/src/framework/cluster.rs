@@ -56,6 +56,40 @@ pub enum ClusterError {
     Duplicate { kind: &'static str, name: String },
 }
 
+/// Every node's allocatable and free resources as columns, in the policy's
+/// layout, kept current with each change of usage: a pod's candidates are
+/// then a gather from here (a plain copy when every node is a candidate)
+/// instead of a recomputation per node per pod. A removed node has zeros.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Columns {
+    pub(crate) alloc_cpu_milli: Vec<u64>,
+    pub(crate) alloc_memory_mib: Vec<u64>,
+    pub(crate) alloc_gpus: Vec<u32>,
+    pub(crate) free_cpu_milli: Vec<u64>,
+    pub(crate) free_memory_mib: Vec<u64>,
+    pub(crate) free_gpus: Vec<u32>,
+}
+
+impl Columns {
+    fn set(&mut self, i: usize, alloc: Resources, free: Resources) {
+        if i == self.free_gpus.len() {
+            self.alloc_cpu_milli.push(alloc.cpu_milli);
+            self.alloc_memory_mib.push(alloc.memory_mib);
+            self.alloc_gpus.push(alloc.gpus);
+            self.free_cpu_milli.push(free.cpu_milli);
+            self.free_memory_mib.push(free.memory_mib);
+            self.free_gpus.push(free.gpus);
+        } else {
+            self.alloc_cpu_milli[i] = alloc.cpu_milli;
+            self.alloc_memory_mib[i] = alloc.memory_mib;
+            self.alloc_gpus[i] = alloc.gpus;
+            self.free_cpu_milli[i] = free.cpu_milli;
+            self.free_memory_mib[i] = free.memory_mib;
+            self.free_gpus[i] = free.gpus;
+        }
+    }
+}
+
 /// Nodes, pods and jobs as the framework sees them.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
@@ -64,6 +98,8 @@ pub struct Cluster {
     gone: Vec<bool>,
     node_index: HashMap<String, usize>,
     used: Vec<Resources>,
+    /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
+    columns: Columns,
     pub(crate) pods: BTreeMap<String, PodEntry>,
     pub(crate) jobs: BTreeMap<String, JobEntry>,
     /// Pod keys of each job, so a job's pods are found without a scan.
@@ -91,6 +127,7 @@ impl Cluster {
             if self.gone[i] {
                 self.gone[i] = false;
                 self.nodes[i] = node;
+                self.sync_columns(i);
                 return Ok(i);
             }
             return Err(ClusterError::Duplicate {
@@ -103,6 +140,7 @@ impl Cluster {
         self.nodes.push(node);
         self.gone.push(false);
         self.used.push(Resources::default());
+        self.sync_columns(i);
         Ok(i)
     }
 
@@ -113,6 +151,7 @@ impl Cluster {
     pub fn update_node(&mut self, node: Node) -> Result<(), ClusterError> {
         let i = self.node_idx(&node.name)?;
         self.nodes[i] = node;
+        self.sync_columns(i);
         Ok(())
     }
 
@@ -129,6 +168,7 @@ impl Cluster {
             }
         }
         self.used[i] = Resources::default();
+        self.sync_columns(i);
         Ok(())
     }
 
@@ -197,7 +237,7 @@ impl Cluster {
         let state = match node {
             Some(n) => {
                 let i = self.node_idx(n)?;
-                self.used[i] = self.used[i].plus(pod.request);
+                self.add_use(i, pod.request);
                 PodState::Bound(i)
             }
             None => PodState::Pending,
@@ -238,7 +278,7 @@ impl Cluster {
             }
         }
         if let Some(n) = e.state.node() {
-            self.used[n] = self.used[n].minus(e.pod.request);
+            self.sub_use(n, e.pod.request);
         }
         Ok(e.pod)
     }
@@ -261,13 +301,39 @@ impl Cluster {
         let Some(e) = self.pods.get_mut(key) else {
             return;
         };
-        if let Some(n) = e.state.node() {
-            self.used[n] = self.used[n].minus(e.pod.request);
+        let (old, request) = (e.state.node(), e.pod.request);
+        e.state = state;
+        if let Some(n) = old {
+            self.sub_use(n, request);
         }
         if let Some(n) = state.node() {
-            self.used[n] = self.used[n].plus(e.pod.request);
+            self.add_use(n, request);
         }
-        e.state = state;
+    }
+
+    fn add_use(&mut self, i: usize, r: Resources) {
+        self.used[i] = self.used[i].plus(r);
+        self.sync_columns(i);
+    }
+
+    fn sub_use(&mut self, i: usize, r: Resources) {
+        self.used[i] = self.used[i].minus(r);
+        self.sync_columns(i);
+    }
+
+    fn sync_columns(&mut self, i: usize) {
+        let alloc = if self.gone[i] {
+            Resources::default()
+        } else {
+            self.nodes[i].allocatable
+        };
+        let free = self.free(i);
+        self.columns.set(i, alloc, free);
+    }
+
+    /// Every node's resources as columns (see [`Columns`]).
+    pub(crate) fn columns(&self) -> &Columns {
+        &self.columns
     }
 
     /// Nodes, including removed ones (see [`Cluster::is_live`]).
@@ -378,5 +444,72 @@ impl Cluster {
             }
         }
         (alloc, used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(cpu_milli: u64, memory_mib: u64, gpus: u32) -> Resources {
+        Resources {
+            cpu_milli,
+            memory_mib,
+            gpus,
+        }
+    }
+
+    /// The columns say what a recomputation from nodes and usage says.
+    fn assert_columns_current(c: &Cluster) {
+        let cols = c.columns();
+        assert_eq!(cols.free_gpus.len(), c.nodes().len());
+        for i in 0..c.nodes().len() {
+            let alloc = if c.is_live(i) {
+                c.nodes()[i].allocatable
+            } else {
+                Resources::default()
+            };
+            let free = c.free(i);
+            let got_alloc = r(
+                cols.alloc_cpu_milli[i],
+                cols.alloc_memory_mib[i],
+                cols.alloc_gpus[i],
+            );
+            let got_free = r(
+                cols.free_cpu_milli[i],
+                cols.free_memory_mib[i],
+                cols.free_gpus[i],
+            );
+            assert_eq!((got_alloc, got_free), (alloc, free), "node {i}");
+        }
+    }
+
+    #[test]
+    fn the_capacity_columns_follow_every_change() {
+        let mut c = Cluster::new();
+        for n in 0..3 {
+            c.add_node(Node::new(format!("n{n}"), r(8000, 32_000, 4)))
+                .unwrap();
+        }
+        assert_columns_current(&c);
+        c.add_pod(Pod::new("a", r(1000, 1000, 1)), Some("n0"))
+            .unwrap();
+        c.add_pod(Pod::new("b", r(2000, 2000, 2)), None).unwrap();
+        assert_columns_current(&c);
+        c.set_state("b", PodState::Reserved(1));
+        assert_columns_current(&c);
+        c.set_state("b", PodState::Bound(2));
+        assert_columns_current(&c);
+        c.update_node(Node::new("n2", r(16_000, 64_000, 8)))
+            .unwrap();
+        assert_columns_current(&c);
+        c.remove_node("n2").unwrap();
+        assert_columns_current(&c);
+        c.add_node(Node::new("n2", r(4000, 8000, 1))).unwrap();
+        assert_columns_current(&c);
+        c.remove_pod("a").unwrap();
+        assert_columns_current(&c);
+        c.observe_bound("b", "n0").unwrap();
+        assert_columns_current(&c);
     }
 }

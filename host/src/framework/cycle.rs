@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::cluster::{Cluster, PodState};
-use super::filters::{Rejections, candidates, feasible};
+use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
 use super::io::{Binder, Scaler};
 use super::model::Role;
 use crate::runtime::{CallError, Failure, Hooks, wit};
@@ -182,6 +182,8 @@ pub struct Scheduler {
     backoff: BTreeMap<String, Backoff>,
     pub(crate) last_admit_ms: u64,
     pub(crate) last_scale_down_ms: u64,
+    /// Candidate columns kept between pods so their buffers are reused.
+    columns: Option<wit::Candidates>,
 }
 
 /// Longest text from a policy (a skip, reject or scale reason) the framework
@@ -941,7 +943,8 @@ impl Scheduler {
             if index.is_empty() {
                 return Err(fail(self, &placed, &rejections));
             }
-            let mut cands = candidates(&self.cluster, index.clone(), &siblings);
+            let mut cands = self.columns.take().unwrap_or_else(no_candidates);
+            fill_candidates(&self.cluster, &index, &siblings, &mut cands);
             if info.implements(wit::Hook::Filter) {
                 let pass = match policy.filter(&placement, &cands) {
                     Ok(p) if p.len() == index.len() => p,
@@ -973,7 +976,7 @@ impl Scheduler {
                     return Err(fail(self, &placed, &rejections));
                 }
                 if index.len() != before {
-                    cands = candidates(&self.cluster, index.clone(), &siblings);
+                    fill_candidates(&self.cluster, &index, &siblings, &mut cands);
                 }
             }
             let best = if info.implements(wit::Hook::Score) && index.len() > 1 {
@@ -1003,6 +1006,7 @@ impl Scheduler {
             } else {
                 index[0] as usize
             };
+            self.columns = Some(cands);
             self.cluster.set_state(key, PodState::Reserved(best));
             siblings[best] += 1;
             placed.push((key.clone(), best));

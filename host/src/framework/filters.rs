@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::cluster::Cluster;
-use super::model::{Pod, Resources};
+use super::model::Pod;
 use crate::runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
@@ -31,69 +31,119 @@ impl Rejections {
     }
 }
 
+/// The built-in filters' reasons, in kube's wording, indexed by [`Reason`].
+const REASONS: [&str; 6] = [
+    "node(s) were unschedulable",
+    "node(s) didn't match Pod's node affinity/selector",
+    "node(s) had untolerated taint",
+    "Insufficient nvidia.com/gpu",
+    "Insufficient cpu",
+    "Insufficient memory",
+];
+
+#[derive(Clone, Copy)]
+enum Reason {
+    Unschedulable,
+    Selector,
+    Taint,
+    Gpu,
+    Cpu,
+    Memory,
+}
+
 /// Node indices that pass every built-in filter for `pod`.
 pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections) -> Vec<u32> {
+    // Counted in an array and handed over once: this runs per pod over
+    // every node, and on a full cluster nearly every node is rejected.
+    let mut counts = [0usize; REASONS.len()];
     let mut out = Vec::new();
+    let r = pod.request;
+    let cols = cluster.columns();
     for (i, node) in cluster.nodes().iter().enumerate() {
         if !cluster.is_live(i) {
             continue;
         }
-        if node.unschedulable {
-            rejections.add("node(s) were unschedulable", 1);
-            continue;
-        }
-        if !pod
+        let rejected = if node.unschedulable {
+            Some(Reason::Unschedulable)
+        } else if !pod
             .node_selector
             .iter()
             .all(|(k, v)| node.labels.get(k) == Some(v))
         {
-            rejections.add("node(s) didn't match Pod's node affinity/selector", 1);
-            continue;
-        }
-        let untolerated = node.taints.iter().any(|t| {
+            Some(Reason::Selector)
+        } else if node.taints.iter().any(|t| {
             (t.effect == "NoSchedule" || t.effect == "NoExecute")
                 && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
-        });
-        if untolerated {
-            rejections.add("node(s) had untolerated taint", 1);
-            continue;
-        }
-        let free = cluster.free(i);
-        let r = pod.request;
-        if r.gpus > free.gpus {
-            rejections.add("Insufficient nvidia.com/gpu", 1);
-        } else if r.cpu_milli > free.cpu_milli {
-            rejections.add("Insufficient cpu", 1);
-        } else if r.memory_mib > free.memory_mib {
-            rejections.add("Insufficient memory", 1);
+        }) {
+            Some(Reason::Taint)
         } else {
-            out.push(i as u32);
+            if r.gpus > cols.free_gpus[i] {
+                Some(Reason::Gpu)
+            } else if r.cpu_milli > cols.free_cpu_milli[i] {
+                Some(Reason::Cpu)
+            } else if r.memory_mib > cols.free_memory_mib[i] {
+                Some(Reason::Memory)
+            } else {
+                None
+            }
+        };
+        match rejected {
+            Some(reason) => counts[reason as usize] += 1,
+            None => out.push(i as u32),
         }
+    }
+    for (reason, n) in REASONS.iter().zip(counts) {
+        rejections.add(reason, n);
     }
     out
 }
 
-/// Candidate columns for the policy's `filter` and `score`.
-pub(crate) fn candidates(cluster: &Cluster, index: Vec<u32>, siblings: &[u32]) -> wit::Candidates {
-    // One pass per column: each is a plain gather the compiler keeps tight,
-    // instead of seven pushes per node.
-    let nodes = cluster.nodes();
-    let alloc: Vec<Resources> = index
-        .iter()
-        .map(|&i| nodes[i as usize].allocatable)
-        .collect();
-    let free: Vec<Resources> = index.iter().map(|&i| cluster.free(i as usize)).collect();
-    let capacity = wit::Capacity {
-        alloc_cpu_milli: alloc.iter().map(|r| r.cpu_milli).collect(),
-        alloc_memory_mib: alloc.iter().map(|r| r.memory_mib).collect(),
-        alloc_gpus: alloc.iter().map(|r| r.gpus).collect(),
-        free_cpu_milli: free.iter().map(|r| r.cpu_milli).collect(),
-        free_memory_mib: free.iter().map(|r| r.memory_mib).collect(),
-        free_gpus: free.iter().map(|r| r.gpus).collect(),
-    };
+/// Candidate columns for the policy's `filter` and `score`, written into
+/// `out`'s buffers. This runs once per pod over up to every node: fresh
+/// columns each time cost more in page faults (the allocator hands the
+/// memory back and takes it again) than the copying itself.
+pub(crate) fn fill_candidates(
+    cluster: &Cluster,
+    index: &[u32],
+    siblings: &[u32],
+    out: &mut wit::Candidates,
+) {
+    let all = index.len() == cluster.nodes().len();
+    // `index` is ascending without repeats, so as long as the node list it
+    // is every node, in order: a plain copy.
+    fn refill<T: Copy>(column: &mut Vec<T>, from: &[T], index: &[u32], all: bool) {
+        column.clear();
+        if all {
+            column.extend_from_slice(from);
+        } else {
+            column.extend(index.iter().map(|&i| from[i as usize]));
+        }
+    }
+    let cols = cluster.columns();
+    let c = &mut out.capacity;
+    refill(&mut c.alloc_cpu_milli, &cols.alloc_cpu_milli, index, all);
+    refill(&mut c.alloc_memory_mib, &cols.alloc_memory_mib, index, all);
+    refill(&mut c.alloc_gpus, &cols.alloc_gpus, index, all);
+    refill(&mut c.free_cpu_milli, &cols.free_cpu_milli, index, all);
+    refill(&mut c.free_memory_mib, &cols.free_memory_mib, index, all);
+    refill(&mut c.free_gpus, &cols.free_gpus, index, all);
+    refill(&mut out.siblings, siblings, index, all);
+    out.index.clear();
+    out.index.extend_from_slice(index);
+}
+
+/// Empty candidate columns, for [`fill_candidates`] to fill.
+pub(crate) fn no_candidates() -> wit::Candidates {
     wit::Candidates {
-        siblings: index.iter().map(|&i| siblings[i as usize]).collect(),
-        index,
-        capacity,
+        index: Vec::new(),
+        capacity: wit::Capacity {
+            alloc_cpu_milli: Vec::new(),
+            alloc_memory_mib: Vec::new(),
+            alloc_gpus: Vec::new(),
+            free_cpu_milli: Vec::new(),
+            free_memory_mib: Vec::new(),
+            free_gpus: Vec::new(),
+        },
+        siblings: Vec::new(),
     }
 }
