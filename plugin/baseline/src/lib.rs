@@ -28,12 +28,15 @@ fn least_allocated(requested: u64, allocatable: u64) -> u64 {
 /// BalancedAllocation over CPU and memory: 100 × (1 − standard deviation of
 /// the two utilisation fractions after the pod).
 fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
+    // Not `f64::min`: on wasm32 that is a call to libm's `fmin` (wasm's own
+    // `f64.min` treats NaN differently), twice per node.
     let frac = |(req, alloc): (u64, u64)| {
-        if alloc == 0 {
+        let f = if alloc == 0 {
             1.0
         } else {
-            (req as f64 / alloc as f64).min(1.0)
-        }
+            req as f64 / alloc as f64
+        };
+        if f > 1.0 { 1.0 } else { f }
     };
     let (c, m) = (frac(cpu), frac(mem));
     let std = (c - m).abs() / 2.0;

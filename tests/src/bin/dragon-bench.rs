@@ -45,6 +45,10 @@ struct Args {
     /// instruction count per call, which this noisy machine cannot disturb.
     #[arg(long, num_args = 2, value_names = ["SIDE", "CALLS"])]
     count_score: Vec<String>,
+    /// Likewise for the framework: schedule CALLS lone pods on 5,000 nodes
+    /// under `baseline`, on one side (`native` or `wasm`), and exit.
+    #[arg(long, num_args = 2, value_names = ["SIDE", "PODS"])]
+    count_throughput: Vec<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -378,10 +382,29 @@ fn throughputs(quick: bool, r: &mut Report) -> Result<()> {
     };
     let wasm_base = dragon_tests::bundled(&e, "baseline", "");
     let wasm_dragon = dragon_tests::bundled(&e, "dragon", "");
-    r.throughput_native_pods_per_s = throughput(nodes, pods, 1, &Native::<Baseline>::new(""))?;
-    r.throughput_wasm_pods_per_s = throughput(nodes, pods, 1, &wasm_base)?;
-    r.gang_throughput_native_pods_per_s = throughput(nodes, gangs, 8, &Native::<Dragon>::new(""))?;
-    r.gang_throughput_wasm_pods_per_s = throughput(nodes, gangs, 8, &wasm_dragon)?;
+    let (native_base, native_dragon) = (Native::<Baseline>::new(""), Native::<Dragon>::new(""));
+    // Native and wasm alternate, and each keeps its best of three: load from
+    // other users only ever slows a run down.
+    let runs = if quick { 1 } else { 3 };
+    for _ in 0..runs {
+        let best = |old: f64, new: f64| old.max(new);
+        r.throughput_native_pods_per_s = best(
+            r.throughput_native_pods_per_s,
+            throughput(nodes, pods, 1, &native_base)?,
+        );
+        r.throughput_wasm_pods_per_s = best(
+            r.throughput_wasm_pods_per_s,
+            throughput(nodes, pods, 1, &wasm_base)?,
+        );
+        r.gang_throughput_native_pods_per_s = best(
+            r.gang_throughput_native_pods_per_s,
+            throughput(nodes, gangs, 8, &native_dragon)?,
+        );
+        r.gang_throughput_wasm_pods_per_s = best(
+            r.gang_throughput_wasm_pods_per_s,
+            throughput(nodes, gangs, 8, &wasm_dragon)?,
+        );
+    }
     Ok(())
 }
 
@@ -597,6 +620,20 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if let [side, calls] = args.count_score.as_slice() {
         return count_score(side, calls.parse().context("CALLS must be a number")?);
+    }
+    if let [side, pods] = args.count_throughput.as_slice() {
+        let pods = pods.parse().context("PODS must be a number")?;
+        match side.as_str() {
+            "wasm" => throughput(
+                5000,
+                pods,
+                1,
+                &dragon_tests::bundled(&engine(), "baseline", ""),
+            )?,
+            "native" => throughput(5000, pods, 1, &Native::<Baseline>::new(""))?,
+            other => anyhow::bail!("SIDE is native or wasm, not {other:?}"),
+        };
+        return Ok(());
     }
     let mut r = Report::default();
     let run = |section: &str| args.only.is_empty() || args.only.iter().any(|s| s == section);
