@@ -62,6 +62,17 @@ impl TokenBucket {
             std::thread::sleep(d);
         }
     }
+
+    /// [`TokenBucket::wait`] for async callers: the token is reserved when
+    /// this is first polled, then the task sleeps until it may use it, so
+    /// concurrent requests still start no faster than the bucket allows and
+    /// in the order they asked.
+    pub async fn ready(&self) {
+        let d = self.reserve_at(Instant::now());
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +95,36 @@ mod tests {
             assert_eq!(b.reserve_at(t1), Duration::ZERO);
         }
         assert_eq!(b.reserve_at(t1).as_millis(), 20);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_async_callers_start_no_faster_than_the_bucket_allows() {
+        let b = std::sync::Arc::new(TokenBucket::new(50.0, 2));
+        let t0 = Instant::now();
+        let tasks: Vec<_> = (0..5)
+            .map(|_| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    b.ready().await;
+                    Instant::now()
+                })
+            })
+            .collect();
+        let mut starts = Vec::new();
+        for t in tasks {
+            starts.push(t.await.unwrap().duration_since(t0));
+        }
+        starts.sort_unstable();
+        // Two from the burst at once, then one every 20 ms: never earlier
+        // (a sleep may overshoot on a loaded machine, so only a loose upper
+        // bound).
+        for (start, due_ms) in starts.iter().zip([0u64, 0, 20, 40, 60]) {
+            let due = Duration::from_millis(due_ms);
+            assert!(
+                *start + Duration::from_millis(1) >= due && *start < due + Duration::from_secs(2),
+                "{starts:?}"
+            );
+        }
     }
 
     #[test]
