@@ -56,6 +56,12 @@ pub struct Config {
     /// (at least 1).
     #[serde(default)]
     pub client_burst: Option<u32>,
+    /// Binding POSTs in flight at once. A round's binds are sent together
+    /// (each still waits for its `clientQps` token before it starts), so
+    /// the scheduler is not held to one API round trip per pod; the same
+    /// number bounds Scheduled Events in flight. 1 binds one at a time.
+    #[serde(default = "default_bind_concurrency")]
+    pub bind_concurrency: usize,
 }
 
 /// What to do when the policy fails.
@@ -104,6 +110,12 @@ fn default_scale_interval() -> f64 {
 fn default_round_interval() -> u64 {
     200
 }
+fn default_bind_concurrency() -> usize {
+    32
+}
+/// More would be one HTTP/1.1 connection each to the API server for little
+/// gain (its own in-flight limit for mutations is 200 by default).
+const MAX_BIND_CONCURRENCY: usize = 1024;
 fn default_metrics_addr() -> String {
     "127.0.0.1:10260".into()
 }
@@ -148,6 +160,12 @@ impl Config {
             && !(qps.is_finite() && qps > 0.0)
         {
             bail!("clientQps must be a positive number, got {qps}");
+        }
+        if !(1..=MAX_BIND_CONCURRENCY).contains(&self.bind_concurrency) {
+            bail!(
+                "bindConcurrency must be 1 to {MAX_BIND_CONCURRENCY}, got {}",
+                self.bind_concurrency
+            );
         }
         match (self.client_qps, self.client_burst) {
             (None, Some(_)) => bail!("clientBurst needs clientQps"),
@@ -214,6 +232,26 @@ mod tests {
             let msg = format!("{e:#}");
             assert!(
                 msg.contains("c.yaml") && msg.contains("client"),
+                "{bad}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn bind_concurrency_defaults_to_32_and_is_checked() {
+        let c = Config::parse("policy: dragon\n", "c.yaml").unwrap();
+        assert_eq!(c.bind_concurrency, 32);
+        let c = Config::parse("policy: dragon\nbindConcurrency: 1\n", "c.yaml").unwrap();
+        assert_eq!(c.bind_concurrency, 1);
+        for bad in ["0", "1025", "-1", "many"] {
+            let e = Config::parse(
+                &format!("policy: dragon\nbindConcurrency: {bad}\n"),
+                "c.yaml",
+            )
+            .unwrap_err();
+            let msg = format!("{e:#}");
+            assert!(
+                msg.contains("c.yaml") && msg.contains("bindConcurrency"),
                 "{bad}: {msg}"
             );
         }
