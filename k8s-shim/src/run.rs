@@ -274,11 +274,20 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     drop(tx);
 
     let handle = tokio::runtime::Handle::current();
-    let io = KubeIo::new(client.clone(), handle.clone(), &config.scheduler_name)
-        .with_rate_limit(config.client_limit());
+    let io = KubeIo::new(
+        client.clone(),
+        handle.clone(),
+        &config.scheduler_name,
+        config.bind_concurrency,
+    )
+    .with_rate_limit(config.client_limit());
     if let Some((qps, burst)) = config.client_limit() {
         tracing::info!(qps, burst, "client-side rate limit on binds and events");
     }
+    tracing::info!(
+        bind_concurrency = config.bind_concurrency,
+        "a round's binds are sent concurrently"
+    );
     let scaler = KubeScaler::new(client.clone(), handle);
     let loop_state = Loop {
         scaler,
