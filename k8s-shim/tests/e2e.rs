@@ -195,6 +195,7 @@ async fn a_restarted_scheduler_finishes_the_work_with_nothing_double_bound() {
         }
     }
     assert!(gpus_per_node.values().all(|&g| g <= 8), "{gpus_per_node:?}");
+    s.until_scheduled_event(30, "job0-worker-0").await;
     let events = s.events_for("job0-worker-0").await;
     assert_eq!(
         events.iter().filter(|(r, _)| r == "Scheduled").count(),
@@ -314,6 +315,9 @@ async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
         bound(&s.placement("first-").await) == 3
     })
     .await;
+    // Its Scheduled event is sent just after the bind: let it out before
+    // the kill, so the count below is about the new leader binding again.
+    s.until_scheduled_event(30, "first-0").await;
     let (mut leader, follower) = if one.metric("dragon_is_leader") == 1.0 {
         (one, two)
     } else {

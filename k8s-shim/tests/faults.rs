@@ -546,6 +546,7 @@ async fn a_scheduler_killed_while_a_gang_waits_in_permit_is_replaced_and_nothing
         if pod == "permit-ps-0" {
             continue;
         }
+        s.until_scheduled_event(30, &pod).await;
         let events = s.events().await;
         let scheduled: Vec<_> = events
             .iter()

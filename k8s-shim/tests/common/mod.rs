@@ -604,6 +604,19 @@ impl Scenario {
         events.list(&ListParams::default()).await.unwrap().items
     }
 
+    /// Wait for `pod` to have a Scheduled Event: dragon-scheduler publishes
+    /// it from a task of its own once the bind succeeded, so it may come a
+    /// moment after the pod is seen bound.
+    pub async fn until_scheduled_event(&self, secs: u64, pod: &str) {
+        until(secs, &format!("a Scheduled event on {pod}"), || async {
+            self.events_for(pod)
+                .await
+                .iter()
+                .any(|(r, _)| r == "Scheduled")
+        })
+        .await;
+    }
+
     /// Wait for a FailedScheduling Event on `pod` whose note contains `text`.
     pub async fn until_explained(&self, secs: u64, pod: &str, text: &str) {
         until(
