@@ -68,11 +68,15 @@ pub(crate) struct Columns {
     pub(crate) free_cpu_milli: Vec<u64>,
     pub(crate) free_memory_mib: Vec<u64>,
     pub(crate) free_gpus: Vec<u32>,
+    /// Live, schedulable and without a NoSchedule/NoExecute taint: a pod
+    /// with no node selector needs only the resource fit here.
+    pub(crate) open: Vec<bool>,
 }
 
 impl Columns {
-    fn set(&mut self, i: usize, alloc: Resources, free: Resources) {
+    fn set(&mut self, i: usize, alloc: Resources, free: Resources, open: bool) {
         if i == self.free_gpus.len() {
+            self.open.push(open);
             self.alloc_cpu_milli.push(alloc.cpu_milli);
             self.alloc_memory_mib.push(alloc.memory_mib);
             self.alloc_gpus.push(alloc.gpus);
@@ -80,6 +84,7 @@ impl Columns {
             self.free_memory_mib.push(free.memory_mib);
             self.free_gpus.push(free.gpus);
         } else {
+            self.open[i] = open;
             self.alloc_cpu_milli[i] = alloc.cpu_milli;
             self.alloc_memory_mib[i] = alloc.memory_mib;
             self.alloc_gpus[i] = alloc.gpus;
@@ -328,7 +333,9 @@ impl Cluster {
             self.nodes[i].allocatable
         };
         let free = self.free(i);
-        self.columns.set(i, alloc, free);
+        let node = &self.nodes[i];
+        let open = !self.gone[i] && !node.unschedulable && !node.taints.iter().any(|t| t.repels());
+        self.columns.set(i, alloc, free, open);
     }
 
     /// Every node's resources as columns (see [`Columns`]).

@@ -51,45 +51,70 @@ enum Reason {
     Memory,
 }
 
+/// The filters other than the resource fit, for node `i`: `Err(None)` if
+/// the node is gone. Out of line: most nodes skip it (see `Columns::open`).
+#[inline(never)]
+fn static_filters(cluster: &Cluster, pod: &Pod, i: usize) -> Result<(), Option<Reason>> {
+    if !cluster.is_live(i) {
+        return Err(None);
+    }
+    let node = &cluster.nodes()[i];
+    if node.unschedulable {
+        Err(Some(Reason::Unschedulable))
+    } else if !pod
+        .node_selector
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
+    {
+        Err(Some(Reason::Selector))
+    } else if node
+        .taints
+        .iter()
+        .any(|t| t.repels() && !pod.tolerations.iter().any(|tol| tol.tolerates(t)))
+    {
+        Err(Some(Reason::Taint))
+    } else {
+        Ok(())
+    }
+}
+
 /// Node indices that pass every built-in filter for `pod`.
 pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections) -> Vec<u32> {
     // Counted in an array and handed over once: this runs per pod over
     // every node, and on a full cluster nearly every node is rejected.
     let mut counts = [0usize; REASONS.len()];
-    let mut out = Vec::new();
     let r = pod.request;
     let cols = cluster.columns();
-    for (i, node) in cluster.nodes().iter().enumerate() {
-        if !cluster.is_live(i) {
-            continue;
-        }
-        let rejected = if node.unschedulable {
-            Some(Reason::Unschedulable)
-        } else if !pod
-            .node_selector
-            .iter()
-            .all(|(k, v)| node.labels.get(k) == Some(v))
-        {
-            Some(Reason::Selector)
-        } else if node.taints.iter().any(|t| {
-            (t.effect == "NoSchedule" || t.effect == "NoExecute")
-                && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
-        }) {
-            Some(Reason::Taint)
-        } else {
-            if r.gpus > cols.free_gpus[i] {
-                Some(Reason::Gpu)
-            } else if r.cpu_milli > cols.free_cpu_milli[i] {
-                Some(Reason::Cpu)
-            } else if r.memory_mib > cols.free_memory_mib[i] {
-                Some(Reason::Memory)
-            } else {
-                None
+    let n = cluster.nodes().len();
+    let (open, cpu, memory, gpus) = (
+        &cols.open[..n],
+        &cols.free_cpu_milli[..n],
+        &cols.free_memory_mib[..n],
+        &cols.free_gpus[..n],
+    );
+    // Without a node selector an open node passes every filter but the fit:
+    // the common case, decided on the columns alone.
+    let plain = pod.node_selector.is_empty();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if !(plain && open[i]) {
+            match static_filters(cluster, pod, i) {
+                Ok(()) => {}
+                Err(None) => continue,
+                Err(Some(reason)) => {
+                    counts[reason as usize] += 1;
+                    continue;
+                }
             }
-        };
-        match rejected {
-            Some(reason) => counts[reason as usize] += 1,
-            None => out.push(i as u32),
+        }
+        if r.gpus > gpus[i] {
+            counts[Reason::Gpu as usize] += 1;
+        } else if r.cpu_milli > cpu[i] {
+            counts[Reason::Cpu as usize] += 1;
+        } else if r.memory_mib > memory[i] {
+            counts[Reason::Memory as usize] += 1;
+        } else {
+            out.push(i as u32);
         }
     }
     for (reason, n) in REASONS.iter().zip(counts) {

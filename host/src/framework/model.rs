@@ -66,6 +66,14 @@ pub struct Taint {
     pub effect: String,
 }
 
+impl Taint {
+    /// Whether the taint keeps untolerating pods off the node (`NoSchedule`,
+    /// `NoExecute`; `PreferNoSchedule` is only a preference).
+    pub fn repels(&self) -> bool {
+        self.effect == "NoSchedule" || self.effect == "NoExecute"
+    }
+}
+
 /// A pod's toleration, with Kubernetes' matching rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
