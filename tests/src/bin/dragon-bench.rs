@@ -45,8 +45,9 @@ struct Args {
     /// instruction count per call, which this noisy machine cannot disturb.
     #[arg(long, num_args = 2, value_names = ["SIDE", "CALLS"])]
     count_score: Vec<String>,
-    /// Likewise for the framework: schedule CALLS lone pods on 5,000 nodes
-    /// under `baseline`, on one side (`native` or `wasm`), and exit.
+    /// Likewise for the framework: schedule PODS lone pods on 5,000 nodes
+    /// under `baseline` (SIDE `native` or `wasm`), or PODS/8 gangs of 8 under
+    /// `dragon` (`native-gangs` or `wasm-gangs`), and exit.
     #[arg(long, num_args = 2, value_names = ["SIDE", "PODS"])]
     count_throughput: Vec<String>,
 }
@@ -623,15 +624,17 @@ fn main() -> Result<()> {
     }
     if let [side, pods] = args.count_throughput.as_slice() {
         let pods = pods.parse().context("PODS must be a number")?;
+        let e = engine();
         match side.as_str() {
-            "wasm" => throughput(
-                5000,
-                pods,
-                1,
-                &dragon_tests::bundled(&engine(), "baseline", ""),
-            )?,
+            "wasm" => throughput(5000, pods, 1, &dragon_tests::bundled(&e, "baseline", ""))?,
             "native" => throughput(5000, pods, 1, &Native::<Baseline>::new(""))?,
-            other => anyhow::bail!("SIDE is native or wasm, not {other:?}"),
+            "wasm-gangs" => {
+                throughput(5000, pods / 8, 8, &dragon_tests::bundled(&e, "dragon", ""))?
+            }
+            "native-gangs" => throughput(5000, pods / 8, 8, &Native::<Dragon>::new(""))?,
+            other => {
+                anyhow::bail!("SIDE is native, wasm, native-gangs or wasm-gangs, not {other:?}")
+            }
         };
         return Ok(());
     }
