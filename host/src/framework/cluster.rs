@@ -413,29 +413,27 @@ impl Cluster {
                 .is_some_and(|j| pod.index >= j.job.workers)
     }
 
-    /// Whole-cluster capacity columns for the policy.
+    /// Whole-cluster capacity columns for the policy: the kept columns, with
+    /// cordoned nodes counted as having nothing.
     pub(crate) fn capacity(&self) -> wit::Capacity {
-        let n = self.nodes.len();
+        let cols = &self.columns;
         let mut c = wit::Capacity {
-            alloc_cpu_milli: Vec::with_capacity(n),
-            alloc_memory_mib: Vec::with_capacity(n),
-            alloc_gpus: Vec::with_capacity(n),
-            free_cpu_milli: Vec::with_capacity(n),
-            free_memory_mib: Vec::with_capacity(n),
-            free_gpus: Vec::with_capacity(n),
+            alloc_cpu_milli: cols.alloc_cpu_milli.clone(),
+            alloc_memory_mib: cols.alloc_memory_mib.clone(),
+            alloc_gpus: cols.alloc_gpus.clone(),
+            free_cpu_milli: cols.free_cpu_milli.clone(),
+            free_memory_mib: cols.free_memory_mib.clone(),
+            free_gpus: cols.free_gpus.clone(),
         };
-        for i in 0..n {
-            let (a, f) = if self.gone[i] || self.nodes[i].unschedulable {
-                (Resources::default(), Resources::default())
-            } else {
-                (self.nodes[i].allocatable, self.free(i))
-            };
-            c.alloc_cpu_milli.push(a.cpu_milli);
-            c.alloc_memory_mib.push(a.memory_mib);
-            c.alloc_gpus.push(a.gpus);
-            c.free_cpu_milli.push(f.cpu_milli);
-            c.free_memory_mib.push(f.memory_mib);
-            c.free_gpus.push(f.gpus);
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.unschedulable {
+                c.alloc_cpu_milli[i] = 0;
+                c.alloc_memory_mib[i] = 0;
+                c.alloc_gpus[i] = 0;
+                c.free_cpu_milli[i] = 0;
+                c.free_memory_mib[i] = 0;
+                c.free_gpus[i] = 0;
+            }
         }
         c
     }
@@ -518,5 +516,13 @@ mod tests {
         assert_columns_current(&c);
         c.observe_bound("b", "n0").unwrap();
         assert_columns_current(&c);
+        // The policy's whole-cluster view counts a cordoned node as empty.
+        let mut cordoned = Node::new("n1", r(8000, 32_000, 4));
+        cordoned.unschedulable = true;
+        c.update_node(cordoned).unwrap();
+        assert_columns_current(&c);
+        let cap = c.capacity();
+        assert_eq!((cap.alloc_gpus[1], cap.free_gpus[1]), (0, 0));
+        assert_eq!((cap.alloc_gpus[0], cap.free_gpus[0]), (4, 2));
     }
 }
