@@ -270,8 +270,9 @@ impl RefuseBinding {
 }
 
 /// Fault 3: one member's bind fails. The API server refuses the Binding of
-/// `bf-worker-4`, the last of the gang in bind order, so four members and
-/// the PS are bound when it fails. Dragon must release (delete) the bound
+/// `bf-worker-4`; the gang's six Binding POSTs go out together (one round,
+/// sent concurrently up to `bindConcurrency`), so the other five are bound
+/// when the refusal comes back. Dragon must release (delete) the bound
 /// members, whose StatefulSets recreate them, and bind the gang whole once
 /// bindings are accepted again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
