@@ -25,6 +25,10 @@ pub fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> B {
 pub struct Native<P: Policy> {
     policy: P,
     info: PolicyInfo,
+    /// The SDK-typed candidate columns, refilled per call rather than
+    /// allocated: native is the yardstick for wasm, so it should not pay for
+    /// fresh 5,000-node buffers (and their page faults) the host never pays.
+    columns: std::sync::Mutex<Option<dragon_policy_sdk::types::Candidates>>,
 }
 
 impl<P: Policy> Native<P> {
@@ -45,7 +49,35 @@ impl<P: Policy> Native<P> {
             cached: false,
             settings: settings.into(),
         };
-        Native { policy, info }
+        Native {
+            policy,
+            info,
+            columns: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// `nodes` in the SDK's types, in reused buffers, for `f`.
+    fn with_columns<R>(
+        &self,
+        nodes: &wit::Candidates,
+        f: impl FnOnce(&dragon_policy_sdk::types::Candidates) -> R,
+    ) -> R {
+        fn refill<T: Copy>(to: &mut Vec<T>, from: &[T]) {
+            to.clear();
+            to.extend_from_slice(from);
+        }
+        let mut guard = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        let c = guard.get_or_insert_with(|| nodes.lift());
+        let (to, from) = (&mut c.capacity, &nodes.capacity);
+        refill(&mut to.alloc_cpu_milli, &from.alloc_cpu_milli);
+        refill(&mut to.alloc_memory_mib, &from.alloc_memory_mib);
+        refill(&mut to.alloc_gpus, &from.alloc_gpus);
+        refill(&mut to.free_cpu_milli, &from.free_cpu_milli);
+        refill(&mut to.free_memory_mib, &from.free_memory_mib);
+        refill(&mut to.free_gpus, &from.free_gpus);
+        refill(&mut c.index, &nodes.index);
+        refill(&mut c.siblings, &nodes.siblings);
+        f(c)
     }
 
     /// The policy value itself.
@@ -78,10 +110,10 @@ impl<P: Policy> Hooks for Native<P> {
         pod: &wit::Placement,
         nodes: &wit::Candidates,
     ) -> Result<Vec<bool>, CallError> {
-        Ok(self.policy.filter(&pod.lift(), &nodes.lift()))
+        Ok(self.with_columns(nodes, |c| self.policy.filter(&pod.lift(), c)))
     }
     fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        Ok(self.policy.score(&pod.lift(), &nodes.lift()))
+        Ok(self.with_columns(nodes, |c| self.policy.score(&pod.lift(), c)))
     }
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
         Ok(self.policy.permit(now_ms, &gang.lift()).lift())
