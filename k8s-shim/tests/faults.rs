@@ -22,6 +22,17 @@ use serde_json::json;
 const WHOLE_SECS: u64 = 90;
 /// Longest a gang may stay partly bound (some members bound, not all).
 const PARTIAL_MAX: Duration = Duration::from_secs(20);
+/// The fault invariant: `gang` was never partly bound for `PARTIAL_MAX` or
+/// longer after `since`; a failure shows `sched`'s log.
+fn assert_not_left_partial(monitor: &Monitor, gang: &str, since: Instant, sched: &Scheduler) {
+    let p = monitor.max_partial(gang, since);
+    assert!(
+        p < PARTIAL_MAX,
+        "gang {gang} partly bound for {p:?}:\n{}",
+        sched.log()
+    );
+}
+
 const ERRORS: &str = "dragon_scheduling_attempts_total{result=\"error\"}";
 
 /// A gang that waits in permit: a PodGroup of minMember 5 whose PS runs
@@ -142,12 +153,7 @@ async fn restart_mid_gang(ns: &str, component: &str) {
         sched.metric(ERRORS) - errors_before
     );
     for g in ["waiting", "inflight"] {
-        let p = monitor.max_partial(g, restarted);
-        assert!(
-            p < PARTIAL_MAX,
-            "gang {g} partly bound for {p:?}:\n{}",
-            sched.log()
-        );
+        assert_not_left_partial(&monitor, g, restarted, &sched);
     }
     s.assert_invariants(30, &[&sched], Some(&monitor)).await;
     eprintln!(
@@ -347,12 +353,7 @@ async fn a_refused_binding_releases_the_bound_members_and_the_gang_binds_whole_l
         monitor.partial_windows("bf"),
         monitor.max_partial("bf", started)
     );
-    let p = monitor.max_partial("bf", started);
-    assert!(
-        p < PARTIAL_MAX,
-        "gang partly bound for {p:?}:\n{}",
-        sched.log()
-    );
+    assert_not_left_partial(&monitor, "bf", started, &sched);
     s.assert_invariants(30, &[&sched], Some(&monitor)).await;
     s.cleanup().await;
 }
@@ -461,12 +462,7 @@ async fn a_node_deleted_under_a_running_gang_leaves_its_pods_alone_and_the_gang_
         now.values().all(|n| n.as_deref() != Some(victim.as_str())),
         "{now:?}"
     );
-    let p = monitor.max_partial("ng", replaced);
-    assert!(
-        p < PARTIAL_MAX,
-        "gang partly bound for {p:?}:\n{}",
-        sched.log()
-    );
+    assert_not_left_partial(&monitor, "ng", replaced, &sched);
     s.assert_invariants(30, &[&sched], Some(&monitor)).await;
     s.cleanup().await;
 }
@@ -568,8 +564,7 @@ async fn a_scheduler_killed_while_a_gang_waits_in_permit_is_replaced_and_nothing
         );
     }
     for g in ["permit", "gated"] {
-        let p = monitor.max_partial(g, created);
-        assert!(p < PARTIAL_MAX, "gang {g} partly bound for {p:?}");
+        assert_not_left_partial(&monitor, g, created, &second);
     }
     s.assert_invariants(30, &[&first, &second], Some(&monitor))
         .await;
