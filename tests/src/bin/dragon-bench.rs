@@ -388,23 +388,25 @@ fn throughputs(quick: bool, r: &mut Report) -> Result<()> {
     // other users only ever slows a run down.
     let runs = if quick { 1 } else { 3 };
     for _ in 0..runs {
-        let best = |old: f64, new: f64| old.max(new);
-        r.throughput_native_pods_per_s = best(
-            r.throughput_native_pods_per_s,
-            throughput(nodes, pods, 1, &native_base)?,
-        );
-        r.throughput_wasm_pods_per_s = best(
-            r.throughput_wasm_pods_per_s,
-            throughput(nodes, pods, 1, &wasm_base)?,
-        );
-        r.gang_throughput_native_pods_per_s = best(
-            r.gang_throughput_native_pods_per_s,
-            throughput(nodes, gangs, 8, &native_dragon)?,
-        );
-        r.gang_throughput_wasm_pods_per_s = best(
-            r.gang_throughput_wasm_pods_per_s,
-            throughput(nodes, gangs, 8, &wasm_dragon)?,
-        );
+        let cases: [(&mut f64, usize, u32, &dyn Hooks); 4] = [
+            (&mut r.throughput_native_pods_per_s, pods, 1, &native_base),
+            (&mut r.throughput_wasm_pods_per_s, pods, 1, &wasm_base),
+            (
+                &mut r.gang_throughput_native_pods_per_s,
+                gangs,
+                8,
+                &native_dragon,
+            ),
+            (
+                &mut r.gang_throughput_wasm_pods_per_s,
+                gangs,
+                8,
+                &wasm_dragon,
+            ),
+        ];
+        for (best, units, per_unit, policy) in cases {
+            *best = best.max(throughput(nodes, units, per_unit, policy)?);
+        }
     }
     Ok(())
 }
