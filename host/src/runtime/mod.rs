@@ -2,6 +2,7 @@
 //! policy components, per-call limits, and the hot-swappable policy slot.
 
 mod bindings;
+pub mod bounds;
 mod cache;
 mod engine;
 mod error;

@@ -1,6 +1,6 @@
 //! A loaded policy component and the [`Hooks`] the framework calls.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -8,6 +8,7 @@ use wasmtime::component::HasSelf;
 use wasmtime::{Store, Trap};
 
 use super::bindings::{SchedulingPolicy, SchedulingPolicyPre, dragon, wit};
+use super::bounds::{self, LogBudget};
 use super::cache::ComponentCache;
 use super::engine::{PolicyEngine, TICK};
 use super::error::{CallError, Failure, LoadError};
@@ -20,6 +21,9 @@ use super::load::{PolicySource, check_header, check_world, sha256_hex};
 pub trait Hooks {
     /// Who the policy is.
     fn info(&self) -> &PolicyInfo;
+    /// A scheduling round starts: per-round budgets (log lines) reset.
+    /// Wrappers must forward it.
+    fn begin_round(&self) {}
     /// See `queue-order` in the WIT file.
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError>;
     /// See `pre-filter` in the WIT file.
@@ -98,6 +102,10 @@ pub struct LoadOptions {
 pub(crate) struct HostState {
     limiter: Limiter,
     policy: String,
+    /// Log lines shared by every instance of this policy.
+    log_budget: Arc<LogBudget>,
+    /// Log lines written by the current call.
+    call_lines: u64,
     /// The last error-level line the policy logged in the current call (the
     /// SDK logs panic messages), to explain a trap.
     last_error: Option<String>,
@@ -107,16 +115,12 @@ impl dragon::scheduler::types::Host for HostState {}
 
 impl dragon::scheduler::host::Host for HostState {
     fn log(&mut self, level: wit::Level, message: String) {
-        // A policy controls this string: cap it.
-        let mut message = message;
-        if message.len() > 4096 {
-            let mut cut = 4096;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push_str("…");
+        // A policy controls how many lines and how long: both are capped.
+        if !self.log_budget.admit(self.call_lines) {
+            return;
         }
+        self.call_lines += 1;
+        let message = bounds::cut(message, bounds::MAX_LOG_LINE);
         let policy = self.policy.as_str();
         match level {
             wit::Level::Trace => tracing::trace!(policy, "{message}"),
@@ -145,7 +149,58 @@ pub struct WasmPolicy {
     pre: SchedulingPolicyPre<HostState>,
     limits: Limits,
     live: Mutex<Option<Live>>,
+    log_budget: Arc<LogBudget>,
 }
+
+/// Name, version and hooks as the host keeps them: bounded, the version
+/// valid semver, each hook listed once.
+fn checked_metadata(
+    origin: &str,
+    raw: wit::PolicyInfo,
+) -> Result<(String, String, Vec<wit::Hook>), LoadError> {
+    let refuse = |message: String| LoadError::Metadata {
+        origin: origin.into(),
+        message,
+    };
+    if raw.name.trim().is_empty() || raw.name.len() > bounds::MAX_NAME {
+        return Err(refuse(format!(
+            "the name must be 1 to {} bytes, got {:?}",
+            bounds::MAX_NAME,
+            bounds::preview(&raw.name, bounds::MAX_NAME)
+        )));
+    }
+    if raw.version.len() > bounds::MAX_VERSION {
+        return Err(refuse(format!(
+            "the version must be at most {} bytes, got {:?}",
+            bounds::MAX_VERSION,
+            bounds::preview(&raw.version, bounds::MAX_VERSION)
+        )));
+    }
+    if let Err(e) = semver::Version::parse(&raw.version) {
+        return Err(refuse(format!(
+            "the version {:?} is not semver (MAJOR.MINOR.PATCH): {e}",
+            raw.version
+        )));
+    }
+    // Each known hook once, in the order first listed; a list of millions
+    // of repeats costs one pass here instead of a scan per lookup later.
+    let mut hooks = Vec::new();
+    let mut seen = 0u8;
+    for h in raw.hooks {
+        let bit = 1u8 << (h as u8);
+        if seen & bit == 0 {
+            seen |= bit;
+            hooks.push(h);
+            if hooks.len() == ALL_HOOKS {
+                break;
+            }
+        }
+    }
+    Ok((raw.name, raw.version, hooks))
+}
+
+/// How many hooks the interface has.
+const ALL_HOOKS: usize = 6;
 
 fn describe(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<Trap>() {
@@ -242,6 +297,7 @@ impl WasmPolicy {
             pre,
             limits: options.limits,
             live: Mutex::new(None),
+            log_budget: Arc::default(),
         };
         let smoke = |cause| LoadError::Smoke {
             origin: origin.into(),
@@ -252,18 +308,10 @@ impl WasmPolicy {
                 b.dragon_scheduler_policy().call_metadata(s)
             })
             .map_err(smoke)?;
-        if metadata.name.trim().is_empty() || metadata.name.len() > 64 {
-            return Err(LoadError::Metadata {
-                origin: origin.into(),
-                message: format!(
-                    "the name must be 1 to 64 characters, got {:?}",
-                    metadata.name
-                ),
-            });
-        }
-        policy.info.name = metadata.name;
-        policy.info.version = metadata.version;
-        policy.info.hooks = metadata.hooks;
+        let (name, version, hooks) = checked_metadata(origin, metadata)?;
+        policy.info.name = name;
+        policy.info.version = version;
+        policy.info.hooks = hooks;
         // The first real call instantiates and configures; surface a refusal
         // of the settings as such rather than as a failed hook.
         policy.reset();
@@ -278,7 +326,7 @@ impl WasmPolicy {
                 return Err(LoadError::Settings {
                     origin: origin.into(),
                     policy: policy.info.name.clone(),
-                    message,
+                    message: bounds::policy_text(message),
                 });
             }
             Err(e) => return Err(smoke(e)),
@@ -304,6 +352,19 @@ impl WasmPolicy {
         &self.info
     }
 
+    /// One line for the log lines dropped since the last report, if any.
+    fn report_dropped_lines(&self, dropped: u64) {
+        if dropped > 0 {
+            tracing::warn!(
+                policy = %self.info.name,
+                dropped,
+                "log lines dropped (at most {} per call and {} per round)",
+                bounds::MAX_LOG_LINES_PER_CALL,
+                bounds::MAX_LOG_LINES_PER_ROUND
+            );
+        }
+    }
+
     /// Drop the live instance: the next call instantiates and configures a
     /// fresh one (what happens after a failed call; benchmarks use it to
     /// price instantiation).
@@ -327,6 +388,8 @@ impl WasmPolicy {
                 memory_cap_hit: false,
             },
             policy: self.info.name.clone(),
+            log_budget: self.log_budget.clone(),
+            call_lines: 0,
             last_error: None,
         };
         let mut store = Store::new(self.engine.engine(), state);
@@ -360,6 +423,7 @@ impl WasmPolicy {
         let data = live.store.data_mut();
         data.limiter.memory_cap_hit = false;
         data.last_error = None;
+        data.call_lines = 0;
         f(&mut live.store, &live.bindings).map_err(|e| {
             let data = live.store.data();
             let failure = if data.limiter.memory_cap_hit {
@@ -403,7 +467,10 @@ impl WasmPolicy {
                 configured.map_err(|msg| {
                     self.invalid(
                         "configure",
-                        format!("settings refused on re-instantiation: {msg}"),
+                        format!(
+                            "settings refused on re-instantiation: {}",
+                            bounds::policy_text(msg)
+                        ),
                     )
                 })?;
             }
@@ -420,9 +487,19 @@ impl WasmPolicy {
     }
 }
 
+impl Drop for WasmPolicy {
+    fn drop(&mut self) {
+        self.report_dropped_lines(self.log_budget.take_dropped());
+    }
+}
+
 impl Hooks for WasmPolicy {
     fn info(&self) -> &PolicyInfo {
         &self.info
+    }
+
+    fn begin_round(&self) {
+        self.report_dropped_lines(self.log_budget.new_round());
     }
 
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {

@@ -24,6 +24,33 @@ pub enum Fault {
     BadOutput,
     /// An output far larger than asked for (4 million entries).
     HugeOutput,
+    /// Call `log` a million times.
+    LogFlood,
+    /// Output that is long but made of valid parts: a million copies of a
+    /// valid pre-filter size; a 10 MB refusal of the settings.
+    Repeated,
+    /// A `scale` answer with a valid decision next to an invalid one.
+    MixedScale,
+}
+
+/// What `metadata` returns. `metadata` runs on a fresh instance before
+/// `configure`, so settings cannot choose it: tests rewrite the mode in
+/// these bytes of the component (same length, e.g. `hooks_______`).
+#[used]
+static METADATA_MODE: [u8; 34] = *b"HOSTILE_METADATA_MODE=normal______";
+
+/// The mode in [`METADATA_MODE`], read so the optimiser cannot fold it.
+fn metadata_mode() -> [u8; 12] {
+    // SAFETY: a read of an initialised static of plain bytes.
+    let bytes = unsafe { std::ptr::read_volatile(&METADATA_MODE) };
+    let mut mode = [0u8; 12];
+    mode.copy_from_slice(&bytes[22..]);
+    mode
+}
+
+/// A long string for the metadata faults (10 MB).
+fn long(c: char) -> String {
+    std::iter::repeat_n(c, 10 << 20).collect()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -60,7 +87,16 @@ impl Hostile {
             return;
         }
         match self.fault {
-            Fault::None | Fault::BadOutput | Fault::HugeOutput => {}
+            Fault::None
+            | Fault::BadOutput
+            | Fault::HugeOutput
+            | Fault::Repeated
+            | Fault::MixedScale => {}
+            Fault::LogFlood => {
+                for i in 0..1_000_000u32 {
+                    log(Level::Info, &format!("hostile: line {i}"));
+                }
+            }
             Fault::Loop => {
                 log(Level::Warn, "hostile: looping forever");
                 let mut x: u64 = 0;
@@ -104,18 +140,25 @@ impl Hostile {
 impl Policy for Hostile {
     fn metadata(&self) -> PolicyInfo {
         self.strike("metadata");
-        PolicyInfo::new(
-            "hostile",
-            env!("CARGO_PKG_VERSION"),
-            &[
-                Hook::QueueOrder,
-                Hook::PreFilter,
-                Hook::Filter,
-                Hook::Score,
-                Hook::Permit,
-                Hook::Scale,
-            ],
-        )
+        let all = [
+            Hook::QueueOrder,
+            Hook::PreFilter,
+            Hook::Filter,
+            Hook::Score,
+            Hook::Permit,
+            Hook::Scale,
+        ];
+        let mut info = PolicyInfo::new("hostile", env!("CARGO_PKG_VERSION"), &all);
+        match &metadata_mode() {
+            b"hooks_______" => {
+                info.hooks = (0..10_000_000).map(|i| all[i % all.len()]).collect();
+            }
+            b"long-name___" => info.name = long('n'),
+            b"long-version" => info.version = long('1'),
+            b"bad-version_" => info.version = "one point oh".into(),
+            _ => {}
+        }
+        info
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
@@ -127,6 +170,9 @@ impl Policy for Hostile {
         self.fault = s.fault;
         self.hook = s.hook;
         self.strike("configure");
+        if self.hook == "configure" && self.fault == Fault::Repeated {
+            return Err(long('r'));
+        }
         Ok(())
     }
 
@@ -143,8 +189,11 @@ impl Policy for Hostile {
         (0..self.len("queue-order", units.len()) as u32).collect()
     }
 
-    fn pre_filter(&self, _now_ms: u64, _unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
+    fn pre_filter(&self, _now_ms: u64, unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
         self.strike("pre-filter");
+        if self.hook == "pre-filter" && self.fault == Fault::Repeated {
+            return PreFilterResult::Proceed(vec![unit.workers; 1_000_000]);
+        }
         if self.bad("pre-filter") {
             return PreFilterResult::Proceed(vec![u32::MAX]);
         }
@@ -183,6 +232,31 @@ impl Policy for Hostile {
                 workers: 1_000_000,
                 reason: "hostile".into(),
             }];
+        }
+        if self.hook == "scale" && self.fault == Fault::MixedScale {
+            // A valid change for the first running job, then a decision far
+            // outside the bounds of the last (the same job when only one
+            // runs: then it is also a second decision for it).
+            let (Some(first), Some(last)) = (input.running.first(), input.running.last()) else {
+                return Vec::new();
+            };
+            let valid = if first.workers < first.max_workers {
+                first.max_workers
+            } else {
+                first.min_workers.max(1)
+            };
+            return vec![
+                ScaleDecision {
+                    id: first.id,
+                    workers: valid,
+                    reason: "valid".into(),
+                },
+                ScaleDecision {
+                    id: last.id,
+                    workers: last.max_workers + 1,
+                    reason: "out of range".into(),
+                },
+            ];
         }
         if self.len("scale", 0) > 0 {
             return (0..HUGE as u64 / 64)

@@ -1,0 +1,449 @@
+//! Every quantity a policy controls is bounded where it enters the host, and
+//! a policy that keeps failing is suspended instead of costing a deadline per
+//! unit: the hostile policy's long-but-valid answers, log floods, mixed scale
+//! answers and endless timeouts, through the framework.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dragon_host::framework::{
+    BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo, Resources,
+    Scheduler, SchedulerConfig,
+};
+use dragon_host::runtime::{
+    CallError, ComponentCache, Failure, Hooks, Limits, LoadError, LoadOptions, PolicyInfo,
+    WasmPolicy, bounds, wit,
+};
+use dragon_tests::{add_job, bundled, engine, hostile};
+
+fn cluster(nodes: usize, gpus: u32) -> Cluster {
+    let mut c = Cluster::new();
+    for i in 0..nodes {
+        let r = Resources {
+            cpu_milli: 32_000,
+            memory_mib: 131_072,
+            gpus,
+        };
+        c.add_node(Node::new(&format!("n{i}"), r)).unwrap();
+    }
+    c
+}
+
+/// The hostile component with its metadata fault set to `mode` (12 bytes).
+fn hostile_metadata(mode: &[u8; 12]) -> Vec<u8> {
+    let marker = b"HOSTILE_METADATA_MODE=normal______";
+    let mut bytes = dragon_bundled::test_policies::HOSTILE.to_vec();
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("the hostile component carries its metadata marker");
+    bytes[at + 22..at + 34].copy_from_slice(mode);
+    bytes
+}
+
+fn load_bytes(bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
+    WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::disabled(),
+        "hostile.wasm",
+        bytes,
+        &LoadOptions::default(),
+    )
+}
+
+#[test]
+fn ten_million_listed_hooks_are_kept_once_each() {
+    let p = load_bytes(&hostile_metadata(b"hooks_______")).expect("loads");
+    assert_eq!(p.info().hooks.len(), 6, "{:?}", p.info().hooks);
+    // And it schedules as usual: every "is this hook implemented?" is cheap.
+    let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
+    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    s.schedule_round(
+        0,
+        &p,
+        &mut RecordingIo::default(),
+        &mut RecordingIo::default(),
+    );
+    assert_eq!(
+        s.cluster
+            .job_pods("j")
+            .filter(|(_, st)| matches!(st, PodState::Bound(_)))
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn long_names_and_versions_and_non_semver_versions_are_refused_in_a_short_message() {
+    for (mode, says) in [
+        (b"long-name___", "the name must be 1 to 64 bytes"),
+        (b"long-version", "the version must be at most 64 bytes"),
+        (b"bad-version_", "is not semver"),
+    ] {
+        let err = load_bytes(&hostile_metadata(mode))
+            .err()
+            .unwrap_or_else(|| panic!("{mode:?} loaded"));
+        let text = err.to_string();
+        assert!(matches!(err, LoadError::Metadata { .. }), "{text}");
+        assert!(text.contains(says), "{text}");
+        assert!(text.len() < 400, "{} bytes: {text:.200}", text.len());
+    }
+}
+
+#[test]
+fn a_ten_megabyte_refusal_of_the_settings_is_cut() {
+    let err = hostile(
+        &engine(),
+        r#"{"fault": "repeated", "hook": "configure"}"#,
+        LoadOptions::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(matches!(err, LoadError::Settings { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.len() <= bounds::MAX_TEXT + 100, "{} bytes", text.len());
+}
+
+/// Counts `filter` calls on the way to the policy.
+struct Counting<'a> {
+    inner: &'a dyn Hooks,
+    filters: AtomicUsize,
+}
+
+impl Hooks for Counting<'_> {
+    fn info(&self) -> &PolicyInfo {
+        self.inner.info()
+    }
+    fn begin_round(&self) {
+        self.inner.begin_round()
+    }
+    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        self.inner.queue_order(now_ms, units)
+    }
+    fn pre_filter(
+        &self,
+        now_ms: u64,
+        unit: &wit::Unit,
+        nodes: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        self.inner.pre_filter(now_ms, unit, nodes)
+    }
+    fn filter(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+    ) -> Result<Vec<bool>, CallError> {
+        self.filters.fetch_add(1, Ordering::Relaxed);
+        self.inner.filter(pod, nodes)
+    }
+    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        self.inner.score(pod, nodes)
+    }
+    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        self.inner.permit(now_ms, gang)
+    }
+    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        self.inner.scale(input)
+    }
+}
+
+#[test]
+fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "repeated", "hook": "pre-filter"}"#,
+        LoadOptions::default(),
+    )
+    .expect("loads");
+    // One GPU in the cluster, three wanted: every size fails to fit, so each
+    // size the framework tried would cost filter calls.
+    let mut s = Scheduler::new(cluster(1, 1), SchedulerConfig::without_backoff());
+    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    let counting = Counting {
+        inner: &p,
+        filters: AtomicUsize::new(0),
+    };
+    let r = s.schedule_round(
+        0,
+        &counting,
+        &mut RecordingIo::default(),
+        &mut RecordingIo::default(),
+    );
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Unschedulable { .. })),
+        "{:?}",
+        r.decisions
+    );
+    // One size, four pods at most: not a million placements.
+    assert!(
+        counting.filters.load(Ordering::Relaxed) <= 4,
+        "{} filter calls",
+        counting.filters.load(Ordering::Relaxed)
+    );
+}
+
+/// Log lines written while `f` runs, as text.
+fn logged(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = buffer.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn a_log_flood_is_capped_per_call_and_the_drops_are_counted_in_one_line() {
+    let text = logged(|| {
+        let p = hostile(
+            &engine(),
+            r#"{"fault": "log-flood", "hook": "filter"}"#,
+            LoadOptions {
+                limits: Limits {
+                    deadline_ms: 30_000,
+                    ..Limits::default()
+                },
+                ..LoadOptions::default()
+            },
+        )
+        .expect("loads");
+        let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
+        add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+        s.schedule_round(
+            0,
+            &p,
+            &mut RecordingIo::default(),
+            &mut RecordingIo::default(),
+        );
+        // The next round reports what the last one dropped.
+        s.schedule_round(
+            1,
+            &p,
+            &mut RecordingIo::default(),
+            &mut RecordingIo::default(),
+        );
+    });
+    let lines = text.lines().filter(|l| l.contains("hostile: line")).count() as u64;
+    // Four pods, one filter call each, each capped.
+    assert_eq!(lines, 4 * bounds::MAX_LOG_LINES_PER_CALL, "{lines} lines");
+    let dropped: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("log lines dropped"))
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    let expected = 4 * (1_000_000 - bounds::MAX_LOG_LINES_PER_CALL);
+    assert!(
+        dropped[0].contains(&format!("dropped={expected}")),
+        "{}",
+        dropped[0]
+    );
+}
+
+#[test]
+fn a_scale_answer_with_any_invalid_decision_is_refused_whole() {
+    let p = hostile(
+        &engine(),
+        r#"{"fault": "mixed-scale", "hook": "scale"}"#,
+        LoadOptions::default(),
+    )
+    .expect("loads");
+    for jobs in [1, 2] {
+        let mut s = Scheduler::new(cluster(4, 4), SchedulerConfig::without_backoff());
+        for j in 0..jobs {
+            add_job(&mut s.cluster, &format!("j{j}"), 0, 2, 1, 4);
+        }
+        let mut scaler = RecordingIo::default();
+        s.schedule_round(0, &p, &mut RecordingIo::default(), &mut scaler);
+        let before: Vec<u32> = (0..jobs)
+            .map(|j| s.cluster.job(&format!("j{j}")).unwrap().workers)
+            .collect();
+        let report = s.scale_step(60_000, &p, &mut scaler);
+        assert!(report.actions.is_empty(), "{jobs} job(s): {report:?}");
+        assert!(
+            report.errors.iter().any(|e| e.contains("none applied")),
+            "{jobs} job(s): {report:?}"
+        );
+        let after: Vec<u32> = (0..jobs)
+            .map(|j| s.cluster.job(&format!("j{j}")).unwrap().workers)
+            .collect();
+        assert_eq!(before, after, "{jobs} job(s)");
+    }
+}
+
+/// Twenty single-pod gangs, each its own unit.
+fn twenty_units(config: SchedulerConfig) -> Scheduler {
+    let mut s = Scheduler::new(cluster(4, 8), config);
+    for j in 0..20 {
+        add_job(&mut s.cluster, &format!("j{j:02}"), j, 1, 1, 1);
+    }
+    s
+}
+
+fn timeouts(r: &[Decision]) -> usize {
+    r.iter()
+        .filter(|d| matches!(d, Decision::PolicyError { error, .. } if error.contains("timed out")))
+        .count()
+}
+
+#[test]
+fn a_policy_that_times_out_on_every_call_is_suspended_and_probed_and_a_swap_resumes() {
+    let config = SchedulerConfig {
+        breaker: BreakerConfig {
+            failures: 3,
+            suspend_ms: 1000,
+            max_suspend_ms: 60_000,
+        },
+        ..SchedulerConfig::without_backoff()
+    };
+    let e = engine();
+    let looping = hostile(
+        &e,
+        r#"{"fault": "loop", "hook": "filter"}"#,
+        LoadOptions {
+            limits: Limits {
+                deadline_ms: 20,
+                ..Limits::default()
+            },
+            ..LoadOptions::default()
+        },
+    )
+    .expect("loads");
+    let mut s = twenty_units(config);
+    let mut io = RecordingIo::default();
+    let r = s.schedule_round(0, &looping, &mut io, &mut RecordingIo::default());
+    // Three calls pay the deadline; the other units fail at once.
+    assert_eq!(timeouts(&r.decisions), 3, "{:?}", r.decisions);
+    let suspended = r
+        .decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::PolicyError { error, .. } if error.contains("suspended")))
+        .count();
+    assert!(suspended >= 16, "{suspended}: {:?}", r.decisions);
+    assert!(r.decisions.iter().any(|d| matches!(
+        d,
+        Decision::Breaker(BreakerChange::Opened {
+            failures: 3,
+            until_ms: 1000,
+            ..
+        })
+    )));
+
+    // Still suspended: no call at all.
+    let r = s.schedule_round(500, &looping, &mut io, &mut RecordingIo::default());
+    assert_eq!(timeouts(&r.decisions), 0, "{:?}", r.decisions);
+
+    // Suspension over: one probe, which fails, and a longer suspension.
+    let r = s.schedule_round(1000, &looping, &mut io, &mut RecordingIo::default());
+    assert_eq!(timeouts(&r.decisions), 1, "{:?}", r.decisions);
+    assert!(r.decisions.iter().any(|d| matches!(
+        d,
+        Decision::Breaker(BreakerChange::Opened { until_ms: 3000, .. })
+    )));
+
+    // A good policy (hot swap) is not held to the old one's suspension.
+    let good = bundled(&e, "dragon", "");
+    s.schedule_round(1500, &good, &mut io, &mut RecordingIo::default());
+    let bound = s
+        .cluster
+        .pods()
+        .filter(|(_, st)| matches!(st, PodState::Bound(_)))
+        .count();
+    assert_eq!(bound, 40, "twenty gangs of two");
+}
+
+/// A policy that answers every call correctly, but slowly.
+struct Slow;
+
+impl Hooks for Slow {
+    fn info(&self) -> &PolicyInfo {
+        static INFO: std::sync::OnceLock<PolicyInfo> = std::sync::OnceLock::new();
+        INFO.get_or_init(|| PolicyInfo {
+            name: "slow".into(),
+            version: "0.1.0".into(),
+            interface_version: "0.1.0".into(),
+            hooks: vec![wit::Hook::Filter, wit::Hook::Permit],
+            origin: "native".into(),
+            sha256: "slow".into(),
+            size_bytes: 0,
+            compile_ms: 0.0,
+            cached: false,
+            settings: String::new(),
+        })
+    }
+    fn queue_order(&self, _: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        Ok((0..units.len() as u32).collect())
+    }
+    fn pre_filter(
+        &self,
+        _: u64,
+        _: &wit::Unit,
+        _: &wit::Capacity,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        Ok(wit::PreFilterResult::Proceed(Vec::new()))
+    }
+    fn filter(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        // Stands in for a policy that computes for 30 ms per call.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        Ok(vec![true; nodes.index.len()])
+    }
+    fn score(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+        Ok(vec![0; nodes.index.len()])
+    }
+    fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        Ok(wit::PermitResult::Allow)
+    }
+    fn scale(&self, _: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        Err(CallError {
+            policy: "slow".into(),
+            hook: "scale",
+            failure: Failure::InvalidOutput("not implemented".into()),
+        })
+    }
+}
+
+#[test]
+fn a_round_stops_trying_units_when_its_budget_is_spent_and_the_next_round_goes_on() {
+    let mut s = twenty_units(SchedulerConfig {
+        round_budget_ms: 100,
+        ..SchedulerConfig::without_backoff()
+    });
+    let bound = |s: &Scheduler| {
+        s.cluster
+            .pods()
+            .filter(|(_, st)| matches!(st, PodState::Bound(_)))
+            .count()
+    };
+    let mut io = RecordingIo::default();
+    let r = s.schedule_round(0, &Slow, &mut io, &mut RecordingIo::default());
+    let deferred = r.decisions.iter().find_map(|d| match d {
+        Decision::Deferred { units, budget_ms } => Some((*units, *budget_ms)),
+        _ => None,
+    });
+    let (untried, budget) = deferred.unwrap_or_else(|| panic!("{:?}", r.decisions));
+    assert_eq!(budget, 100);
+    // Two pods per unit.
+    assert_eq!(bound(&s) / 2 + untried as usize, 20, "{:?}", r.decisions);
+    assert!(bound(&s) < 40);
+    // Later rounds place the rest.
+    for t in 1..20 {
+        s.schedule_round(t, &Slow, &mut io, &mut RecordingIo::default());
+    }
+    assert_eq!(bound(&s), 40);
+}
