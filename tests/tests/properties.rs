@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use dragon_host::framework::{
-    Binder, Cluster, Node, Pod, PodState, RecordingIo, Resources, Role, Scheduler, SchedulerConfig,
-    Taint, Toleration,
+    Binder, Cluster, Node, Pod, PodState, RecordingIo, Release, Resources, Role, Scheduler,
+    SchedulerConfig, Taint, Toleration,
 };
 use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
 use dragon_host::spec::{TaskSpec, worker_pod};
@@ -353,13 +353,13 @@ impl Binder for Bindings {
         Ok(())
     }
 
-    fn unbind(&mut self, pod: &str) -> Result<(), String> {
+    fn unbind(&mut self, pod: &str) -> Result<Release, String> {
         self.unbinds.push(pod.to_string());
         if self.view.remove(pod).is_none() {
             self.anomalies
                 .push(format!("{pod} unbound while not bound"));
         }
-        Ok(())
+        Ok(Release::Unbound)
     }
 }
 

@@ -302,6 +302,14 @@ impl Cluster {
         Ok(())
     }
 
+    /// The pod's scheduling gates changed (Kubernetes allows only their
+    /// removal); unknown pods are ignored.
+    pub fn set_scheduling_gates(&mut self, key: &str, gates: Vec<String>) {
+        if let Some(e) = self.pods.get_mut(key) {
+            e.pod.scheduling_gates = gates;
+        }
+    }
+
     pub(crate) fn set_state(&mut self, key: &str, state: PodState) {
         let Some(e) = self.pods.get_mut(key) else {
             return;

@@ -6,15 +6,17 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::breaker::{Breaker, BreakerChange, BreakerConfig};
 use super::cluster::{Cluster, PodState};
 use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
-use super::io::{Binder, Scaler};
+use super::io::{Binder, Release, Scaler};
 use super::model::Role;
+use crate::runtime::bounds::policy_text;
 use crate::runtime::{CallError, Failure, Hooks, wit};
 
 /// Framework settings that are not the policy's business.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, rename_all = "camelCase")]
 pub struct SchedulerConfig {
     /// Longest a gang may wait in permit, whatever the policy asks
     /// (kube-scheduler caps permit waits at 15 minutes).
@@ -25,6 +27,13 @@ pub struct SchedulerConfig {
     pub initial_backoff_ms: u64,
     /// The longest backoff.
     pub max_backoff_ms: u64,
+    /// When repeated policy failures suspend the policy.
+    pub breaker: BreakerConfig,
+    /// Wall-clock budget of one round's unit attempts, ms (0: none). Units
+    /// not tried when it runs out wait for the next round, so a policy that
+    /// is slow on every call (but within its deadline) cannot hold a round
+    /// for pods × deadline.
+    pub round_budget_ms: u64,
 }
 
 impl Default for SchedulerConfig {
@@ -33,6 +42,8 @@ impl Default for SchedulerConfig {
             max_permit_wait_ms: 15 * 60 * 1000,
             initial_backoff_ms: 1000,
             max_backoff_ms: 10_000,
+            breaker: BreakerConfig::default(),
+            round_budget_ms: 10_000,
         }
     }
 }
@@ -102,11 +113,14 @@ pub enum Decision {
     Unschedulable { unit: String, reason: String },
     /// A gang was rejected by permit (or timed out) and released.
     Rejected { unit: String, reason: String },
-    /// A bind failed; the gang was released whole.
+    /// A bind failed; the gang was released whole, but for `kept`: members
+    /// already bound that nothing would recreate if deleted, left bound.
     BindFailed {
         unit: String,
         pod: String,
         reason: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<String>,
     },
     /// The policy failed; the unit stays pending (fail closed), unless a
     /// `FellBack` follows.
@@ -114,6 +128,11 @@ pub enum Decision {
     /// After a policy error, the unit was tried with the fallback policy (its
     /// outcome follows). Gangs stay gangs: all pods or none.
     FellBack { unit: String, policy: String },
+    /// The policy was suspended after repeated failures, or serves again.
+    Breaker(BreakerChange),
+    /// The round's time budget ran out with these units not tried; they
+    /// are tried in the next round.
+    Deferred { units: u32, budget_ms: u64 },
     /// An admission below the requested size asked the workload to shrink.
     Resized {
         unit: String,
@@ -184,23 +203,34 @@ pub struct Scheduler {
     pub(crate) last_scale_down_ms: u64,
     /// Candidate columns kept between pods so their buffers are reused.
     columns: Option<wit::Candidates>,
+    /// Suspends a policy that keeps failing.
+    pub(crate) breaker: Breaker,
 }
 
-/// Longest text from a policy (a skip, reject or scale reason) the framework
-/// passes on: Kubernetes Event notes are capped at 1 KiB.
-pub(crate) const MAX_POLICY_TEXT: usize = 1024;
-
-/// `text` cut to [`MAX_POLICY_TEXT`] bytes on a character boundary.
-pub(crate) fn policy_text(mut text: String) -> String {
-    if text.len() > MAX_POLICY_TEXT {
-        let mut end = MAX_POLICY_TEXT - '…'.len_utf8();
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
+/// The sizes a `pre-filter` answer asks to try, checked and deduplicated in
+/// the order given: each must lie in the gang's `[min, workers]`, so at most
+/// `workers - min + 1` placements are tried however long the list.
+fn gang_sizes(unit: &wit::Unit, list: &[u32]) -> Result<Vec<u32>, String> {
+    let lo = unit.min_workers.min(unit.workers);
+    if !unit.gang {
+        return Err(format!(
+            "{} sizes for a unit that is not a gang",
+            list.len()
+        ));
     }
-    text
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sizes = Vec::new();
+    let distinct = (unit.workers - lo) as usize + 1;
+    for &s in list {
+        if s < lo || s > unit.workers {
+            return Err(format!("size {s} is outside [{lo}, {}]", unit.workers));
+        }
+        // Every entry is checked; only the first of each size is kept.
+        if sizes.len() < distinct && seen.insert(s) {
+            sizes.push(s);
+        }
+    }
+    Ok(sizes)
 }
 
 fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
@@ -217,6 +247,7 @@ impl Scheduler {
         Scheduler {
             cluster,
             config,
+            breaker: Breaker::new(config.breaker),
             ..Scheduler::default()
         }
     }
@@ -326,7 +357,7 @@ impl Scheduler {
     /// The policy's queue order, validated; FIFO when the policy does not
     /// order or fails (the failure is reported).
     fn order(
-        &self,
+        &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
         units: &[UnitPlan],
@@ -346,7 +377,9 @@ impl Scheduler {
             });
             o
         };
-        if !policy.info().implements(wit::Hook::QueueOrder) {
+        if !policy.info().implements(wit::Hook::QueueOrder)
+            || !self.breaker.is_closed(&policy.info().sha256)
+        {
             return fifo();
         }
         let queued: Vec<wit::Queued> = units
@@ -395,6 +428,13 @@ impl Scheduler {
             }
             Ok(order.into_iter().map(|i| i as usize).collect())
         });
+        // A failure counts towards suspending the policy; a success does
+        // not reset the count (units' attempts do).
+        if result.is_err()
+            && let Some(change) = self.breaker.record(false, now_ms, &policy.info().name)
+        {
+            report.decisions.push(Decision::Breaker(change));
+        }
         result.unwrap_or_else(|e| {
             report.decisions.push(Decision::PolicyError {
                 unit: "(queue)".into(),
@@ -468,6 +508,10 @@ impl Scheduler {
             decisions: Vec::new(),
         };
         self.expire_waits(now_ms, &mut report);
+        policy.begin_round();
+        if let Some(f) = fallback {
+            f.begin_round();
+        }
         let gangs = policy.info().implements(wit::Hook::Permit);
         let units = self.units(gangs);
         // Units that are no longer pending leave the queue.
@@ -477,11 +521,14 @@ impl Scheduler {
         if units.is_empty() {
             return report;
         }
+        let started = std::time::Instant::now();
+        let budget = std::time::Duration::from_millis(self.config.round_budget_ms);
         // Placement is decided unit by unit against reservations; the binds,
         // each a round trip to the API server in Kubernetes, go together at
         // the end so the driver can send them concurrently.
         let mut to_bind = Vec::new();
-        for i in self.order(now_ms, policy, &units, &mut report) {
+        let order = self.order(now_ms, policy, &units, &mut report);
+        for (position, &i) in order.iter().enumerate() {
             let unit = &units[i];
             if self
                 .backoff
@@ -490,8 +537,15 @@ impl Scheduler {
             {
                 continue;
             }
+            if !budget.is_zero() && started.elapsed() > budget {
+                report.decisions.push(Decision::Deferred {
+                    units: (order.len() - position) as u32,
+                    budget_ms: self.config.round_budget_ms,
+                });
+                break;
+            }
             let mut attempt =
-                self.schedule_unit(now_ms, policy, i, unit, &mut to_bind, &mut report);
+                self.guarded_attempt(now_ms, policy, i, unit, &mut to_bind, &mut report);
             if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
                     unit: unit.key.clone(),
@@ -509,6 +563,40 @@ impl Scheduler {
         }
         self.bind_round(now_ms, &units, to_bind, binder, scaler, &mut report);
         report
+    }
+
+    /// [`Scheduler::schedule_unit`] behind the policy's circuit breaker: a
+    /// suspended policy fails the unit at once (no call, no deadline paid).
+    fn guarded_attempt(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        index: usize,
+        unit: &UnitPlan,
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        let info = policy.info();
+        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms) {
+            report.decisions.push(Decision::PolicyError {
+                unit: unit.key.clone(),
+                error: format!(
+                    "policy `{}` is suspended after repeated failures; next try in {} ms",
+                    info.name,
+                    until_ms.saturating_sub(now_ms)
+                ),
+            });
+            return Attempt::PolicyFailed;
+        }
+        let attempt = self.schedule_unit(now_ms, policy, index, unit, to_bind, report);
+        if attempt != Attempt::Gated
+            && let Some(change) =
+                self.breaker
+                    .record(attempt != Attempt::PolicyFailed, now_ms, &info.name)
+        {
+            report.decisions.push(Decision::Breaker(change));
+        }
+        attempt
     }
 
     /// Bind everything placed this round in one [`Binder::bind_many`] call.
@@ -555,19 +643,28 @@ impl Scheduler {
                 .zip(&outcome)
                 .find_map(|((pod, _), (_, r))| r.as_ref().err().map(|e| (pod.clone(), e.clone())));
             if let Some((pod, reason)) = failed {
-                for ((p, _), (_, r)) in group.pods.iter().zip(&outcome) {
-                    if r.is_ok()
-                        && let Err(e) = binder.unbind(p)
-                    {
-                        tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
-                    }
-                    self.cluster.set_state(p, PodState::Pending);
+                let mut kept = Vec::new();
+                for ((p, node), (_, r)) in group.pods.iter().zip(&outcome) {
+                    let state = match r.as_ref().map(|_| binder.unbind(p)) {
+                        Err(_) => PodState::Pending,
+                        Ok(Ok(Release::Unbound)) => PodState::Pending,
+                        Ok(Ok(Release::Kept)) => {
+                            kept.push(p.clone());
+                            PodState::Bound(*node)
+                        }
+                        Ok(Err(e)) => {
+                            tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
+                            PodState::Pending
+                        }
+                    };
+                    self.cluster.set_state(p, state);
                 }
                 self.waiting.remove(&unit.key);
                 report.decisions.push(Decision::BindFailed {
                     unit: unit.key.clone(),
                     pod,
                     reason,
+                    kept,
                 });
                 match group.gang {
                     Some(_) => self.back_off(&unit.key, now_ms),
@@ -618,8 +715,10 @@ impl Scheduler {
         let nodes: std::collections::BTreeSet<usize> = pods.iter().map(|(_, n)| *n).collect();
         let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
         let admitted_workers = size.unwrap_or(workers);
+        // Started now, unless already running (a gang growing, or one whose
+        // members were kept bound when an earlier bind failed).
         if let Some(e) = self.cluster.jobs.get_mut(&job)
-            && unit.wit.running == 0
+            && (unit.wit.running == 0 || e.started_ms.is_none())
         {
             e.started_ms = Some(now_ms);
         }
@@ -657,6 +756,26 @@ impl Scheduler {
         report: &mut RoundReport,
     ) -> Attempt {
         let info = policy.info();
+        // Pre-enqueue (Kubernetes' SchedulingGates): a gated pod is not
+        // tried, and a gang with a gated member waits whole for the gate to
+        // go, since binding its other members would leave it half placed.
+        if let Some(gated) = unit
+            .pods
+            .iter()
+            .filter_map(|k| self.cluster.pod(k))
+            .find(|(p, _)| !p.scheduling_gates.is_empty())
+            .map(|(p, _)| p)
+        {
+            report.decisions.push(Decision::Unschedulable {
+                unit: unit.key.clone(),
+                reason: format!(
+                    "scheduling gated: pod {} has scheduling gates [{}]",
+                    gated.key,
+                    gated.scheduling_gates.join(", ")
+                ),
+            });
+            return Attempt::Gated;
+        }
         // Pre-enqueue (as Coscheduling does): a new gang is not tried until
         // `minMember` of its pods exist, so it is placed whole, with its
         // locality computed over every task, instead of reserving piecemeal.
@@ -691,25 +810,17 @@ impl Scheduler {
                     return Attempt::Failed;
                 }
                 Ok(wit::PreFilterResult::Proceed(list)) if !list.is_empty() => {
-                    let w = &unit.wit;
-                    if let Some(bad) = list.iter().find(|&&s| {
-                        !unit.wit.gang || s < w.min_workers.min(w.workers) || s > w.workers
-                    }) {
-                        let e = invalid(
-                            policy,
-                            "pre-filter",
-                            format!(
-                                "size {bad} is outside [{}, {}] (or the unit is not a gang)",
-                                w.min_workers, w.workers
-                            ),
-                        );
-                        report.decisions.push(Decision::PolicyError {
-                            unit: unit.key.clone(),
-                            error: e.to_string(),
-                        });
-                        return Attempt::PolicyFailed;
+                    match gang_sizes(&unit.wit, &list) {
+                        Ok(list) => sizes = list.into_iter().map(Some).collect(),
+                        Err(msg) => {
+                            let e = invalid(policy, "pre-filter", msg);
+                            report.decisions.push(Decision::PolicyError {
+                                unit: unit.key.clone(),
+                                error: e.to_string(),
+                            });
+                            return Attempt::PolicyFailed;
+                        }
                     }
-                    sizes = list.into_iter().map(Some).collect();
                 }
                 Ok(wit::PreFilterResult::Proceed(_)) => {}
                 Err(e) => {

@@ -22,12 +22,25 @@ pub trait Binder {
     }
 
     /// Undo the bind of a gang member whose siblings could not be bound, so
-    /// the gang is released whole rather than left half running (the shim
-    /// deletes the pod and its controller recreates it pending).
+    /// the gang is released whole rather than left half running. A bound pod
+    /// cannot be unbound in Kubernetes: the shim deletes it when a controller
+    /// will recreate it pending, and otherwise keeps it ([`Release::Kept`]),
+    /// since deleting it would lose it for good.
     ///
     /// # Errors
     /// A message saying why the pod could not be released.
-    fn unbind(&mut self, pod: &str) -> Result<(), String>;
+    fn unbind(&mut self, pod: &str) -> Result<Release, String>;
+}
+
+/// What became of a bound gang member the framework released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Unbound (in Kubernetes: deleted, and its controller makes a fresh
+    /// pending copy).
+    Unbound,
+    /// Left bound: nothing would recreate it. It stays a running member of
+    /// its gang, which places the rest when it can.
+    Kept,
 }
 
 /// Changes a job's worker count (a `/scale` subresource in Kubernetes).
@@ -57,9 +70,9 @@ impl Binder for RecordingIo {
         Ok(())
     }
 
-    fn unbind(&mut self, pod: &str) -> Result<(), String> {
+    fn unbind(&mut self, pod: &str) -> Result<Release, String> {
         self.unbinds.push(pod.to_string());
-        Ok(())
+        Ok(Release::Unbound)
     }
 }
 

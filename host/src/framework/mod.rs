@@ -3,6 +3,7 @@
 //! Kubernetes or of simulated time: drivers (the simulator, the shim) feed
 //! the snapshot and supply a [`Binder`] and a [`Scaler`].
 
+mod breaker;
 mod cluster;
 mod cycle;
 mod filters;
@@ -10,8 +11,9 @@ mod io;
 mod model;
 mod scale;
 
+pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
 pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
-pub use io::{Binder, RecordingIo, Scaler};
+pub use io::{Binder, RecordingIo, Release, Scaler};
 pub use model::{Job, Node, Pod, Resources, Role, Taint, Toleration};
 pub use scale::{ScaleAction, ScaleReport};

@@ -176,6 +176,11 @@ pub struct Pod {
     pub priority: i32,
     /// Creation time, ms.
     pub arrival_ms: u64,
+    /// Gates that keep the pod from being scheduled until removed
+    /// (Kubernetes' `spec.schedulingGates`): a gated pod is never tried,
+    /// and neither is the gang it belongs to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scheduling_gates: Vec<String>,
 }
 
 impl Pod {
@@ -191,6 +196,7 @@ impl Pod {
             tolerations: Vec::new(),
             priority: 0,
             arrival_ms: 0,
+            scheduling_gates: Vec::new(),
         }
     }
 }

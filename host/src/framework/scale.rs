@@ -152,52 +152,42 @@ impl Scheduler {
             last_admit_ms: self.last_admit_ms,
             last_scale_down_ms: self.last_scale_down_ms,
         };
-        let decisions = match policy.scale(&input) {
-            Ok(d) => d,
-            Err(e) => {
-                report.errors.push(e.to_string());
-                return report;
-            }
-        };
-        if decisions.len() > running.len() {
-            report.errors.push(invalid(
-                policy,
-                format!(
-                    "{} decisions for {} running jobs; none applied",
-                    decisions.len(),
-                    running.len()
-                ),
+        let info = policy.info();
+        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms) {
+            report.errors.push(format!(
+                "policy `{}` is suspended after repeated failures; no scale step for {} ms",
+                info.name,
+                until_ms.saturating_sub(now_ms)
             ));
             return report;
         }
-        let mut seen = BTreeSet::new();
-        for mut d in decisions {
-            d.reason = super::cycle::policy_text(d.reason);
-            let Some((name, job)) = running.iter().find(|(_, j)| j.id == d.id) else {
-                report.errors.push(invalid(
-                    policy,
-                    format!("decision for job id {} which is not running", d.id),
-                ));
-                continue;
-            };
-            if !seen.insert(d.id) {
-                report
-                    .errors
-                    .push(invalid(policy, format!("two decisions for job {name}")));
-                continue;
+        let checked = policy
+            .scale(&input)
+            .map_err(|e| e.to_string())
+            .and_then(|decisions| checked_decisions(policy, &running, decisions));
+        if let Some(change) = self.breaker.record(checked.is_ok(), now_ms, &info.name) {
+            report.errors.push(match change {
+                super::BreakerChange::Opened {
+                    failures, until_ms, ..
+                } => format!(
+                    "policy `{}` suspended for {} ms after {failures} consecutive failures",
+                    info.name,
+                    until_ms.saturating_sub(now_ms)
+                ),
+                super::BreakerChange::Closed { .. } => {
+                    format!("policy `{}` serves again", info.name)
+                }
+            });
+        }
+        let decisions = match checked {
+            Ok(d) => d,
+            Err(e) => {
+                report.errors.push(e);
+                return report;
             }
-            // Worker 0 is never removed, whatever the bounds say.
-            let floor = job.min_workers.max(1);
-            if d.workers < floor || d.workers > job.max_workers {
-                report.errors.push(invalid(
-                    policy,
-                    format!(
-                        "job {name}: {} workers is outside [{floor}, {}]",
-                        d.workers, job.max_workers
-                    ),
-                ));
-                continue;
-            }
+        };
+        for (i, d) in decisions {
+            let (name, job) = &running[i];
             if d.workers == job.workers {
                 continue;
             }
@@ -242,6 +232,65 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// A `scale` answer checked whole: every decision names a distinct running
+/// job and a size within its bounds, or nothing is applied. Each decision
+/// comes with the index of its job in `running`.
+fn checked_decisions(
+    policy: &dyn Hooks,
+    running: &[(String, wit::RunningJob)],
+    decisions: Vec<wit::ScaleDecision>,
+) -> Result<Vec<(usize, wit::ScaleDecision)>, String> {
+    if decisions.len() > running.len() {
+        return Err(invalid(
+            policy,
+            format!(
+                "{} decisions for {} running jobs; none applied",
+                decisions.len(),
+                running.len()
+            ),
+        ));
+    }
+    let by_id: std::collections::BTreeMap<u64, usize> = running
+        .iter()
+        .enumerate()
+        .map(|(i, (_, j))| (j.id, i))
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(decisions.len());
+    for mut d in decisions {
+        let Some(&i) = by_id.get(&d.id) else {
+            return Err(invalid(
+                policy,
+                format!(
+                    "decision for job id {} which is not running; none applied",
+                    d.id
+                ),
+            ));
+        };
+        let (name, job) = &running[i];
+        if !seen.insert(d.id) {
+            return Err(invalid(
+                policy,
+                format!("two decisions for job {name}; none applied"),
+            ));
+        }
+        // Worker 0 is never removed, whatever the bounds say.
+        let floor = job.min_workers.max(1);
+        if d.workers < floor || d.workers > job.max_workers {
+            return Err(invalid(
+                policy,
+                format!(
+                    "job {name}: {} workers is outside [{floor}, {}]; none applied",
+                    d.workers, job.max_workers
+                ),
+            ));
+        }
+        d.reason = crate::runtime::bounds::policy_text(d.reason);
+        out.push((i, d));
+    }
+    Ok(out)
 }
 
 fn invalid(policy: &dyn Hooks, msg: String) -> String {

@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::trace::Trace;
-use crate::framework::{Binder, Cluster, Decision, Role, Scaler, Scheduler, SchedulerConfig};
+use crate::framework::{
+    Binder, BreakerChange, Cluster, Decision, Release, Role, Scaler, Scheduler, SchedulerConfig,
+};
 use crate::runtime::{Hooks, wit};
 use crate::spec;
 
@@ -111,8 +113,8 @@ impl Binder for SimIo {
     fn bind(&mut self, _pod: &str, _node: &str) -> Result<(), String> {
         Ok(())
     }
-    fn unbind(&mut self, _pod: &str) -> Result<(), String> {
-        Ok(())
+    fn unbind(&mut self, _pod: &str) -> Result<Release, String> {
+        Ok(Release::Unbound)
     }
 }
 
@@ -272,7 +274,15 @@ pub fn simulate(
     let mut sim = Sim {
         trace,
         policy,
-        sched: Scheduler::new(cluster, SchedulerConfig::default()),
+        // No wall-clock round budget: a simulation is a function of its
+        // trace and policy alone.
+        sched: Scheduler::new(
+            cluster,
+            SchedulerConfig {
+                round_budget_ms: 0,
+                ..SchedulerConfig::default()
+            },
+        ),
         jobs,
         by_name,
         full: BTreeSet::new(),
@@ -570,7 +580,10 @@ impl Sim<'_> {
         let changed = report.decisions.iter().any(|d| {
             !matches!(
                 d,
-                Decision::Unschedulable { .. } | Decision::PolicyError { .. }
+                Decision::Unschedulable { .. }
+                    | Decision::PolicyError { .. }
+                    | Decision::Breaker(_)
+                    | Decision::Deferred { .. }
             )
         });
         for d in report.decisions {
@@ -614,7 +627,13 @@ impl Sim<'_> {
                 Decision::PolicyError { unit, error } => {
                     self.note_error(format!("{unit}: {error}"))
                 }
+                Decision::Breaker(BreakerChange::Opened { until_ms, .. }) => {
+                    // The suspended policy is tried again when it ends.
+                    self.retries.insert(until_ms);
+                }
                 Decision::Admitted { .. }
+                | Decision::Breaker(BreakerChange::Closed { .. })
+                | Decision::Deferred { .. }
                 | Decision::FellBack { .. }
                 | Decision::Unschedulable { .. }
                 | Decision::Rejected { .. }
