@@ -3,18 +3,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DRAGON_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    dragon_host::cli::init_logging("warn");
     match dragon_host::cli::Cli::parse().run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<dragon_host::cli::HookCallsFailed>() {
+                Some(_) => ExitCode::from(dragon_host::cli::HookCallsFailed::EXIT_CODE),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -166,3 +166,58 @@ fn policy_export_writes_the_component_or_a_configmap_that_carries_it() {
         "{yaml:.200}"
     );
 }
+
+#[test]
+fn policy_run_exits_3_when_hook_calls_failed_unless_allowed_and_logs_carry_no_colour_codes() {
+    let hostile = scratch("hostile.wasm", dragon_bundled::test_policies::HOSTILE);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "policy",
+            "run",
+            hostile.as_str(),
+            "--settings",
+            r#"{"fault": "trap", "hook": "filter"}"#,
+            "--input",
+            "examples/cases/two-gangs.yaml",
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_dragon"))
+            .args(&args)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .env("DRAGON_LOG", "info")
+            .env(
+                "DRAGON_CACHE_DIR",
+                std::env::temp_dir().join("dragon-cli-test-cache"),
+            )
+            .output()
+            .expect("run dragon")
+    };
+    let out = run(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("error"),
+        "the decisions are printed: {stdout}"
+    );
+    assert!(stderr.contains("hook call(s) failed"), "{stderr}");
+    // stderr is a pipe here, not a terminal.
+    assert!(!stderr.contains('\x1b'), "colour codes in {stderr:?}");
+
+    let out = run(&["--allow-failures"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A round with no failure exits 0 as before.
+    let (ok, _, err) = dragon(&[
+        "policy",
+        "run",
+        "dragon",
+        "--input",
+        "examples/cases/two-gangs.yaml",
+    ]);
+    assert!(ok, "{err}");
+}

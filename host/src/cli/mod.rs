@@ -46,6 +46,32 @@ impl Cli {
     }
 }
 
+/// Logs to stderr, filtered by `$DRAGON_LOG` (else `default`), with colour
+/// codes only when stderr is a terminal (a file or a pipe gets plain text).
+pub fn init_logging(default: &str) {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DRAGON_LOG")
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// `dragon policy run` saw hook calls fail: the command's output is
+/// complete, and the process exits with [`HookCallsFailed::EXIT_CODE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0} hook call(s) failed (see the decisions above; --allow-failures exits 0)")]
+pub struct HookCallsFailed(pub usize);
+
+impl HookCallsFailed {
+    /// Distinct from 1 (the command itself failed: bad input, a policy that
+    /// does not load).
+    pub const EXIT_CODE: u8 = 3;
+}
+
 /// Settings given as inline JSON (starting with `{`) or a path to a JSON file.
 pub(crate) fn read_settings(arg: Option<&str>) -> Result<String> {
     use anyhow::Context;

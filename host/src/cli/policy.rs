@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use crate::case::Case;
-use crate::framework::{Decision, RecordingIo};
+use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport};
 use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +111,10 @@ pub struct RunOpts {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when hook calls failed (by default such a run exits
+    /// with code 3 after printing its decisions).
+    #[arg(long)]
+    pub allow_failures: bool,
 }
 
 impl PolicyCommand {
@@ -197,6 +201,26 @@ fn run(o: RunOpts) -> Result<()> {
     let mut scaler = RecordingIo::default();
     let round = sched.schedule_round(now, &policy, &mut io, &mut scaler);
     let scale = sched.scale_step(now, &policy, &mut scaler);
+    print_round(&o, &policy, now, &round, &scale)?;
+    let failed = round
+        .decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::PolicyError { .. }))
+        .count()
+        + scale.errors.len();
+    if failed > 0 && !o.allow_failures {
+        return Err(super::HookCallsFailed(failed).into());
+    }
+    Ok(())
+}
+
+fn print_round(
+    o: &RunOpts,
+    policy: &WasmPolicy,
+    now: u64,
+    round: &RoundReport,
+    scale: &ScaleReport,
+) -> Result<()> {
     if o.json {
         let out = serde_json::json!({
             "policy": policy.info().name,
@@ -240,12 +264,36 @@ fn run(o: RunOpts) -> Result<()> {
             }
             Decision::Unschedulable { unit, reason } => println!("  pending      {unit}: {reason}"),
             Decision::Rejected { unit, reason } => println!("  rejected     {unit}: {reason}"),
-            Decision::BindFailed { unit, pod, reason } => {
-                println!("  bind failed  {unit} ({pod}): {reason}")
+            Decision::BindFailed {
+                unit,
+                pod,
+                reason,
+                kept,
+            } => {
+                println!("  bind failed  {unit} ({pod}): {reason}");
+                for k in kept {
+                    println!("  kept bound   {k}: nothing would recreate it if deleted");
+                }
             }
             Decision::PolicyError { unit, error } => println!("  error        {unit}: {error}"),
             Decision::FellBack { unit, policy } => {
                 println!("  fell back    {unit}: tried with {policy}")
+            }
+            Decision::Breaker(BreakerChange::Opened {
+                policy,
+                failures,
+                until_ms,
+            }) => println!(
+                "  suspended    {policy}: {failures} consecutive failures, until t = {} s",
+                *until_ms as f64 / 1e3
+            ),
+            Decision::Breaker(BreakerChange::Closed { policy }) => {
+                println!("  resumed      {policy}")
+            }
+            Decision::Deferred { units, budget_ms } => {
+                println!(
+                    "  deferred     {units} unit(s): the round's {budget_ms} ms budget ran out"
+                )
             }
             Decision::Resized {
                 unit,
