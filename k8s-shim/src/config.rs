@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use dragon_host::framework::SchedulerConfig;
 use dragon_host::runtime::Limits;
 use serde::Deserialize;
 
@@ -24,6 +25,10 @@ pub struct Config {
     /// Per-call limits on the policy.
     #[serde(default)]
     pub limits: Limits,
+    /// The framework's settings: permit cap, backoff, the policy's circuit
+    /// breaker and the round budget.
+    #[serde(default)]
+    pub scheduling: SchedulerConfig,
     /// How often the scale step runs, seconds.
     #[serde(default = "default_scale_interval")]
     pub scale_interval_seconds: f64,
@@ -255,6 +260,32 @@ mod tests {
                 "{bad}: {msg}"
             );
         }
+    }
+
+    #[test]
+    fn the_framework_settings_are_settable_and_their_typos_refused() {
+        let c = Config::parse(
+            "policy: dragon\nscheduling:\n  maxBackoffMs: 2000\n  roundBudgetMs: 0\n  breaker: {failures: 2, suspendMs: 500}\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(c.scheduling.max_backoff_ms, 2000);
+        assert_eq!(c.scheduling.round_budget_ms, 0);
+        assert_eq!(c.scheduling.breaker.failures, 2);
+        assert_eq!(c.scheduling.breaker.suspend_ms, 500);
+        assert_eq!(
+            c.scheduling.initial_backoff_ms, 1000,
+            "defaults fill the rest"
+        );
+        let e = format!(
+            "{:#}",
+            Config::parse(
+                "policy: dragon\nscheduling: {breaker: {failure: 2}}\n",
+                "c.yaml"
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("failure"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use dragon_host::framework::{Binder, Scaler};
+use dragon_host::framework::{Binder, Release, Scaler};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
@@ -439,15 +439,48 @@ impl Binder for KubeIo {
         )
     }
 
-    fn unbind(&mut self, pod: &str) -> Result<(), String> {
-        // A bound pod cannot be unbound: delete it so its controller makes a
-        // fresh pending one, and the gang is whole or not at all.
+    fn unbind(&mut self, pod: &str) -> Result<Release, String> {
+        // A bound pod cannot be unbound. Deleting it makes its controller
+        // create a fresh pending one, and the gang is whole or not at all;
+        // a pod no controller owns would be lost for good, so it is kept
+        // bound and said so.
         let (ns, name) = split(pod);
         let api: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
         Self::throttle(self.requests.as_ref());
+        let current = self
+            .handle
+            .block_on(api.get(name))
+            .map_err(|e| format!("reading {pod} to release it: {}", api_error(&e)))?;
+        let controlled = current
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true));
+        if !controlled {
+            self.event(
+                pod,
+                "Warning",
+                "GangPartlyBound",
+                "kept bound although a member of its gang could not be bound: no controller \
+                 owns this pod, so deleting it would lose it; the rest of the gang is placed \
+                 when it fits"
+                    .into(),
+            );
+            return Ok(Release::Kept);
+        }
+        // Only this pod, not a same-named one created since.
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: current.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        Self::throttle(self.requests.as_ref());
         self.handle
-            .block_on(api.delete(name, &Default::default()))
-            .map(|_| ())
+            .block_on(api.delete(name, &params))
+            .map(|_| Release::Unbound)
             .map_err(|e| format!("deleting {pod}: {}", api_error(&e)))
     }
 }

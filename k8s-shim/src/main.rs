@@ -20,13 +20,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DRAGON_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    dragon_host::cli::init_logging("info");
     let args = Args::parse();
     let result = dragon_scheduler::config::Config::load(&args.config).and_then(|config| {
         tokio::runtime::Builder::new_multi_thread()

@@ -30,6 +30,12 @@ pub struct Metrics {
     pub scale_actions: Family<Labels, Counter>,
     /// 1 while this replica leads.
     pub leader: Gauge,
+    /// Times the circuit breaker suspended the policy.
+    pub policy_suspensions: Counter,
+    /// 1 while the policy is suspended.
+    pub policy_suspended: Gauge,
+    /// Rounds whose time budget ran out before every unit was tried.
+    pub rounds_over_budget: Counter,
     /// Set once the first full list of the cluster has been applied.
     pub ready: AtomicBool,
 }
@@ -51,6 +57,24 @@ impl Metrics {
         let reloads = Family::<Labels, Counter>::default();
         let scale_actions = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
+        let policy_suspensions = Counter::default();
+        let policy_suspended = Gauge::default();
+        let rounds_over_budget = Counter::default();
+        registry.register(
+            "policy_suspensions",
+            "Times the policy was suspended after consecutive failures",
+            policy_suspensions.clone(),
+        );
+        registry.register(
+            "policy_suspended",
+            "1 while the policy is suspended by the circuit breaker",
+            policy_suspended.clone(),
+        );
+        registry.register(
+            "rounds_over_budget",
+            "Scheduling rounds whose time budget ran out with units left untried",
+            rounds_over_budget.clone(),
+        );
         registry.register(
             "scheduling_attempts",
             "Scheduling attempts of pods and gangs, by result",
@@ -95,6 +119,9 @@ impl Metrics {
             reloads,
             scale_actions,
             leader,
+            policy_suspensions,
+            policy_suspended,
+            rounds_over_budget,
             ready: AtomicBool::new(false),
         }
     }
@@ -156,6 +183,9 @@ impl Timed<'_> {
 impl Hooks for Timed<'_> {
     fn info(&self) -> &PolicyInfo {
         self.inner.info()
+    }
+    fn begin_round(&self) {
+        self.inner.begin_round()
     }
     fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
         self.time("queue-order", || self.inner.queue_order(now_ms, units))

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use dragon_host::framework::{Decision, SchedulerConfig};
+use dragon_host::framework::{BreakerChange, Decision};
 use dragon_host::runtime::{
     ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
 };
@@ -291,7 +291,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     let scaler = KubeScaler::new(client.clone(), handle);
     let loop_state = Loop {
         scaler,
-        snapshot: Snapshot::new(&config.scheduler_name, SchedulerConfig::default()),
+        snapshot: Snapshot::new(&config.scheduler_name, config.scheduling),
         slot,
         fallback,
         io,
@@ -509,9 +509,19 @@ impl Loop {
                     Metrics::inc(&m.attempts, "result", "rejected");
                     self.explain(unit, &format!("gang rejected by permit: {reason}"));
                 }
-                Decision::BindFailed { unit, reason, .. } => {
+                Decision::BindFailed {
+                    unit, reason, kept, ..
+                } => {
                     Metrics::inc(&m.attempts, "result", "error");
-                    self.explain(unit, &format!("binding failed, gang released: {reason}"));
+                    let what = if kept.is_empty() {
+                        "gang released".to_string()
+                    } else {
+                        format!(
+                            "gang released but for {} member(s) kept bound (no controller would recreate them)",
+                            kept.len()
+                        )
+                    };
+                    self.explain(unit, &format!("binding failed, {what}: {reason}"));
                 }
                 Decision::PolicyError { unit, error } => {
                     Metrics::inc(&m.attempts, "result", "error");
@@ -527,6 +537,33 @@ impl Loop {
                     reason,
                 } => {
                     tracing::info!(unit, workers, reason, "admitted below the requested size");
+                }
+                Decision::Breaker(BreakerChange::Opened {
+                    policy,
+                    failures,
+                    until_ms,
+                }) => {
+                    m.policy_suspensions.inc();
+                    m.policy_suspended.set(1);
+                    let suspended_ms = until_ms.saturating_sub(now);
+                    tracing::warn!(
+                        policy,
+                        failures,
+                        suspended_ms,
+                        "policy suspended after consecutive failures; its units fail fast until a probe call succeeds"
+                    );
+                }
+                Decision::Breaker(BreakerChange::Closed { policy }) => {
+                    m.policy_suspended.set(0);
+                    tracing::info!(policy, "policy probe succeeded; the policy serves again");
+                }
+                Decision::Deferred { units, budget_ms } => {
+                    m.rounds_over_budget.inc();
+                    tracing::warn!(
+                        units,
+                        budget_ms,
+                        "round budget spent; untried units wait for the next round"
+                    );
                 }
             }
         }

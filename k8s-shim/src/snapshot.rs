@@ -304,7 +304,10 @@ impl Snapshot {
                     }
                 }
                 // Unbound in the API: keep our own state (it may be reserved
-                // while its gang waits in permit).
+                // while its gang waits in permit), but follow its gates.
+                if bound_to.is_none() {
+                    c.set_scheduling_gates(&key, pod.scheduling_gates);
+                }
             }
         }
         if let Some(job) = job {
@@ -391,6 +394,65 @@ mod tests {
             annotations: BTreeMap::new(),
             created_ms: 1,
         })
+    }
+
+    /// `event` (a pod) with scheduling gates `gates`.
+    fn gated(event: Event, gates: &[&str]) -> Event {
+        let Event::Pod(mut p) = event else {
+            unreachable!("a pod event")
+        };
+        if let Some(spec) = p.spec.as_mut() {
+            spec.scheduling_gates = Some(
+                gates
+                    .iter()
+                    .map(|g| core::PodSchedulingGate {
+                        name: g.to_string(),
+                    })
+                    .collect(),
+            );
+        }
+        Event::Pod(p)
+    }
+
+    #[test]
+    fn a_gated_member_holds_its_whole_gang_until_the_gate_is_removed() {
+        use dragon_host::framework::{Decision, RecordingIo};
+        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
+        let policy = WasmPolicy::from_bytes(
+            &PolicyEngine::new().unwrap(),
+            &ComponentCache::disabled(),
+            "dragon",
+            dragon_bundled::DRAGON,
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
+        s.apply(node("n1", 4));
+        s.apply(group("t", 2));
+        s.apply(pod("t-w0", Some("t"), "worker", 0, None, "dragon"));
+        let w1 = || pod("t-w1", Some("t"), "worker", 1, None, "dragon");
+        s.apply(gated(w1(), &["example.com/quota"]));
+        let mut io = RecordingIo::default();
+        let r = s
+            .sched
+            .schedule_round(0, &policy, &mut io, &mut RecordingIo::default());
+        assert!(
+            io.binds.is_empty(),
+            "nothing of a gated gang is bound: {io:?}"
+        );
+        assert!(
+            r.decisions
+                .iter()
+                .any(|d| matches!(d, Decision::Unschedulable { reason, .. }
+                if reason.contains("ml/t-w1") && reason.contains("example.com/quota"))),
+            "{:?}",
+            r.decisions
+        );
+        // The gate goes: the gang is placed whole.
+        s.apply(w1());
+        s.sched
+            .schedule_round(1, &policy, &mut io, &mut RecordingIo::default());
+        assert_eq!(io.binds.len(), 2, "{io:?}");
     }
 
     #[test]

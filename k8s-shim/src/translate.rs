@@ -201,6 +201,12 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .collect(),
         priority: spec.priority.unwrap_or(0),
         arrival_ms,
+        scheduling_gates: spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
     })
 }
 

@@ -1,7 +1,7 @@
 //! DRAGON (NTHU, 2019) as a Dragon policy: gang admission at the requested
 //! worker count or else at `min`, FIFO with skipping, locality-aware
-//! placement, and load-aware scaling. See `shared/design/dragon.md` and the
-//! README's "The DRAGON policy" section for each rule and its source.
+//! placement, and load-aware scaling. `docs/dragon.md` describes each rule
+//! and where it differs from the original.
 
 mod locality;
 mod scaling;
