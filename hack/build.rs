@@ -1,0 +1,3 @@
+//! Empty: present so that the build-dependencies above take part in feature
+//! resolution.
+fn main() {}
