@@ -411,3 +411,43 @@ async fn a_policy_that_traps_fails_closed_with_an_event_or_falls_back_to_the_bas
     );
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_member_holds_its_gang_untouched_until_the_gate_is_removed() {
+    let _g = serial();
+    let s = Scenario::new("gated").await;
+    s.node("a", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // A gang of bare pods (no controller would recreate a deleted one).
+    s.podgroup("g", 3, json!({})).await;
+    s.pod("g-ps-0", Some(("g", "ps", 0)), 0, None).await;
+    s.pod("g-worker-0", Some(("g", "worker", 0)), 1, None).await;
+    s.gated_pod(
+        "g-worker-1",
+        Some(("g", "worker", 1)),
+        1,
+        &["example.com/quota"],
+    )
+    .await;
+    // The gate is named on the gang's pods, and nothing is bound.
+    s.until_explained(60, "g-worker-0", "scheduling gated")
+        .await;
+    for _ in 0..4 {
+        assert_eq!(
+            bound(&s.placement("g-").await),
+            0,
+            "a gated gang was partly bound:\n{}",
+            sched.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(s.pods().await.len(), 3, "no pod was deleted");
+    // Without the gate, the gang is bound whole.
+    s.ungate("g-worker-1").await;
+    until(60, "the gang bound whole once ungated", || async {
+        bound(&s.placement("g-").await) == 3
+    })
+    .await;
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}

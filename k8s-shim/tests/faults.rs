@@ -570,3 +570,166 @@ async fn a_scheduler_killed_while_a_gang_waits_in_permit_is_replaced_and_nothing
         .await;
     s.cleanup().await;
 }
+
+/// A gang of bare pods (no controller) whose last Binding is refused: the
+/// members already bound are not deleted, since nothing would recreate
+/// them; they stay bound with an Event saying why, and the refused member
+/// is bound once the API server accepts it, so the gang ends whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_binding_in_a_gang_of_bare_pods_keeps_its_bound_members_and_completes_it_later() {
+    let _g = serial();
+    let s = Scenario::new("f-bare").await;
+    s.node("a", 4).await;
+    let refusal = RefuseBinding::install(&s, "bare-worker-2").await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.podgroup("bare", 4, json!({})).await;
+    s.pod("bare-ps-0", Some(("bare", "ps", 0)), 0, None).await;
+    for i in 0..3 {
+        s.pod(
+            &format!("bare-worker-{i}"),
+            Some(("bare", "worker", i)),
+            1,
+            None,
+        )
+        .await;
+    }
+    s.until_explained(90, "bare-worker-2", "kept bound").await;
+    let pods = s.pods().await;
+    assert_eq!(pods.len(), 4, "no pod was deleted: {pods:?}");
+    assert!(
+        pods.iter().all(|p| p.metadata.deletion_timestamp.is_none()),
+        "a member no controller owns is being deleted:\n{}",
+        sched.log()
+    );
+    assert_eq!(bound(&s.placement("bare-").await), 3);
+    let notes = s.events_for("bare-worker-0").await;
+    assert!(
+        notes.iter().any(|(r, _)| r == "GangPartlyBound"),
+        "{notes:?}"
+    );
+
+    refusal.remove().await;
+    until(WHOLE_SECS, "the gang completed", || async {
+        bound(&s.placement("bare-").await) == 4
+    })
+    .await;
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+/// API Priority and Fairness that rejects: binds of the scenario go to a
+/// priority level of about three seats whose excess is refused with 429 and
+/// `Retry-After`, the way an overloaded API server answers. Thirty-two
+/// Binding POSTs go out at once; the client waits out `Retry-After` and
+/// tries again, so every gang is bound whole, nothing twice, and every 429
+/// is absorbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_bound_whole() {
+    use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+    let _g = serial();
+    let s = Scenario::new("f-429").await;
+    let level = "dragon-e2e-binds";
+    let levels: Api<PriorityLevelConfiguration> = Api::all(s.client.clone());
+    let schemas: Api<FlowSchema> = Api::all(s.client.clone());
+    let _ = levels
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": level},
+                "spec": {"type": "Limited", "limited": {
+                    "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                    "limitResponse": {"type": "Reject"}}}
+            }))
+            .unwrap(),
+        )
+        .await;
+    // Precedence 1 and a name before "exempt": it wins over the exemption
+    // of system:masters, which the test user belongs to.
+    let _ = schemas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": level},
+                "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 1,
+                    "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:authenticated"}}],
+                        "resourceRules": [{"verbs": ["create"], "apiGroups": [""],
+                            "resources": ["pods/binding"], "namespaces": [s.name.clone()]}]}]}
+            }))
+            .unwrap(),
+        )
+        .await;
+    let metrics = || async {
+        s.client
+            .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+            .await
+            .unwrap_or_default()
+    };
+    let of_level = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l.contains(&format!("priority_level=\"{level}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    until(60, "the priority level to be in force", || async {
+        of_level(
+            &metrics().await,
+            "apiserver_flowcontrol_nominal_limit_seats",
+        ) > 0.0
+    })
+    .await;
+    let rejected_before = of_level(
+        &metrics().await,
+        "apiserver_flowcontrol_rejected_requests_total",
+    );
+
+    for n in ["a", "b", "c", "d"] {
+        s.node(n, 8).await;
+    }
+    let monitor = Monitor::start(&s).await;
+    for g in 0..4 {
+        let name = format!("g{g}");
+        monitor.gang(&name, 8);
+        s.podgroup(&name, 8, json!({})).await;
+        s.pod(&format!("{name}-ps-0"), Some((&name, "ps", 0)), 0, None)
+            .await;
+        for i in 0..7 {
+            s.pod(
+                &format!("{name}-worker-{i}"),
+                Some((&name, "worker", i)),
+                1,
+                None,
+            )
+            .await;
+        }
+    }
+    // Every pod exists before the scheduler starts: its first round sends
+    // all 32 Binding POSTs together.
+    let started = Instant::now();
+    let sched = Scheduler::start(&s, "dragon", "bindConcurrency: 32\n");
+    until(WHOLE_SECS, "every gang bound whole", || async {
+        bound(&s.placement("g").await) == 32
+    })
+    .await;
+    let took = started.elapsed().as_secs_f64();
+    let rejected = of_level(
+        &metrics().await,
+        "apiserver_flowcontrol_rejected_requests_total",
+    ) - rejected_before;
+    eprintln!(
+        "32 pods bound in {took:.1} s ({:.1} pods/s) through {rejected} 429 answers; {} bind errors reached the framework",
+        32.0 / took,
+        sched.metric(ERRORS)
+    );
+    assert!(
+        rejected > 0.0,
+        "the API server refused no bind, so this test proved nothing:\n{}",
+        sched.log()
+    );
+    for g in 0..4 {
+        assert_not_left_partial(&monitor, &format!("g{g}"), started, &sched);
+    }
+    s.assert_invariants(30, &[&sched], Some(&monitor)).await;
+    let _ = schemas.delete(level, &DeleteParams::default()).await;
+    let _ = levels.delete(level, &DeleteParams::default()).await;
+    s.cleanup().await;
+}

@@ -143,8 +143,16 @@ impl Scenario {
         gpus: u32,
         seconds: Option<u32>,
     ) {
-        self.create_pod(name, &self.scheduler_name(), group, gpus, seconds, None)
-            .await;
+        self.create_pod(
+            name,
+            &self.scheduler_name(),
+            group,
+            gpus,
+            seconds,
+            None,
+            &[],
+        )
+        .await;
     }
 
     /// A pod for another scheduler (e.g. `default-scheduler`).
@@ -155,10 +163,35 @@ impl Scenario {
         group: Option<(&str, &str, u32)>,
         gpus: u32,
     ) {
-        self.create_pod(name, scheduler, group, gpus, None, None)
+        self.create_pod(name, scheduler, group, gpus, None, None, &[])
             .await;
     }
 
+    /// A pod of ours held by scheduling gates `gates` until they are removed.
+    pub async fn gated_pod(
+        &self,
+        name: &str,
+        group: Option<(&str, &str, u32)>,
+        gpus: u32,
+        gates: &[&str],
+    ) {
+        self.create_pod(name, &self.scheduler_name(), group, gpus, None, None, gates)
+            .await;
+    }
+
+    /// Remove every scheduling gate of pod `name`.
+    pub async fn ungate(&self, name: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
+        pods.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"schedulingGates": null}})),
+        )
+        .await
+        .unwrap();
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn create_pod(
         &self,
         name: &str,
@@ -167,6 +200,7 @@ impl Scenario {
         gpus: u32,
         seconds: Option<u32>,
         bound_to: Option<&str>,
+        gates: &[&str],
     ) {
         let mut labels = json!({});
         if let Some((g, role, index)) = group {
@@ -187,6 +221,10 @@ impl Scenario {
                                   "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
             }
         });
+        if !gates.is_empty() {
+            pod["spec"]["schedulingGates"] =
+                json!(gates.iter().map(|g| json!({"name": g})).collect::<Vec<_>>());
+        }
         // Created already bound to a node of this scenario, or left for a
         // scheduler to place on one.
         match bound_to {
@@ -542,7 +580,7 @@ impl Scenario {
         node: &str,
         gpus: u32,
     ) {
-        self.create_pod(name, scheduler, group, gpus, None, Some(node))
+        self.create_pod(name, scheduler, group, gpus, None, Some(node), &[])
             .await;
     }
 
