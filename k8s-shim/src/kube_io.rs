@@ -364,6 +364,40 @@ impl KubeIo {
         Ok(())
     }
 
+    /// Set `PodScheduled=False` on a pod this scheduler did not place, as
+    /// kube-scheduler writes it (reason `Unschedulable`, or `SchedulingGated`
+    /// for a pod with gates; the message says why), so cluster-autoscaler
+    /// sees the pod waiting for room. The API server sets the condition
+    /// True when the pod is bound. False if the patch did not land (logged).
+    pub fn pod_unschedulable(&self, pod: &str, reason: &str, message: &str) -> bool {
+        let (ns, name) = split(pod);
+        let api: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
+        let condition = core::PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some(reason.into()),
+            message: Some(fit_note(message.to_string())),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
+            ..Default::default()
+        };
+        // Strategic merge: conditions merge by type.
+        let patch = json!({"status": {"conditions": [condition]}});
+        Self::throttle(self.requests.as_ref());
+        match self.handle.block_on(api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(pod, "cannot set PodScheduled=False: {}", api_error(&e));
+                false
+            }
+        }
+    }
+
     /// Set a PodGroup's status (best effort).
     pub fn podgroup_status(&self, job: &str, phase: &str, scheduled: u32) {
         let (ns, name) = split(job);

@@ -575,7 +575,8 @@ impl Loop {
         }
     }
 
-    /// A FailedScheduling event on each pending pod of `unit`, once per reason.
+    /// A FailedScheduling event and `PodScheduled=False` on each pending pod
+    /// of `unit`, once per reason.
     fn explain(&mut self, unit: &str, reason: &str) {
         let pods: Vec<String> = if let Some(job) = unit.strip_prefix("job/") {
             self.snapshot
@@ -591,13 +592,26 @@ impl Loop {
             Vec::new()
         };
         for pod in pods {
-            // Remembered only once published: an Event lost while the API
-            // server is away is sent again on the next round.
-            if self.last_reason.get(&pod).map(String::as_str) != Some(reason)
-                && self
-                    .io
-                    .event(&pod, "Warning", "FailedScheduling", reason.to_string())
-            {
+            // Remembered only once published: an Event or condition lost
+            // while the API server is away is sent again on the next round.
+            if self.last_reason.get(&pod).map(String::as_str) == Some(reason) {
+                continue;
+            }
+            let gated = self
+                .snapshot
+                .sched
+                .cluster
+                .pod(&pod)
+                .is_some_and(|(p, _)| !p.scheduling_gates.is_empty());
+            let condition = if gated {
+                "SchedulingGated"
+            } else {
+                "Unschedulable"
+            };
+            let published = self
+                .io
+                .event(&pod, "Warning", "FailedScheduling", reason.to_string());
+            if self.io.pod_unschedulable(&pod, condition, reason) && published {
                 self.last_reason.insert(pod, reason.to_string());
             }
         }

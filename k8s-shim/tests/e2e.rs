@@ -442,10 +442,50 @@ async fn a_gated_member_holds_its_gang_untouched_until_the_gate_is_removed() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(s.pods().await.len(), 3, "no pod was deleted");
+    // PodScheduled=False, as kube-scheduler writes it, for cluster-autoscaler.
+    until(30, "PodScheduled=False on the gang's pods", || async {
+        let conditions: Vec<(String, String)> = s
+            .pods()
+            .await
+            .iter()
+            .filter_map(|p| {
+                let c = p
+                    .status
+                    .as_ref()?
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+                Some((p.metadata.name.clone()?, c.reason.clone()?))
+            })
+            .collect();
+        conditions.len() == 3
+            && conditions.iter().all(|(n, r)| {
+                r == if n == "g-worker-1" {
+                    "SchedulingGated"
+                } else {
+                    "Unschedulable"
+                }
+            })
+    })
+    .await;
     // Without the gate, the gang is bound whole.
     s.ungate("g-worker-1").await;
     until(60, "the gang bound whole once ungated", || async {
         bound(&s.placement("g-").await) == 3
+    })
+    .await;
+    // The Binding sets PodScheduled=True.
+    until(30, "PodScheduled=True on the bound pods", || async {
+        s.pods().await.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|st| st.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+                })
+        })
     })
     .await;
     s.assert_invariants(30, &[&sched], None).await;
