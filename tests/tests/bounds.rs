@@ -11,10 +11,10 @@ use dragon_host::framework::{
     Scheduler, SchedulerConfig,
 };
 use dragon_host::runtime::{
-    CallError, ComponentCache, Failure, Hooks, Limits, LoadError, LoadOptions, PolicyInfo,
-    WasmPolicy, bounds, wit,
+    CallError, ComponentCache, Hooks, Limits, LoadError, LoadOptions, PolicyInfo, WasmPolicy,
+    bounds, wit,
 };
-use dragon_tests::{add_job, bundled, engine, hostile};
+use dragon_tests::{Native, add_job, bundled, engine, hostile};
 
 fn cluster(nodes: usize, gpus: u32) -> Cluster {
     let mut c = Cluster::new();
@@ -369,52 +369,22 @@ fn a_policy_that_times_out_on_every_call_is_suspended_and_probed_and_a_swap_resu
 }
 
 /// A policy that answers every call correctly, but slowly.
+#[derive(Default)]
 struct Slow;
 
-impl Hooks for Slow {
-    fn info(&self) -> &PolicyInfo {
-        static INFO: std::sync::OnceLock<PolicyInfo> = std::sync::OnceLock::new();
-        INFO.get_or_init(|| PolicyInfo {
-            name: "slow".into(),
-            version: "0.1.0".into(),
-            interface_version: "0.1.0".into(),
-            hooks: vec![wit::Hook::Filter, wit::Hook::Permit],
-            origin: "native".into(),
-            sha256: "slow".into(),
-            size_bytes: 0,
-            compile_ms: 0.0,
-            cached: false,
-            settings: String::new(),
-        })
+impl dragon_policy_sdk::Policy for Slow {
+    fn metadata(&self) -> dragon_policy_sdk::types::PolicyInfo {
+        use dragon_policy_sdk::types::{Hook, PolicyInfo};
+        PolicyInfo::new("slow", "0.1.0", &[Hook::Filter, Hook::Permit])
     }
-    fn queue_order(&self, _: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        Ok((0..units.len() as u32).collect())
-    }
-    fn pre_filter(
+    fn filter(
         &self,
-        _: u64,
-        _: &wit::Unit,
-        _: &wit::Capacity,
-    ) -> Result<wit::PreFilterResult, CallError> {
-        Ok(wit::PreFilterResult::Proceed(Vec::new()))
-    }
-    fn filter(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<bool>, CallError> {
+        _: &dragon_policy_sdk::types::Placement,
+        nodes: &dragon_policy_sdk::types::Candidates,
+    ) -> Vec<bool> {
         // Stands in for a policy that computes for 30 ms per call.
         std::thread::sleep(std::time::Duration::from_millis(30));
-        Ok(vec![true; nodes.index.len()])
-    }
-    fn score(&self, _: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        Ok(vec![0; nodes.index.len()])
-    }
-    fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        Ok(wit::PermitResult::Allow)
-    }
-    fn scale(&self, _: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        Err(CallError {
-            policy: "slow".into(),
-            hook: "scale",
-            failure: Failure::InvalidOutput("not implemented".into()),
-        })
+        vec![true; nodes.index.len()]
     }
 }
 
@@ -430,8 +400,9 @@ fn a_round_stops_trying_units_when_its_budget_is_spent_and_the_next_round_goes_o
             .filter(|(_, st)| matches!(st, PodState::Bound(_)))
             .count()
     };
+    let slow = Native::<Slow>::new("");
     let mut io = RecordingIo::default();
-    let r = s.schedule_round(0, &Slow, &mut io, &mut RecordingIo::default());
+    let r = s.schedule_round(0, &slow, &mut io, &mut RecordingIo::default());
     let deferred = r.decisions.iter().find_map(|d| match d {
         Decision::Deferred { units, budget_ms } => Some((*units, *budget_ms)),
         _ => None,
@@ -443,7 +414,7 @@ fn a_round_stops_trying_units_when_its_budget_is_spent_and_the_next_round_goes_o
     assert!(bound(&s) < 40);
     // Later rounds place the rest.
     for t in 1..20 {
-        s.schedule_round(t, &Slow, &mut io, &mut RecordingIo::default());
+        s.schedule_round(t, &slow, &mut io, &mut RecordingIo::default());
     }
     assert_eq!(bound(&s), 40);
 }
