@@ -5,7 +5,8 @@
 //! - [`translate`] / [`quantity`]: Kubernetes objects → framework types;
 //! - [`snapshot`]: watch events → the framework's snapshot (pure, testable);
 //! - [`kube_io`]: the framework's `Binder`/`Scaler` over the API, with an
-//!   optional client-side rate limit ([`ratelimit`]);
+//!   optional client-side rate limit ([`ratelimit`]) and the client's
+//!   retry policy for an API server that refuses for load ([`retry`]);
 //! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
 //! - [`run`]: the wiring (watches, scheduling thread, leader election).
 
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod quantity;
 pub mod ratelimit;
 pub mod reload;
+pub mod retry;
 pub mod run;
 pub mod snapshot;
 pub mod translate;

@@ -68,7 +68,20 @@ pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client> {
             .await
             .context("no Kubernetes configuration found")?,
     };
-    Client::try_from(config).context("cannot build a Kubernetes client")
+    client_from(config)
+}
+
+/// A client that retries requests the API server refuses for load as
+/// [`crate::retry::RetryAfter`] says, instead of kube's default policy.
+pub fn client_from(mut config: kube::Config) -> Result<Client> {
+    config.default_retry = false;
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("cannot build a Kubernetes client")?
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(
+            crate::retry::RetryAfter::default(),
+        ))
+        .build())
 }
 
 /// Forward one resource's watch into `tx`, translating objects with `to_event`.

@@ -617,21 +617,75 @@ async fn a_refused_binding_in_a_gang_of_bare_pods_keeps_its_bound_members_and_co
     s.cleanup().await;
 }
 
+/// A kubeconfig for ServiceAccount `name` of the scenario's namespace, bound
+/// to cluster-admin: an identity that API Priority and Fairness classifies
+/// like any workload (the test's own `system:masters` user is exempt).
+async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::PathBuf {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.name);
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(s.client.clone());
+    let binding = format!("dragon-e2e-{}-{name}", s.name);
+    let _ = bindings.delete(&binding, &DeleteParams::default()).await;
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": binding},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": s.name}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let token: TokenRequest = accounts
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await
+        .unwrap();
+    let token = token.status.expect("a token").token;
+    let cp = control_plane();
+    let admin = std::fs::read_to_string(&cp.kubeconfig).unwrap();
+    let text: String = admin
+        .lines()
+        .map(|l| match l.split_once("token:") {
+            Some((indent, _)) => format!("{indent}token: {token}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    let path = cp.run.join(format!("kubeconfig-{}-{name}", s.name));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// API Priority and Fairness that rejects: binds of the scenario go to a
 /// priority level of about three seats whose excess is refused with 429 and
-/// `Retry-After`, the way an overloaded API server answers. Thirty-two
+/// `Retry-After`, the way an overloaded API server answers. Sixty-four
 /// Binding POSTs go out at once; the client waits out `Retry-After` and
-/// tries again, so every gang is bound whole, nothing twice, and every 429
-/// is absorbed.
+/// tries again, so every gang is bound whole, nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_bound_whole() {
     use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
     let _g = serial();
     let s = Scenario::new("f-429").await;
+    let kubeconfig = service_account_kubeconfig(&s, "dragon").await;
     let level = "dragon-e2e-binds";
     let levels: Api<PriorityLevelConfiguration> = Api::all(s.client.clone());
     let schemas: Api<FlowSchema> = Api::all(s.client.clone());
-    let _ = levels
+    let _ = schemas.delete(level, &DeleteParams::default()).await;
+    let _ = levels.delete(level, &DeleteParams::default()).await;
+    levels
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
@@ -642,22 +696,24 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
             }))
             .unwrap(),
         )
-        .await;
-    // Precedence 1 and a name before "exempt": it wins over the exemption
-    // of system:masters, which the test user belongs to.
-    let _ = schemas
+        .await
+        .unwrap();
+    // Before every built-in schema that would match a ServiceAccount.
+    schemas
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": level},
-                "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 1,
-                    "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:authenticated"}}],
+                "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 50,
+                    "rules": [{"subjects": [{"kind": "ServiceAccount",
+                            "serviceAccount": {"name": "dragon", "namespace": s.name.clone()}}],
                         "resourceRules": [{"verbs": ["create"], "apiGroups": [""],
                             "resources": ["pods/binding"], "namespaces": [s.name.clone()]}]}]}
             }))
             .unwrap(),
         )
-        .await;
+        .await
+        .unwrap();
     let metrics = || async {
         s.client
             .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
@@ -682,11 +738,11 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
         "apiserver_flowcontrol_rejected_requests_total",
     );
 
-    for n in ["a", "b", "c", "d"] {
+    for n in ["a", "b", "c", "d", "e", "f", "g", "h"] {
         s.node(n, 8).await;
     }
     let monitor = Monitor::start(&s).await;
-    for g in 0..4 {
+    for g in 0..8 {
         let name = format!("g{g}");
         monitor.gang(&name, 8);
         s.podgroup(&name, 8, json!({})).await;
@@ -703,11 +759,11 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
         }
     }
     // Every pod exists before the scheduler starts: its first round sends
-    // all 32 Binding POSTs together.
+    // all 64 Binding POSTs together.
     let started = Instant::now();
-    let sched = Scheduler::start(&s, "dragon", "bindConcurrency: 32\n");
+    let sched = Scheduler::start_as(&s, "dragon", "bindConcurrency: 64\n", &kubeconfig);
     until(WHOLE_SECS, "every gang bound whole", || async {
-        bound(&s.placement("g").await) == 32
+        bound(&s.placement("g").await) == 64
     })
     .await;
     let took = started.elapsed().as_secs_f64();
@@ -716,8 +772,8 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
         "apiserver_flowcontrol_rejected_requests_total",
     ) - rejected_before;
     eprintln!(
-        "32 pods bound in {took:.1} s ({:.1} pods/s) through {rejected} 429 answers; {} bind errors reached the framework",
-        32.0 / took,
+        "64 pods bound in {took:.1} s ({:.1} pods/s) through {rejected} 429 answers; {} bind errors reached the framework",
+        64.0 / took,
         sched.metric(ERRORS)
     );
     assert!(
@@ -725,7 +781,7 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
         "the API server refused no bind, so this test proved nothing:\n{}",
         sched.log()
     );
-    for g in 0..4 {
+    for g in 0..8 {
         assert_not_left_partial(&monitor, &format!("g{g}"), started, &sched);
     }
     s.assert_invariants(30, &[&sched], Some(&monitor)).await;

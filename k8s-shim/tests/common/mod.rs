@@ -372,6 +372,11 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn start(s: &Scenario, policy: &str, extra: &str) -> Scheduler {
+        Scheduler::start_as(s, policy, extra, &control_plane().kubeconfig)
+    }
+
+    /// [`Scheduler::start`] with another identity (a kubeconfig of its own).
+    pub fn start_as(s: &Scenario, policy: &str, extra: &str, kubeconfig: &Path) -> Scheduler {
         let dir = std::env::temp_dir().join(format!(
             "dragon-e2e-sched-{}-{}-{}",
             std::process::id(),
@@ -391,7 +396,7 @@ impl Scheduler {
             .arg("--config")
             .arg(dir.join("config.yaml"))
             .arg("--kubeconfig")
-            .arg(&control_plane().kubeconfig)
+            .arg(kubeconfig)
             .env("DRAGON_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
