@@ -1,4 +1,4 @@
-//! Fault tests of `dragon-scheduler` on the real control plane (issue 6):
+//! Fault tests of `dragon-scheduler` on the real control plane:
 //! the API server and etcd restarted mid-gang, a member's binding refused,
 //! a node deleted under a running gang, and the scheduler killed while a
 //! gang waits in permit. Each test ends with the same invariants

@@ -184,6 +184,27 @@ fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
     );
 }
 
+/// The hostile policy with `settings` and a per-call deadline.
+fn hostile_with_deadline(
+    engine: &dragon_host::runtime::PolicyEngine,
+    settings: &str,
+    deadline_ms: u64,
+) -> WasmPolicy {
+    let limits = Limits {
+        deadline_ms,
+        ..Limits::default()
+    };
+    hostile(
+        engine,
+        settings,
+        LoadOptions {
+            limits,
+            ..LoadOptions::default()
+        },
+    )
+    .expect("loads")
+}
+
 /// Log lines written while `f` runs, as text.
 fn logged(f: impl FnOnce()) -> String {
     #[derive(Clone, Default)]
@@ -212,18 +233,11 @@ fn logged(f: impl FnOnce()) -> String {
 #[test]
 fn a_log_flood_is_capped_per_call_and_the_drops_are_counted_in_one_line() {
     let text = logged(|| {
-        let p = hostile(
+        let p = hostile_with_deadline(
             &engine(),
             r#"{"fault": "log-flood", "hook": "filter"}"#,
-            LoadOptions {
-                limits: Limits {
-                    deadline_ms: 30_000,
-                    ..Limits::default()
-                },
-                ..LoadOptions::default()
-            },
-        )
-        .expect("loads");
+            30_000,
+        );
         let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
         add_job(&mut s.cluster, "j", 0, 3, 3, 3);
         s.schedule_round(
@@ -313,18 +327,7 @@ fn a_policy_that_times_out_on_every_call_is_suspended_and_probed_and_a_swap_resu
         ..SchedulerConfig::without_backoff()
     };
     let e = engine();
-    let looping = hostile(
-        &e,
-        r#"{"fault": "loop", "hook": "filter"}"#,
-        LoadOptions {
-            limits: Limits {
-                deadline_ms: 20,
-                ..Limits::default()
-            },
-            ..LoadOptions::default()
-        },
-    )
-    .expect("loads");
+    let looping = hostile_with_deadline(&e, r#"{"fault": "loop", "hook": "filter"}"#, 20);
     let mut s = twenty_units(config);
     let mut io = RecordingIo::default();
     let r = s.schedule_round(0, &looping, &mut io, &mut RecordingIo::default());
