@@ -577,13 +577,14 @@ impl Scheduler {
         report: &mut RoundReport,
     ) -> Attempt {
         let info = policy.info();
-        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms) {
+        if self.breaker.admit(&info.sha256, now_ms).is_err() {
+            // The same text every round (no countdown): drivers publish an
+            // Event per pod each time the reason changes.
             report.decisions.push(Decision::PolicyError {
                 unit: unit.key.clone(),
                 error: format!(
-                    "policy `{}` is suspended after repeated failures; next try in {} ms",
-                    info.name,
-                    until_ms.saturating_sub(now_ms)
+                    "policy `{}` is suspended after repeated failures until a probe call succeeds",
+                    info.name
                 ),
             });
             return Attempt::PolicyFailed;
