@@ -551,25 +551,7 @@ impl Loop {
                 } => {
                     tracing::info!(unit, workers, reason, "admitted below the requested size");
                 }
-                Decision::Breaker(BreakerChange::Opened {
-                    policy,
-                    failures,
-                    until_ms,
-                }) => {
-                    m.policy_suspensions.inc();
-                    m.policy_suspended.set(1);
-                    let suspended_ms = until_ms.saturating_sub(now);
-                    tracing::warn!(
-                        policy,
-                        failures,
-                        suspended_ms,
-                        "policy suspended after consecutive failures; its units fail fast until a probe call succeeds"
-                    );
-                }
-                Decision::Breaker(BreakerChange::Closed { policy }) => {
-                    m.policy_suspended.set(0);
-                    tracing::info!(policy, "policy probe succeeded; the policy serves again");
-                }
+                Decision::Breaker(change) => self.breaker_changed(change, now),
                 Decision::Deferred { units, budget_ms } => {
                     m.rounds_over_budget.inc();
                     tracing::warn!(
@@ -651,6 +633,35 @@ impl Loop {
         for e in &report.errors {
             tracing::warn!("scale step: {e}");
         }
+        if let Some(change) = &report.breaker {
+            self.breaker_changed(change, now_ms());
+        }
         self.apply_scaled();
+    }
+
+    /// Metrics and a log line for a suspension of the policy or its end.
+    fn breaker_changed(&self, change: &BreakerChange, now: u64) {
+        let m = &self.metrics;
+        match change {
+            BreakerChange::Opened {
+                policy,
+                failures,
+                until_ms,
+            } => {
+                m.policy_suspensions.inc();
+                m.policy_suspended.set(1);
+                let suspended_ms = until_ms.saturating_sub(now);
+                tracing::warn!(
+                    policy,
+                    failures,
+                    suspended_ms,
+                    "policy suspended after consecutive failures; its units fail fast until a probe call succeeds"
+                );
+            }
+            BreakerChange::Closed { policy } => {
+                m.policy_suspended.set(0);
+                tracing::info!(policy, "policy probe succeeded; the policy serves again");
+            }
+        }
     }
 }

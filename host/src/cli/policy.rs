@@ -311,6 +311,12 @@ fn print_round(
             a.job, a.from, a.to, a.reason
         );
     }
+    if let Some(BreakerChange::Opened {
+        policy, failures, ..
+    }) = &scale.breaker
+    {
+        println!("  suspended    {policy}: {failures} consecutive failures (scale step)");
+    }
     for e in &scale.errors {
         println!("  scale error  {e}");
     }

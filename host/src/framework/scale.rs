@@ -32,6 +32,9 @@ pub struct ScaleReport {
     pub actions: Vec<ScaleAction>,
     /// Policy or scaler failures (nothing was applied for a failed decision).
     pub errors: Vec<String>,
+    /// The policy was suspended, or serves again, after this step's call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<super::BreakerChange>,
 }
 
 impl Scheduler {
@@ -165,20 +168,7 @@ impl Scheduler {
             .scale(&input)
             .map_err(|e| e.to_string())
             .and_then(|decisions| checked_decisions(policy, &running, decisions));
-        if let Some(change) = self.breaker.record(checked.is_ok(), now_ms, &info.name) {
-            report.errors.push(match change {
-                super::BreakerChange::Opened {
-                    failures, until_ms, ..
-                } => format!(
-                    "policy `{}` suspended for {} ms after {failures} consecutive failures",
-                    info.name,
-                    until_ms.saturating_sub(now_ms)
-                ),
-                super::BreakerChange::Closed { .. } => {
-                    format!("policy `{}` serves again", info.name)
-                }
-            });
-        }
+        report.breaker = self.breaker.record(checked.is_ok(), now_ms, &info.name);
         let decisions = match checked {
             Ok(d) => d,
             Err(e) => {
