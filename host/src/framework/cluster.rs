@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::model::{Job, Node, Pod, Resources, Role};
+use super::constraints::HostPort;
+use super::model::{Job, Node, Pod, Resources, Role, Scalars};
 use crate::runtime::wit;
 
 /// Where a pod stands.
@@ -68,15 +69,18 @@ pub(crate) struct Columns {
     pub(crate) free_cpu_milli: Vec<u64>,
     pub(crate) free_memory_mib: Vec<u64>,
     pub(crate) free_gpus: Vec<u32>,
+    /// How many more pods the node takes (`u32::MAX` without a limit).
+    pub(crate) free_pods: Vec<u32>,
     /// Live, schedulable and without a NoSchedule/NoExecute taint: a pod
     /// with no node selector needs only the resource fit here.
     pub(crate) open: Vec<bool>,
 }
 
 impl Columns {
-    fn set(&mut self, i: usize, alloc: Resources, free: Resources, open: bool) {
+    fn set(&mut self, i: usize, alloc: Resources, free: Resources, free_pods: u32, open: bool) {
         if i == self.free_gpus.len() {
             self.open.push(open);
+            self.free_pods.push(free_pods);
             self.alloc_cpu_milli.push(alloc.cpu_milli);
             self.alloc_memory_mib.push(alloc.memory_mib);
             self.alloc_gpus.push(alloc.gpus);
@@ -85,12 +89,67 @@ impl Columns {
             self.free_gpus.push(free.gpus);
         } else {
             self.open[i] = open;
+            self.free_pods[i] = free_pods;
             self.alloc_cpu_milli[i] = alloc.cpu_milli;
             self.alloc_memory_mib[i] = alloc.memory_mib;
             self.alloc_gpus[i] = alloc.gpus;
             self.free_cpu_milli[i] = free.cpu_milli;
             self.free_memory_mib[i] = free.memory_mib;
             self.free_gpus[i] = free.gpus;
+        }
+    }
+}
+
+/// What the pods on a node hold besides CPU, memory and GPUs.
+#[derive(Debug, Clone, Default)]
+struct NodeUse {
+    extended: Scalars,
+    pods: u32,
+    ports: Vec<HostPort>,
+}
+
+/// Adds (or with `add == false` takes back) what `pod` holds on a node.
+fn account(
+    used: &mut Resources,
+    usage: &mut NodeUse,
+    anti_affine: &mut BTreeSet<String>,
+    pod: &Pod,
+    add: bool,
+) {
+    if !pod.constraints.pod_anti_affinity.is_empty() {
+        if add {
+            anti_affine.insert(pod.key.clone());
+        } else {
+            anti_affine.remove(&pod.key);
+        }
+    }
+    if add {
+        *used = used.plus(pod.request);
+        usage.pods += 1;
+        for (name, &n) in &pod.extended {
+            let u = usage.extended.entry(name.clone()).or_default();
+            *u = u.saturating_add(n);
+        }
+        usage
+            .ports
+            .extend(pod.constraints.host_ports.iter().cloned());
+    } else {
+        *used = used.minus(pod.request);
+        usage.pods = usage.pods.saturating_sub(1);
+        for (name, &n) in &pod.extended {
+            if let Some(u) = usage.extended.get_mut(name) {
+                *u = u.saturating_sub(n);
+                if *u == 0 {
+                    usage.extended.remove(name);
+                }
+            }
+        }
+        // One copy per port the pod asked for, so another pod's identical
+        // port stays taken.
+        for p in &pod.constraints.host_ports {
+            if let Some(at) = usage.ports.iter().position(|q| q == p) {
+                usage.ports.swap_remove(at);
+            }
         }
     }
 }
@@ -103,6 +162,10 @@ pub struct Cluster {
     gone: Vec<bool>,
     node_index: HashMap<String, usize>,
     used: Vec<Resources>,
+    usage: Vec<NodeUse>,
+    /// Pods holding a node that carry required anti-affinity: every pod
+    /// placed later is checked against them.
+    anti_affine: BTreeSet<String>,
     /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
     columns: Columns,
     pub(crate) pods: BTreeMap<String, PodEntry>,
@@ -145,6 +208,7 @@ impl Cluster {
         self.nodes.push(node);
         self.gone.push(false);
         self.used.push(Resources::default());
+        self.usage.push(NodeUse::default());
         self.sync_columns(i);
         Ok(i)
     }
@@ -170,9 +234,11 @@ impl Cluster {
         for e in self.pods.values_mut() {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
+                self.anti_affine.remove(&e.pod.key);
             }
         }
         self.used[i] = Resources::default();
+        self.usage[i] = NodeUse::default();
         self.sync_columns(i);
         Ok(())
     }
@@ -242,7 +308,7 @@ impl Cluster {
         let state = match node {
             Some(n) => {
                 let i = self.node_idx(n)?;
-                self.add_use(i, pod.request);
+                self.hold(i, &pod, true);
                 PodState::Bound(i)
             }
             None => PodState::Pending,
@@ -283,7 +349,7 @@ impl Cluster {
             }
         }
         if let Some(n) = e.state.node() {
-            self.sub_use(n, e.pod.request);
+            self.hold(n, &e.pod, false);
         }
         Ok(e.pod)
     }
@@ -314,23 +380,41 @@ impl Cluster {
         let Some(e) = self.pods.get_mut(key) else {
             return;
         };
-        let (old, request) = (e.state.node(), e.pod.request);
+        let old = e.state.node();
         e.state = state;
+        let pod = &e.pod;
         if let Some(n) = old {
-            self.sub_use(n, request);
+            account(
+                &mut self.used[n],
+                &mut self.usage[n],
+                &mut self.anti_affine,
+                pod,
+                false,
+            );
         }
         if let Some(n) = state.node() {
-            self.add_use(n, request);
+            account(
+                &mut self.used[n],
+                &mut self.usage[n],
+                &mut self.anti_affine,
+                pod,
+                true,
+            );
+        }
+        for n in [old, state.node()].into_iter().flatten() {
+            self.sync_columns(n);
         }
     }
 
-    fn add_use(&mut self, i: usize, r: Resources) {
-        self.used[i] = self.used[i].plus(r);
-        self.sync_columns(i);
-    }
-
-    fn sub_use(&mut self, i: usize, r: Resources) {
-        self.used[i] = self.used[i].minus(r);
+    /// `pod` starts (`add`) or stops holding room on node `i`.
+    fn hold(&mut self, i: usize, pod: &Pod, add: bool) {
+        account(
+            &mut self.used[i],
+            &mut self.usage[i],
+            &mut self.anti_affine,
+            pod,
+            add,
+        );
         self.sync_columns(i);
     }
 
@@ -343,7 +427,12 @@ impl Cluster {
         let free = self.free(i);
         let node = &self.nodes[i];
         let open = !self.gone[i] && !node.unschedulable && !node.taints.iter().any(|t| t.repels());
-        self.columns.set(i, alloc, free, open);
+        let free_pods = match (self.gone[i], node.max_pods) {
+            (true, _) => 0,
+            (false, None) => u32::MAX,
+            (false, Some(max)) => max.saturating_sub(self.usage[i].pods),
+        };
+        self.columns.set(i, alloc, free, free_pods, open);
     }
 
     /// Every node's resources as columns (see [`Columns`]).
@@ -373,6 +462,40 @@ impl Cluster {
     /// Requests of the pods on node `i`.
     pub fn used(&self, i: usize) -> Resources {
         self.used[i]
+    }
+
+    /// Free amount of resource `name` (see [`Scalars`]) on node `i`.
+    pub fn free_extended(&self, i: usize, name: &str) -> u64 {
+        if self.gone[i] {
+            return 0;
+        }
+        let alloc = self.nodes[i].extended.get(name).copied().unwrap_or(0);
+        alloc.saturating_sub(self.usage[i].extended.get(name).copied().unwrap_or(0))
+    }
+
+    /// Host ports taken on node `i`.
+    pub(crate) fn ports_in_use(&self, i: usize) -> &[HostPort] {
+        &self.usage[i].ports
+    }
+
+    /// Pods holding a node (bound or reserved), with the node.
+    pub(crate) fn placed(&self) -> impl Iterator<Item = (&Pod, usize)> {
+        self.pods
+            .values()
+            .filter_map(|e| e.state.node().map(|n| (&e.pod, n)))
+    }
+
+    /// Whether any pod holding a node carries required anti-affinity.
+    pub(crate) fn has_placed_anti_affinity(&self) -> bool {
+        !self.anti_affine.is_empty()
+    }
+
+    /// The pods holding a node that carry required anti-affinity.
+    pub(crate) fn placed_with_anti_affinity(&self) -> impl Iterator<Item = (&Pod, usize)> {
+        self.anti_affine
+            .iter()
+            .filter_map(|k| self.pods.get(k))
+            .filter_map(|e| e.state.node().map(|n| (&e.pod, n)))
     }
 
     /// A pod and its state.

@@ -5,15 +5,21 @@
 
 mod breaker;
 mod cluster;
+mod constraints;
 mod cycle;
 mod filters;
 mod io;
 mod model;
 mod scale;
+mod selector;
 
 pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
+pub use constraints::{ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, SpreadConstraint};
 pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{Binder, RecordingIo, Release, Scaler};
-pub use model::{Job, Node, Pod, Resources, Role, Taint, Toleration};
+pub use model::{Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};
 pub use scale::{ScaleAction, ScaleReport};
+pub use selector::{
+    LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
+};

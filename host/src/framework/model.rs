@@ -4,7 +4,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::constraints::Constraints;
+use super::selector::Labels;
 use crate::runtime::wit;
+
+/// Amounts of every resource other than CPU, memory and `nvidia.com/gpu`,
+/// by Kubernetes resource name, in the resource's base unit (bytes for
+/// `ephemeral-storage` and `hugepages-*`, a count for extended resources
+/// such as `rdma/hca` or `amd.com/gpu`).
+pub type Scalars = BTreeMap<String, u64>;
 
 /// An amount of resources, in the units the WIT interface uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +117,14 @@ impl Toleration {
 pub struct Node {
     pub name: String,
     pub allocatable: Resources,
-    pub labels: BTreeMap<String, String>,
+    /// Allocatable amounts of the other resources (see [`Scalars`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended: Scalars,
+    /// How many pods the node takes (its `pods` allocatable); `None` for
+    /// no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
+    pub labels: Labels,
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
 }
@@ -120,6 +135,8 @@ impl Node {
         Node {
             name: name.into(),
             allocatable,
+            extended: Scalars::new(),
+            max_pods: None,
             labels: BTreeMap::new(),
             taints: Vec::new(),
             unschedulable: false,
@@ -165,12 +182,21 @@ impl Role {
 pub struct Pod {
     /// Unique key (`namespace/name` in Kubernetes).
     pub key: String,
+    /// The namespace pod affinity and spread constraints are scoped by.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Labels other pods' affinity and spread constraints select on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
     /// The job (pod group) it belongs to, if any.
     pub job: Option<String>,
     pub role: Role,
     /// Index within its role.
     pub index: u32,
     pub request: Resources,
+    /// Requests of the other resources (see [`Scalars`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended: Scalars,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
     pub priority: i32,
@@ -181,6 +207,9 @@ pub struct Pod {
     /// and neither is the gang it belongs to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scheduling_gates: Vec<String>,
+    /// Node affinity, host ports, pod affinity and spread constraints.
+    #[serde(default, skip_serializing_if = "Constraints::is_empty")]
+    pub constraints: Constraints,
 }
 
 impl Pod {
@@ -188,15 +217,19 @@ impl Pod {
     pub fn new(key: impl Into<String>, request: Resources) -> Pod {
         Pod {
             key: key.into(),
+            namespace: String::new(),
+            labels: BTreeMap::new(),
             job: None,
             role: Role::Other,
             index: 0,
             request,
+            extended: Scalars::new(),
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             priority: 0,
             arrival_ms: 0,
             scheduling_gates: Vec::new(),
+            constraints: Constraints::default(),
         }
     }
 }
