@@ -51,14 +51,9 @@ pub fn cpu_milli(q: &str) -> Result<u64, String> {
     parse(q, 1000.0).map(|v| v.ceil() as u64)
 }
 
-/// Memory in MiB (rounded up).
-pub fn memory_mib(q: &str) -> Result<u64, String> {
-    parse(q, 1.0).map(|v| (v / (1024.0 * 1024.0)).ceil() as u64)
-}
-
-/// A whole count (GPUs).
-pub fn count(q: &str) -> Result<u32, String> {
-    parse(q, 1.0).map(|v| v.ceil().min(u32::MAX as f64) as u32)
+/// A value in the resource's base unit (bytes, a count), rounded up.
+pub fn value(q: &str) -> Result<u64, String> {
+    parse(q, 1.0).map(|v| v.ceil() as u64)
 }
 
 #[cfg(test)]
@@ -74,17 +69,17 @@ mod tests {
     }
 
     #[test]
-    fn memory_quantities_become_mib() {
-        assert_eq!(memory_mib("4Gi").unwrap(), 4096);
-        assert_eq!(memory_mib("128Mi").unwrap(), 128);
-        assert_eq!(memory_mib("1G").unwrap(), 954);
-        assert_eq!(memory_mib("1048576").unwrap(), 1);
+    fn values_are_in_the_base_unit_rounded_up() {
+        assert_eq!(value("10Gi").unwrap(), 10 << 30);
+        assert_eq!(value("2").unwrap(), 2);
+        assert_eq!(value("1500m").unwrap(), 2);
+        assert_eq!(value("1G").unwrap(), 1_000_000_000);
     }
 
     #[test]
     fn nonsense_is_refused_by_name() {
         assert!(cpu_milli("lots").unwrap_err().contains("lots"));
-        assert!(memory_mib("4Gb").is_err());
-        assert!(count("-1").is_err());
+        assert!(value("4Gb").is_err());
+        assert!(value("-1").is_err());
     }
 }

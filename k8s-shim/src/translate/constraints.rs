@@ -1,0 +1,338 @@
+//! A pod's affinity, host ports and topology spread constraints as the
+//! framework's [`Constraints`]. What Dragon cannot evaluate (an unknown
+//! operator, a namespace selector with labels, a non-integer `Gt` bound) is
+//! refused with the field named, so the pod waits with that reason instead
+//! of being placed as if the constraint were not there.
+
+use std::collections::BTreeSet;
+
+use dragon_host::framework::{
+    Constraints, HostPort, LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm,
+    Operator, PodAffinityTerm, Requirement, SpreadConstraint,
+};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+
+fn operator(field: &str, op: &str, node: bool) -> Result<Operator, String> {
+    Ok(match op {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" if node => Operator::Gt,
+        "Lt" if node => Operator::Lt,
+        other => return Err(format!("{field}: unknown operator {other:?}")),
+    })
+}
+
+fn requirement(
+    field: &str,
+    key: &str,
+    op: &str,
+    values: Option<&Vec<String>>,
+    node: bool,
+) -> Result<Requirement, String> {
+    let operator = operator(field, op, node)?;
+    let values = values.cloned().unwrap_or_default();
+    let bad = |why: &str| Err(format!("{field}: {op} on {key:?} {why}"));
+    match operator {
+        Operator::In | Operator::NotIn if values.is_empty() => return bad("needs values"),
+        Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+            return bad("takes no values");
+        }
+        Operator::Gt | Operator::Lt if values.len() != 1 || values[0].parse::<i64>().is_err() => {
+            return bad("needs one integer value");
+        }
+        _ => {}
+    }
+    Ok(Requirement {
+        key: key.to_string(),
+        operator,
+        values,
+    })
+}
+
+fn label_selector(field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, String> {
+    Ok(LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|e| {
+                requirement(
+                    &format!("{field}.matchExpressions"),
+                    &e.key,
+                    &e.operator,
+                    e.values.as_ref(),
+                    false,
+                )
+            })
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeSelector, String> {
+    let mut terms = Vec::new();
+    for (i, t) in s.node_selector_terms.iter().enumerate() {
+        let field = format!("{field}.nodeSelectorTerms[{i}]");
+        let exprs = |list: Option<&Vec<core::NodeSelectorRequirement>>, what: &str| {
+            list.into_iter()
+                .flatten()
+                .map(|e| {
+                    requirement(
+                        &format!("{field}.{what}"),
+                        &e.key,
+                        &e.operator,
+                        e.values.as_ref(),
+                        true,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let match_fields = exprs(t.match_fields.as_ref(), "matchFields")?;
+        if let Some(r) = match_fields.iter().find(|r| {
+            r.key != NODE_NAME_FIELD || !matches!(r.operator, Operator::In | Operator::NotIn)
+        }) {
+            return Err(format!(
+                "{field}.matchFields: only {NODE_NAME_FIELD} with In or NotIn is supported, got {:?} {:?}",
+                r.key, r.operator
+            ));
+        }
+        terms.push(NodeSelectorTerm {
+            match_expressions: exprs(t.match_expressions.as_ref(), "matchExpressions")?,
+            match_fields,
+        });
+    }
+    Ok(NodeSelector { terms })
+}
+
+/// Adds `key In (the pod's value)` for each `matchLabelKeys` entry and
+/// `key NotIn (…)` for each `mismatchLabelKeys` entry, as the API server
+/// does when it admits the pod (so applying it again changes nothing).
+fn merge_label_keys(
+    selector: &mut LabelSelector,
+    labels: &Labels,
+    match_keys: Option<&Vec<String>>,
+    mismatch_keys: Option<&Vec<String>>,
+) {
+    for (keys, operator) in [(match_keys, Operator::In), (mismatch_keys, Operator::NotIn)] {
+        for key in keys.into_iter().flatten() {
+            if let Some(v) = labels.get(key) {
+                selector.match_expressions.push(Requirement {
+                    key: key.clone(),
+                    operator,
+                    values: vec![v.clone()],
+                });
+            }
+        }
+    }
+}
+
+fn affinity_term(
+    field: &str,
+    t: &core::PodAffinityTerm,
+    namespace: &str,
+    labels: &Labels,
+) -> Result<PodAffinityTerm, String> {
+    let mut selector = t
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(&format!("{field}.labelSelector"), s))
+        .transpose()?;
+    if let Some(s) = &mut selector {
+        merge_label_keys(
+            s,
+            labels,
+            t.match_label_keys.as_ref(),
+            t.mismatch_label_keys.as_ref(),
+        );
+    }
+    let mut namespaces: BTreeSet<String> = t.namespaces.iter().flatten().cloned().collect();
+    let all_namespaces = match &t.namespace_selector {
+        None => false,
+        Some(s)
+            if s.match_labels.as_ref().is_none_or(|l| l.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty()) =>
+        {
+            true
+        }
+        Some(_) => {
+            return Err(format!(
+                "{field}.namespaceSelector: selecting namespaces by label is not supported (list them in `namespaces`, or use an empty selector for all)"
+            ));
+        }
+    };
+    if namespaces.is_empty() && !all_namespaces {
+        namespaces.insert(namespace.to_string());
+    }
+    if t.topology_key.is_empty() {
+        return Err(format!("{field}.topologyKey: must not be empty"));
+    }
+    Ok(PodAffinityTerm {
+        selector,
+        namespaces,
+        all_namespaces,
+        topology_key: t.topology_key.clone(),
+    })
+}
+
+fn spread(
+    field: &str,
+    c: &core::TopologySpreadConstraint,
+    labels: &Labels,
+) -> Result<Option<SpreadConstraint>, String> {
+    match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => {}
+        // A preference: it goes to scoring, not to the filters.
+        "ScheduleAnyway" => return Ok(None),
+        other => {
+            return Err(format!(
+                "{field}.whenUnsatisfiable: unknown value {other:?}"
+            ));
+        }
+    }
+    let max_skew = u32::try_from(c.max_skew)
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| format!("{field}.maxSkew: must be at least 1, got {}", c.max_skew))?;
+    let min_domains = c
+        .min_domains
+        .map(|m| {
+            u32::try_from(m)
+                .ok()
+                .filter(|&m| m > 0)
+                .ok_or_else(|| format!("{field}.minDomains: must be at least 1, got {m}"))
+        })
+        .transpose()?;
+    let policy = |what: &str, v: Option<&String>, default: bool| match v.map(String::as_str) {
+        None => Ok(default),
+        Some("Honor") => Ok(true),
+        Some("Ignore") => Ok(false),
+        Some(other) => Err(format!("{field}.{what}: unknown value {other:?}")),
+    };
+    let mut selector = c
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(&format!("{field}.labelSelector"), s))
+        .transpose()?;
+    if let Some(s) = &mut selector {
+        merge_label_keys(s, labels, c.match_label_keys.as_ref(), None);
+    }
+    if c.topology_key.is_empty() {
+        return Err(format!("{field}.topologyKey: must not be empty"));
+    }
+    Ok(Some(SpreadConstraint {
+        max_skew,
+        topology_key: c.topology_key.clone(),
+        selector,
+        min_domains,
+        honor_node_affinity: policy("nodeAffinityPolicy", c.node_affinity_policy.as_ref(), true)?,
+        honor_taints: policy("nodeTaintsPolicy", c.node_taints_policy.as_ref(), false)?,
+    }))
+}
+
+/// Host ports of the containers that run for the pod's whole life: the
+/// containers and the restartable init containers (sidecars).
+fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, String> {
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let mut out = Vec::new();
+    for c in spec.containers.iter().chain(sidecars) {
+        for p in c.ports.iter().flatten() {
+            let Some(port) = p.host_port.filter(|&p| p > 0) else {
+                continue;
+            };
+            let port = u16::try_from(port).map_err(|_| {
+                format!(
+                    "containers[{}].ports: hostPort {port} is out of range",
+                    c.name
+                )
+            })?;
+            out.push(HostPort::new(
+                p.protocol.as_deref().unwrap_or(""),
+                p.host_ip.as_deref().unwrap_or(""),
+                port,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The pod's constraints beyond node selector and tolerations.
+///
+/// # Errors
+/// A constraint Dragon cannot evaluate, with its field path.
+pub fn constraints(
+    spec: &core::PodSpec,
+    namespace: &str,
+    labels: &Labels,
+) -> Result<Constraints, String> {
+    let affinity = spec.affinity.as_ref();
+    let node_affinity = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|s| {
+            node_selector(
+                "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                s,
+            )
+        })
+        .transpose()?;
+    let terms = |what: &str, list: Option<&Vec<core::PodAffinityTerm>>| {
+        list.into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| {
+                affinity_term(
+                    &format!("affinity.{what}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+                    t,
+                    namespace,
+                    labels,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let pod_affinity = terms(
+        "podAffinity",
+        affinity
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+    )?;
+    let pod_anti_affinity = terms(
+        "podAntiAffinity",
+        affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+    )?;
+    let mut spread_constraints = Vec::new();
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(c) = spread(&format!("topologySpreadConstraints[{i}]"), c, labels)? {
+            spread_constraints.push(c);
+        }
+    }
+    Ok(Constraints {
+        node_affinity,
+        host_ports: host_ports(spec)?,
+        pod_affinity,
+        pod_anti_affinity,
+        spread: spread_constraints,
+    })
+}

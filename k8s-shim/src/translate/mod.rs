@@ -1,0 +1,520 @@
+//! Kubernetes objects → the framework's nodes, pods and jobs. Pure
+//! functions: everything the shim knows comes from the API objects, so a
+//! restarted scheduler rebuilds the same snapshot.
+
+mod constraints;
+mod requests;
+
+use std::collections::BTreeMap;
+
+use dragon_host::framework::{Job, Node, Pod, Role, Taint, Toleration};
+use k8s_openapi::api::core::v1 as core;
+use serde::Deserialize;
+
+/// The scheduler-plugins gang label users already put on pods.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// Dragon's role label/annotation on pods: `ps` or `worker`.
+pub const ROLE: &str = "dragon.dev/role";
+/// Dragon's task index annotation (else the StatefulSet ordinal label).
+pub const INDEX: &str = "dragon.dev/index";
+/// The StatefulSet pod ordinal label (Kubernetes ≥ 1.28).
+pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+/// The Kubeflow training-operator's labels on the pods of a TFJob,
+/// PyTorchJob or MPIJob: the replica type (lower case: `ps`, `worker`,
+/// `chief`, `master`, `evaluator`, `launcher`) and its index.
+pub const KUBEFLOW_REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
+pub const KUBEFLOW_REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
+/// An Indexed Job's (and so a JobSet's) completion index.
+pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// Elastic bounds on a PodGroup (annotations).
+pub const MIN_WORKERS: &str = "dragon.dev/min-workers";
+pub const MAX_WORKERS: &str = "dragon.dev/max-workers";
+/// The workload whose `/scale` sets the worker count, on a PodGroup:
+/// `apps/v1/statefulsets/NAME` or `GROUP/VERSION/PLURAL/NAME`.
+pub const SCALE_TARGET: &str = "dragon.dev/scale-target";
+
+/// A bad object, named.
+#[derive(Debug, thiserror::Error)]
+#[error("{object}: {message}")]
+pub struct TranslateError {
+    pub object: String,
+    pub message: String,
+}
+
+fn err(object: &str, message: impl Into<String>) -> TranslateError {
+    TranslateError {
+        object: object.to_string(),
+        message: message.into(),
+    }
+}
+
+/// `namespace/name`.
+pub fn pod_key(pod: &core::Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// A node as the framework sees it.
+///
+/// # Errors
+/// Unparseable allocatable quantities.
+pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let status = n.status.as_ref();
+    let (allocatable, max_pods, extended) =
+        requests::allocatable(status.and_then(|s| s.allocatable.as_ref()))
+            .map_err(|m| err(&format!("node {name}"), m))?;
+    let spec = n.spec.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    Ok(Node {
+        name,
+        allocatable,
+        extended,
+        max_pods,
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        taints: spec
+            .and_then(|s| s.taints.as_ref())
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        // A node that is not Ready takes no new pods (as the node lifecycle
+        // controller's not-ready taint would say).
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false) || !ready,
+    })
+}
+
+/// Whether the pod is done (its resources are free again).
+pub fn is_terminated(p: &core::Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+fn label_or_annotation<'a>(p: &'a core::Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .or_else(|| p.metadata.annotations.as_ref().and_then(|a| a.get(key)))
+        .map(String::as_str)
+}
+
+/// A pod as the framework sees it: its effective requests over every
+/// resource name, its constraints, and its place in a job.
+///
+/// # Errors
+/// Unparseable requests, a constraint Dragon cannot evaluate, an unknown
+/// role or index.
+pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
+    let key = pod_key(p);
+    let object = format!("pod {key}");
+    let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
+    let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m))?;
+    let constraints =
+        constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))?;
+    let role = match label_or_annotation(p, ROLE) {
+        None => match label_or_annotation(p, KUBEFLOW_REPLICA_TYPE) {
+            Some("ps") => Role::Ps,
+            Some("worker") => Role::Worker,
+            // chief, master, evaluator, launcher: one of a kind each.
+            _ => Role::Other,
+        },
+        Some("ps") => Role::Ps,
+        Some("worker") => Role::Worker,
+        Some(other) => {
+            return Err(err(
+                &object,
+                format!("{ROLE} must be `ps` or `worker`, got {other:?}"),
+            ));
+        }
+    };
+    let index = match [
+        INDEX,
+        KUBEFLOW_REPLICA_INDEX,
+        JOB_COMPLETION_INDEX,
+        POD_INDEX_LABEL,
+    ]
+    .into_iter()
+    .find_map(|k| label_or_annotation(p, k).map(|v| (k, v)))
+    {
+        None => 0,
+        Some((k, s)) => s
+            .parse()
+            .map_err(|_| err(&object, format!("{k} must be a whole number, got {s:?}")))?,
+    };
+    let arrival_ms = p
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond().max(0) as u64)
+        .unwrap_or(0);
+    Ok(Pod {
+        key,
+        namespace: namespace.to_string(),
+        labels,
+        job: label_or_annotation(p, POD_GROUP_LABEL).map(|g| {
+            format!(
+                "{}/{g}",
+                p.metadata.namespace.as_deref().unwrap_or("default")
+            )
+        }),
+        role,
+        index,
+        request,
+        extended,
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        tolerations: spec
+            .tolerations
+            .iter()
+            .flatten()
+            .map(|t| Toleration {
+                key: t.key.clone().unwrap_or_default(),
+                operator: t.operator.clone().unwrap_or_default(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone().unwrap_or_default(),
+            })
+            .collect(),
+        priority: spec.priority.unwrap_or(0),
+        arrival_ms,
+        scheduling_gates: spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
+        constraints,
+    })
+}
+
+/// The fields of a scheduler-plugins `PodGroup` that Dragon reads.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodGroupSpec {
+    #[serde(default)]
+    pub min_member: u32,
+    #[serde(default)]
+    pub schedule_timeout_seconds: Option<u32>,
+}
+
+/// A job from a PodGroup and the pods that name it. Workers wanted = the
+/// worker pods that exist (the workload's replicas); elastic bounds from
+/// Dragon's annotations, defaulting to that count.
+///
+/// # Errors
+/// Bounds that are not numbers or contradict each other.
+pub fn job(
+    key: &str,
+    spec: &PodGroupSpec,
+    annotations: &BTreeMap<String, String>,
+    arrival_ms: u64,
+    worker_pods: u32,
+) -> Result<Job, TranslateError> {
+    let object = format!("podgroup {key}");
+    let num = |k: &str| -> Result<Option<u32>, TranslateError> {
+        annotations
+            .get(k)
+            .map(|v| {
+                v.parse::<u32>()
+                    .map_err(|_| err(&object, format!("{k} must be a whole number, got {v:?}")))
+            })
+            .transpose()
+    };
+    let workers = worker_pods;
+    let min = num(MIN_WORKERS)?.unwrap_or(workers).min(workers.max(1));
+    let max = num(MAX_WORKERS)?.unwrap_or(workers).max(workers);
+    Ok(Job {
+        name: key.to_string(),
+        min_member: spec.min_member,
+        workers,
+        min_workers: min.max(1),
+        max_workers: max,
+        priority: 0,
+        arrival_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dragon_host::framework::{HostPort, Operator, Resources};
+
+    fn pod_yaml(y: &str) -> core::Pod {
+        serde_norway::from_str(y).unwrap()
+    }
+
+    #[test]
+    fn a_gang_worker_pod_translates_with_role_index_group_and_requests() {
+        let p = pod_yaml(
+            r#"
+metadata:
+  name: train-worker-2
+  namespace: ml
+  labels: {scheduling.x-k8s.io/pod-group: train, dragon.dev/role: worker, apps.kubernetes.io/pod-index: "2"}
+spec:
+  schedulerName: dragon-scheduler
+  containers:
+    - name: a
+      image: x
+      resources: {requests: {cpu: 1500m, memory: 4Gi, nvidia.com/gpu: "1"}}
+    - name: b
+      image: x
+      resources: {requests: {cpu: 500m, memory: 1Gi}}
+"#,
+        );
+        let t = pod(&p).unwrap();
+        assert_eq!(t.key, "ml/train-worker-2");
+        assert_eq!(t.job.as_deref(), Some("ml/train"));
+        assert_eq!((t.role, t.index), (Role::Worker, 2));
+        assert_eq!(
+            t.request,
+            Resources {
+                cpu_milli: 2000,
+                memory_mib: 5120,
+                gpus: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_role_or_quantity_names_the_pod() {
+        let p = pod_yaml(
+            "metadata: {name: p, namespace: d, labels: {dragon.dev/role: boss}}\nspec: {containers: []}\n",
+        );
+        assert!(
+            pod(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("pod d/p: dragon.dev/role")
+        );
+        let p = pod_yaml(
+            "metadata: {name: p}\nspec: {containers: [{name: a, resources: {requests: {cpu: lots}}}]}\n",
+        );
+        assert!(
+            pod(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("cpu: invalid quantity")
+        );
+    }
+
+    #[test]
+    fn a_node_that_is_not_ready_takes_no_pods() {
+        let n: core::Node = serde_norway::from_str(
+            "metadata: {name: n1}\nstatus:\n  allocatable: {cpu: '32', memory: 128Gi, nvidia.com/gpu: '4'}\n  conditions: [{type: Ready, status: 'False'}]\n",
+        )
+        .unwrap();
+        let t = node(&n).unwrap();
+        assert_eq!(
+            t.allocatable,
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 131_072,
+                gpus: 4
+            }
+        );
+        assert!(t.unschedulable);
+    }
+
+    #[test]
+    fn podgroup_bounds_default_to_the_worker_count() {
+        let j = job(
+            "ml/train",
+            &PodGroupSpec {
+                min_member: 5,
+                schedule_timeout_seconds: None,
+            },
+            &BTreeMap::new(),
+            0,
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            (j.workers, j.min_workers, j.max_workers, j.min_member),
+            (4, 4, 4, 5)
+        );
+        let ann = BTreeMap::from([
+            (MIN_WORKERS.to_string(), "2".to_string()),
+            (MAX_WORKERS.to_string(), "8".to_string()),
+        ]);
+        let j = job("ml/train", &PodGroupSpec::default(), &ann, 0, 4).unwrap();
+        assert_eq!((j.min_workers, j.max_workers), (2, 8));
+    }
+
+    #[test]
+    fn effective_requests_follow_init_containers_sidecars_overhead_and_every_name() {
+        // Sum of containers 1 cpu + sidecar 0.5; the init container needs
+        // 2 cpu with the sidecar started before it running: 2.5 > 1.5.
+        let p = pod_yaml(
+            r#"
+metadata: {name: p, namespace: d}
+spec:
+  overhead: {cpu: 100m}
+  initContainers:
+    - {name: side, restartPolicy: Always, resources: {requests: {cpu: 500m, rdma/hca: "1"}}}
+    - {name: init, resources: {requests: {cpu: "2", ephemeral-storage: 1Gi}}}
+  containers:
+    - {name: a, resources: {requests: {cpu: "1", memory: 1Gi, amd.com/gpu: "2", example.com/zero: "0"}}}
+"#,
+        );
+        let t = pod(&p).unwrap();
+        assert_eq!(t.request.cpu_milli, 2600);
+        assert_eq!(t.request.memory_mib, 1024);
+        assert_eq!(
+            t.extended,
+            [
+                ("amd.com/gpu".to_string(), 2),
+                ("ephemeral-storage".to_string(), 1 << 30),
+                ("rdma/hca".to_string(), 1),
+            ]
+            .into()
+        );
+    }
+
+    #[test]
+    fn a_node_offers_every_resource_its_pod_count_and_whole_mib_rounded_down() {
+        let n: core::Node = serde_norway::from_str(
+            "metadata: {name: n1}\nstatus:\n  allocatable: {cpu: '8', memory: '1073741823', pods: '110', rdma/hca: '4', hugepages-2Mi: 1Gi}\n  conditions: [{type: Ready, status: 'True'}]\n",
+        )
+        .unwrap();
+        let t = node(&n).unwrap();
+        assert_eq!(t.allocatable.memory_mib, 1023);
+        assert_eq!(t.max_pods, Some(110));
+        assert_eq!(t.extended["rdma/hca"], 4);
+        assert_eq!(t.extended["hugepages-2Mi"], 1 << 30);
+    }
+
+    #[test]
+    fn affinity_ports_and_spread_become_constraints() {
+        let p = pod_yaml(
+            r#"
+metadata: {name: w0, namespace: ml, labels: {job: train, rev: "7"}}
+spec:
+  containers:
+    - name: a
+      ports: [{containerPort: 80, hostPort: 8080}, {containerPort: 81}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions: [{key: gpu, operator: Gt, values: ["2"]}]
+            matchFields: [{key: metadata.name, operator: NotIn, values: [n9]}]
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {job: train}}
+          matchLabelKeys: [rev]
+          topologyKey: kubernetes.io/hostname
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {app: cache}}
+          namespaceSelector: {}
+          topologyKey: zone
+  topologySpreadConstraints:
+    - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {job: train}}, nodeTaintsPolicy: Honor}
+    - {maxSkew: 1, topologyKey: rack, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}}
+"#,
+        );
+        let t = pod(&p).unwrap();
+        let c = &t.constraints;
+        assert_eq!(c.host_ports, [HostPort::new("TCP", "0.0.0.0", 8080)]);
+        let terms = &c.node_affinity.as_ref().unwrap().terms;
+        assert_eq!(terms[0].match_expressions[0].operator, Operator::Gt);
+        assert_eq!(terms[0].match_fields[0].values, ["n9"]);
+        let anti = &c.pod_anti_affinity[0];
+        // The own namespace by default; matchLabelKeys merged as In.
+        assert_eq!(anti.namespaces.iter().collect::<Vec<_>>(), ["ml"]);
+        let sel = anti.selector.as_ref().unwrap();
+        assert_eq!(sel.match_expressions[0].key, "rev");
+        assert_eq!(sel.match_expressions[0].values, ["7"]);
+        assert!(c.pod_affinity[0].all_namespaces);
+        // Only the hard spread constraint is a filter.
+        assert_eq!(c.spread.len(), 1);
+        assert!(c.spread[0].honor_taints && c.spread[0].honor_node_affinity);
+        assert_eq!(t.namespace, "ml");
+        assert_eq!(t.labels["job"], "train");
+    }
+
+    #[test]
+    fn a_constraint_that_cannot_be_evaluated_names_its_field() {
+        let cases = [
+            (
+                "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Near, values: [b]}]}]}}}",
+                "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions: unknown operator \"Near\"",
+            ),
+            (
+                "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Gt, values: [big]}]}]}}}",
+                "Gt on \"a\" needs one integer value",
+            ),
+            (
+                "affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: zone, namespaceSelector: {matchLabels: {team: a}}}]}}",
+                "affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector: selecting namespaces by label is not supported",
+            ),
+            (
+                "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}, topologyKey: zone}]}}",
+                "labelSelector.matchExpressions: unknown operator \"Gt\"",
+            ),
+            (
+                "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]",
+                "topologySpreadConstraints[0].whenUnsatisfiable: unknown value \"Sometimes\"",
+            ),
+            (
+                "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, nodeAffinityPolicy: Maybe}]",
+                "topologySpreadConstraints[0].nodeAffinityPolicy: unknown value \"Maybe\"",
+            ),
+            (
+                "containers: [{name: a, resources: {requests: {rdma/hca: many}}}]",
+                "rdma/hca: invalid quantity \"many\"",
+            ),
+        ];
+        for (spec, want) in cases {
+            let mut y = format!("metadata: {{name: p, namespace: d}}\nspec:\n  {spec}\n");
+            if !spec.starts_with("containers") {
+                y.push_str("  containers: []\n");
+            }
+            let e = pod(&pod_yaml(&y)).unwrap_err().to_string();
+            assert!(e.starts_with("pod d/p: "), "{e}");
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn kubeflow_and_indexed_job_pods_get_their_role_and_index() {
+        let p = pod_yaml(
+            "metadata: {name: tf-ps-1, labels: {training.kubeflow.org/replica-type: ps, training.kubeflow.org/replica-index: '1', scheduling.x-k8s.io/pod-group: tf}}\nspec: {containers: []}\n",
+        );
+        let t = pod(&p).unwrap();
+        assert_eq!((t.role, t.index), (Role::Ps, 1));
+        assert_eq!(t.job.as_deref(), Some("default/tf"));
+        let p = pod_yaml(
+            "metadata: {name: tf-chief-0, labels: {training.kubeflow.org/replica-type: chief, training.kubeflow.org/replica-index: '0'}}\nspec: {containers: []}\n",
+        );
+        assert_eq!(pod(&p).unwrap().role, Role::Other);
+        let p = pod_yaml(
+            "metadata: {name: j-3, labels: {batch.kubernetes.io/job-completion-index: '3', dragon.dev/role: worker}}\nspec: {containers: []}\n",
+        );
+        assert_eq!(pod(&p).unwrap().index, 3);
+        let p = pod_yaml(
+            "metadata: {name: j, labels: {training.kubeflow.org/replica-index: x}}\nspec: {containers: []}\n",
+        );
+        assert!(
+            pod(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("training.kubeflow.org/replica-index must be a whole number")
+        );
+    }
+}
