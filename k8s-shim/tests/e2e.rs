@@ -491,3 +491,115 @@ async fn a_gated_member_holds_its_gang_untouched_until_the_gate_is_removed() {
     s.assert_invariants(30, &[&sched], None).await;
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn affinity_ports_and_extended_resources_change_the_placement() {
+    let _g = serial();
+    let s = Scenario::new("constraints").await;
+    s.node_with("a", 4, json!({"example.com/hca": "1"})).await;
+    s.node("b", 4).await;
+    s.node("c", 4).await;
+    let host = |n: &str| format!("constraints-{n}");
+    let sched = Scheduler::start(&s, "dragon", "");
+    // A gang whose members keep apart by anti-affinity: DRAGON alone
+    // would pack three 1-GPU workers on one node.
+    s.podgroup("spread", 3, json!({})).await;
+    let apart = json!({"metadata": {"labels": {"job": "spread"}}, "spec": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"job": "spread"}}, "topologyKey": "kubernetes.io/hostname"}]}}}});
+    for i in 0..3 {
+        s.pod_with(
+            &format!("spread-worker-{i}"),
+            Some(("spread", "worker", i)),
+            1,
+            apart.clone(),
+        )
+        .await;
+    }
+    until(60, "the anti-affine gang bound", || async {
+        bound(&s.placement("spread-").await) == 3
+    })
+    .await;
+    let nodes: BTreeSet<Option<String>> = s.placement("spread-").await.into_values().collect();
+    assert_eq!(nodes.len(), 3, "members share a node: {nodes:?}");
+    // A host port taken on `a` sends the next pod asking for it to `b`,
+    // though its node affinity allows both.
+    let port = |on: &[&str]| {
+        json!({"spec": {
+            "containers": [{"name": "c", "image": "fake", "ports": [{"containerPort": 80, "hostPort": 9000}],
+                            "resources": {"requests": {"cpu": "100m"}}}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                       "values": on.iter().map(|n| host(n)).collect::<Vec<_>>()}]}]}}}}})
+    };
+    s.pod_with("port-0", None, 0, port(&["a"])).await;
+    until(60, "the first port pod bound", || async {
+        bound(&s.placement("port-0").await) == 1
+    })
+    .await;
+    s.pod_with("port-1", None, 0, port(&["a", "b"])).await;
+    until(60, "the second port pod bound", || async {
+        bound(&s.placement("port-1").await) == 1
+    })
+    .await;
+    assert_eq!(s.placement("port-").await["port-0"], Some(host("a")));
+    assert_eq!(s.placement("port-").await["port-1"], Some(host("b")));
+    // One node offers one HCA: the first pod asking gets it, the second
+    // waits, says why, and carries PodScheduled=False.
+    let hca = json!({"spec": {"containers": [{"name": "c", "image": "fake",
+        "resources": {"requests": {"cpu": "100m", "example.com/hca": "1"}, "limits": {"example.com/hca": "1"}}}]}});
+    s.pod_with("hca-0", None, 0, hca.clone()).await;
+    until(60, "the first HCA pod bound", || async {
+        bound(&s.placement("hca-0").await) == 1
+    })
+    .await;
+    assert_eq!(s.placement("hca-").await["hca-0"], Some(host("a")));
+    s.pod_with("hca-1", None, 0, hca).await;
+    s.until_explained(60, "hca-1", "0/3 nodes are available: 3 Insufficient example.com/hca")
+        .await;
+    // A constraint Dragon cannot evaluate leaves the pod pending, named.
+    s.pod_with(
+        "unsupported",
+        None,
+        0,
+        json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {}, "topologyKey": "zone", "namespaceSelector": {"matchLabels": {"team": "a"}}}]}}}}),
+    )
+    .await;
+    s.until_explained(
+        60,
+        "unsupported",
+        "namespaceSelector: selecting namespaces by label is not supported",
+    )
+    .await;
+    for pod in ["hca-1", "unsupported"] {
+        assert_eq!(
+            s.placement(pod).await[pod],
+            None,
+            "{pod} was placed:\n{}",
+            sched.log()
+        );
+    }
+    until(30, "PodScheduled=False on the waiting pods", || async {
+        s.pods()
+            .await
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|st| st.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "PodScheduled"
+                                && c.status == "False"
+                                && c.reason.as_deref() == Some("Unschedulable")
+                        })
+                    })
+            })
+            .count()
+            == 2
+    })
+    .await;
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}

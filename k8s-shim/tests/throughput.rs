@@ -719,14 +719,18 @@ async fn check(s: &Scenario, spec: &RunSpec, sched: &Running, watch: &PodWatch, 
                     .and_then(|r| r.requests.clone())
                     .unwrap_or_default();
                 cpu += quantity::cpu_milli(&q(&r, "cpu")).unwrap_or(0);
-                mem += quantity::memory_mib(&q(&r, "memory")).unwrap_or(0);
-                gpu += u64::from(quantity::count(&q(&r, "nvidia.com/gpu")).unwrap_or(0));
+                mem += quantity::value(&q(&r, "memory"))
+                    .map(|b| b.div_ceil(1 << 20))
+                    .unwrap_or(0);
+                gpu += quantity::value(&q(&r, "nvidia.com/gpu")).unwrap_or(0);
             }
         }
         let cap_cpu = quantity::cpu_milli(&q(&alloc, "cpu")).unwrap();
-        let cap_mem = quantity::memory_mib(&q(&alloc, "memory")).unwrap();
-        let cap_gpu = u64::from(quantity::count(&q(&alloc, "nvidia.com/gpu")).unwrap());
-        let cap_pods = quantity::count(&q(&alloc, "pods")).unwrap() as usize;
+        let cap_mem = quantity::value(&q(&alloc, "memory"))
+            .map(|b| b.div_ceil(1 << 20))
+            .unwrap();
+        let cap_gpu = quantity::value(&q(&alloc, "nvidia.com/gpu")).unwrap();
+        let cap_pods = quantity::value(&q(&alloc, "pods")).unwrap() as usize;
         assert!(
             cpu <= cap_cpu && mem <= cap_mem && gpu <= cap_gpu && on.len() <= cap_pods,
             "{who}: node {node} over capacity: {} pods, cpu {cpu}m/{cap_cpu}m, memory {mem}/{cap_mem} MiB, GPUs {gpu}/{cap_gpu}",

@@ -106,12 +106,20 @@ impl Scenario {
     }
 
     pub async fn node(&self, name: &str, gpus: u32) {
+        self.node_with(name, gpus, json!({})).await;
+    }
+
+    /// A node offering `extra` (resource name → quantity) besides CPU,
+    /// memory, pods and `gpus` GPUs.
+    pub async fn node_with(&self, name: &str, gpus: u32, extra: Value) {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()});
+        let mut alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()});
+        merge(&mut alloc, &extra);
+        let full = format!("{}-{name}", self.name);
         let node = json!({
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": format!("{}-{name}", self.name), "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"type": "kwok", "dragon-e2e": self.name}},
+            "metadata": {"name": full, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"type": "kwok", "dragon-e2e": self.name, "kubernetes.io/hostname": full}},
             "status": {"allocatable": alloc, "capacity": alloc}
         });
         nodes
@@ -191,6 +199,20 @@ impl Scenario {
         .unwrap();
     }
 
+    /// A pod of ours with `extra` merged into its manifest (affinity,
+    /// ports, requests of other resources...).
+    pub async fn pod_with(
+        &self,
+        name: &str,
+        group: Option<(&str, &str, u32)>,
+        gpus: u32,
+        extra: Value,
+    ) {
+        let mut pod = self.pod_manifest(name, &self.scheduler_name(), group, gpus, None, None, &[]);
+        merge(&mut pod, &extra);
+        self.submit(pod).await;
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn create_pod(
         &self,
@@ -202,6 +224,31 @@ impl Scenario {
         bound_to: Option<&str>,
         gates: &[&str],
     ) {
+        let pod = self.pod_manifest(name, scheduler, group, gpus, seconds, bound_to, gates);
+        self.submit(pod).await;
+    }
+
+    async fn submit(&self, pod: Value) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pod_manifest(
+        &self,
+        name: &str,
+        scheduler: &str,
+        group: Option<(&str, &str, u32)>,
+        gpus: u32,
+        seconds: Option<u32>,
+        bound_to: Option<&str>,
+        gates: &[&str],
+    ) -> Value {
         let mut labels = json!({});
         if let Some((g, role, index)) = group {
             labels = json!({"scheduling.x-k8s.io/pod-group": g, "dragon.dev/role": role, "dragon.dev/index": index.to_string()});
@@ -231,13 +278,7 @@ impl Scenario {
             Some(node) => pod["spec"]["nodeName"] = json!(format!("{}-{node}", self.name)),
             None => pod["spec"]["nodeSelector"] = json!({"dragon-e2e": self.name}),
         }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
-        pods.create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
-        .await
-        .unwrap();
+        pod
     }
 
     pub async fn pods(&self) -> Vec<Pod> {
@@ -458,6 +499,19 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// JSON merge (RFC 7386 without deletion): objects merge key by key,
+/// anything else in `patch` replaces.
+pub fn merge(into: &mut Value, patch: &Value) {
+    match (into, patch) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (into, patch) => *into = patch.clone(),
     }
 }
 
@@ -758,7 +812,7 @@ impl Scenario {
             let cap = Usage::of(&alloc);
             let pods_cap = alloc
                 .get("pods")
-                .map(|q| dragon_scheduler::quantity::count(&q.0).unwrap() as u64)
+                .map(|q| dragon_scheduler::quantity::value(&q.0).unwrap())
                 .unwrap_or(u64::MAX);
             assert!(
                 used.fits(&cap) && count <= pods_cap,
@@ -874,10 +928,10 @@ impl Usage {
                 .map_or(0, |q| quantity::cpu_milli(&q.0).unwrap()),
             memory_mib: list
                 .get("memory")
-                .map_or(0, |q| quantity::memory_mib(&q.0).unwrap()),
+                .map_or(0, |q| quantity::value(&q.0).unwrap().div_ceil(1 << 20)),
             gpus: list
                 .get("nvidia.com/gpu")
-                .map_or(0, |q| quantity::count(&q.0).unwrap() as u64),
+                .map_or(0, |q| quantity::value(&q.0).unwrap()),
         }
     }
 
