@@ -308,6 +308,7 @@ impl Snapshot {
                 if bound_to.is_none() {
                     c.set_scheduling_gates(&key, pod.scheduling_gates);
                 }
+                c.set_labels(&key, pod.labels);
             }
         }
         if let Some(job) = job {
@@ -336,6 +337,8 @@ impl Snapshot {
             workers,
         ) {
             Ok(mut j) => {
+                // A gang is as urgent as its most urgent member.
+                j.priority = c.job_pods(job).map(|(p, _)| p.priority).max().unwrap_or(0);
                 if let Some(old) = c.job(job) {
                     j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
                 }
@@ -453,6 +456,47 @@ mod tests {
         s.sched
             .schedule_round(1, &policy, &mut io, &mut RecordingIo::default());
         assert_eq!(io.binds.len(), 2, "{io:?}");
+    }
+
+    #[test]
+    fn a_gang_takes_its_members_highest_priority_and_goes_first() {
+        use dragon_host::framework::RecordingIo;
+        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
+        let policy = WasmPolicy::from_bytes(
+            &PolicyEngine::new().unwrap(),
+            &ComponentCache::disabled(),
+            "dragon",
+            dragon_bundled::DRAGON,
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
+        s.apply(node("n1", 4));
+        // Two gangs of four 1-GPU workers on a 4-GPU node: one at a time.
+        // `low` is older; one member of `high` has priority 100.
+        for (g, priority) in [("low", 0), ("high", 100)] {
+            s.apply(group(g, 4));
+            for i in 0..4 {
+                let Event::Pod(mut p) =
+                    pod(&format!("{g}-w{i}"), Some(g), "worker", i, None, "dragon")
+                else {
+                    unreachable!("a pod event")
+                };
+                if i == 2 {
+                    p.spec.as_mut().unwrap().priority = Some(priority);
+                }
+                s.apply(Event::Pod(p));
+            }
+        }
+        assert_eq!(s.sched.cluster.job("ml/high").unwrap().priority, 100);
+        let mut io = RecordingIo::default();
+        s.sched
+            .schedule_round(0, &policy, &mut io, &mut RecordingIo::default());
+        let bound: BTreeSet<&str> = io.binds.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            bound,
+            BTreeSet::from(["ml/high-w0", "ml/high-w1", "ml/high-w2", "ml/high-w3"])
+        );
     }
 
     #[test]

@@ -555,8 +555,12 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
     .await;
     assert_eq!(s.placement("hca-").await["hca-0"], Some(host("a")));
     s.pod_with("hca-1", None, 0, hca).await;
-    s.until_explained(60, "hca-1", "0/3 nodes are available: 3 Insufficient example.com/hca")
-        .await;
+    s.until_explained(
+        60,
+        "hca-1",
+        "0/3 nodes are available: 3 Insufficient example.com/hca",
+    )
+    .await;
     // A constraint Dragon cannot evaluate leaves the pod pending, named.
     s.pod_with(
         "unsupported",

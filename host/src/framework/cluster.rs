@@ -376,6 +376,14 @@ impl Cluster {
         }
     }
 
+    /// The pod's labels changed (they are what other pods' affinity and
+    /// spread constraints select on); unknown pods are ignored.
+    pub fn set_labels(&mut self, key: &str, labels: super::selector::Labels) {
+        if let Some(e) = self.pods.get_mut(key) {
+            e.pod.labels = labels;
+        }
+    }
+
     pub(crate) fn set_state(&mut self, key: &str, state: PodState) {
         let Some(e) = self.pods.get_mut(key) else {
             return;

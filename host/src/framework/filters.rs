@@ -109,6 +109,90 @@ fn static_filters(cluster: &Cluster, pod: &Pod, i: usize) -> Result<(), Option<R
     }
 }
 
+/// Counts every shortfall of a node that does not fit, as kube reports
+/// them. Out of line: off the path of a node that fits.
+#[inline(never)]
+fn count_shortfalls(
+    counts: &mut [usize; REASONS.len()],
+    free_pods: u32,
+    r: super::model::Resources,
+    (cpu, memory, gpus): (u64, u64, u32),
+) {
+    for (short_of, reason) in [
+        (free_pods == 0, Reason::TooManyPods),
+        (r.cpu_milli > cpu, Reason::Cpu),
+        (r.memory_mib > memory, Reason::Memory),
+        (r.gpus > gpus, Reason::Gpu),
+    ] {
+        if short_of {
+            counts[reason as usize] += 1;
+        }
+    }
+}
+
+/// Whether node `i` has room for every other resource `pod` requests,
+/// counting each one it lacks.
+fn extended_fits<'p>(
+    cluster: &Cluster,
+    pod: &'p Pod,
+    i: usize,
+    short: &mut BTreeMap<&'p str, usize>,
+) -> bool {
+    let mut fits = true;
+    for (name, &want) in &pod.extended {
+        if want > 0 && want > cluster.free_extended(i, name) {
+            *short.entry(name.as_str()).or_default() += 1;
+            fits = false;
+        }
+    }
+    fits
+}
+
+/// Every built-in filter for `pod` on node `i`, counting the reason it
+/// fails.
+fn passes<'p>(
+    cluster: &Cluster,
+    pod: &'p Pod,
+    i: usize,
+    checks: Option<&PodChecks<'_>>,
+    counts: &mut [usize; REASONS.len()],
+    short: &mut BTreeMap<&'p str, usize>,
+) -> bool {
+    match static_filters(cluster, pod, i) {
+        Ok(()) => {}
+        Err(None) => return false,
+        Err(Some(reason)) => {
+            counts[reason as usize] += 1;
+            return false;
+        }
+    }
+    let cols = cluster.columns();
+    let r = pod.request;
+    let (cpu, memory, gpus, pods) = (
+        cols.free_cpu_milli[i],
+        cols.free_memory_mib[i],
+        cols.free_gpus[i],
+        cols.free_pods[i],
+    );
+    let mut fits = pods > 0 && r.gpus <= gpus && r.cpu_milli <= cpu && r.memory_mib <= memory;
+    if !fits {
+        count_shortfalls(counts, pods, r, (cpu, memory, gpus));
+    }
+    if !pod.extended.is_empty() {
+        fits &= extended_fits(cluster, pod, i, short);
+    }
+    if !fits {
+        return false;
+    }
+    if let Some(checks) = checks
+        && let Err(f) = checks.check(&cluster.nodes()[i].labels)
+    {
+        counts[Reason::from(f) as usize] += 1;
+        return false;
+    }
+    true
+}
+
 /// Node indices that pass every built-in filter for `pod`.
 pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections) -> Vec<u32> {
     // Counted in an array and handed over once: this runs per pod over
@@ -133,47 +217,34 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
     let plain = pod.node_selector.is_empty()
         && pod.constraints.node_affinity.is_none()
         && pod.constraints.host_ports.is_empty();
+    let extended = !pod.extended.is_empty();
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        if !(plain && open[i]) {
-            match static_filters(cluster, pod, i) {
-                Ok(()) => {}
-                Err(None) => continue,
-                Err(Some(reason)) => {
-                    counts[reason as usize] += 1;
-                    continue;
+    if plain && !extended && checks.is_none() {
+        // The common case in a loop of its own: an open node needs only the
+        // four column compares.
+        for i in 0..n {
+            if open[i] {
+                if pods[i] > 0
+                    && r.gpus <= gpus[i]
+                    && r.cpu_milli <= cpu[i]
+                    && r.memory_mib <= memory[i]
+                {
+                    out.push(i as u32);
+                } else {
+                    count_shortfalls(&mut counts, pods[i], r, (cpu[i], memory[i], gpus[i]));
                 }
+            } else if passes(cluster, pod, i, None, &mut counts, &mut short) {
+                // Closed to most pods, but not to this one (it tolerates
+                // the node's taints).
+                out.push(i as u32);
             }
         }
-        // Every shortfall counts, as kube reports them.
-        let mut fits = true;
-        for (short_of, reason) in [
-            (pods[i] == 0, Reason::TooManyPods),
-            (r.cpu_milli > cpu[i], Reason::Cpu),
-            (r.memory_mib > memory[i], Reason::Memory),
-            (r.gpus > gpus[i], Reason::Gpu),
-        ] {
-            if short_of {
-                counts[reason as usize] += 1;
-                fits = false;
+    } else {
+        for i in 0..n {
+            if passes(cluster, pod, i, checks.as_ref(), &mut counts, &mut short) {
+                out.push(i as u32);
             }
         }
-        for (name, &want) in &pod.extended {
-            if want > 0 && want > cluster.free_extended(i, name) {
-                *short.entry(name.as_str()).or_default() += 1;
-                fits = false;
-            }
-        }
-        if !fits {
-            continue;
-        }
-        if let Some(checks) = &checks
-            && let Err(f) = checks.check(&cluster.nodes()[i].labels)
-        {
-            counts[Reason::from(f) as usize] += 1;
-            continue;
-        }
-        out.push(i as u32);
     }
     for (reason, n) in REASONS.iter().zip(counts) {
         rejections.add(*reason, n);
@@ -447,6 +518,29 @@ mod tests {
             "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient ephemeral-storage, \
              2 Insufficient memory, 1 Too many pods"
         );
+    }
+
+    #[test]
+    fn a_tainted_node_takes_only_pods_that_tolerate_its_taint() {
+        use crate::framework::{Taint, Toleration};
+        let mut c = cluster(&[("n1", &[]), ("n2", &[])]);
+        let mut n2 = c.nodes()[1].clone();
+        n2.taints = vec![Taint {
+            key: "gpu".into(),
+            value: "a100".into(),
+            effect: "NoSchedule".into(),
+        }];
+        c.update_node(n2).unwrap();
+        let (ok, msg) = run(&mut c, pod("d/p", &[]));
+        assert_eq!(ok, ["n1"]);
+        assert!(msg.contains("1 node(s) had untolerated taint(s)"), "{msg}");
+        let mut p = pod("d/p", &[]);
+        p.tolerations = vec![Toleration {
+            key: "gpu".into(),
+            operator: "Exists".into(),
+            ..Toleration::default()
+        }];
+        assert_eq!(run(&mut c, p).0, ["n1", "n2"]);
     }
 
     #[test]

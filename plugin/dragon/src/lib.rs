@@ -56,11 +56,17 @@ impl Policy for Dragon {
         Ok(())
     }
 
-    // FIFO by submission time: the queue is never reordered by size, only
-    // skipped past (the framework tries every unit in this order).
+    // Higher priority first, then FIFO by submission time: the queue is
+    // never reordered by size, only skipped past (the framework tries every
+    // unit in this order).
     fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
         let mut order: Vec<u32> = (0..units.len() as u32).collect();
-        order.sort_by_key(|&i| (units[i as usize].arrival_ms, units[i as usize].id));
+        let honour = !self.settings.ignore_priority;
+        order.sort_by_key(|&i| {
+            let u = &units[i as usize];
+            let priority = if honour { u.priority } else { 0 };
+            (std::cmp::Reverse(priority), u.arrival_ms, u.id)
+        });
         order
     }
 
@@ -129,3 +135,35 @@ export_policy!(Dragon);
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(id: u64, arrival_ms: u64, priority: i32) -> Queued {
+        Queued {
+            id,
+            arrival_ms,
+            priority,
+            pods: 1,
+            total: Resources::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_queue_is_by_priority_then_arrival_unless_priority_is_ignored() {
+        let units = [
+            queued(1, 0, 0),
+            queued(2, 5, 100),
+            queued(3, 3, 0),
+            queued(4, 9, 100),
+        ];
+        let d = Dragon::default();
+        assert_eq!(d.queue_order(0, &units), [1, 3, 0, 2]);
+        let fifo = Dragon::with_settings(Settings {
+            ignore_priority: true,
+            ..Settings::default()
+        });
+        assert_eq!(fifo.queue_order(0, &units), [0, 2, 1, 3]);
+    }
+}

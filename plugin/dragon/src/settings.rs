@@ -24,6 +24,9 @@ pub struct Settings {
     pub admit_at_min: bool,
     /// How long a gang waits in permit for members that do not exist yet.
     pub gang_timeout_s: f64,
+    /// Order the queue by arrival alone (the original), not by priority
+    /// first.
+    pub ignore_priority: bool,
 }
 
 impl Default for Settings {
@@ -36,6 +39,7 @@ impl Default for Settings {
             grow_while_waiting: false,
             admit_at_min: true,
             gang_timeout_s: 60.0,
+            ignore_priority: false,
         }
     }
 }
