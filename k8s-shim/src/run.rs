@@ -41,7 +41,12 @@ enum Kind {
     Node,
     Pod,
     Group,
+    Claim,
+    Volume,
 }
+
+/// How many kinds are watched: scheduling starts once each is listed.
+const KINDS: usize = 5;
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -119,6 +124,8 @@ fn spawn_watch<K>(
                     Kind::Node => Event::NodeGone(key_of(&obj)),
                     Kind::Pod => Event::PodGone(key_of(&obj)),
                     Kind::Group => Event::GroupGone(key_of(&obj)),
+                    Kind::Claim => Event::ClaimGone(key_of(&obj)),
+                    Kind::Volume => Event::VolumeGone(key_of(&obj)),
                 }),
                 Err(e) => {
                     tracing::warn!(?kind, "watch error (retrying): {e}");
@@ -284,6 +291,29 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         podgroup,
         namespaced_key,
     );
+    spawn_watch(
+        Api::<core::PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::Claim,
+        tx.clone(),
+        |c| Event::Claim {
+            key: namespaced_key(&c),
+            volume: c
+                .spec
+                .and_then(|s| s.volume_name)
+                .filter(|v| !v.is_empty())
+                .filter(|_| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")),
+        },
+        namespaced_key,
+    );
+    spawn_watch(
+        Api::<core::PersistentVolume>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::Volume,
+        tx.clone(),
+        |v| Event::Volume(Box::new(v)),
+        |v| v.name_any(),
+    );
     drop(tx);
 
     let handle = tokio::runtime::Handle::current();
@@ -374,7 +404,7 @@ impl Loop {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
-            if self.listed.len() < 3 || !*self.leading.borrow() {
+            if self.listed.len() < KINDS || !*self.leading.borrow() {
                 continue;
             }
             self.sync_targets();
@@ -418,13 +448,15 @@ impl Loop {
                         .filter(|(p, _)| !keys.contains(&p.key))
                         .map(|(p, _)| Event::PodGone(p.key.clone()))
                         .collect(),
-                    Kind::Group => Vec::new(),
+                    // Relisted in full; one left over only answers for a pod
+                    // naming a claim or volume that no longer exists.
+                    Kind::Group | Kind::Claim | Kind::Volume => Vec::new(),
                 };
                 for e in stale {
                     self.snapshot.apply(e);
                 }
                 self.listed.insert(kind);
-                if self.listed.len() == 3 {
+                if self.listed.len() == KINDS {
                     self.metrics
                         .ready
                         .store(true, std::sync::atomic::Ordering::Relaxed);

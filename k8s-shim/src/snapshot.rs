@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dragon_host::framework::{Cluster, Pod, PodState, Role, Scheduler, SchedulerConfig};
+use dragon_host::framework::{
+    Cluster, NodeSelector, Pod, PodState, Role, Scheduler, SchedulerConfig,
+};
 use k8s_openapi::api::core::v1 as core;
 
 use crate::translate::{self, PodGroupSpec};
@@ -28,6 +30,15 @@ pub enum Event {
     PodGone(String),
     Group(PodGroup),
     GroupGone(String),
+    /// A PersistentVolumeClaim (`namespace/name`) and the volume it is
+    /// bound to, if any.
+    Claim {
+        key: String,
+        volume: Option<String>,
+    },
+    ClaimGone(String),
+    Volume(Box<core::PersistentVolume>),
+    VolumeGone(String),
 }
 
 /// The framework state plus what is needed to rebuild jobs from pods.
@@ -53,6 +64,14 @@ pub struct Snapshot {
     /// the PodGroup is seen (a restarted scheduler lists pods and PodGroups
     /// in no particular order).
     ungrouped: BTreeMap<String, String>,
+    /// Claims by `namespace/name`, with the volume each is bound to.
+    claims: BTreeMap<String, Option<String>>,
+    /// Volumes by name, with their node affinity (or why it cannot be
+    /// evaluated).
+    volumes: BTreeMap<String, Result<Option<NodeSelector>, String>>,
+    /// Pending pods of ours whose claims are missing, unbound or on a
+    /// volume not seen: tried again when a claim or volume changes.
+    awaiting_volumes: BTreeMap<String, core::Pod>,
 }
 
 fn node_name(p: &core::Pod) -> Option<&str> {
@@ -74,6 +93,9 @@ impl Snapshot {
             invalid: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ungrouped: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            volumes: BTreeMap::new(),
+            awaiting_volumes: BTreeMap::new(),
         }
     }
 
@@ -121,6 +143,7 @@ impl Snapshot {
             Event::Pod(p) => self.apply_pod(*p),
             Event::PodGone(key) => {
                 self.deferred.remove(&key);
+                self.awaiting_volumes.remove(&key);
                 self.invalid.remove(&key);
                 self.orphans.remove(&key);
                 self.ungrouped.remove(&key);
@@ -143,7 +166,67 @@ impl Snapshot {
                     self.sched.cluster.remove_job(&key);
                 }
             }
+            Event::Claim { key, volume } => {
+                if self.claims.get(&key) != Some(&volume) {
+                    self.claims.insert(key, volume);
+                    self.retry_awaiting_volumes();
+                }
+            }
+            Event::ClaimGone(key) => {
+                self.claims.remove(&key);
+            }
+            Event::Volume(pv) => {
+                let name = pv.metadata.name.clone().unwrap_or_default();
+                let affinity = translate::volume_node_affinity(&pv).map_err(|e| e.to_string());
+                if self.volumes.get(&name) != Some(&affinity) {
+                    self.volumes.insert(name, affinity);
+                    self.retry_awaiting_volumes();
+                }
+            }
+            Event::VolumeGone(name) => {
+                self.volumes.remove(&name);
+            }
         }
+    }
+
+    fn retry_awaiting_volumes(&mut self) {
+        let pods: Vec<core::Pod> = std::mem::take(&mut self.awaiting_volumes)
+            .into_values()
+            .collect();
+        for p in pods {
+            self.apply_pod(p);
+        }
+    }
+
+    /// The node affinity of every volume bound to `p`'s claims, or why the
+    /// pod cannot be placed yet. Dragon does not bind volumes: a claim
+    /// still unbound (`WaitForFirstConsumer`, or waiting for a volume)
+    /// leaves the pod pending with that reason.
+    fn volume_affinity(&self, p: &core::Pod) -> Result<Vec<NodeSelector>, String> {
+        let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+        let mut out = Vec::new();
+        for claim in translate::pod_claims(p) {
+            let key = format!("{namespace}/{claim}");
+            let volume = match self.claims.get(&key) {
+                None => return Err(format!("persistentvolumeclaim {claim:?} not found")),
+                Some(None) => {
+                    return Err(format!(
+                        "persistentvolumeclaim {claim:?} is not bound: Dragon places pods whose claims are bound (a WaitForFirstConsumer claim needs kube-scheduler to bind it)"
+                    ));
+                }
+                Some(Some(v)) => v,
+            };
+            match self.volumes.get(volume) {
+                None => {
+                    return Err(format!(
+                        "persistentvolumeclaim {claim:?} is bound to persistentvolume {volume:?}, which is not found"
+                    ));
+                }
+                Some(Err(e)) => return Err(e.clone()),
+                Some(Ok(affinity)) => out.extend(affinity.iter().cloned()),
+            }
+        }
+        Ok(out)
     }
 
     /// A node is gone. The framework frees its reservations (they become
@@ -257,7 +340,25 @@ impl Snapshot {
                 return;
             }
         };
+        if bound_to.is_none() {
+            match self.volume_affinity(&p) {
+                Ok(affinity) => pod.constraints.volume_node_affinity = affinity,
+                Err(reason) => {
+                    // Not tried until its volumes are known (and out of the
+                    // framework if it was there).
+                    if self.sched.cluster.pod(&key).map(|(_, s)| s) == Some(PodState::Pending)
+                        && let Ok(Pod { job: Some(job), .. }) = self.sched.cluster.remove_pod(&key)
+                    {
+                        self.refresh_job(&job);
+                    }
+                    self.invalid.insert(key.clone(), reason);
+                    self.awaiting_volumes.insert(key, p);
+                    return;
+                }
+            }
+        }
         self.invalid.remove(&key);
+        self.awaiting_volumes.remove(&key);
         let c = &mut self.sched.cluster;
         if let Some(node) = &bound_to
             && c.node_by_name(node).is_none()

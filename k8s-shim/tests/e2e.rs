@@ -576,7 +576,29 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
         "namespaceSelector: selecting namespaces by label is not supported",
     )
     .await;
-    for pod in ["hca-1", "unsupported"] {
+    // A claim bound to a volume only node `c` reaches takes its pod there;
+    // a claim that is not bound leaves its pod pending, saying so.
+    let (pv, pvc) = s.local_volume("data", "c").await;
+    s.claim("loose", None).await;
+    let with_claim = |claim: &str| json!({"spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}});
+    s.pod_with("volume-0", None, 0, with_claim(&pvc)).await;
+    s.pod_with("volume-1", None, 0, with_claim("loose")).await;
+    until(60, "the pod with a local volume bound", || async {
+        bound(&s.placement("volume-0").await) == 1
+    })
+    .await;
+    assert_eq!(
+        s.placement("volume-0").await["volume-0"],
+        Some(host("c")),
+        "volume {pv}"
+    );
+    s.until_explained(
+        60,
+        "volume-1",
+        "persistentvolumeclaim \"loose\" is not bound",
+    )
+    .await;
+    for pod in ["hca-1", "unsupported", "volume-1"] {
         assert_eq!(
             s.placement(pod).await[pod],
             None,
@@ -601,7 +623,7 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
                     })
             })
             .count()
-            == 2
+            == 3
     })
     .await;
     s.assert_invariants(30, &[&sched], None).await;

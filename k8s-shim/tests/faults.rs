@@ -618,12 +618,26 @@ async fn a_refused_binding_in_a_gang_of_bare_pods_keeps_its_bound_members_and_co
 }
 
 /// A kubeconfig for ServiceAccount `name` of the scenario's namespace, bound
-/// to cluster-admin: an identity that API Priority and Fairness classifies
-/// like any workload (the test's own `system:masters` user is exempt).
+/// to the ClusterRole shipped in `k8s-shim/deploy/rbac.yaml` (so the test
+/// also shows those rules are enough): an identity that API Priority and
+/// Fairness classifies like any workload (the test's own `system:masters`
+/// user is exempt).
 async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::PathBuf {
     use k8s_openapi::api::authentication::v1::TokenRequest;
     use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let shipped = std::fs::read_to_string(repo().join("k8s-shim/deploy/rbac.yaml")).unwrap();
+    let role: ClusterRole = shipped
+        .split("\n---\n")
+        .find(|doc| doc.lines().any(|l| l == "kind: ClusterRole"))
+        .map(|doc| serde_norway::from_str(doc).unwrap())
+        .expect("a ClusterRole in rbac.yaml");
+    let role_name = format!("dragon-e2e-{}", s.name);
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let _ = roles.delete(&role_name, &DeleteParams::default()).await;
+    let mut role = role;
+    role.metadata.name = Some(role_name.clone());
+    roles.create(&PostParams::default(), &role).await.unwrap();
     let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.name);
     accounts
         .create(
@@ -640,7 +654,7 @@ async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::Path
             &PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": binding},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
                 "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": s.name}]
             }))
             .unwrap(),
@@ -785,6 +799,12 @@ async fn binds_refused_with_429_are_retried_after_retry_after_and_every_gang_is_
         assert_not_left_partial(&monitor, &format!("g{g}"), started, &sched);
     }
     s.assert_invariants(30, &[&sched], Some(&monitor)).await;
+    // The shipped ClusterRole allowed everything the scheduler did.
+    assert!(
+        !sched.log().contains("forbidden"),
+        "a request was forbidden under k8s-shim/deploy/rbac.yaml:\n{}",
+        sched.log()
+    );
     let _ = schemas.delete(level, &DeleteParams::default()).await;
     let _ = levels.delete(level, &DeleteParams::default()).await;
     s.cleanup().await;

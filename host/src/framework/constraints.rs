@@ -136,6 +136,11 @@ pub struct Constraints {
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<SpreadConstraint>,
+    /// The node affinity of each PersistentVolume bound to the pod's
+    /// claims: a node must satisfy every one (VolumeBinding's check for
+    /// bound claims).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_node_affinity: Vec<NodeSelector>,
 }
 
 impl Constraints {
@@ -163,6 +168,15 @@ pub(crate) fn node_affinity_allows(pod: &Pod, name: &str, labels: &Labels) -> bo
             .node_affinity
             .as_ref()
             .is_none_or(|s| s.matches(name, labels))
+}
+
+/// Whether every volume bound to `pod`'s claims can be reached from a node
+/// with this name and these labels.
+pub(crate) fn volumes_reachable(pod: &Pod, name: &str, labels: &Labels) -> bool {
+    pod.constraints
+        .volume_node_affinity
+        .iter()
+        .all(|s| s.matches(name, labels))
 }
 
 /// Whether `pod` tolerates every NoSchedule/NoExecute taint of the node.

@@ -1,14 +1,16 @@
 //! The framework's built-in filters, as kube-scheduler v1.37 runs them and
 //! in its order: NodeUnschedulable, TaintToleration, NodeAffinity (node
 //! selector and required affinity), NodePorts, NodeResourcesFit (every
-//! resource name and the node's pod count), PodTopologySpread and
-//! InterPodAffinity. Rejections are counted in kube's wording.
+//! resource name and the node's pod count), VolumeBinding (the node
+//! affinity of bound volumes), PodTopologySpread and InterPodAffinity. Rejections are counted in kube's wording.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::cluster::Cluster;
-use super::constraints::{PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints};
+use super::constraints::{
+    PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
+};
 use super::model::Pod;
 use crate::runtime::wit;
 
@@ -38,7 +40,7 @@ impl Rejections {
 
 /// The built-in filters' fixed reasons, in kube's wording, indexed by
 /// [`Reason`].
-const REASONS: [&str; 13] = [
+const REASONS: [&str; 14] = [
     "node(s) were unschedulable",
     "node(s) had untolerated taint(s)",
     "node(s) didn't match Pod's node affinity/selector",
@@ -47,6 +49,7 @@ const REASONS: [&str; 13] = [
     "Insufficient cpu",
     "Insufficient memory",
     "Insufficient nvidia.com/gpu",
+    "node(s) didn't match PersistentVolume's node affinity",
     "node(s) didn't match pod topology spread constraints (missing required label)",
     "node(s) didn't match pod topology spread constraints",
     "node(s) didn't match pod affinity rules",
@@ -64,6 +67,7 @@ enum Reason {
     Cpu,
     Memory,
     Gpu,
+    Volume,
     SpreadMissingLabel,
     Spread,
     Affinity,
@@ -184,6 +188,11 @@ fn passes<'p>(
     if !fits {
         return false;
     }
+    let node = &cluster.nodes()[i];
+    if !volumes_reachable(pod, &node.name, &node.labels) {
+        counts[Reason::Volume as usize] += 1;
+        return false;
+    }
     if let Some(checks) = checks
         && let Err(f) = checks.check(&cluster.nodes()[i].labels)
     {
@@ -216,7 +225,8 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
     // decided on the columns alone.
     let plain = pod.node_selector.is_empty()
         && pod.constraints.node_affinity.is_none()
-        && pod.constraints.host_ports.is_empty();
+        && pod.constraints.host_ports.is_empty()
+        && pod.constraints.volume_node_affinity.is_empty();
     let extended = !pod.extended.is_empty();
     let mut out = Vec::with_capacity(n);
     if plain && !extended && checks.is_none() {
@@ -570,6 +580,35 @@ mod tests {
             msg.contains("2 node(s) didn't match Pod's node affinity/selector"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_pod_goes_only_where_its_bound_volumes_can_be_reached() {
+        let mut c = cluster(&[("n1", &[(ZONE, "z1")]), ("n2", &[(ZONE, "z2")])]);
+        let in_zone = |z: &str| NodeSelector {
+            terms: vec![NodeSelectorTerm {
+                match_expressions: vec![Requirement {
+                    key: ZONE.into(),
+                    operator: Operator::In,
+                    values: vec![z.into()],
+                }],
+                match_fields: vec![],
+            }],
+        };
+        let p = with(pod("d/p", &[]), |k| {
+            k.volume_node_affinity = vec![in_zone("z2")]
+        });
+        let (ok, msg) = run(&mut c, p);
+        assert_eq!(ok, ["n2"]);
+        assert!(
+            msg.contains("1 node(s) didn't match PersistentVolume's node affinity"),
+            "{msg}"
+        );
+        // Two volumes in different zones: nowhere.
+        let p = with(pod("d/p", &[]), |k| {
+            k.volume_node_affinity = vec![in_zone("z1"), in_zone("z2")]
+        });
+        assert!(run(&mut c, p).0.is_empty());
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn label_selector(field: &str, s: &meta::LabelSelector) -> Result<LabelSelector,
     })
 }
 
-fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeSelector, String> {
+pub(super) fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeSelector, String> {
     let mut terms = Vec::new();
     for (i, t) in s.node_selector_terms.iter().enumerate() {
         let field = format!("{field}.nodeSelectorTerms[{i}]");
@@ -334,5 +334,7 @@ pub fn constraints(
         pod_affinity,
         pod_anti_affinity,
         spread: spread_constraints,
+        // Filled from the claims' volumes by the snapshot, which knows them.
+        volume_node_affinity: Vec::new(),
     })
 }

@@ -95,6 +95,45 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
     })
 }
 
+/// The node affinity of a PersistentVolume (`None`: reachable from every
+/// node).
+///
+/// # Errors
+/// A selector Dragon cannot evaluate, named.
+pub fn volume_node_affinity(
+    pv: &core::PersistentVolume,
+) -> Result<Option<dragon_host::framework::NodeSelector>, TranslateError> {
+    let object = format!(
+        "persistentvolume {}",
+        pv.metadata.name.as_deref().unwrap_or("")
+    );
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(|s| constraints::node_selector("spec.nodeAffinity.required", s))
+        .transpose()
+        .map_err(|m| err(&object, m))
+}
+
+/// The claims a pod's volumes use, by name in its namespace: its
+/// `persistentVolumeClaim` volumes, and the claim a generic ephemeral
+/// volume gets (`POD-VOLUME`).
+pub fn pod_claims(p: &core::Pod) -> Vec<String> {
+    let pod = p.metadata.name.as_deref().unwrap_or("");
+    p.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            if let Some(c) = &v.persistent_volume_claim {
+                Some(c.claim_name.clone())
+            } else {
+                v.ephemeral.as_ref().map(|_| format!("{pod}-{}", v.name))
+            }
+        })
+        .collect()
+}
+
 /// Whether the pod is done (its resources are free again).
 pub fn is_terminated(p: &core::Pod) -> bool {
     matches!(

@@ -213,6 +213,68 @@ impl Scenario {
         self.submit(pod).await;
     }
 
+    /// A PersistentVolume reachable only from node `node` of the scenario
+    /// and a claim bound to it (the controller manager binds them): returns
+    /// (volume, claim).
+    pub async fn local_volume(&self, name: &str, node: &str) -> (String, String) {
+        let pv = format!("{}-{name}", self.name);
+        let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> =
+            Api::all(self.client.clone());
+        let _ = volumes.delete(&pv, &DeleteParams::default()).await;
+        let volume = json!({
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "dragon-e2e-local", "local": {"path": "/data"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [format!("{}-{node}", self.name)]}]}]}}
+            }
+        });
+        volumes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(volume).unwrap(),
+            )
+            .await
+            .unwrap();
+        self.claim(name, Some(&pv)).await;
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.name);
+        until(60, "the claim bound to its volume", || async {
+            claims
+                .get(name)
+                .await
+                .ok()
+                .and_then(|c| c.status?.phase)
+                .as_deref()
+                == Some("Bound")
+        })
+        .await;
+        (pv, name.to_string())
+    }
+
+    /// A claim `name`, asking for volume `volume` (else left unbound: its
+    /// storage class has no provisioner).
+    pub async fn claim(&self, name: &str, volume: Option<&str>) {
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let mut claim = json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "dragon-e2e-local",
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        });
+        if let Some(v) = volume {
+            claim["spec"]["volumeName"] = json!(v);
+        }
+        claims
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(claim).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn create_pod(
         &self,
