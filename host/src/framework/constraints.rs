@@ -367,10 +367,9 @@ impl<'a> PodChecks<'a> {
             }
             // The first of a set of pods with affinity to each other: no pod
             // anywhere matches, and the pod matches its own terms.
-            if !found_everywhere
-                && !(self.affinity.is_empty()
-                    && own.pod_affinity.iter().all(|t| t.matches(self.pod)))
-            {
+            let first_of_its_set =
+                self.affinity.is_empty() && own.pod_affinity.iter().all(|t| t.matches(self.pod));
+            if !found_everywhere && !first_of_its_set {
                 return Err(PodCheckFailure::Affinity);
             }
         }
