@@ -340,6 +340,17 @@ impl Snapshot {
                 return;
             }
         };
+        match translate::pod_constraints(&p) {
+            Ok(constraints) => pod.constraints = constraints,
+            Err(e) if bound_to.is_none() => {
+                tracing::warn!("{e}");
+                self.invalid.insert(key, e.message);
+                return;
+            }
+            // Bound already: its usage counts; what its own constraints ask
+            // of pods placed later cannot be honoured.
+            Err(e) => tracing::warn!("{e}; its constraints on other pods are not evaluated"),
+        }
         if bound_to.is_none() {
             match self.volume_affinity(&p) {
                 Ok(affinity) => pod.constraints.volume_node_affinity = affinity,
@@ -597,6 +608,35 @@ mod tests {
         assert_eq!(
             bound,
             BTreeSet::from(["ml/high-w0", "ml/high-w1", "ml/high-w2", "ml/high-w3"])
+        );
+    }
+
+    #[test]
+    fn a_bound_pod_counts_as_usage_even_with_a_constraint_dragon_cannot_evaluate() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        let unsupported: core::Affinity = serde_norway::from_str(
+            "podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: zone, namespaceSelector: {matchLabels: {team: a}}}]}",
+        )
+        .unwrap();
+        for (name, node, scheduler) in [
+            ("theirs", Some("n1"), "default-scheduler"),
+            ("ours", None, "dragon"),
+        ] {
+            let Event::Pod(mut p) = pod(name, None, "", 0, node, scheduler) else {
+                unreachable!("a pod event")
+            };
+            p.spec.as_mut().unwrap().affinity = Some(unsupported.clone());
+            s.apply(Event::Pod(p));
+        }
+        let c = &s.sched.cluster;
+        assert_eq!(c.used(0).gpus, 1, "the bound pod holds its GPU");
+        // The pending one of ours waits, with the field named.
+        assert!(c.pod("ml/ours").is_none());
+        assert!(
+            s.invalid["ml/ours"].contains("namespaceSelector"),
+            "{:?}",
+            s.invalid
         );
     }
 

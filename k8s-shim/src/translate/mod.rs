@@ -7,7 +7,7 @@ mod requests;
 
 use std::collections::BTreeMap;
 
-use dragon_host::framework::{Job, Node, Pod, Role, Taint, Toleration};
+use dragon_host::framework::{Constraints, Job, Node, Pod, Role, Taint, Toleration};
 use k8s_openapi::api::core::v1 as core;
 use serde::Deserialize;
 
@@ -152,11 +152,12 @@ fn label_or_annotation<'a>(p: &'a core::Pod, key: &str) -> Option<&'a str> {
 }
 
 /// A pod as the framework sees it: its effective requests over every
-/// resource name, its constraints, and its place in a job.
+/// resource name and its place in a job; its constraints come from
+/// [`pod_constraints`], since a pod already bound counts as usage even
+/// with a constraint Dragon cannot evaluate.
 ///
 /// # Errors
-/// Unparseable requests, a constraint Dragon cannot evaluate, an unknown
-/// role or index.
+/// Unparseable requests, an unknown role or index.
 pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let key = pod_key(p);
     let object = format!("pod {key}");
@@ -164,8 +165,6 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
     let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m))?;
-    let constraints =
-        constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))?;
     let role = match label_or_annotation(p, ROLE) {
         None => match label_or_annotation(p, KUBEFLOW_REPLICA_TYPE) {
             Some("ps") => Role::Ps,
@@ -236,8 +235,20 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .flatten()
             .map(|g| g.name.clone())
             .collect(),
-        constraints,
+        constraints: Default::default(),
     })
+}
+
+/// A pod's node affinity, host ports, pod affinity and spread constraints.
+///
+/// # Errors
+/// A constraint Dragon cannot evaluate, with its field path.
+pub fn pod_constraints(p: &core::Pod) -> Result<Constraints, TranslateError> {
+    let object = format!("pod {}", pod_key(p));
+    let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
+    let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))
 }
 
 /// The fields of a scheduler-plugins `PodGroup` that Dragon reads.
@@ -468,7 +479,7 @@ spec:
 "#,
         );
         let t = pod(&p).unwrap();
-        let c = &t.constraints;
+        let c = &pod_constraints(&p).unwrap();
         assert_eq!(c.host_ports, [HostPort::new("TCP", "0.0.0.0", 8080)]);
         let terms = &c.node_affinity.as_ref().unwrap().terms;
         assert_eq!(terms[0].match_expressions[0].operator, Operator::Gt);
@@ -524,7 +535,11 @@ spec:
             if !spec.starts_with("containers") {
                 y.push_str("  containers: []\n");
             }
-            let e = pod(&pod_yaml(&y)).unwrap_err().to_string();
+            let p = pod_yaml(&y);
+            let e = pod(&p)
+                .and_then(|_| pod_constraints(&p))
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("pod d/p: "), "{e}");
             assert!(e.contains(want), "{e}\nwanted: {want}");
         }
