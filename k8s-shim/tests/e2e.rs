@@ -576,6 +576,23 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
         "namespaceSelector: selecting namespaces by label is not supported",
     )
     .await;
+    // A preferred node is chosen among those that fit.
+    for (pod, node) in [("prefer-b", "b"), ("prefer-c", "c")] {
+        s.pod_with(
+            pod,
+            None,
+            0,
+            json!({"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [host(node)]}]}}]}}}}),
+        )
+        .await;
+        until(60, "the pod with a preference bound", || async {
+            bound(&s.placement(pod).await) == 1
+        })
+        .await;
+        assert_eq!(s.placement(pod).await[pod], Some(host(node)));
+    }
     // A claim bound to a volume only node `c` reaches takes its pod there;
     // a claim that is not bound leaves its pod pending, saying so.
     let (pv, pvc) = s.local_volume("data", "c").await;

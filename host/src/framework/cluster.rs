@@ -168,6 +168,10 @@ pub struct Cluster {
     anti_affine: BTreeSet<String>,
     /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
     columns: Columns,
+    /// Live nodes with a `PreferNoSchedule` taint, by index, and how many:
+    /// without any, placement needs no taint preference.
+    soft_tainted: Vec<bool>,
+    soft_tainted_count: usize,
     pub(crate) pods: BTreeMap<String, PodEntry>,
     pub(crate) jobs: BTreeMap<String, JobEntry>,
     /// Pod keys of each job, so a job's pods are found without a scan.
@@ -435,6 +439,18 @@ impl Cluster {
         let free = self.free(i);
         let node = &self.nodes[i];
         let open = !self.gone[i] && !node.unschedulable && !node.taints.iter().any(|t| t.repels());
+        let soft = !self.gone[i] && node.taints.iter().any(|t| t.effect == "PreferNoSchedule");
+        if i == self.soft_tainted.len() {
+            self.soft_tainted.push(false);
+        }
+        if soft != self.soft_tainted[i] {
+            self.soft_tainted[i] = soft;
+            if soft {
+                self.soft_tainted_count += 1;
+            } else {
+                self.soft_tainted_count -= 1;
+            }
+        }
         let free_pods = match (self.gone[i], node.max_pods) {
             (true, _) => 0,
             (false, None) => u32::MAX,
@@ -491,6 +507,11 @@ impl Cluster {
         self.pods
             .values()
             .filter_map(|e| e.state.node().map(|n| (&e.pod, n)))
+    }
+
+    /// Whether any live node has a `PreferNoSchedule` taint.
+    pub(crate) fn has_soft_taints(&self) -> bool {
+        self.soft_tainted_count > 0
     }
 
     /// Whether any pod holding a node carries required anti-affinity.

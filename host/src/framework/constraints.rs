@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cluster::Cluster;
 use super::model::Pod;
-use super::selector::{LabelSelector, Labels, NodeSelector};
+use super::selector::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
 
 /// The host IP a port binds when none is given: every address.
 pub const ALL_HOST_IPS: &str = "0.0.0.0";
@@ -58,6 +58,14 @@ impl HostPort {
                 || self.host_ip == ALL_HOST_IPS
                 || other.host_ip == ALL_HOST_IPS)
     }
+}
+
+/// A preferred node affinity term and its weight (1–100).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreferredTerm {
+    pub weight: u32,
+    pub term: NodeSelectorTerm,
 }
 
 /// A required pod (anti-)affinity term, with its namespaces resolved.
@@ -136,6 +144,10 @@ pub struct Constraints {
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<SpreadConstraint>,
+    /// Preferred node affinity: a preference in the choice among the
+    /// nodes that pass the filters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_node_affinity: Vec<PreferredTerm>,
     /// The node affinity of each PersistentVolume bound to the pod's
     /// claims: a node must satisfy every one (VolumeBinding's check for
     /// bound claims).

@@ -11,6 +11,7 @@ use super::cluster::{Cluster, PodState};
 use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
 use super::io::{Binder, Release, Scaler};
 use super::model::Role;
+use super::preferences;
 use crate::runtime::bounds::policy_text;
 use crate::runtime::{CallError, Failure, Hooks, wit};
 
@@ -1091,9 +1092,9 @@ impl Scheduler {
                     fill_candidates(&self.cluster, &index, &siblings, &mut cands);
                 }
             }
-            let best = if info.implements(wit::Hook::Score) && index.len() > 1 {
-                let scores = match policy.score(&placement, &cands) {
-                    Ok(s) if s.len() == index.len() => s,
+            let scores = if info.implements(wit::Hook::Score) && index.len() > 1 {
+                match policy.score(&placement, &cands) {
+                    Ok(s) if s.len() == index.len() => Some(s),
                     Ok(s) => {
                         undo(self, &placed);
                         return Err(PlaceError::Policy(invalid(
@@ -1106,17 +1107,27 @@ impl Scheduler {
                         undo(self, &placed);
                         return Err(PlaceError::Policy(e));
                     }
-                };
-                // Highest score; ties to the lowest node index (the list is ascending).
-                let mut best = 0;
-                for (j, &s) in scores.iter().enumerate() {
-                    if s > scores[best] {
-                        best = j;
-                    }
                 }
-                index[best] as usize
             } else {
-                index[0] as usize
+                None
+            };
+            let pod = &self.cluster.pods[key].pod;
+            let best = match preferences::choose(&self.cluster, pod, &index, scores.as_deref()) {
+                Some(j) => index[j] as usize,
+                None => match &scores {
+                    // Highest score; ties to the lowest node index (the
+                    // list is ascending).
+                    Some(scores) => {
+                        let mut best = 0;
+                        for (j, &s) in scores.iter().enumerate() {
+                            if s > scores[best] {
+                                best = j;
+                            }
+                        }
+                        index[best] as usize
+                    }
+                    None => index[0] as usize,
+                },
             };
             self.columns = Some(cands);
             self.cluster.set_state(key, PodState::Reserved(best));

@@ -10,12 +10,15 @@ mod cycle;
 mod filters;
 mod io;
 mod model;
+mod preferences;
 mod scale;
 mod selector;
 
 pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
-pub use constraints::{ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, SpreadConstraint};
+pub use constraints::{
+    ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
+};
 pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{Binder, RecordingIo, Release, Scaler};
 pub use model::{Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};

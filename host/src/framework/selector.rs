@@ -100,7 +100,8 @@ pub struct NodeSelectorTerm {
 pub const NODE_NAME_FIELD: &str = "metadata.name";
 
 impl NodeSelectorTerm {
-    fn matches(&self, name: &str, labels: &Labels) -> bool {
+    /// Whether a node with this name and these labels satisfies the term.
+    pub fn matches(&self, name: &str, labels: &Labels) -> bool {
         if self.match_expressions.is_empty() && self.match_fields.is_empty() {
             return false;
         }

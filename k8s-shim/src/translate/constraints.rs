@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use dragon_host::framework::{
     Constraints, HostPort, LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm,
-    Operator, PodAffinityTerm, Requirement, SpreadConstraint,
+    Operator, PodAffinityTerm, PreferredTerm, Requirement, SpreadConstraint,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -73,38 +73,44 @@ fn label_selector(field: &str, s: &meta::LabelSelector) -> Result<LabelSelector,
 }
 
 pub(super) fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeSelector, String> {
-    let mut terms = Vec::new();
-    for (i, t) in s.node_selector_terms.iter().enumerate() {
-        let field = format!("{field}.nodeSelectorTerms[{i}]");
-        let exprs = |list: Option<&Vec<core::NodeSelectorRequirement>>, what: &str| {
-            list.into_iter()
-                .flatten()
-                .map(|e| {
-                    requirement(
-                        &format!("{field}.{what}"),
-                        &e.key,
-                        &e.operator,
-                        e.values.as_ref(),
-                        true,
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let match_fields = exprs(t.match_fields.as_ref(), "matchFields")?;
-        if let Some(r) = match_fields.iter().find(|r| {
-            r.key != NODE_NAME_FIELD || !matches!(r.operator, Operator::In | Operator::NotIn)
-        }) {
-            return Err(format!(
-                "{field}.matchFields: only {NODE_NAME_FIELD} with In or NotIn is supported, got {:?} {:?}",
-                r.key, r.operator
-            ));
-        }
-        terms.push(NodeSelectorTerm {
-            match_expressions: exprs(t.match_expressions.as_ref(), "matchExpressions")?,
-            match_fields,
-        });
-    }
+    let terms = s
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| node_selector_term(&format!("{field}.nodeSelectorTerms[{i}]"), t))
+        .collect::<Result<_, _>>()?;
     Ok(NodeSelector { terms })
+}
+
+fn node_selector_term(field: &str, t: &core::NodeSelectorTerm) -> Result<NodeSelectorTerm, String> {
+    let exprs = |list: Option<&Vec<core::NodeSelectorRequirement>>, what: &str| {
+        list.into_iter()
+            .flatten()
+            .map(|e| {
+                requirement(
+                    &format!("{field}.{what}"),
+                    &e.key,
+                    &e.operator,
+                    e.values.as_ref(),
+                    true,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let match_fields = exprs(t.match_fields.as_ref(), "matchFields")?;
+    if let Some(r) = match_fields
+        .iter()
+        .find(|r| r.key != NODE_NAME_FIELD || !matches!(r.operator, Operator::In | Operator::NotIn))
+    {
+        return Err(format!(
+            "{field}.matchFields: only {NODE_NAME_FIELD} with In or NotIn is supported, got {:?} {:?}",
+            r.key, r.operator
+        ));
+    }
+    Ok(NodeSelectorTerm {
+        match_expressions: exprs(t.match_expressions.as_ref(), "matchExpressions")?,
+        match_fields,
+    })
 }
 
 /// Adds `key In (the pod's value)` for each `matchLabelKeys` entry and
@@ -285,6 +291,23 @@ pub fn constraints(
             )
         })
         .transpose()?;
+    let mut preferred_node_affinity = Vec::new();
+    let preferred = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    for (i, p) in preferred.into_iter().flatten().enumerate() {
+        let field =
+            format!("affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        let weight = u32::try_from(p.weight)
+            .ok()
+            .filter(|w| (1..=100).contains(w))
+            .ok_or_else(|| format!("{field}.weight: must be 1 to 100, got {}", p.weight))?;
+        let term = node_selector_term(&format!("{field}.preference"), &p.preference)?;
+        preferred_node_affinity.push(PreferredTerm { weight, term });
+    }
     let terms = |what: &str, list: Option<&Vec<core::PodAffinityTerm>>| {
         list.into_iter()
             .flatten()
@@ -334,6 +357,7 @@ pub fn constraints(
         pod_affinity,
         pod_anti_affinity,
         spread: spread_constraints,
+        preferred_node_affinity,
         // Filled from the claims' volumes by the snapshot, which knows them.
         volume_node_affinity: Vec::new(),
     })

@@ -463,6 +463,8 @@ spec:
         nodeSelectorTerms:
           - matchExpressions: [{key: gpu, operator: Gt, values: ["2"]}]
             matchFields: [{key: metadata.name, operator: NotIn, values: [n9]}]
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - {weight: 30, preference: {matchExpressions: [{key: disk, operator: In, values: [ssd]}]}}
     podAntiAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
         - labelSelector: {matchLabels: {job: train}}
@@ -484,6 +486,11 @@ spec:
         let terms = &c.node_affinity.as_ref().unwrap().terms;
         assert_eq!(terms[0].match_expressions[0].operator, Operator::Gt);
         assert_eq!(terms[0].match_fields[0].values, ["n9"]);
+        assert_eq!(c.preferred_node_affinity[0].weight, 30);
+        assert_eq!(
+            c.preferred_node_affinity[0].term.match_expressions[0].values,
+            ["ssd"]
+        );
         let anti = &c.pod_anti_affinity[0];
         // The own namespace by default; matchLabelKeys merged as In.
         assert_eq!(anti.namespaces.iter().collect::<Vec<_>>(), ["ml"]);
@@ -524,6 +531,10 @@ spec:
             (
                 "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, nodeAffinityPolicy: Maybe}]",
                 "topologySpreadConstraints[0].nodeAffinityPolicy: unknown value \"Maybe\"",
+            ),
+            (
+                "affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 0, preference: {matchExpressions: [{key: a, operator: Exists}]}}]}}",
+                "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be 1 to 100, got 0",
             ),
             (
                 "containers: [{name: a, resources: {requests: {rdma/hca: many}}}]",
