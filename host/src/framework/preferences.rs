@@ -30,7 +30,7 @@ fn normalize(raw: &[u64], reverse: bool) -> Vec<u64> {
     let max = raw.iter().copied().max().unwrap_or(0);
     raw.iter()
         .map(|&v| {
-            let s = if max == 0 { 0 } else { v * MAX_SCORE / max };
+            let s = (v * MAX_SCORE).checked_div(max).unwrap_or(0);
             if reverse { MAX_SCORE - s } else { s }
         })
         .collect()
