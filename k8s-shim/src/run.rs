@@ -152,12 +152,7 @@ fn podgroup(obj: DynamicObject) -> Event {
         .cloned()
         .and_then(|s| serde_json::from_value(s).ok())
         .unwrap_or_default();
-    let created_ms = obj
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_millisecond().max(0) as u64)
-        .unwrap_or(0);
+    let created_ms = crate::translate::created_ms(&obj.metadata);
     Event::Group(PodGroup {
         key,
         spec,

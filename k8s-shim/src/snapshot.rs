@@ -511,6 +511,19 @@ mod tests {
         })
     }
 
+    /// The bundled DRAGON policy, through wasm.
+    fn dragon_policy() -> dragon_host::runtime::WasmPolicy {
+        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
+        WasmPolicy::from_bytes(
+            &PolicyEngine::new().unwrap(),
+            &ComponentCache::disabled(),
+            "dragon",
+            dragon_bundled::DRAGON,
+            &LoadOptions::default(),
+        )
+        .unwrap()
+    }
+
     /// `event` (a pod) with scheduling gates `gates`.
     fn gated(event: Event, gates: &[&str]) -> Event {
         let Event::Pod(mut p) = event else {
@@ -532,15 +545,7 @@ mod tests {
     #[test]
     fn a_gated_member_holds_its_whole_gang_until_the_gate_is_removed() {
         use dragon_host::framework::{Decision, RecordingIo};
-        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
-        let policy = WasmPolicy::from_bytes(
-            &PolicyEngine::new().unwrap(),
-            &ComponentCache::disabled(),
-            "dragon",
-            dragon_bundled::DRAGON,
-            &LoadOptions::default(),
-        )
-        .unwrap();
+        let policy = dragon_policy();
         let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
         s.apply(node("n1", 4));
         s.apply(group("t", 2));
@@ -573,15 +578,7 @@ mod tests {
     #[test]
     fn a_gang_takes_its_members_highest_priority_and_goes_first() {
         use dragon_host::framework::RecordingIo;
-        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
-        let policy = WasmPolicy::from_bytes(
-            &PolicyEngine::new().unwrap(),
-            &ComponentCache::disabled(),
-            "dragon",
-            dragon_bundled::DRAGON,
-            &LoadOptions::default(),
-        )
-        .unwrap();
+        let policy = dragon_policy();
         let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
         s.apply(node("n1", 4));
         // Two gangs of four 1-GPU workers on a 4-GPU node: one at a time.

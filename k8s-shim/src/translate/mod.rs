@@ -134,6 +134,14 @@ pub fn pod_claims(p: &core::Pod) -> Vec<String> {
         .collect()
 }
 
+/// An object's creation time, ms since the epoch (0 if unset).
+pub fn created_ms(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond().max(0) as u64)
+        .unwrap_or(0)
+}
+
 /// Whether the pod is done (its resources are free again).
 pub fn is_terminated(p: &core::Pod) -> bool {
     matches!(
@@ -195,12 +203,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .parse()
             .map_err(|_| err(&object, format!("{k} must be a whole number, got {s:?}")))?,
     };
-    let arrival_ms = p
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_millisecond().max(0) as u64)
-        .unwrap_or(0);
+    let arrival_ms = created_ms(&p.metadata);
     Ok(Pod {
         key,
         namespace: namespace.to_string(),
