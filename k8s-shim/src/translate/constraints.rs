@@ -135,25 +135,36 @@ fn merge_label_keys(
     }
 }
 
+/// The `labelSelector` at `field`, with the label keys merged in.
+fn merged_selector(
+    field: &str,
+    selector: Option<&meta::LabelSelector>,
+    labels: &Labels,
+    match_keys: Option<&Vec<String>>,
+    mismatch_keys: Option<&Vec<String>>,
+) -> Result<Option<LabelSelector>, String> {
+    let mut selector = selector
+        .map(|s| label_selector(&format!("{field}.labelSelector"), s))
+        .transpose()?;
+    if let Some(s) = &mut selector {
+        merge_label_keys(s, labels, match_keys, mismatch_keys);
+    }
+    Ok(selector)
+}
+
 fn affinity_term(
     field: &str,
     t: &core::PodAffinityTerm,
     namespace: &str,
     labels: &Labels,
 ) -> Result<PodAffinityTerm, String> {
-    let mut selector = t
-        .label_selector
-        .as_ref()
-        .map(|s| label_selector(&format!("{field}.labelSelector"), s))
-        .transpose()?;
-    if let Some(s) = &mut selector {
-        merge_label_keys(
-            s,
-            labels,
-            t.match_label_keys.as_ref(),
-            t.mismatch_label_keys.as_ref(),
-        );
-    }
+    let selector = merged_selector(
+        field,
+        t.label_selector.as_ref(),
+        labels,
+        t.match_label_keys.as_ref(),
+        t.mismatch_label_keys.as_ref(),
+    )?;
     let mut namespaces: BTreeSet<String> = t.namespaces.iter().flatten().cloned().collect();
     let all_namespaces = match &t.namespace_selector {
         None => false,
@@ -217,14 +228,13 @@ fn spread(
         Some("Ignore") => Ok(false),
         Some(other) => Err(format!("{field}.{what}: unknown value {other:?}")),
     };
-    let mut selector = c
-        .label_selector
-        .as_ref()
-        .map(|s| label_selector(&format!("{field}.labelSelector"), s))
-        .transpose()?;
-    if let Some(s) = &mut selector {
-        merge_label_keys(s, labels, c.match_label_keys.as_ref(), None);
-    }
+    let selector = merged_selector(
+        field,
+        c.label_selector.as_ref(),
+        labels,
+        c.match_label_keys.as_ref(),
+        None,
+    )?;
     if c.topology_key.is_empty() {
         return Err(format!("{field}.topologyKey: must not be empty"));
     }
