@@ -32,9 +32,6 @@ pub struct Config {
     /// How often the scale step runs, seconds.
     #[serde(default = "default_scale_interval")]
     pub scale_interval_seconds: f64,
-    /// Longest pause between scheduling rounds while pods are pending, ms.
-    #[serde(default = "default_round_interval")]
-    pub round_interval_ms: u64,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     #[serde(default = "default_metrics_addr")]
     pub metrics_addr: String,
@@ -111,9 +108,6 @@ fn default_name() -> String {
 }
 fn default_scale_interval() -> f64 {
     30.0
-}
-fn default_round_interval() -> u64 {
-    200
 }
 fn default_bind_concurrency() -> usize {
     32

@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use tokio::sync::watch;
 
 use crate::config::{Config, OnPolicyError};
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
@@ -34,6 +33,8 @@ enum Msg {
         kind: Kind,
         keys: BTreeSet<String>,
     },
+    /// This replica became the leader (true) or stopped leading.
+    Leading(bool),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -227,8 +228,11 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
 
     crate::http::spawn(&config.metrics_addr, metrics.clone()).await?;
 
+    // Everything the scheduling thread reacts to arrives on one channel, so
+    // it sleeps until there is something to do.
+    let (tx, rx) = mpsc::channel();
+
     // Leader election: followers keep their snapshot current but do not act.
-    let (leading_tx, leading) = watch::channel(!config.leader_election.enabled);
     let _leader_task = if config.leader_election.enabled {
         let le = &config.leader_election;
         let identity = format!("{}-{}", hostname(), std::process::id());
@@ -240,17 +244,17 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             .build()
             .await
             .context("cannot set up leader election")?;
-        let (mut rx, task) = manager.watch().await;
-        let tx = leading_tx.clone();
+        let (mut lease, task) = manager.watch().await;
+        let tx = tx.clone();
         let m = metrics.clone();
         tokio::spawn(async move {
             loop {
-                let is = *rx.borrow_and_update();
+                let is = *lease.borrow_and_update();
                 m.leader.set(i64::from(is));
                 tracing::info!(identity, leader = is, "leadership");
-                let _ = tx.send(is);
-                if rx.changed().await.is_err() {
-                    let _ = tx.send(false);
+                let _ = tx.send(Msg::Leading(is));
+                if lease.changed().await.is_err() {
+                    let _ = tx.send(Msg::Leading(false));
                     return;
                 }
             }
@@ -261,7 +265,6 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         None
     };
 
-    let (tx, rx) = mpsc::channel();
     spawn_watch(
         Api::<core::Node>::all(client.clone()),
         watcher::Config::default(),
@@ -334,8 +337,8 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         fallback,
         io,
         metrics,
-        leading,
-        round_interval: Duration::from_millis(config.round_interval_ms.max(10)),
+        leading: !config.leader_election.enabled,
+        next_retry_ms: None,
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         last_reason: BTreeMap::new(),
         listed: BTreeSet::new(),
@@ -373,8 +376,11 @@ struct Loop {
     io: KubeIo,
     scaler: KubeScaler,
     metrics: Arc<Metrics>,
-    leading: watch::Receiver<bool>,
-    round_interval: Duration,
+    /// Whether this replica leads (always, without leader election).
+    leading: bool,
+    /// When the framework next has work with no cluster change: a backoff
+    /// or a permit wait that ends.
+    next_retry_ms: Option<u64>,
     scale_interval: Duration,
     /// Last FailedScheduling reason per pod, so events are not repeated.
     last_reason: BTreeMap<String, String>,
@@ -382,12 +388,20 @@ struct Loop {
 }
 
 impl Loop {
+    /// Sleep until a message or a timer (a retry, the scale step), then act.
+    /// A round runs on cluster changes and when a retry is due, never on a
+    /// fixed period: the framework's queue decides which units a change
+    /// may help.
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let mut dirty = true;
-        let mut last_round = Instant::now();
         let mut last_scale = Instant::now();
         loop {
-            match rx.recv_timeout(self.round_interval) {
+            let scale_in = self.scale_interval.saturating_sub(last_scale.elapsed());
+            let retry_in = self
+                .next_retry_ms
+                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+            let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
+            match rx.recv_timeout(timeout) {
                 Ok(msg) => {
                     self.handle(msg);
                     // Apply everything already queued before deciding.
@@ -399,27 +413,29 @@ impl Loop {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
-            if self.listed.len() < KINDS || !*self.leading.borrow() {
+            if self.listed.len() < KINDS || !self.leading {
                 continue;
             }
             self.sync_targets();
+            let now = now_ms();
+            let due = self.next_retry_ms.is_some_and(|t| t <= now);
             let waiting = self.snapshot.sched.waiting_gangs().next().is_some();
-            let retry = last_round.elapsed() >= Duration::from_secs(2);
-            if (dirty || retry || waiting) && (self.snapshot.pending() > 0 || waiting) {
+            if (dirty || due) && (self.snapshot.pending() > 0 || waiting) {
                 self.round();
-                last_round = Instant::now();
                 dirty = false;
             }
             if last_scale.elapsed() >= self.scale_interval {
                 self.scale();
                 last_scale = Instant::now();
             }
+            self.next_retry_ms = self.snapshot.sched.next_retry_ms(now_ms());
         }
     }
 
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Event(e) => self.snapshot.apply(e),
+            Msg::Leading(is) => self.leading = is,
             Msg::Listed { kind, keys } => {
                 // Drop what vanished while we were not watching.
                 let stale: Vec<Event> = match kind {

@@ -72,6 +72,73 @@ async fn two_gangs_that_cannot_both_fit_run_one_whole_then_the_other() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_gang_starts_when_the_job_blocking_it_finishes_not_on_a_timer() {
+    let _g = serial();
+    let s = Scenario::new("wake").await;
+    s.node("a", 4).await;
+    let monitor = Monitor::start(&s).await;
+    // Backoffs of ten minutes: within this test a unit is tried again only
+    // because the cluster changed.
+    let sched = Scheduler::start(
+        &s,
+        "dragon",
+        "scheduling:\n  initialBackoffMs: 600000\n  maxBackoffMs: 600000\n",
+    );
+    s.podgroup("first", 4, json!({})).await;
+    for i in 0..4 {
+        s.pod(
+            &format!("first-worker-{i}"),
+            Some(("first", "worker", i)),
+            1,
+            Some(8),
+        )
+        .await;
+    }
+    until(60, "the first gang bound whole", || async {
+        bound(&s.placement("first-").await) == 4
+    })
+    .await;
+    s.podgroup("second", 4, json!({})).await;
+    for i in 0..4 {
+        s.pod(
+            &format!("second-worker-{i}"),
+            Some(("second", "worker", i)),
+            1,
+            None,
+        )
+        .await;
+    }
+    s.until_explained(60, "second-worker-0", "does not fit")
+        .await;
+    until(
+        60,
+        "the second gang bound whole after the first finished",
+        || async { bound(&s.placement("second-").await) == 4 },
+    )
+    .await;
+    let seen = monitor.seen();
+    let finished = seen
+        .iter()
+        .filter(|p| p.name.starts_with("first-"))
+        .filter_map(|p| p.dying_at)
+        .max()
+        .expect("the first gang's pods were seen finishing");
+    let started = seen
+        .iter()
+        .filter(|p| p.name.starts_with("second-"))
+        .filter_map(|p| p.bound_at)
+        .min()
+        .expect("the second gang's pods were seen bound");
+    // Measured here for the record; the ten-minute backoff is the check.
+    eprintln!(
+        "the second gang was bound {:?} after the first finished",
+        started.saturating_duration_since(finished)
+    );
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_fits_on_one_node_lands_on_one_node() {
     let _g = serial();
     let s = Scenario::new("locality").await;

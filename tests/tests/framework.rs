@@ -394,55 +394,166 @@ fn tried(d: &[Decision], pod: &str) -> bool {
     })
 }
 
+fn bound(d: &[Decision]) -> Vec<&str> {
+    d.iter()
+        .filter_map(|d| match d {
+            Decision::Bound { pod, .. } => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn a_unit_that_failed_backs_off_doubling_up_to_the_cap() {
+fn an_unschedulable_unit_waits_for_room_and_is_tried_the_moment_it_appears() {
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let mut s = sched(&[("a", 1)]);
+    let x = add_gpu_pod(&mut s, "x", 0);
+    let y = add_gpu_pod(&mut s, "y", 0);
+    round(&mut s, 0, &base); // x takes the GPU; y waits
+    for at in [1_000, 2_000, 5_000] {
+        let (d, _) = round(&mut s, at, &base);
+        assert!(!tried(&d, &y), "tried at {at} with nothing changed: {d:?}");
+    }
+    // A status heartbeat (the same spec) is no reason to try again.
+    let same = s.cluster.nodes()[0].clone();
+    s.cluster.update_node(same).unwrap();
+    let (d, _) = round(&mut s, 6_000, &base);
+    assert!(!tried(&d, &y), "{d:?}");
+    // x finishes: y is bound in the very next round, inside its backoff.
+    s.cluster.remove_pod(&x).unwrap();
+    let (d, _) = round(&mut s, 6_001, &base);
+    assert_eq!(bound(&d), vec![y.as_str()], "{d:?}");
+}
+
+#[test]
+fn a_node_that_grows_or_is_uncordoned_wakes_waiting_units() {
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
     add_gpu_pod(&mut s, "x", 0);
     let y = add_gpu_pod(&mut s, "y", 0);
     round(&mut s, 0, &base);
-    // x took the GPU, y failed: 1 s, then 2, 4, 8 and 10 (the cap).
-    let mut at = 0;
-    for wait in [1000, 2000, 4000, 8000, 10_000, 10_000] {
-        assert_eq!(s.next_retry_ms(at), Some(at + wait));
-        let (d, _) = round(&mut s, at + wait - 1, &base);
-        assert!(
-            !tried(&d, &y),
-            "tried during its backoff at {}",
-            at + wait - 1
-        );
-        at += wait;
-        let (d, _) = round(&mut s, at, &base);
-        assert!(tried(&d, &y), "retried at {at}: {d:?}");
+    let mut cordoned = node("b", 1);
+    cordoned.unschedulable = true;
+    s.cluster.add_node(cordoned.clone()).unwrap();
+    let (d, _) = round(&mut s, 100, &base);
+    assert!(tried(&d, &y) && bound(&d).is_empty(), "a node added: {d:?}");
+    cordoned.unschedulable = false;
+    s.cluster.update_node(cordoned).unwrap();
+    let (d, _) = round(&mut s, 200, &base);
+    assert_eq!(bound(&d), vec![y.as_str()], "uncordoned: {d:?}");
+}
+
+#[test]
+fn with_no_change_an_unschedulable_unit_is_tried_again_after_the_longest_backoff() {
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let mut s = sched(&[("a", 1)]);
+    add_gpu_pod(&mut s, "x", 0);
+    let y = add_gpu_pod(&mut s, "y", 0);
+    round(&mut s, 0, &base);
+    let max = SchedulerConfig::default().max_backoff_ms;
+    for k in 1..4 {
+        assert_eq!(s.next_retry_ms((k - 1) * max), Some(k * max));
+        let (d, _) = round(&mut s, k * max - 1, &base);
+        assert!(!tried(&d, &y), "{d:?}");
+        let (d, _) = round(&mut s, k * max, &base);
+        assert!(tried(&d, &y), "flushed at {}: {d:?}", k * max);
     }
 }
 
 #[test]
-fn a_retried_pod_queues_behind_pods_that_came_while_it_backed_off() {
-    // kube-scheduler's queue: a pod re-enters at the back after its backoff.
-    // That is how pods of different jobs interleave without gangs.
+fn a_unit_the_policy_fails_on_backs_off_doubling_and_room_does_not_shorten_it() {
+    let e = engine();
+    let p = hostile(
+        &e,
+        r#"{"fault": "bad-output", "hook": "score"}"#,
+        LoadOptions::default(),
+    )
+    .unwrap();
+    let mut s = sched(&[("a", 4), ("b", 4)]);
+    add_job(&mut s.cluster, "j", 0, 1, 1, 1);
+    let failed = |d: &[Decision]| d.iter().any(|d| matches!(d, Decision::PolicyError { .. }));
+    let (d, _) = round(&mut s, 0, &p);
+    assert!(failed(&d), "{d:?}");
+    let mut at = 0;
+    for wait in [1000, 2000, 4000, 8000, 10_000, 10_000] {
+        assert_eq!(s.next_retry_ms(at), Some(at + wait));
+        // A node added frees room, which an error does not wait for.
+        s.cluster.add_node(node(&format!("n{at}"), 1)).unwrap();
+        let (d, _) = round(&mut s, at + wait - 1, &p);
+        assert!(!failed(&d), "tried during its backoff at {}", at + wait - 1);
+        at += wait;
+        let (d, _) = round(&mut s, at, &p);
+        assert!(failed(&d), "retried at {at}: {d:?}");
+    }
+}
+
+#[test]
+fn woken_units_keep_the_order_of_their_last_attempts() {
+    // kube-scheduler's queue: a pod goes back in line at the time of its
+    // last failed attempt. That is how pods of different jobs interleave
+    // without gangs.
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
     let x = add_gpu_pod(&mut s, "x", 0);
     let y = add_gpu_pod(&mut s, "y", 0);
-    round(&mut s, 0, &base); // x bound; y backs off until 1 s
-    round(&mut s, 1000, &base); // y fails again: until 3 s
-    let z = add_gpu_pod(&mut s, "z", 1500);
-    round(&mut s, 1500, &base); // z fails: until 2.5 s
+    round(&mut s, 0, &base); // x bound; y waits
+    let z = add_gpu_pod(&mut s, "z", 1_500);
+    round(&mut s, 1_500, &base); // z waits
+    let flush = SchedulerConfig::default().max_backoff_ms;
+    let (d, _) = round(&mut s, flush, &base); // y tried again, alone
+    assert!(tried(&d, &y) && !tried(&d, &z), "{d:?}");
     s.cluster.remove_pod(&x).unwrap();
-    let (d, _) = round(&mut s, 3000, &base);
-    // y arrived first, but re-entered the queue (3 s) after z (2.5 s).
-    let bound: Vec<&str> = d
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Bound { pod, .. } => Some(pod.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(bound, vec![z.as_str()], "{d:?}");
+    let (d, _) = round(&mut s, flush + 1, &base);
+    // y arrived first, but its last attempt (10 s) came after z's (1.5 s).
+    assert_eq!(bound(&d), vec![z.as_str()], "{d:?}");
     assert!(tried(&d, &y));
+}
+
+#[test]
+fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
+    use dragon_host::framework::{LabelSelector, PodAffinityTerm};
+    let e = engine();
+    let base = bundled(&e, "baseline", "");
+    let mut s = sched(&[("a", 1)]);
+    s.cluster
+        .update_node({
+            let mut n = node("a", 1);
+            n.labels.insert("kubernetes.io/hostname".into(), "a".into());
+            n
+        })
+        .unwrap();
+    let mut follower = dragon_host::framework::Pod::new(
+        "ns/follower",
+        Resources {
+            cpu_milli: 100,
+            memory_mib: 10,
+            gpus: 0,
+        },
+    );
+    follower.namespace = "ns".into();
+    follower.constraints.pod_affinity = vec![PodAffinityTerm {
+        selector: Some(LabelSelector {
+            match_labels: [("app".to_string(), "leader".to_string())].into(),
+            ..LabelSelector::default()
+        }),
+        namespaces: ["ns".to_string()].into(),
+        all_namespaces: false,
+        topology_key: "kubernetes.io/hostname".into(),
+    }];
+    s.cluster.add_pod(follower, None).unwrap();
+    let (d, _) = round(&mut s, 0, &base);
+    assert!(bound(&d).is_empty(), "{d:?}");
+    // Another scheduler binds the leader: a pod placed, no room freed.
+    let mut leader = dragon_host::framework::Pod::new("ns/leader", Resources::default());
+    leader.namespace = "ns".into();
+    leader.labels.insert("app".into(), "leader".into());
+    s.cluster.add_pod(leader, Some("a")).unwrap();
+    let (d, _) = round(&mut s, 100, &base);
+    assert_eq!(bound(&d), vec!["ns/follower"], "{d:?}");
 }
 
 #[test]

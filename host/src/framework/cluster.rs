@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
 use super::model::{Job, Node, Pod, Resources, Role, Scalars};
+use super::queue::Changes;
 use crate::runtime::wit;
 
 /// Where a pod stands.
@@ -177,12 +178,32 @@ pub struct Cluster {
     /// Pod keys of each job, so a job's pods are found without a scan.
     by_job: BTreeMap<String, BTreeSet<String>>,
     next_unit: u64,
+    /// What drivers changed since the last round, for the queue to wake the
+    /// units it may help. The framework's own reservations are not changes.
+    changes: Changes,
 }
 
 impl Cluster {
     /// An empty cluster.
     pub fn new() -> Cluster {
         Cluster::default()
+    }
+
+    /// The changes recorded since the last call.
+    pub(crate) fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// The framework bound `key` itself: to other units that is a pod
+    /// placed, as a driver's [`Cluster::observe_bound`] would say.
+    pub(crate) fn note_placed(&mut self) {
+        self.changes.placed = true;
+    }
+
+    fn note_job(&mut self, job: Option<&String>) {
+        if let Some(job) = job {
+            self.changes.jobs.insert(job.clone());
+        }
     }
 
     fn unit_id(&mut self) -> u64 {
@@ -195,6 +216,13 @@ impl Cluster {
     /// # Errors
     /// A node of that name already exists.
     pub fn add_node(&mut self, node: Node) -> Result<usize, ClusterError> {
+        if !self
+            .node_index
+            .get(&node.name)
+            .is_some_and(|&i| !self.gone[i])
+        {
+            self.changes.room = true;
+        }
         if let Some(&i) = self.node_index.get(&node.name) {
             if self.gone[i] {
                 self.gone[i] = false;
@@ -223,6 +251,9 @@ impl Cluster {
     /// The node is unknown.
     pub fn update_node(&mut self, node: Node) -> Result<(), ClusterError> {
         let i = self.node_idx(&node.name)?;
+        if node.may_admit_more_than(&self.nodes[i]) {
+            self.changes.room = true;
+        }
         self.nodes[i] = node;
         self.sync_columns(i);
         Ok(())
@@ -235,10 +266,15 @@ impl Cluster {
     pub fn remove_node(&mut self, name: &str) -> Result<(), ClusterError> {
         let i = self.node_idx(name)?;
         self.gone[i] = true;
+        // Fewer domains can satisfy a spread's skew or minDomains.
+        self.changes.room = true;
         for e in self.pods.values_mut() {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
                 self.anti_affine.remove(&e.pod.key);
+                if let Some(job) = &e.pod.job {
+                    self.changes.jobs.insert(job.clone());
+                }
             }
         }
         self.used[i] = Resources::default();
@@ -261,6 +297,9 @@ impl Cluster {
 
     /// Add or update a job.
     pub fn upsert_job(&mut self, job: Job) {
+        if self.jobs.get(&job.name).is_none_or(|e| e.job != job) {
+            self.changes.jobs.insert(job.name.clone());
+        }
         if let Some(e) = self.jobs.get_mut(&job.name) {
             e.job = job;
         } else {
@@ -313,10 +352,12 @@ impl Cluster {
             Some(n) => {
                 let i = self.node_idx(n)?;
                 self.hold(i, &pod, true);
+                self.changes.placed = true;
                 PodState::Bound(i)
             }
             None => PodState::Pending,
         };
+        self.note_job(pod.job.as_ref());
         let unit_id = self.unit_id();
         if let Some(job) = &pod.job {
             self.by_job
@@ -354,7 +395,9 @@ impl Cluster {
         }
         if let Some(n) = e.state.node() {
             self.hold(n, &e.pod, false);
+            self.changes.room = true;
         }
+        self.note_job(e.pod.job.as_ref());
         Ok(e.pod)
     }
 
@@ -365,26 +408,51 @@ impl Cluster {
     /// Unknown pod or node.
     pub fn observe_bound(&mut self, key: &str, node: &str) -> Result<(), ClusterError> {
         let n = self.node_idx(node)?;
-        if !self.pods.contains_key(key) {
+        let Some(e) = self.pods.get(key) else {
             return Err(ClusterError::UnknownPod(key.to_string()));
+        };
+        if e.state != PodState::Bound(n) {
+            // Moved off a node it held (bound elsewhere by another
+            // scheduler while reserved here): room there.
+            self.changes.room |= e.state.node().is_some_and(|old| old != n);
+            self.changes.placed = true;
+            let job = e.pod.job.clone();
+            self.note_job(job.as_ref());
+            self.set_state(key, PodState::Bound(n));
         }
-        self.set_state(key, PodState::Bound(n));
         Ok(())
     }
 
     /// The pod's scheduling gates changed (Kubernetes allows only their
     /// removal); unknown pods are ignored.
     pub fn set_scheduling_gates(&mut self, key: &str, gates: Vec<String>) {
-        if let Some(e) = self.pods.get_mut(key) {
+        if let Some(e) = self.pods.get_mut(key)
+            && e.pod.scheduling_gates != gates
+        {
             e.pod.scheduling_gates = gates;
+            self.changes.pods.insert(key.to_string());
+            if let Some(job) = &e.pod.job {
+                self.changes.jobs.insert(job.clone());
+            }
         }
     }
 
     /// The pod's labels changed (they are what other pods' affinity and
     /// spread constraints select on); unknown pods are ignored.
     pub fn set_labels(&mut self, key: &str, labels: super::selector::Labels) {
-        if let Some(e) = self.pods.get_mut(key) {
+        if let Some(e) = self.pods.get_mut(key)
+            && e.pod.labels != labels
+        {
             e.pod.labels = labels;
+            if e.state.node().is_some() {
+                // What other pods' affinity and spread select on changed.
+                self.changes.room = true;
+                self.changes.placed = true;
+            }
+            self.changes.pods.insert(key.to_string());
+            if let Some(job) = &e.pod.job {
+                self.changes.jobs.insert(job.clone());
+            }
         }
     }
 

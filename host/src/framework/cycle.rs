@@ -12,6 +12,7 @@ use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
 use super::io::{Binder, Release, Scaler};
 use super::model::Role;
 use super::preferences;
+use super::queue::{Queue, Setback};
 use crate::runtime::bounds::policy_text;
 use crate::runtime::{CallError, Failure, Hooks, wit};
 
@@ -22,11 +23,13 @@ pub struct SchedulerConfig {
     /// Longest a gang may wait in permit, whatever the policy asks
     /// (kube-scheduler caps permit waits at 15 minutes).
     pub max_permit_wait_ms: u64,
-    /// A unit that failed an attempt is not tried again for this long; the
-    /// wait doubles with each failure up to `max_backoff_ms` (kube-scheduler's
-    /// podInitialBackoffSeconds / podMaxBackoffSeconds: 1 s and 10 s).
+    /// A unit whose attempt failed (the policy or a bind) is not tried
+    /// again for this long; the wait doubles with each failure up to
+    /// `max_backoff_ms` (kube-scheduler's podInitialBackoffSeconds /
+    /// podMaxBackoffSeconds: 1 s and 10 s).
     pub initial_backoff_ms: u64,
-    /// The longest backoff.
+    /// The longest backoff, and the longest an unschedulable unit waits
+    /// for a cluster change before it is tried again anyway.
     pub max_backoff_ms: u64,
     /// When repeated policy failures suspend the policy.
     pub breaker: BreakerConfig,
@@ -61,18 +64,6 @@ impl SchedulerConfig {
     }
 }
 
-/// Where a unit stands in the scheduling queue after failed attempts. Like
-/// kube-scheduler's queue, a unit that failed waits out a backoff and then
-/// re-enters the queue at the back: its FIFO position is the time it
-/// re-entered, not when it arrived. That is what lets pods of different jobs
-/// interleave under a policy without gangs, and so what produces the partial
-/// placements (and deadlocks) gang scheduling exists to prevent.
-#[derive(Debug, Clone, Copy)]
-struct Backoff {
-    attempts: u32,
-    until_ms: u64,
-}
-
 /// What one attempt at a unit came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Attempt {
@@ -86,8 +77,8 @@ enum Attempt {
     /// The policy failed a call (trap, deadline, invalid output): back off,
     /// or try the fallback policy if the driver gave one.
     PolicyFailed,
-    /// Not tried yet: the gang's pods do not all exist (no backoff, as with
-    /// a pre-enqueue gate).
+    /// Not tried yet: the gang's pods do not all exist or are gated (no
+    /// backoff, as with a pre-enqueue gate; a change to its pods wakes it).
     Gated,
 }
 
@@ -198,8 +189,8 @@ pub struct Scheduler {
     pub cluster: Cluster,
     config: SchedulerConfig,
     waiting: BTreeMap<String, WaitingGang>,
-    /// Units that failed and back off, by unit key.
-    backoff: BTreeMap<String, Backoff>,
+    /// Units that failed and wait for a change or a backoff.
+    queue: Queue,
     pub(crate) last_admit_ms: u64,
     pub(crate) last_scale_down_ms: u64,
     /// Candidate columns kept between pods so their buffers are reused.
@@ -258,13 +249,20 @@ impl Scheduler {
         &self.config
     }
 
-    /// The earliest time after `now_ms` at which a unit's backoff ends (a
-    /// driver that runs rounds only on events schedules one then).
+    /// The earliest time after `now_ms` at which a round has work with no
+    /// change to the cluster: a unit's backoff or longest wait ends, or a
+    /// gang's permit wait runs out. Drivers run rounds on cluster changes
+    /// and then; nothing else needs a timer.
     pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
-        self.backoff
+        let permits = self
+            .waiting
             .values()
-            .map(|b| b.until_ms)
-            .filter(|&t| t > now_ms)
+            .map(|w| w.deadline_ms)
+            .filter(|&t| t > now_ms);
+        self.queue
+            .next_retry_ms(now_ms)
+            .into_iter()
+            .chain(permits)
             .min()
     }
 
@@ -371,9 +369,9 @@ impl Scheduler {
             o.sort_by_key(|&i| {
                 let u = &units[i];
                 let entered = self
-                    .backoff
-                    .get(&u.key)
-                    .map_or(u.wit.arrival_ms, |b| b.until_ms.max(u.wit.arrival_ms));
+                    .queue
+                    .since_ms(&u.key)
+                    .map_or(u.wit.arrival_ms, |t| t.max(u.wit.arrival_ms));
                 (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
             });
             o
@@ -509,18 +507,22 @@ impl Scheduler {
             decisions: Vec::new(),
         };
         self.expire_waits(now_ms, &mut report);
+        let changes = self.cluster.take_changes();
+        self.queue.wake(&changes, now_ms);
+        let gangs = policy.info().implements(wit::Hook::Permit);
+        let mut units = self.units(gangs);
+        // Units that are no longer pending leave the queue; the others are
+        // tried once ready (see `queue`).
+        let pending: std::collections::BTreeSet<&str> =
+            units.iter().map(|u| u.key.as_str()).collect();
+        self.queue.retain(&pending);
+        units.retain(|u| self.queue.ready(&u.key, now_ms));
+        if units.is_empty() {
+            return report;
+        }
         policy.begin_round();
         if let Some(f) = fallback {
             f.begin_round();
-        }
-        let gangs = policy.info().implements(wit::Hook::Permit);
-        let units = self.units(gangs);
-        // Units that are no longer pending leave the queue.
-        let pending: std::collections::BTreeSet<&str> =
-            units.iter().map(|u| u.key.as_str()).collect();
-        self.backoff.retain(|key, _| pending.contains(key.as_str()));
-        if units.is_empty() {
-            return report;
         }
         let started = std::time::Instant::now();
         let budget = std::time::Duration::from_millis(self.config.round_budget_ms);
@@ -531,13 +533,6 @@ impl Scheduler {
         let order = self.order(now_ms, policy, &units, &mut report);
         for (position, &i) in order.iter().enumerate() {
             let unit = &units[i];
-            if self
-                .backoff
-                .get(&unit.key)
-                .is_some_and(|b| b.until_ms > now_ms)
-            {
-                continue;
-            }
             if !budget.is_zero() && started.elapsed() > budget {
                 report.decisions.push(Decision::Deferred {
                     units: (order.len() - position) as u32,
@@ -555,11 +550,11 @@ impl Scheduler {
                 attempt = self.schedule_unit(now_ms, fallback, i, unit, &mut to_bind, &mut report);
             }
             match attempt {
-                Attempt::Progress => {
-                    self.backoff.remove(&unit.key);
-                }
-                Attempt::Failed | Attempt::PolicyFailed => self.back_off(&unit.key, now_ms),
-                Attempt::Binding | Attempt::Gated => {}
+                Attempt::Progress => self.queue.settled(&unit.key),
+                Attempt::Failed => self.set_back(unit, Setback::Unschedulable, now_ms),
+                Attempt::PolicyFailed => self.set_back(unit, Setback::Error, now_ms),
+                Attempt::Gated => self.set_back(unit, Setback::Gated, now_ms),
+                Attempt::Binding => {}
             }
         }
         self.bind_round(now_ms, &units, to_bind, binder, scaler, &mut report);
@@ -669,13 +664,14 @@ impl Scheduler {
                     kept,
                 });
                 match group.gang {
-                    Some(_) => self.back_off(&unit.key, now_ms),
+                    Some(_) => self.set_back(unit, Setback::Error, now_ms),
                     None => {
                         lone.entry(group.unit).or_insert(false);
                     }
                 }
                 continue;
             }
+            self.cluster.note_placed();
             for ((pod, node), (node_name, _)) in group.pods.iter().zip(outcome) {
                 self.cluster.set_state(pod, PodState::Bound(*node));
                 report.decisions.push(Decision::Bound {
@@ -686,7 +682,7 @@ impl Scheduler {
             self.last_admit_ms = now_ms;
             match group.gang {
                 Some(size) => {
-                    self.backoff.remove(&unit.key);
+                    self.queue.settled(&unit.key);
                     self.admitted(now_ms, unit, size, &group.pods, scaler, report);
                 }
                 None => {
@@ -696,9 +692,9 @@ impl Scheduler {
         }
         for (i, any_bound) in lone {
             if any_bound {
-                self.backoff.remove(&units[i].key);
+                self.queue.settled(&units[i].key);
             } else {
-                self.back_off(&units[i].key, now_ms);
+                self.set_back(&units[i], Setback::Error, now_ms);
             }
         }
     }
@@ -735,17 +731,16 @@ impl Scheduler {
         }
     }
 
-    fn back_off(&mut self, key: &str, now_ms: u64) {
-        let (initial, max) = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
-        let b = self.backoff.entry(key.to_string()).or_insert(Backoff {
-            attempts: 0,
-            until_ms: now_ms,
+    /// Put `unit` back in the queue after an attempt that did not bind it.
+    fn set_back(&mut self, unit: &UnitPlan, setback: Setback, now_ms: u64) {
+        let wants_placed = unit.pods.iter().any(|k| {
+            self.cluster.pod(k).is_some_and(|(p, _)| {
+                !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty()
+            })
         });
-        b.attempts = b.attempts.saturating_add(1);
-        let wait = initial
-            .saturating_mul(1u64 << (b.attempts - 1).min(32))
-            .min(max);
-        b.until_ms = now_ms.saturating_add(wait);
+        let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
+        self.queue
+            .set_back(&unit.key, setback, wants_placed, now_ms, backoff);
     }
 
     fn schedule_unit(

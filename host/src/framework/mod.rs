@@ -11,6 +11,7 @@ mod filters;
 mod io;
 mod model;
 mod preferences;
+mod queue;
 mod scale;
 mod selector;
 

@@ -142,6 +142,25 @@ impl Node {
             unschedulable: false,
         }
     }
+
+    /// Whether a pod that did not fit on `old` might fit on `self` (kube
+    /// scheduler's queueing hints for a node update): more of some
+    /// resource, a cordon lifted, or labels or taints changed. A status
+    /// heartbeat changes none of these.
+    pub(crate) fn may_admit_more_than(&self, old: &Node) -> bool {
+        let a = (self.allocatable, old.allocatable);
+        a.0.cpu_milli > a.1.cpu_milli
+            || a.0.memory_mib > a.1.memory_mib
+            || a.0.gpus > a.1.gpus
+            || self
+                .extended
+                .iter()
+                .any(|(k, &v)| v > old.extended.get(k).copied().unwrap_or(0))
+            || self.max_pods.unwrap_or(u32::MAX) > old.max_pods.unwrap_or(u32::MAX)
+            || (old.unschedulable && !self.unschedulable)
+            || self.labels != old.labels
+            || self.taints != old.taints
+    }
 }
 
 /// What a task does in a training job.

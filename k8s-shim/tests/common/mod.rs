@@ -489,7 +489,7 @@ impl Scheduler {
         std::fs::create_dir_all(&dir).unwrap();
         let metrics = format!("127.0.0.1:{}", free_port());
         let config = format!(
-            "schedulerName: {}\npolicy: {policy}\nmetricsAddr: {metrics}\ncacheDir: {}\nroundIntervalMs: 100\n{extra}",
+            "schedulerName: {}\npolicy: {policy}\nmetricsAddr: {metrics}\ncacheDir: {}\n{extra}",
             s.scheduler_name(),
             dir.join("cache").display()
         );

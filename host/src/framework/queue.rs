@@ -1,0 +1,284 @@
+//! Which pending units a round tries: kube-scheduler's scheduling queue,
+//! reduced to what rounds need.
+//!
+//! A unit that was found unschedulable waits in the unschedulable pool until
+//! a cluster change that could let it fit (room freed, a node added or
+//! grown, its own pods or job changed; see [`Changes`]) or until the longest
+//! backoff has passed, as kube-scheduler's queueing hints and its periodic
+//! flush do. A woken unit is tried in the next round even inside its
+//! backoff, as kube-scheduler pops the backoff queue when nothing else is
+//! active: that is what lets a gang start the moment the job blocking it
+//! ends. A unit whose attempt failed for another reason (the policy failed,
+//! a bind failed) waits out its backoff alone; no cluster change helps it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Cluster changes since the last round that may let a waiting unit fit.
+/// The cluster records them as drivers change it; a round consumes them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Changes {
+    /// Room may have appeared on some node: a pod left it, a node was added,
+    /// grew, lost a taint, was uncordoned or relabelled, a placed pod's
+    /// labels changed. Wakes every waiting unit.
+    pub(crate) room: bool,
+    /// A pod now holds a node: it can satisfy another pod's required pod
+    /// affinity or even a topology spread. Wakes units with such terms.
+    pub(crate) placed: bool,
+    /// Jobs whose spec or pods changed, by job name.
+    pub(crate) jobs: BTreeSet<String>,
+    /// Pods whose spec changed (gates removed, labels), by key.
+    pub(crate) pods: BTreeSet<String>,
+}
+
+impl Changes {
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+}
+
+/// Why a unit's attempt did not bind it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Setback {
+    /// No node fits it now, or permit rejected it: wait for a change.
+    Unschedulable,
+    /// Not tried: its pods are gated or not all present. Waits for a change
+    /// to them, without counting as an attempt.
+    Gated,
+    /// The policy or a bind failed: wait out the backoff.
+    Error,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    attempts: u32,
+    /// When the unit may be tried again with no change: the end of its
+    /// backoff, or for a parked unit the end of the longest backoff.
+    retry_ms: u64,
+    /// When it was put back: its position among units of equal priority,
+    /// as kube-scheduler orders by the time a pod was re-added.
+    since_ms: u64,
+    /// In the unschedulable pool: a relevant change wakes it early.
+    parked: bool,
+    /// Its pods carry required pod affinity or a topology spread, so a pod
+    /// placed anywhere may help it.
+    wants_placed: bool,
+}
+
+/// Units that failed an attempt and are not to be tried in every round, by
+/// unit key (`job/NAME` or `pod/KEY`). A unit not here is tried at once.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Queue {
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Queue {
+    /// Whether `key` may be tried in a round at `now_ms`.
+    pub(crate) fn ready(&self, key: &str, now_ms: u64) -> bool {
+        self.entries.get(key).is_none_or(|e| e.retry_ms <= now_ms)
+    }
+
+    /// When the unit was last put back, if it was.
+    pub(crate) fn since_ms(&self, key: &str) -> Option<u64> {
+        self.entries.get(key).map(|e| e.since_ms)
+    }
+
+    /// The earliest time after `now_ms` at which a unit becomes ready with
+    /// no change.
+    pub(crate) fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
+        self.entries
+            .values()
+            .map(|e| e.retry_ms)
+            .filter(|&t| t > now_ms)
+            .min()
+    }
+
+    /// Forget units that are no longer pending.
+    pub(crate) fn retain(&mut self, pending: &BTreeSet<&str>) {
+        self.entries.retain(|key, _| pending.contains(key.as_str()));
+    }
+
+    /// The unit made progress (admitted, bound, waiting in permit).
+    pub(crate) fn settled(&mut self, key: &str) {
+        self.entries.remove(key);
+    }
+
+    /// The unit's attempt at `now_ms` came to `setback`. Backoffs double
+    /// from `initial_ms` with each attempt up to `max_ms`; a parked unit is
+    /// flushed back after `max_ms` whatever happens.
+    pub(crate) fn set_back(
+        &mut self,
+        key: &str,
+        setback: Setback,
+        wants_placed: bool,
+        now_ms: u64,
+        (initial_ms, max_ms): (u64, u64),
+    ) {
+        let e = self.entries.entry(key.to_string()).or_insert(Entry {
+            attempts: 0,
+            retry_ms: now_ms,
+            since_ms: now_ms,
+            parked: false,
+            wants_placed,
+        });
+        e.wants_placed = wants_placed;
+        let wait = match setback {
+            Setback::Unschedulable | Setback::Gated => {
+                if setback == Setback::Unschedulable {
+                    e.attempts = e.attempts.saturating_add(1);
+                    e.since_ms = now_ms;
+                }
+                e.parked = true;
+                max_ms
+            }
+            Setback::Error => {
+                e.attempts = e.attempts.saturating_add(1);
+                e.since_ms = now_ms;
+                e.parked = false;
+                initial_ms
+                    .saturating_mul(1u64 << (e.attempts.max(1) - 1).min(32))
+                    .min(max_ms)
+            }
+        };
+        e.retry_ms = now_ms.saturating_add(wait);
+    }
+
+    /// Wake the parked units `changes` may help: they are ready at `now_ms`.
+    pub(crate) fn wake(&mut self, changes: &Changes, now_ms: u64) {
+        if changes.is_empty() {
+            return;
+        }
+        for (key, e) in &mut self.entries {
+            if !e.parked || e.retry_ms <= now_ms {
+                continue;
+            }
+            let concerned = changes.room
+                || (changes.placed && e.wants_placed)
+                || key
+                    .strip_prefix("job/")
+                    .is_some_and(|job| changes.jobs.contains(job))
+                || key
+                    .strip_prefix("pod/")
+                    .is_some_and(|pod| changes.pods.contains(pod));
+            if concerned {
+                e.parked = false;
+                e.retry_ms = now_ms;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BACKOFF: (u64, u64) = (1_000, 10_000);
+
+    fn pending<'a>(keys: &[&'a str]) -> BTreeSet<&'a str> {
+        keys.iter().copied().collect()
+    }
+
+    #[test]
+    fn an_unschedulable_unit_waits_for_a_change_or_the_longest_backoff() {
+        let mut q = Queue::default();
+        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
+        assert!(!q.ready("job/a", 1_000), "not on the first backoff step");
+        assert!(!q.ready("job/a", 9_999));
+        assert!(
+            q.ready("job/a", 10_000),
+            "flushed after the longest backoff"
+        );
+        assert_eq!(q.next_retry_ms(0), Some(10_000));
+    }
+
+    #[test]
+    fn freed_room_wakes_every_parked_unit_at_once() {
+        let mut q = Queue::default();
+        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("pod/ns/p", Setback::Unschedulable, false, 0, BACKOFF);
+        q.wake(
+            &Changes {
+                room: true,
+                ..Changes::default()
+            },
+            300,
+        );
+        assert!(q.ready("job/a", 300));
+        assert!(q.ready("pod/ns/p", 300));
+        assert_eq!(q.since_ms("job/a"), Some(0), "keeps its place in line");
+    }
+
+    #[test]
+    fn a_placed_pod_wakes_only_units_with_pod_affinity_or_spread() {
+        let mut q = Queue::default();
+        q.set_back("job/plain", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/affine", Setback::Unschedulable, true, 0, BACKOFF);
+        q.wake(
+            &Changes {
+                placed: true,
+                ..Changes::default()
+            },
+            10,
+        );
+        assert!(!q.ready("job/plain", 10));
+        assert!(q.ready("job/affine", 10));
+    }
+
+    #[test]
+    fn a_change_to_a_job_or_pod_wakes_that_unit_alone() {
+        let mut q = Queue::default();
+        for key in ["job/a", "job/b", "pod/ns/p", "pod/ns/q"] {
+            q.set_back(key, Setback::Gated, false, 0, BACKOFF);
+        }
+        let changes = Changes {
+            jobs: ["a".to_string()].into(),
+            pods: ["ns/q".to_string()].into(),
+            ..Changes::default()
+        };
+        q.wake(&changes, 5);
+        assert!(q.ready("job/a", 5));
+        assert!(q.ready("pod/ns/q", 5));
+        assert!(!q.ready("job/b", 5));
+        assert!(!q.ready("pod/ns/p", 5));
+    }
+
+    #[test]
+    fn errors_back_off_doubling_and_no_change_wakes_them() {
+        let mut q = Queue::default();
+        let steps: Vec<u64> = (0..6)
+            .map(|_| {
+                q.set_back("job/a", Setback::Error, false, 0, BACKOFF);
+                q.next_retry_ms(0).unwrap_or(0)
+            })
+            .collect();
+        assert_eq!(steps, [1_000, 2_000, 4_000, 8_000, 10_000, 10_000]);
+        q.wake(
+            &Changes {
+                room: true,
+                ..Changes::default()
+            },
+            1,
+        );
+        assert!(!q.ready("job/a", 1));
+    }
+
+    #[test]
+    fn gated_units_do_not_count_attempts() {
+        let mut q = Queue::default();
+        q.set_back("job/a", Setback::Gated, false, 0, BACKOFF);
+        q.set_back("job/a", Setback::Gated, false, 0, BACKOFF);
+        q.set_back("job/a", Setback::Error, false, 0, BACKOFF);
+        assert_eq!(q.next_retry_ms(0), Some(1_000), "first attempt's backoff");
+    }
+
+    #[test]
+    fn settled_and_vanished_units_leave_the_queue() {
+        let mut q = Queue::default();
+        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/b", Setback::Unschedulable, false, 0, BACKOFF);
+        q.settled("job/a");
+        assert!(q.ready("job/a", 0));
+        q.retain(&pending(&["job/a"]));
+        assert!(q.ready("job/b", 0));
+        assert_eq!(q.next_retry_ms(0), None);
+    }
+}
