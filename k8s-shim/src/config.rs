@@ -64,6 +64,11 @@ pub struct Config {
     /// number bounds Scheduled Events in flight. 1 binds one at a time.
     #[serde(default = "default_bind_concurrency")]
     pub bind_concurrency: usize,
+    /// `/healthz` fails once the scheduling thread has been busy with one
+    /// batch of work (a round, the scale step, applying events) for longer
+    /// than this, or has stopped: a liveness probe then restarts it.
+    #[serde(default = "default_stuck_after")]
+    pub stuck_after_seconds: u64,
 }
 
 /// What to do when the policy fails.
@@ -111,6 +116,9 @@ fn default_scale_interval() -> f64 {
 }
 fn default_bind_concurrency() -> usize {
     32
+}
+fn default_stuck_after() -> u64 {
+    120
 }
 /// More would be one HTTP/1.1 connection each to the API server for little
 /// gain (its own in-flight limit for mutations is 200 by default).
@@ -165,6 +173,9 @@ impl Config {
                 "bindConcurrency must be 1 to {MAX_BIND_CONCURRENCY}, got {}",
                 self.bind_concurrency
             );
+        }
+        if self.stuck_after_seconds == 0 {
+            bail!("stuckAfterSeconds must be at least 1");
         }
         match (self.client_qps, self.client_burst) {
             (None, Some(_)) => bail!("clientBurst needs clientQps"),

@@ -1,6 +1,7 @@
 //! `/metrics`, `/healthz` and `/readyz`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -13,8 +14,9 @@ use crate::metrics::Metrics;
 ///
 /// # Errors
 /// The address cannot be bound.
-pub async fn spawn(addr: &str, metrics: Arc<Metrics>) -> Result<()> {
+pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> Result<()> {
     let m1 = metrics.clone();
+    let m2 = metrics.clone();
     let app = Router::new()
         .route(
             "/metrics",
@@ -23,7 +25,19 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>) -> Result<()> {
                 async move { ([("content-type", "text/plain; version=0.0.4")], m.render()) }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let m = m2.clone();
+                async move {
+                    let now = crate::run::now_ms();
+                    match m.health.check(now, stuck_after.as_millis() as u64) {
+                        Ok(()) => (StatusCode::OK, "ok".to_string()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

@@ -1,6 +1,6 @@
 //! Prometheus metrics, and the policy wrapper that times every hook.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use dragon_host::runtime::{CallError, Hooks, PolicyInfo, wit};
@@ -38,6 +38,65 @@ pub struct Metrics {
     pub rounds_over_budget: Counter,
     /// Set once the first full list of the cluster has been applied.
     pub ready: AtomicBool,
+    /// The scheduling thread's liveness, for `/healthz`.
+    pub health: Health,
+}
+
+/// What `/healthz` judges: whether the scheduling thread runs, and since
+/// when it has been busy with its current batch of work.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Unix ms at which the current batch began; 0 while the thread waits.
+    busy_since_ms: AtomicU64,
+    /// Set while the thread runs; cleared when it returns or panics.
+    running: AtomicBool,
+}
+
+impl Health {
+    /// The thread starts; the guard marks it stopped when dropped (also on
+    /// a panic).
+    pub fn start(&self) -> RunningGuard<'_> {
+        self.running.store(true, Ordering::Relaxed);
+        RunningGuard(self)
+    }
+
+    /// The thread begins a batch of work at `now_ms`.
+    pub fn busy(&self, now_ms: u64) {
+        self.busy_since_ms.store(now_ms.max(1), Ordering::Relaxed);
+    }
+
+    /// The thread waits for work again.
+    pub fn idle(&self) {
+        self.busy_since_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// `Err(why)` when the thread has stopped or has been busy for longer
+    /// than `stuck_after_ms` at `now_ms`.
+    pub fn check(&self, now_ms: u64, stuck_after_ms: u64) -> Result<(), String> {
+        if !self.running.load(Ordering::Relaxed) {
+            return Err("the scheduling thread has stopped".into());
+        }
+        let since = self.busy_since_ms.load(Ordering::Relaxed);
+        let busy = now_ms.saturating_sub(since);
+        if since != 0 && busy > stuck_after_ms {
+            return Err(format!(
+                "the scheduling thread has been busy with one round for {} s (limit {} s)",
+                busy / 1000,
+                stuck_after_ms / 1000
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Marks [`Health`] stopped when dropped.
+pub struct RunningGuard<'a>(&'a Health);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Relaxed);
+        self.0.idle();
+    }
 }
 
 fn hook_histogram() -> Histogram {
@@ -123,6 +182,7 @@ impl Metrics {
             policy_suspended,
             rounds_over_budget,
             ready: AtomicBool::new(false),
+            health: Health::default(),
         }
     }
 
@@ -219,6 +279,35 @@ impl Hooks for Timed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_fails_when_the_thread_is_busy_too_long_or_has_stopped() {
+        let h = Health::default();
+        assert!(h.check(0, 1_000).is_err(), "not started yet");
+        let guard = h.start();
+        assert_eq!(h.check(5_000, 1_000), Ok(()), "waiting for work");
+        h.busy(5_000);
+        assert_eq!(h.check(6_000, 1_000), Ok(()));
+        let err = h.check(7_500, 1_000).unwrap_err();
+        assert!(err.contains("busy with one round for 2 s"), "{err}");
+        h.idle();
+        assert_eq!(h.check(60_000, 1_000), Ok(()));
+        drop(guard);
+        assert!(h.check(60_000, 1_000).unwrap_err().contains("stopped"));
+    }
+
+    #[test]
+    fn a_panicking_thread_marks_health_stopped() {
+        let m = std::sync::Arc::new(Metrics::new());
+        let m2 = m.clone();
+        let _ = std::thread::spawn(move || {
+            let _running = m2.health.start();
+            m2.health.busy(1);
+            panic!("a bug in a round");
+        })
+        .join();
+        assert!(m.health.check(2, 1_000).unwrap_err().contains("stopped"));
+    }
 
     #[test]
     fn metrics_render_in_prometheus_text_format() {

@@ -35,6 +35,8 @@ enum Msg {
     },
     /// This replica became the leader (true) or stopped leading.
     Leading(bool),
+    /// SIGTERM or Ctrl-C: finish what is under way and return.
+    Shutdown,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,7 +51,7 @@ enum Kind {
 /// How many kinds are watched: scheduling starts once each is listed.
 const KINDS: usize = 5;
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -226,14 +228,19 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
     }
 
-    crate::http::spawn(&config.metrics_addr, metrics.clone()).await?;
+    crate::http::spawn(
+        &config.metrics_addr,
+        metrics.clone(),
+        Duration::from_secs(config.stuck_after_seconds),
+    )
+    .await?;
 
     // Everything the scheduling thread reacts to arrives on one channel, so
     // it sleeps until there is something to do.
     let (tx, rx) = mpsc::channel();
 
     // Leader election: followers keep their snapshot current but do not act.
-    let _leader_task = if config.leader_election.enabled {
+    let leader = if config.leader_election.enabled {
         let le = &config.leader_election;
         let identity = format!("{}-{}", hostname(), std::process::id());
         let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &le.lease_name)
@@ -247,7 +254,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         let (mut lease, task) = manager.watch().await;
         let tx = tx.clone();
         let m = metrics.clone();
-        tokio::spawn(async move {
+        // Owns the lease's receiver: aborting it closes the channel, which
+        // makes the manager release the Lease and return.
+        let forward = tokio::spawn(async move {
             loop {
                 let is = *lease.borrow_and_update();
                 m.leader.set(i64::from(is));
@@ -259,7 +268,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 }
             }
         });
-        Some(task)
+        Some((forward, task))
     } else {
         metrics.leader.set(1);
         None
@@ -312,7 +321,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         |v| Event::Volume(Box::new(v)),
         |v| v.name_any(),
     );
-    drop(tx);
+    let stop = tx;
 
     let handle = tokio::runtime::Handle::current();
     let io = KubeIo::new(
@@ -349,12 +358,55 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
-        _ = term.recv() => tracing::info!("terminated"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; finishing the round under way"),
+        _ = term.recv() => tracing::info!("terminated; finishing the round under way"),
     }
-    drop(worker);
+    shut_down(stop, worker, leader, config.scheduling.round_budget_ms).await;
     Ok(())
 }
+
+/// Stop in order: the scheduling thread finishes its round (its binds and
+/// Events are sent, so no gang is left half bound), then the Lease is
+/// released so a standby need not wait for it to expire.
+async fn shut_down(
+    stop: mpsc::Sender<Msg>,
+    worker: std::thread::JoinHandle<()>,
+    leader: Option<LeaderTasks>,
+    round_budget_ms: u64,
+) {
+    let started = Instant::now();
+    let _ = stop.send(Msg::Shutdown);
+    // A round is bounded by its budget plus its binds; past that, leave.
+    let limit = Duration::from_millis(round_budget_ms.max(10_000)).saturating_mul(3);
+    let joined = tokio::task::spawn_blocking(move || worker.join());
+    match tokio::time::timeout(limit, joined).await {
+        Ok(Ok(Ok(()))) => tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "scheduling stopped"
+        ),
+        Ok(_) => tracing::error!("the scheduling thread failed"),
+        Err(_) => tracing::error!(
+            seconds = limit.as_secs(),
+            "the scheduling thread did not stop in time; leaving"
+        ),
+    }
+    if let Some((forward, task)) = leader {
+        forward.abort();
+        let _ = forward.await;
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(_))) => tracing::info!("lease released"),
+            Ok(Ok(Err(e))) => tracing::warn!("cannot release the lease: {e}"),
+            Ok(Err(e)) => tracing::warn!("cannot release the lease: {e}"),
+            Err(_) => tracing::warn!("cannot release the lease: no answer in 5 s"),
+        }
+    }
+}
+
+/// The task forwarding leadership changes, and the lease manager's.
+type LeaderTasks = (
+    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+);
 
 fn hostname() -> String {
     std::env::var("HOSTNAME")
@@ -393,20 +445,28 @@ impl Loop {
     /// fixed period: the framework's queue decides which units a change
     /// may help.
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
+        let metrics = self.metrics.clone();
+        let _running = metrics.health.start();
         let mut dirty = true;
         let mut last_scale = Instant::now();
         loop {
+            metrics.health.idle();
             let scale_in = self.scale_interval.saturating_sub(last_scale.elapsed());
             let retry_in = self
                 .next_retry_ms
                 .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
             let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
-            match rx.recv_timeout(timeout) {
+            let first = rx.recv_timeout(timeout);
+            metrics.health.busy(now_ms());
+            match first {
                 Ok(msg) => {
-                    self.handle(msg);
+                    let mut stop = self.handle(msg);
                     // Apply everything already queued before deciding.
                     while let Ok(msg) = rx.try_recv() {
-                        self.handle(msg);
+                        stop |= self.handle(msg);
+                    }
+                    if stop {
+                        return;
                     }
                     dirty = true;
                 }
@@ -432,10 +492,12 @@ impl Loop {
         }
     }
 
-    fn handle(&mut self, msg: Msg) {
+    /// Apply one message; true when it asks the thread to stop.
+    fn handle(&mut self, msg: Msg) -> bool {
         match msg {
             Msg::Event(e) => self.snapshot.apply(e),
             Msg::Leading(is) => self.leading = is,
+            Msg::Shutdown => return true,
             Msg::Listed { kind, keys } => {
                 // Drop what vanished while we were not watching.
                 let stale: Vec<Event> = match kind {
@@ -478,6 +540,7 @@ impl Loop {
                 }
             }
         }
+        false
     }
 
     /// Learn scale targets from PodGroup annotations, and each target's
@@ -539,13 +602,31 @@ impl Loop {
                 Decision::Bound { pod, .. } => {
                     self.last_reason.remove(pod);
                 }
-                Decision::Admitted { unit, pods, .. } => {
+                Decision::Admitted {
+                    unit,
+                    pods,
+                    workers,
+                    nodes,
+                } => {
                     Metrics::inc(&m.attempts, "result", "scheduled");
                     if let Some(job) = unit.strip_prefix("job/") {
-                        if let Some(j) = self.snapshot.sched.cluster.job(job) {
-                            m.gang_wait_seconds
-                                .observe(now.saturating_sub(j.arrival_ms) as f64 / 1e3);
+                        let waited_ms = self
+                            .snapshot
+                            .sched
+                            .cluster
+                            .job(job)
+                            .map(|j| now.saturating_sub(j.arrival_ms));
+                        if let Some(ms) = waited_ms {
+                            m.gang_wait_seconds.observe(ms as f64 / 1e3);
                         }
+                        tracing::info!(
+                            gang = job,
+                            pods,
+                            workers,
+                            nodes,
+                            waited_ms,
+                            "gang admitted"
+                        );
                         self.io.podgroup_status(job, "Scheduled", *pods);
                     }
                 }
@@ -563,12 +644,23 @@ impl Loop {
                 }
                 Decision::Rejected { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "rejected");
+                    tracing::info!(unit, reason, "gang released by permit");
                     self.explain(unit, &format!("gang rejected by permit: {reason}"));
                 }
                 Decision::BindFailed {
-                    unit, reason, kept, ..
+                    unit,
+                    pod,
+                    reason,
+                    kept,
                 } => {
                     Metrics::inc(&m.attempts, "result", "error");
+                    tracing::info!(
+                        unit,
+                        pod,
+                        reason,
+                        kept = kept.len(),
+                        "gang released: a bind failed"
+                    );
                     let what = if kept.is_empty() {
                         "gang released".to_string()
                     } else {
@@ -592,7 +684,12 @@ impl Loop {
                     workers,
                     reason,
                 } => {
-                    tracing::info!(unit, workers, reason, "admitted below the requested size");
+                    tracing::info!(
+                        unit,
+                        workers,
+                        reason,
+                        "gang resized: admitted below the requested size"
+                    );
                 }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
                 Decision::Deferred { units, budget_ms } => {

@@ -200,9 +200,10 @@ impl Cluster {
         self.changes.placed = true;
     }
 
+    /// The unit of `job` changed (a member came, went or changed).
     fn note_job(&mut self, job: Option<&String>) {
-        if let Some(job) = job {
-            self.changes.jobs.insert(job.clone());
+        if let Some(e) = job.and_then(|j| self.jobs.get(j)) {
+            self.changes.units.insert(e.unit_id);
         }
     }
 
@@ -272,8 +273,8 @@ impl Cluster {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
                 self.anti_affine.remove(&e.pod.key);
-                if let Some(job) = &e.pod.job {
-                    self.changes.jobs.insert(job.clone());
+                if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
+                    self.changes.units.insert(j.unit_id);
                 }
             }
         }
@@ -297,10 +298,10 @@ impl Cluster {
 
     /// Add or update a job.
     pub fn upsert_job(&mut self, job: Job) {
-        if self.jobs.get(&job.name).is_none_or(|e| e.job != job) {
-            self.changes.jobs.insert(job.name.clone());
-        }
         if let Some(e) = self.jobs.get_mut(&job.name) {
+            if e.job != job {
+                self.changes.units.insert(e.unit_id);
+            }
             e.job = job;
         } else {
             let unit_id = self.unit_id();
@@ -416,8 +417,9 @@ impl Cluster {
             // scheduler while reserved here): room there.
             self.changes.room |= e.state.node().is_some_and(|old| old != n);
             self.changes.placed = true;
-            let job = e.pod.job.clone();
-            self.note_job(job.as_ref());
+            if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
+                self.changes.units.insert(j.unit_id);
+            }
             self.set_state(key, PodState::Bound(n));
         }
         Ok(())
@@ -430,9 +432,9 @@ impl Cluster {
             && e.pod.scheduling_gates != gates
         {
             e.pod.scheduling_gates = gates;
-            self.changes.pods.insert(key.to_string());
-            if let Some(job) = &e.pod.job {
-                self.changes.jobs.insert(job.clone());
+            self.changes.units.insert(e.unit_id);
+            if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
+                self.changes.units.insert(j.unit_id);
             }
         }
     }
@@ -449,9 +451,9 @@ impl Cluster {
                 self.changes.room = true;
                 self.changes.placed = true;
             }
-            self.changes.pods.insert(key.to_string());
-            if let Some(job) = &e.pod.job {
-                self.changes.jobs.insert(job.clone());
+            self.changes.units.insert(e.unit_id);
+            if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
+                self.changes.units.insert(j.unit_id);
             }
         }
     }

@@ -739,8 +739,14 @@ impl Scheduler {
             })
         });
         let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
-        self.queue
-            .set_back(&unit.key, setback, wants_placed, now_ms, backoff);
+        self.queue.set_back(
+            &unit.key,
+            unit.wit.id,
+            setback,
+            wants_placed,
+            now_ms,
+            backoff,
+        );
     }
 
     fn schedule_unit(

@@ -24,10 +24,10 @@ pub(crate) struct Changes {
     /// A pod now holds a node: it can satisfy another pod's required pod
     /// affinity or even a topology spread. Wakes units with such terms.
     pub(crate) placed: bool,
-    /// Jobs whose spec or pods changed, by job name.
-    pub(crate) jobs: BTreeSet<String>,
-    /// Pods whose spec changed (gates removed, labels), by key.
-    pub(crate) pods: BTreeSet<String>,
+    /// Units whose own pods or job changed (a member added or removed, a
+    /// gate lifted, the job resized), by unit id: a job's, or a pod's when
+    /// it is scheduled on its own.
+    pub(crate) units: BTreeSet<u64>,
 }
 
 impl Changes {
@@ -50,6 +50,8 @@ pub(crate) enum Setback {
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
+    /// The unit's id (see [`Changes::units`]).
+    id: u64,
     attempts: u32,
     /// When the unit may be tried again with no change: the end of its
     /// backoff, or for a parked unit the end of the longest backoff.
@@ -108,12 +110,14 @@ impl Queue {
     pub(crate) fn set_back(
         &mut self,
         key: &str,
+        id: u64,
         setback: Setback,
         wants_placed: bool,
         now_ms: u64,
         (initial_ms, max_ms): (u64, u64),
     ) {
         let e = self.entries.entry(key.to_string()).or_insert(Entry {
+            id,
             attempts: 0,
             retry_ms: now_ms,
             since_ms: now_ms,
@@ -147,18 +151,12 @@ impl Queue {
         if changes.is_empty() {
             return;
         }
-        for (key, e) in &mut self.entries {
+        for e in self.entries.values_mut() {
             if !e.parked || e.retry_ms <= now_ms {
                 continue;
             }
-            let concerned = changes.room
-                || (changes.placed && e.wants_placed)
-                || key
-                    .strip_prefix("job/")
-                    .is_some_and(|job| changes.jobs.contains(job))
-                || key
-                    .strip_prefix("pod/")
-                    .is_some_and(|pod| changes.pods.contains(pod));
+            let concerned =
+                changes.room || (changes.placed && e.wants_placed) || changes.units.contains(&e.id);
             if concerned {
                 e.parked = false;
                 e.retry_ms = now_ms;
@@ -180,7 +178,7 @@ mod tests {
     #[test]
     fn an_unschedulable_unit_waits_for_a_change_or_the_longest_backoff() {
         let mut q = Queue::default();
-        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
         assert!(!q.ready("job/a", 1_000), "not on the first backoff step");
         assert!(!q.ready("job/a", 9_999));
         assert!(
@@ -193,8 +191,8 @@ mod tests {
     #[test]
     fn freed_room_wakes_every_parked_unit_at_once() {
         let mut q = Queue::default();
-        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("pod/ns/p", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("pod/ns/p", 2, Setback::Unschedulable, false, 0, BACKOFF);
         q.wake(
             &Changes {
                 room: true,
@@ -210,8 +208,8 @@ mod tests {
     #[test]
     fn a_placed_pod_wakes_only_units_with_pod_affinity_or_spread() {
         let mut q = Queue::default();
-        q.set_back("job/plain", Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("job/affine", Setback::Unschedulable, true, 0, BACKOFF);
+        q.set_back("job/plain", 1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/affine", 2, Setback::Unschedulable, true, 0, BACKOFF);
         q.wake(
             &Changes {
                 placed: true,
@@ -226,12 +224,14 @@ mod tests {
     #[test]
     fn a_change_to_a_job_or_pod_wakes_that_unit_alone() {
         let mut q = Queue::default();
-        for key in ["job/a", "job/b", "pod/ns/p", "pod/ns/q"] {
-            q.set_back(key, Setback::Gated, false, 0, BACKOFF);
+        for (id, key) in ["job/a", "job/b", "pod/ns/p", "pod/ns/q"]
+            .iter()
+            .enumerate()
+        {
+            q.set_back(key, id as u64, Setback::Gated, false, 0, BACKOFF);
         }
         let changes = Changes {
-            jobs: ["a".to_string()].into(),
-            pods: ["ns/q".to_string()].into(),
+            units: [0, 3].into(),
             ..Changes::default()
         };
         q.wake(&changes, 5);
@@ -246,7 +246,7 @@ mod tests {
         let mut q = Queue::default();
         let steps: Vec<u64> = (0..6)
             .map(|_| {
-                q.set_back("job/a", Setback::Error, false, 0, BACKOFF);
+                q.set_back("job/a", 1, Setback::Error, false, 0, BACKOFF);
                 q.next_retry_ms(0).unwrap_or(0)
             })
             .collect();
@@ -264,17 +264,17 @@ mod tests {
     #[test]
     fn gated_units_do_not_count_attempts() {
         let mut q = Queue::default();
-        q.set_back("job/a", Setback::Gated, false, 0, BACKOFF);
-        q.set_back("job/a", Setback::Gated, false, 0, BACKOFF);
-        q.set_back("job/a", Setback::Error, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Error, false, 0, BACKOFF);
         assert_eq!(q.next_retry_ms(0), Some(1_000), "first attempt's backoff");
     }
 
     #[test]
     fn settled_and_vanished_units_leave_the_queue() {
         let mut q = Queue::default();
-        q.set_back("job/a", Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("job/b", Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back("job/b", 2, Setback::Unschedulable, false, 0, BACKOFF);
         q.settled("job/a");
         assert!(q.ready("job/a", 0));
         q.retain(&pending(&["job/a"]));
