@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use tokio::runtime::Handle;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::ratelimit::TokenBucket;
 use crate::translate::SCALE_TARGET;
@@ -116,17 +116,21 @@ struct Events {
     in_flight: Arc<Semaphore>,
     /// Spawned and not yet finished (waiting for a permit included).
     queued: Arc<AtomicUsize>,
+    /// Notified when `queued` drops to zero.
+    drained: Arc<Notify>,
     /// Dropped because `queued` was at [`MAX_QUEUED_EVENTS`].
     dropped: Arc<AtomicU64>,
 }
 
 /// Decrements the queued count when a spawned event's task ends, however
 /// it ends (sent, refused, or cancelled with the runtime).
-struct Queued(Arc<AtomicUsize>);
+struct Queued(Arc<AtomicUsize>, Arc<Notify>);
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if self.0.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.1.notify_waiters();
+        }
     }
 }
 
@@ -212,7 +216,7 @@ impl Events {
             }
             return;
         }
-        let queued = Queued(self.queued.clone());
+        let queued = Queued(self.queued.clone(), self.drained.clone());
         let (api, ev) = self.build(pod, type_, reason, note);
         let (pod, reason) = (pod.to_string(), reason.to_string());
         let this = self.clone();
@@ -290,6 +294,7 @@ impl KubeIo {
                 bucket: None,
                 in_flight: Arc::new(Semaphore::new(bind_concurrency)),
                 queued: Arc::new(AtomicUsize::new(0)),
+                drained: Arc::new(Notify::new()),
                 dropped: Arc::new(AtomicU64::new(0)),
             },
             client,
@@ -321,6 +326,28 @@ impl KubeIo {
     pub fn event(&self, pod: &str, type_: &str, reason: &str, note: String) -> bool {
         self.events
             .publish_blocking(&self.handle, pod, type_, reason, note)
+    }
+
+    /// Wait up to `limit` for the Scheduled Events spawned so far to be
+    /// sent (on shutdown); how many were still queued when it gave up.
+    pub fn flush_events(&self, limit: std::time::Duration) -> usize {
+        let queued = &self.events.queued;
+        let drained = &self.events.drained;
+        self.handle.block_on(async {
+            let _ = tokio::time::timeout(limit, async {
+                loop {
+                    // Registered before the check, so a drain in between
+                    // is not missed.
+                    let notified = drained.notified();
+                    if queued.load(Ordering::Acquire) == 0 {
+                        return;
+                    }
+                    notified.await;
+                }
+            })
+            .await;
+        });
+        queued.load(Ordering::Acquire)
     }
 
     /// POST one Binding once the bucket gives its token; on success, the

@@ -376,8 +376,9 @@ async fn shut_down(
 ) {
     let started = Instant::now();
     let _ = stop.send(Msg::Shutdown);
-    // A round is bounded by its budget plus its binds; past that, leave.
-    let limit = Duration::from_millis(round_budget_ms.max(10_000)).saturating_mul(3);
+    // A round is bounded by its budget plus its binds and the Events flush;
+    // past that, leave (the deployment's grace period allows for it).
+    let limit = Duration::from_millis(round_budget_ms) + Duration::from_secs(20);
     let joined = tokio::task::spawn_blocking(move || worker.join());
     match tokio::time::timeout(limit, joined).await {
         Ok(Ok(Ok(()))) => tracing::info!(
@@ -466,6 +467,10 @@ impl Loop {
                         stop |= self.handle(msg);
                     }
                     if stop {
+                        let left = self.io.flush_events(Duration::from_secs(5));
+                        if left > 0 {
+                            tracing::warn!(events = left, "stopping with events unsent");
+                        }
                         return;
                     }
                     dirty = true;

@@ -412,6 +412,122 @@ async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
 }
 
 /// The hostile test policy, trapping in `score`, as a policy file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_gang_finishes_its_binds_releases_the_lease_and_the_standby_leads() {
+    let _g = serial();
+    let s = Scenario::new("sigterm").await;
+    s.node("a", 8).await;
+    // Two binds a second: a gang of six takes about three seconds to bind.
+    let config = "leaderElection: {enabled: true, namespace: sigterm, leaseName: dragon-e2e, leaseDurationSeconds: 10}\n\
+                  clientQps: 2\nclientBurst: 1\n";
+    let one = Scheduler::start(&s, "dragon", config);
+    let two = Scheduler::start(&s, "dragon", config);
+    until(30, "one leader", || async {
+        one.metric("dragon_is_leader") + two.metric("dragon_is_leader") == 1.0
+    })
+    .await;
+    let (mut leader, standby) = if one.metric("dragon_is_leader") == 1.0 {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    s.podgroup("g", 6, json!({})).await;
+    for i in 0..6 {
+        s.pod(&format!("g-worker-{i}"), Some(("g", "worker", i)), 1, None)
+            .await;
+    }
+    until(60, "the first member bound", || async {
+        bound(&s.placement("g-").await) >= 1
+    })
+    .await;
+    let at = Instant::now();
+    let status = leader.terminate(60);
+    let stopped = at.elapsed();
+    assert!(status.success(), "{status}:\n{}", leader.log());
+    // The round under way was finished before the process left.
+    let placement = s.placement("g-").await;
+    assert_eq!(bound(&placement), 6, "half bound at exit: {placement:?}");
+    let log = leader.log();
+    assert!(
+        log.contains("scheduling stopped") && log.contains("lease released"),
+        "{log}"
+    );
+    let lease: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(s.client.clone(), "sigterm");
+    let holder = lease
+        .get("dragon-e2e")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|l| l.holder_identity)
+        .filter(|h| !h.is_empty());
+    assert_eq!(holder, None, "the lease still names a holder");
+    until(30, "the standby to lead", || async {
+        standby.metric("dragon_is_leader") == 1.0
+    })
+    .await;
+    eprintln!(
+        "stopped {stopped:?} after SIGTERM; the standby led {:?} after SIGTERM (lease 10 s)",
+        at.elapsed()
+    );
+    s.pod("after-0", None, 1, None).await;
+    until(30, "the new leader binds", || async {
+        bound(&s.placement("after-").await) == 1
+    })
+    .await;
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_while_the_scheduling_thread_is_stuck_and_recovers() {
+    let _g = serial();
+    let s = Scenario::new("healthz").await;
+    // Two nodes: with one candidate there is nothing to score.
+    s.node("a", 8).await;
+    s.node("b", 8).await;
+    let dir = std::env::temp_dir().join(format!("dragon-e2e-healthz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hostile.wasm");
+    std::fs::write(&path, dragon_bundled::test_policies::HOSTILE).unwrap();
+    // Every score call spins to its 3 s deadline, no round budget and no
+    // breaker: a round over three pods holds the thread for about 9 s.
+    let sched = Scheduler::start(
+        &s,
+        path.to_str().unwrap(),
+        "settings: {fault: loop, hook: score}\nlimits: {deadline_ms: 3000}\n\
+         scheduling: {roundBudgetMs: 0, breaker: {failures: 0}}\nstuckAfterSeconds: 2\n",
+    );
+    assert_eq!(sched.get("/healthz").map(|(c, _)| c), Some(200));
+    for i in 0..3 {
+        s.pod(&format!("p-{i}"), None, 1, None).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        if let Some((503, body)) = sched.get("/healthz") {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never failed:\n{}",
+            sched.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(body.contains("busy with one round"), "{body}");
+    // Without pending pods the thread goes back to waiting: healthy again.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    for i in 0..3 {
+        let _ = pods
+            .delete(&format!("p-{i}"), &kube::api::DeleteParams::default())
+            .await;
+    }
+    until(60, "/healthz ok again", || async {
+        sched.get("/healthz").map(|(c, _)| c) == Some(200)
+    })
+    .await;
+    s.cleanup().await;
+}
+
 fn trapping_policy(dir: &std::path::Path) -> (std::path::PathBuf, &'static str) {
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("hostile.wasm");

@@ -556,6 +556,28 @@ impl Scheduler {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Send SIGTERM and wait up to `secs` for the process to exit.
+    pub fn terminate(&mut self, secs: u64) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dragon-scheduler still running {secs} s after SIGTERM:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Scheduler {
