@@ -403,14 +403,21 @@ fn bound(d: &[Decision]) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn an_unschedulable_unit_waits_for_room_and_is_tried_the_moment_it_appears() {
+/// Under the baseline, one node with one GPU: pod x took it in a round at
+/// 0 and pod y waits. Returns (scheduler, policy, x, y).
+fn one_gpu_taken() -> (Scheduler, dragon_host::runtime::WasmPolicy, String, String) {
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
     let x = add_gpu_pod(&mut s, "x", 0);
     let y = add_gpu_pod(&mut s, "y", 0);
-    round(&mut s, 0, &base); // x takes the GPU; y waits
+    round(&mut s, 0, &base);
+    (s, base, x, y)
+}
+
+#[test]
+fn an_unschedulable_unit_waits_for_room_and_is_tried_the_moment_it_appears() {
+    let (mut s, base, x, y) = one_gpu_taken();
     for at in [1_000, 2_000, 5_000] {
         let (d, _) = round(&mut s, at, &base);
         assert!(!tried(&d, &y), "tried at {at} with nothing changed: {d:?}");
@@ -428,12 +435,7 @@ fn an_unschedulable_unit_waits_for_room_and_is_tried_the_moment_it_appears() {
 
 #[test]
 fn a_node_that_grows_or_is_uncordoned_wakes_waiting_units() {
-    let e = engine();
-    let base = bundled(&e, "baseline", "");
-    let mut s = sched(&[("a", 1)]);
-    add_gpu_pod(&mut s, "x", 0);
-    let y = add_gpu_pod(&mut s, "y", 0);
-    round(&mut s, 0, &base);
+    let (mut s, base, _, y) = one_gpu_taken();
     let mut cordoned = node("b", 1);
     cordoned.unschedulable = true;
     s.cluster.add_node(cordoned.clone()).unwrap();
@@ -447,12 +449,7 @@ fn a_node_that_grows_or_is_uncordoned_wakes_waiting_units() {
 
 #[test]
 fn with_no_change_an_unschedulable_unit_is_tried_again_after_the_longest_backoff() {
-    let e = engine();
-    let base = bundled(&e, "baseline", "");
-    let mut s = sched(&[("a", 1)]);
-    add_gpu_pod(&mut s, "x", 0);
-    let y = add_gpu_pod(&mut s, "y", 0);
-    round(&mut s, 0, &base);
+    let (mut s, base, _, y) = one_gpu_taken();
     let max = SchedulerConfig::default().max_backoff_ms;
     for k in 1..4 {
         assert_eq!(s.next_retry_ms((k - 1) * max), Some(k * max));
@@ -495,12 +492,7 @@ fn woken_units_keep_the_order_of_their_last_attempts() {
     // kube-scheduler's queue: a pod goes back in line at the time of its
     // last failed attempt. That is how pods of different jobs interleave
     // without gangs.
-    let e = engine();
-    let base = bundled(&e, "baseline", "");
-    let mut s = sched(&[("a", 1)]);
-    let x = add_gpu_pod(&mut s, "x", 0);
-    let y = add_gpu_pod(&mut s, "y", 0);
-    round(&mut s, 0, &base); // x bound; y waits
+    let (mut s, base, x, y) = one_gpu_taken();
     let z = add_gpu_pod(&mut s, "z", 1_500);
     round(&mut s, 1_500, &base); // z waits
     let flush = SchedulerConfig::default().max_backoff_ms;
