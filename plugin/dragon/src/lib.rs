@@ -91,13 +91,23 @@ impl Policy for Dragon {
             let need = tasks_at(unit, unit.min_workers.min(unit.workers))
                 .iter()
                 .fold(Resources::ZERO, |acc, t| acc.plus(&t.request));
-            let sizes = if unit.min_workers < unit.workers {
-                format!("{} or {} workers", unit.workers, unit.min_workers)
+            // A gang of pods without the worker role has no size to speak
+            // of: name its pods instead.
+            let what = if unit.tasks.iter().all(|t| t.role != Role::Worker) {
+                format!("gang of {} pods does not fit: it needs", unit.tasks.len())
+            } else if unit.min_workers < unit.workers {
+                format!(
+                    "gang does not fit at {} or {} workers: at its smallest it needs",
+                    unit.workers, unit.min_workers
+                )
             } else {
-                format!("{} workers", unit.workers)
+                format!(
+                    "gang does not fit at {} workers: at its smallest it needs",
+                    unit.workers
+                )
             };
             PreFilterResult::Skip(format!(
-                "gang does not fit at {sizes}: at its smallest it needs {} GPUs, {} mCPU and {} MiB packed onto the free nodes",
+                "{what} {} GPUs, {} mCPU and {} MiB packed onto the free nodes",
                 need.gpus, need.cpu_milli, need.memory_mib
             ))
         } else {
@@ -165,5 +175,36 @@ mod tests {
             ..Settings::default()
         });
         assert_eq!(fifo.queue_order(0, &units), [0, 2, 1, 3]);
+    }
+
+    fn skipped(unit: &Unit) -> String {
+        let full = crate::fixtures::capacity(&[(1_000, 1_024, 0)]);
+        match Dragon::default().pre_filter(0, unit, &full) {
+            PreFilterResult::Skip(reason) => reason,
+            other => panic!("not skipped: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_gang_that_does_not_fit_is_named_by_workers_or_by_pods() {
+        use crate::fixtures::{gang_unit, gpu_worker, ps};
+        let elastic = gang_unit(1, 4, 2, 4, gpu_worker(), ps());
+        assert!(
+            skipped(&elastic).starts_with(
+                "gang does not fit at 4 or 2 workers: at its smallest it needs 2 GPUs"
+            ),
+            "{}",
+            skipped(&elastic)
+        );
+        let mut pods = gang_unit(0, 3, 3, 3, gpu_worker(), ps());
+        pods.tasks.iter_mut().for_each(|t| t.role = Role::Other);
+        pods.workers = 0;
+        pods.min_workers = 0;
+        pods.max_workers = 0;
+        assert!(
+            skipped(&pods).starts_with("gang of 3 pods does not fit: it needs 3 GPUs"),
+            "{}",
+            skipped(&pods)
+        );
     }
 }
