@@ -209,6 +209,9 @@ pub fn job_pods(
             max_workers: max,
             priority,
             arrival_ms,
+            schedule_timeout_ms: None,
+            min_resources: None,
+            hold: None,
         },
         pods,
     })

@@ -146,9 +146,7 @@ impl Events {
         }
     }
 
-    /// A new Event about `pod`, and the API to create it with. Each call
-    /// makes its own Event, so a changed reason is never folded into an
-    /// earlier event's series with the old message.
+    /// A new Event about `pod`, and the API to create it with.
     fn build(
         &self,
         pod: &str,
@@ -156,11 +154,28 @@ impl Events {
         reason: &str,
         note: String,
     ) -> (Api<events::Event>, events::Event) {
-        let (ns, name) = split(pod);
+        self.build_about(Self::pod_ref(pod), type_, reason, note)
+    }
+
+    /// A new Event about `regarding`. Each call makes its own Event, so a
+    /// changed reason is never folded into an earlier event's series with
+    /// the old message.
+    fn build_about(
+        &self,
+        regarding: core::ObjectReference,
+        type_: &str,
+        reason: &str,
+        note: String,
+    ) -> (Api<events::Event>, events::Event) {
+        let ns = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = regarding.name.clone().unwrap_or_default();
         let ev = events::Event {
             metadata: ObjectMeta {
-                name: Some(event_name(name)),
-                namespace: Some(ns.into()),
+                name: Some(event_name(&name)),
+                namespace: Some(ns.clone()),
                 ..Default::default()
             },
             event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
@@ -170,10 +185,10 @@ impl Events {
             reason: Some(reason.into()),
             note: Some(fit_note(note)),
             type_: Some(type_.into()),
-            regarding: Some(Self::pod_ref(pod)),
+            regarding: Some(regarding),
             ..Default::default()
         };
-        (Api::namespaced(self.client.clone(), ns), ev)
+        (Api::namespaced(self.client.clone(), &ns), ev)
     }
 
     /// Publish on the calling (non-async) thread; false if it was not
@@ -181,19 +196,24 @@ impl Events {
     fn publish_blocking(
         &self,
         handle: &Handle,
-        pod: &str,
+        regarding: core::ObjectReference,
         type_: &str,
         reason: &str,
         note: String,
     ) -> bool {
-        let (api, ev) = self.build(pod, type_, reason, note);
+        let object = format!(
+            "{}/{}",
+            regarding.namespace.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default()
+        );
+        let (api, ev) = self.build_about(regarding, type_, reason, note);
         if let Some(b) = &self.bucket {
             b.wait();
         }
         match handle.block_on(api.create(&PostParams::default(), &ev)) {
             Ok(_) => true,
             Err(e) => {
-                tracing::warn!(pod, reason, "cannot publish event: {}", api_error(&e));
+                tracing::warn!(object, reason, "cannot publish event: {}", api_error(&e));
                 false
             }
         }
@@ -325,7 +345,7 @@ impl KubeIo {
     /// can say it again later. Best effort: a lost event loses no pod.
     pub fn event(&self, pod: &str, type_: &str, reason: &str, note: String) -> bool {
         self.events
-            .publish_blocking(&self.handle, pod, type_, reason, note)
+            .publish_blocking(&self.handle, Events::pod_ref(pod), type_, reason, note)
     }
 
     /// Wait up to `limit` for the Scheduled Events spawned so far to be
@@ -425,21 +445,43 @@ impl KubeIo {
         }
     }
 
-    /// Set a PodGroup's status (best effort).
-    pub fn podgroup_status(&self, job: &str, phase: &str, scheduled: u32) {
-        let (ns, name) = split(job);
+    /// Write a PodGroup's status (a merge patch of the status
+    /// subresource); false if it did not land (logged), so the caller can
+    /// write it again later.
+    pub fn podgroup_status(&self, group: &str, status: &crate::group_status::Status) -> bool {
+        let (ns, name) = split(group);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
-        let patch = json!({"status": {"phase": phase, "scheduled": scheduled}});
+        let patch = json!({ "status": status });
         Self::throttle(self.requests.as_ref());
         let result = self.handle.block_on(api.patch_status(
             name,
             &PatchParams::default(),
             &Patch::Merge(&patch),
         ));
-        if let Err(e) = result {
-            tracing::debug!(job, "cannot update PodGroup status: {e}");
+        match result {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(group, "cannot update PodGroup status: {}", api_error(&e));
+                false
+            }
         }
+    }
+
+    /// Publish an Event about PodGroup `group` and wait for the answer;
+    /// false if it was not published (logged).
+    pub fn podgroup_event(&self, group: &str, type_: &str, reason: &str, note: String) -> bool {
+        let (ns, name) = split(group);
+        let res = podgroup_resource();
+        let regarding = core::ObjectReference {
+            api_version: Some(res.api_version.clone()),
+            kind: Some(res.kind.clone()),
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        self.events
+            .publish_blocking(&self.handle, regarding, type_, reason, note)
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`run`]: the wiring (watches, scheduling thread, leader election).
 
 pub mod config;
+pub mod group_status;
 pub mod http;
 pub mod kube_io;
 pub mod metrics;

@@ -20,10 +20,11 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use crate::config::{Config, OnPolicyError};
+use crate::group_status::Status;
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
 use crate::metrics::{Metrics, Timed};
 use crate::snapshot::{Event, PodGroup, Snapshot};
-use crate::translate::{PodGroupSpec, SCALE_TARGET};
+use crate::translate::SCALE_TARGET;
 
 /// What the watch tasks send the scheduling thread.
 enum Msg {
@@ -149,12 +150,7 @@ fn podgroup(obj: DynamicObject) -> Event {
         obj.namespace().unwrap_or_else(|| "default".into()),
         obj.name_any()
     );
-    let spec: PodGroupSpec = obj
-        .data
-        .get("spec")
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
+    let spec = crate::translate::podgroup_spec(&key, obj.data.get("spec")).map_err(|e| e.message);
     let created_ms = crate::translate::created_ms(&obj.metadata);
     Event::Group(PodGroup {
         key,
@@ -284,7 +280,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     );
     spawn_watch(
         Api::<core::Pod>::all(client.clone()),
-        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+        // Finished pods too: they free their node, and count in their
+        // PodGroup's status.
+        watcher::Config::default(),
         Kind::Pod,
         tx.clone(),
         |p| Event::Pod(Box::new(p)),
@@ -350,6 +348,8 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         next_retry_ms: None,
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         last_reason: BTreeMap::new(),
+        group_status: BTreeMap::new(),
+        group_problem: BTreeMap::new(),
         listed: BTreeSet::new(),
     };
     let worker = std::thread::Builder::new()
@@ -437,6 +437,10 @@ struct Loop {
     scale_interval: Duration,
     /// Last FailedScheduling reason per pod, so events are not repeated.
     last_reason: BTreeMap<String, String>,
+    /// The status last written on each PodGroup.
+    group_status: BTreeMap<String, Status>,
+    /// The spec problem last reported on each PodGroup.
+    group_problem: BTreeMap<String, String>,
     listed: BTreeSet<Kind>,
 }
 
@@ -493,6 +497,7 @@ impl Loop {
                 self.scale();
                 last_scale = Instant::now();
             }
+            self.report_groups();
             self.next_retry_ms = self.snapshot.sched.next_retry_ms(now_ms());
         }
     }
@@ -500,7 +505,13 @@ impl Loop {
     /// Apply one message; true when it asks the thread to stop.
     fn handle(&mut self, msg: Msg) -> bool {
         match msg {
-            Msg::Event(e) => self.snapshot.apply(e),
+            Msg::Event(e) => {
+                if let Event::GroupGone(key) = &e {
+                    self.group_status.remove(key);
+                    self.group_problem.remove(key);
+                }
+                self.snapshot.apply(e);
+            }
             Msg::Leading(is) => self.leading = is,
             Msg::Shutdown => return true,
             Msg::Listed { kind, keys } => {
@@ -632,7 +643,6 @@ impl Loop {
                             waited_ms,
                             "gang admitted"
                         );
-                        self.io.podgroup_status(job, "Scheduled", *pods);
                     }
                 }
                 Decision::Waiting {
@@ -712,6 +722,48 @@ impl Loop {
                 &format!("pod/{key}"),
                 &format!("cannot be scheduled: {reason}"),
             );
+        }
+    }
+
+    /// Write the status of each PodGroup whose pods or spec changed (those
+    /// whose pods are all another scheduler's excepted), and a Warning
+    /// Event on a PodGroup whose spec cannot be used, once per problem.
+    fn report_groups(&mut self) {
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        for group in self.snapshot.statuses.take_dirty() {
+            let Some(pg) = self.snapshot.group(&group) else {
+                continue;
+            };
+            if !self.snapshot.statuses.is_ours(&group) {
+                continue;
+            }
+            let min_member = match &pg.spec {
+                Ok(spec) => spec.min_member,
+                Err(problem) => {
+                    let problem = problem.clone();
+                    if self.group_problem.get(&group) != Some(&problem)
+                        && self
+                            .io
+                            .podgroup_event(&group, "Warning", "InvalidSpec", problem.clone())
+                    {
+                        self.group_problem.insert(group.clone(), problem);
+                    }
+                    0
+                }
+            };
+            let status = self.snapshot.statuses.status(&group, min_member, &now);
+            if self.group_status.get(&group) == Some(&status) {
+                continue;
+            }
+            if self.io.podgroup_status(&group, &status) {
+                tracing::debug!(group, phase = ?status.phase, "PodGroup status");
+                self.group_status.insert(group, status);
+            } else {
+                // Written again on the next pass.
+                self.snapshot.statuses.touch(&group);
+            }
         }
     }
 

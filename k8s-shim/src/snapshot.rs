@@ -9,14 +9,16 @@ use dragon_host::framework::{
 };
 use k8s_openapi::api::core::v1 as core;
 
+use crate::group_status::{GroupStatuses, PodPhase};
 use crate::translate::{self, PodGroupSpec};
 
 /// A PodGroup as the shim needs it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PodGroup {
     /// `namespace/name`.
     pub key: String,
-    pub spec: PodGroupSpec,
+    /// The checked spec, or why it cannot be used.
+    pub spec: Result<PodGroupSpec, String>,
     pub annotations: BTreeMap<String, String>,
     pub created_ms: u64,
 }
@@ -72,6 +74,8 @@ pub struct Snapshot {
     /// Pending pods of ours whose claims are missing, unbound or on a
     /// volume not seen: tried again when a claim or volume changes.
     awaiting_volumes: BTreeMap<String, core::Pod>,
+    /// The pods of every PodGroup and their phases, for its status.
+    pub statuses: GroupStatuses,
 }
 
 fn node_name(p: &core::Pod) -> Option<&str> {
@@ -96,6 +100,7 @@ impl Snapshot {
             claims: BTreeMap::new(),
             volumes: BTreeMap::new(),
             awaiting_volumes: BTreeMap::new(),
+            statuses: GroupStatuses::default(),
         }
     }
 
@@ -142,26 +147,20 @@ impl Snapshot {
             Event::NodeGone(name) => self.remove_node(&name),
             Event::Pod(p) => self.apply_pod(*p),
             Event::PodGone(key) => {
-                self.deferred.remove(&key);
-                self.awaiting_volumes.remove(&key);
-                self.invalid.remove(&key);
-                self.orphans.remove(&key);
-                self.ungrouped.remove(&key);
-                if let Ok(pod) = self.sched.cluster.remove_pod(&key)
-                    && let Some(job) = pod.job
-                {
-                    self.refresh_job(&job);
-                }
+                self.statuses.forget(&key);
+                self.drop_pod(&key);
             }
             Event::Group(g) => {
                 let key = g.key.clone();
                 self.groups.insert(key.clone(), g);
+                self.statuses.touch(&key);
                 self.refresh_job(&key);
                 self.adopt_ungrouped(&key);
                 self.retry_deferred();
             }
             Event::GroupGone(key) => {
                 self.groups.remove(&key);
+                self.statuses.remove_group(&key);
                 if self.sched.cluster.job_pods(&key).next().is_none() {
                     self.sched.cluster.remove_job(&key);
                 }
@@ -186,6 +185,21 @@ impl Snapshot {
             Event::VolumeGone(name) => {
                 self.volumes.remove(&name);
             }
+        }
+    }
+
+    /// A pod leaves the framework (deleted, or finished: a finished pod
+    /// still counts in its PodGroup's status).
+    fn drop_pod(&mut self, key: &str) {
+        self.deferred.remove(key);
+        self.awaiting_volumes.remove(key);
+        self.invalid.remove(key);
+        self.orphans.remove(key);
+        self.ungrouped.remove(key);
+        if let Ok(pod) = self.sched.cluster.remove_pod(key)
+            && let Some(job) = pod.job
+        {
+            self.refresh_job(&job);
         }
     }
 
@@ -322,11 +336,15 @@ impl Snapshot {
         let key = translate::pod_key(&p);
         // The API object supersedes the copy kept when its node went.
         self.orphans.remove(&key);
+        let ours = self.is_ours(&p);
+        if let Some(group) = translate::pod_group(&p) {
+            let phase = PodPhase::from_api(p.status.as_ref().and_then(|s| s.phase.as_deref()));
+            self.statuses.observe(&group, &key, phase, ours);
+        }
         if translate::is_terminated(&p) {
-            self.apply(Event::PodGone(key));
+            self.drop_pod(&key);
             return;
         }
-        let ours = self.is_ours(&p);
         let bound_to = node_name(&p).map(str::to_string);
         if bound_to.is_none() && !ours {
             // Another scheduler's pending pod uses nothing yet.
@@ -441,23 +459,27 @@ impl Snapshot {
             .collect();
         let observed = workers_present.len() as u32;
         let workers = self.desired.get(job).copied().unwrap_or(observed);
-        match translate::job(
-            job,
-            &group.spec,
-            &group.annotations,
-            group.created_ms,
-            workers,
-        ) {
-            Ok(mut j) => {
-                // A gang is as urgent as its most urgent member.
-                j.priority = c.job_pods(job).map(|(p, _)| p.priority).max().unwrap_or(0);
-                if let Some(old) = c.job(job) {
-                    j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
-                }
-                self.sched.cluster.upsert_job(j);
-            }
-            Err(e) => tracing::warn!("{e}"),
+        // A PodGroup that cannot be used still forms its job (its pods
+        // count where they are bound), held from scheduling with the reason.
+        let (spec, mut hold) = match &group.spec {
+            Ok(spec) => (spec.clone(), None),
+            Err(e) => (PodGroupSpec::default(), Some(e.clone())),
+        };
+        let mut built = translate::job(job, &spec, &group.annotations, group.created_ms, workers);
+        if let Err(e) = &built {
+            hold = Some(e.to_string());
+            built = translate::job(job, &spec, &BTreeMap::new(), group.created_ms, workers);
         }
+        let Ok(mut j) = built else {
+            return;
+        };
+        j.hold = hold.map(|e| format!("not scheduled until its PodGroup is fixed: {e}"));
+        // A gang is as urgent as its most urgent member.
+        j.priority = c.job_pods(job).map(|(p, _)| p.priority).max().unwrap_or(0);
+        if let Some(old) = c.job(job) {
+            j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
+        }
+        self.sched.cluster.upsert_job(j);
     }
 }
 
@@ -502,10 +524,10 @@ mod tests {
     fn group(name: &str, min_member: u32) -> Event {
         Event::Group(PodGroup {
             key: format!("ml/{name}"),
-            spec: PodGroupSpec {
+            spec: Ok(PodGroupSpec {
                 min_member,
-                schedule_timeout_seconds: None,
-            },
+                ..PodGroupSpec::default()
+            }),
             annotations: BTreeMap::new(),
             created_ms: 1,
         })
@@ -652,6 +674,32 @@ mod tests {
         assert_eq!(s.pending(), 2);
         let job = s.sched.cluster.job("ml/t").unwrap();
         assert_eq!((job.workers, job.min_member), (2, 2));
+    }
+
+    #[test]
+    fn a_podgroup_with_a_bad_spec_holds_its_pods_with_the_reason_until_fixed() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        let bad = serde_json::json!({"minMember": "two"});
+        s.apply(Event::Group(PodGroup {
+            key: "ml/t".into(),
+            spec: translate::podgroup_spec("ml/t", Some(&bad)).map_err(|e| e.message),
+            annotations: BTreeMap::new(),
+            created_ms: 1,
+        }));
+        s.apply(pod("t-w0", Some("t"), "worker", 0, None, "dragon"));
+        assert_eq!(s.pending(), 1);
+        let hold = s.sched.cluster.job("ml/t").and_then(|j| j.hold.clone());
+        assert!(
+            hold.as_deref()
+                .is_some_and(|h| h.contains("spec") && h.contains("minMember")),
+            "{hold:?}"
+        );
+        s.apply(group("t", 1));
+        assert_eq!(
+            s.sched.cluster.job("ml/t").and_then(|j| j.hold.clone()),
+            None
+        );
     }
 
     #[test]

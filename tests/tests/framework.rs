@@ -619,3 +619,211 @@ fn with_a_fallback_a_gang_that_does_not_fit_is_not_half_placed() {
         r.decisions
     );
 }
+
+/// A PodGroup of `pods` role-less pods of `gpus` GPUs each, as a gang of
+/// bare pods or a Deployment's would come: `job` builds the job.
+fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl FnOnce(&mut Job)) {
+    let mut j = Job {
+        name: name.into(),
+        min_member: pods,
+        workers: 0,
+        min_workers: 0,
+        max_workers: 0,
+        priority: 0,
+        arrival_ms: 1,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+    };
+    job(&mut j);
+    s.cluster.upsert_job(j);
+    for i in 0..pods {
+        let mut p = dragon_host::framework::Pod::new(
+            format!("{name}-{i}"),
+            Resources {
+                cpu_milli: 1000,
+                memory_mib: 1024,
+                gpus,
+            },
+        );
+        p.job = Some(name.into());
+        p.index = i;
+        s.cluster.add_pod(p, None).unwrap();
+    }
+}
+
+fn pending_of(s: &Scheduler, job: &str) -> usize {
+    s.cluster
+        .job_pods(job)
+        .filter(|(_, st)| *st == PodState::Pending)
+        .count()
+}
+
+// Coscheduling's case: minMember 2 of six pods, room for four. Nothing
+// waits for all six; any two start, and the others follow as they fit.
+#[test]
+fn a_gang_with_more_pods_than_its_min_member_starts_with_those_that_fit() {
+    let e = engine();
+    let p = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 4)]);
+    add_pod_group(&mut s, "g", 6, 1, |j| j.min_member = 2);
+    let (d, io) = round(&mut s, 0, &p);
+    assert_eq!(io.binds.len(), 2, "the quorum first: {d:?}");
+    assert!(
+        matches!(&d[..], [.., Decision::Admitted { pods: 2, .. }]),
+        "{d:?}"
+    );
+    let (d, io) = round(&mut s, 1, &p);
+    assert_eq!(io.binds.len(), 2, "then the members that fit: {d:?}");
+    assert_eq!(pending_of(&s, "g"), 2);
+    // No room for the last two: they wait, and say why in pods' terms.
+    let (d, io) = round(&mut s, 2, &p);
+    assert!(io.binds.is_empty());
+    assert!(
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("pod g-") && reason.contains("nvidia.com/gpu")),
+        "{d:?}"
+    );
+    // A member leaving makes room for one more.
+    s.cluster.remove_pod("g-0").unwrap();
+    let (_, io) = round(&mut s, 3, &p);
+    assert_eq!(io.binds.len(), 1);
+}
+
+#[test]
+fn a_gang_whose_quorum_cannot_fit_binds_nothing() {
+    let e = engine();
+    let p = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2)]);
+    add_pod_group(&mut s, "g", 6, 1, |j| j.min_member = 3);
+    let (d, io) = round(&mut s, 0, &p);
+    assert!(io.binds.is_empty(), "{d:?}");
+    assert_eq!(s.cluster.free(0).gpus, 2, "nothing left reserved");
+    assert!(
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("gang of 6 pods does not fit")),
+        "the whole gang's reason: {d:?}"
+    );
+}
+
+/// Job `j` with minMember 3: one member running on `a`, one pending, the
+/// third never created; its PodGroup's timeout is `timeout_ms`.
+fn gang_missing_a_member(timeout_ms: Option<u64>) -> Scheduler {
+    let mut s = sched(&[("a", 8)]);
+    add_pod_group(&mut s, "j", 0, 1, |j| {
+        j.min_member = 3;
+        j.schedule_timeout_ms = timeout_ms;
+    });
+    let pod = |i: u32| {
+        let mut p = dragon_host::framework::Pod::new(
+            format!("j-{i}"),
+            Resources {
+                cpu_milli: 1000,
+                memory_mib: 1024,
+                gpus: 1,
+            },
+        );
+        p.job = Some("j".into());
+        p.index = i;
+        p
+    };
+    s.cluster.add_pod(pod(0), Some("a")).unwrap();
+    s.cluster.add_pod(pod(1), None).unwrap();
+    s
+}
+
+#[test]
+fn a_podgroup_timeout_replaces_the_policys_wait_and_releases_the_gang_when_it_ends() {
+    let e = engine();
+    // DRAGON alone would wait 60 s.
+    let p = bundled(&e, "dragon", "");
+    let mut s = gang_missing_a_member(Some(5_000));
+    let (d, _) = round(&mut s, 0, &p);
+    assert!(
+        matches!(&d[..], [Decision::Waiting { wait_ms: 5_000, .. }]),
+        "{d:?}"
+    );
+    assert_eq!(s.next_retry_ms(0), Some(5_000), "woken when it ends");
+    let (d, _) = round(&mut s, 4_999, &p);
+    assert!(d.is_empty(), "{d:?}");
+    let (d, _) = round(&mut s, 5_000, &p);
+    assert!(
+        matches!(&d[..], [Decision::Rejected { reason, .. }]
+            if reason.contains("scheduleTimeoutSeconds") && reason.contains("2 of minMember 3 pods placed (2 exist)")),
+        "released, and not reserved again at once: {d:?}"
+    );
+    assert_eq!(pending_of(&s, "j"), 1);
+    assert_eq!(s.cluster.free(0).gpus, 7);
+
+    // Longer than the policy's own wait: still waiting after DRAGON's 60 s.
+    let mut s = gang_missing_a_member(Some(120_000));
+    round(&mut s, 0, &p);
+    let (d, _) = round(&mut s, 90_000, &p);
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(s.cluster.free(0).gpus, 6, "still reserved");
+    let (d, _) = round(&mut s, 120_000, &p);
+    assert!(matches!(&d[..], [Decision::Rejected { .. }]), "{d:?}");
+
+    // Without one, the policy's wait holds.
+    let mut s = gang_missing_a_member(None);
+    let (d, _) = round(&mut s, 0, &p);
+    assert!(
+        matches!(
+            &d[..],
+            [Decision::Waiting {
+                wait_ms: 60_000,
+                ..
+            }]
+        ),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_gang_whose_min_resources_are_not_free_is_not_tried_until_they_are() {
+    let e = engine();
+    let p = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 4)]);
+    add_pod_group(&mut s, "g", 2, 1, |j| {
+        j.min_member = 2;
+        j.min_resources = Some(dragon_host::framework::Demand {
+            request: Resources {
+                cpu_milli: 0,
+                memory_mib: 0,
+                gpus: 6,
+            },
+            extended: [("rdma/hca".to_string(), 1)].into(),
+        });
+    });
+    let (d, io) = round(&mut s, 0, &p);
+    assert!(io.binds.is_empty());
+    assert!(
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }]
+            if reason.contains("minResources") && reason.contains("nvidia.com/gpu 2, rdma/hca 1")),
+        "{d:?}"
+    );
+    let mut b = node("b", 2);
+    b.extended.insert("rdma/hca".into(), 1);
+    s.cluster.add_node(b).unwrap();
+    let (d, io) = round(&mut s, 1, &p);
+    assert_eq!(io.binds.len(), 2, "{d:?}");
+}
+
+#[test]
+fn a_held_job_is_not_tried_and_its_pods_say_why() {
+    let e = engine();
+    let p = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 4)]);
+    add_pod_group(&mut s, "g", 2, 1, |j| {
+        j.hold = Some("spec.minMember must not be negative".into());
+    });
+    let (d, io) = round(&mut s, 0, &p);
+    assert!(io.binds.is_empty());
+    assert!(
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("minMember must not be negative")),
+        "{d:?}"
+    );
+    let mut j = s.cluster.job("g").unwrap().clone();
+    j.hold = None;
+    s.cluster.upsert_job(j);
+    let (_, io) = round(&mut s, 1, &p);
+    assert_eq!(io.binds.len(), 2, "tried once the hold is lifted");
+}

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
-use super::model::{Job, Node, Pod, Resources, Role, Scalars};
+use super::model::{Demand, Job, Node, Pod, Resources, Role, Scalars};
 use super::queue::Changes;
 use crate::runtime::wit;
 
@@ -666,6 +666,72 @@ impl Cluster {
             }
         }
         c
+    }
+
+    /// What the cluster lacks of `want` plus room for `pods` pods, counting
+    /// as free what `job`'s own pods hold (Coscheduling's minResources
+    /// check, `CheckClusterResource`): empty when it all fits, else one
+    /// `NAME SHORTFALL` per resource short. Summed over every live node,
+    /// cordoned or tainted ones included, as Coscheduling does: this is a
+    /// quick test before the placement, not a placement.
+    pub(crate) fn resource_gap(&self, job: &str, want: &Demand, pods: u32) -> Vec<String> {
+        let mut free = Resources::default();
+        let mut extended = Scalars::new();
+        let mut free_pods: u64 = 0;
+        // What the job's own pods hold, by node.
+        let mut own: BTreeMap<usize, (Resources, u32, Scalars)> = BTreeMap::new();
+        for (p, n) in self
+            .job_pods(job)
+            .filter_map(|(p, s)| s.node().map(|n| (p, n)))
+        {
+            let o = own.entry(n).or_default();
+            o.0 = o.0.plus(p.request);
+            o.1 += 1;
+            for (name, &v) in &p.extended {
+                let e = o.2.entry(name.clone()).or_default();
+                *e = e.saturating_add(v);
+            }
+        }
+        let none = (Resources::default(), 0, Scalars::new());
+        for i in (0..self.nodes.len()).filter(|&i| !self.gone[i]) {
+            let node = &self.nodes[i];
+            let usage = &self.usage[i];
+            let mine = own.get(&i).unwrap_or(&none);
+            free = free.plus(node.allocatable.minus(self.used[i].minus(mine.0)));
+            for name in want.extended.keys() {
+                let alloc = node.extended.get(name).copied().unwrap_or(0);
+                let used = usage.extended.get(name).copied().unwrap_or(0);
+                let used = used.saturating_sub(mine.2.get(name).copied().unwrap_or(0));
+                let e = extended.entry(name.clone()).or_default();
+                *e = e.saturating_add(alloc.saturating_sub(used));
+            }
+            let held = usage.pods.saturating_sub(mine.1);
+            let room = node
+                .max_pods
+                .map_or(u64::from(u32::MAX), |m| u64::from(m.saturating_sub(held)));
+            free_pods = free_pods.saturating_add(room);
+        }
+        let mut gap = Vec::new();
+        let r = want.request;
+        if r.cpu_milli > free.cpu_milli {
+            gap.push(format!("cpu {}m", r.cpu_milli - free.cpu_milli));
+        }
+        if r.memory_mib > free.memory_mib {
+            gap.push(format!("memory {}Mi", r.memory_mib - free.memory_mib));
+        }
+        if r.gpus > free.gpus {
+            gap.push(format!("nvidia.com/gpu {}", r.gpus - free.gpus));
+        }
+        for (name, &n) in &want.extended {
+            let have = extended.get(name).copied().unwrap_or(0);
+            if n > have {
+                gap.push(format!("{name} {}", n - have));
+            }
+        }
+        if u64::from(pods) > free_pods {
+            gap.push(format!("pods {}", u64::from(pods) - free_pods));
+        }
+        gap
     }
 
     /// Totals over live nodes: (allocatable, used).

@@ -168,6 +168,8 @@ struct ToBind {
 struct WaitingGang {
     since_ms: u64,
     deadline_ms: u64,
+    /// The deadline is the job's own `schedule_timeout_ms`.
+    group_timeout: bool,
 }
 
 /// A unit of scheduling built from the snapshot.
@@ -452,11 +454,39 @@ impl Scheduler {
             .map(|(k, _)| k.clone())
             .collect();
         for key in expired {
-            self.waiting.remove(&key);
+            let Some(w) = self.waiting.remove(&key) else {
+                continue;
+            };
+            let job = key.strip_prefix("job/").unwrap_or_default();
+            let held = self
+                .cluster
+                .job_pods(job)
+                .filter(|(_, s)| s.node().is_some())
+                .count();
+            let present = self
+                .cluster
+                .job_pods(job)
+                .filter(|(p, _)| !self.cluster.is_surplus(p))
+                .count();
+            let min_member = self.cluster.job(job).map_or(0, |j| j.min_member);
+            let limit = match w.group_timeout {
+                true => "its scheduleTimeoutSeconds",
+                false => "the wait the policy allowed",
+            };
             self.unreserve_job(&key);
+            // Like a gang permit rejects: tried again on a change that may
+            // help it (its missing members created), not at once.
+            if let Some(id) = self.cluster.jobs.get(job).map(|e| e.unit_id) {
+                let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
+                self.queue
+                    .set_back(&key, id, Setback::Unschedulable, false, now_ms, backoff);
+            }
             report.decisions.push(Decision::Rejected {
                 unit: key,
-                reason: "permit wait timed out".into(),
+                reason: format!(
+                    "gang timed out in permit after {} s ({limit}) with {held} of minMember {min_member} pods placed ({present} exist); its reservations are released",
+                    now_ms.saturating_sub(w.since_ms) / 1000
+                ),
             });
         }
     }
@@ -749,7 +779,77 @@ impl Scheduler {
         );
     }
 
+    /// Try `unit`; a gang with more pods than its `minMember` needs that
+    /// cannot be placed whole is tried again with just enough of its pods
+    /// (the rest follow as room appears), and the report keeps the whole
+    /// gang's reason if that fails too.
     fn schedule_unit(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        index: usize,
+        unit: &UnitPlan,
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        let mut whole = RoundReport::default();
+        let attempt = self.try_unit(now_ms, policy, index, unit, to_bind, &mut whole);
+        let quorum = match attempt {
+            Attempt::Failed => self.quorum(unit),
+            _ => None,
+        };
+        let Some(quorum) = quorum else {
+            report.decisions.extend(whole.decisions);
+            return attempt;
+        };
+        let mut part = RoundReport::default();
+        let retry = self.try_unit(now_ms, policy, index, &quorum, to_bind, &mut part);
+        report.decisions.extend(match retry {
+            Attempt::Failed => whole.decisions,
+            _ => part.decisions,
+        });
+        retry
+    }
+
+    /// Of a new gang with more pending pods than its `minMember` needs,
+    /// the first that many (in placement order) that each fit some node
+    /// now, as a unit of their own; `None` when there is no such choice.
+    fn quorum(&self, unit: &UnitPlan) -> Option<UnitPlan> {
+        let job = unit.job.as_deref()?;
+        let min_member = self.cluster.job(job)?.min_member as usize;
+        let held = self
+            .cluster
+            .job_pods(job)
+            .filter(|(_, s)| s.node().is_some())
+            .count();
+        let need = min_member.saturating_sub(held);
+        if need == 0 || need >= unit.pods.len() {
+            return None;
+        }
+        let mut pods = Vec::with_capacity(need);
+        let mut tasks = Vec::with_capacity(need);
+        for (key, task) in unit.pods.iter().zip(&unit.wit.tasks) {
+            let (pod, _) = self.cluster.pod(key)?;
+            if feasible(&self.cluster, pod, &mut Rejections::default()).is_empty() {
+                continue;
+            }
+            pods.push(key.clone());
+            tasks.push(*task);
+            if pods.len() == need {
+                return Some(UnitPlan {
+                    pods,
+                    wit: wit::Unit {
+                        tasks,
+                        ..unit.wit.clone()
+                    },
+                    ..unit.clone()
+                });
+            }
+        }
+        None
+    }
+
+    fn try_unit(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
@@ -779,6 +879,19 @@ impl Scheduler {
             });
             return Attempt::Gated;
         }
+        // A job held by its driver (an invalid PodGroup) is not tried.
+        if let Some(reason) = unit
+            .job
+            .as_deref()
+            .and_then(|j| self.cluster.job(j))
+            .and_then(|j| j.hold.as_ref())
+        {
+            report.decisions.push(Decision::Unschedulable {
+                unit: unit.key.clone(),
+                reason: reason.clone(),
+            });
+            return Attempt::Gated;
+        }
         // Pre-enqueue (as Coscheduling does): a new gang is not tried until
         // `minMember` of its pods exist, so it is placed whole, with its
         // locality computed over every task, instead of reserving piecemeal.
@@ -798,6 +911,27 @@ impl Scheduler {
                     reason: format!("waiting for the gang's pods to be created: {present} of minMember {min_member} exist"),
                 });
                 return Attempt::Gated;
+            }
+        }
+        // Pre-filter (as Coscheduling does): a new gang whose PodGroup
+        // names `minResources` is not tried until the cluster has that much
+        // free, counting what its own pods hold.
+        if let Some(job) = unit.job.as_deref()
+            && unit.wit.running == 0
+            && !self.waiting.contains_key(&unit.key)
+            && let Some(j) = self.cluster.job(job)
+            && let Some(want) = &j.min_resources
+        {
+            let gap = self.cluster.resource_gap(job, want, j.min_member);
+            if !gap.is_empty() {
+                report.decisions.push(Decision::Unschedulable {
+                    unit: unit.key.clone(),
+                    reason: format!(
+                        "the cluster does not have the PodGroup's minResources free: short of {}",
+                        gap.join(", ")
+                    ),
+                });
+                return Attempt::Failed;
             }
         }
         // Pre-filter: skip, or the sizes to try.
@@ -916,12 +1050,21 @@ impl Scheduler {
                 Attempt::Binding
             }
             Ok(wit::PermitResult::Wait(ms)) => {
+                let group_timeout = self.cluster.job(&job).and_then(|j| j.schedule_timeout_ms);
                 let w = self.waiting.entry(unit.key.clone()).or_insert(WaitingGang {
                     since_ms: now_ms,
                     deadline_ms: 0,
+                    group_timeout: group_timeout.is_some(),
                 });
                 let cap = w.since_ms.saturating_add(self.config.max_permit_wait_ms);
-                w.deadline_ms = now_ms.saturating_add(ms).min(cap);
+                // The PodGroup's own timeout counts from the first wait and
+                // replaces the policy's; each answer of the policy's sets a
+                // new deadline.
+                let deadline = match group_timeout {
+                    Some(t) => w.since_ms.saturating_add(t),
+                    None => now_ms.saturating_add(ms),
+                };
+                w.deadline_ms = deadline.min(cap);
                 report.decisions.push(Decision::Waiting {
                     unit: unit.key.clone(),
                     reserved,
@@ -1029,6 +1172,15 @@ impl Scheduler {
                 }
             }
         }
+        // Members beyond the gang's `minMember` are optional when the
+        // policy chose no size: one that fits nowhere waits for a later
+        // round instead of holding the others back (as Coscheduling binds
+        // any `minMember` of a group's pods).
+        let mut optional = match size {
+            Some(_) => 0,
+            None => self.optional_members(unit, keep.len()),
+        };
+        let mut skipped: Option<PlaceError> = None;
         let mut placed: Vec<(String, usize)> = Vec::new();
         let undo = |this: &mut Scheduler, placed: &[(String, usize)]| {
             for (k, _) in placed {
@@ -1055,6 +1207,11 @@ impl Scheduler {
                     PlaceError::Unschedulable(format!("{what}{}", rejections.message(live)))
                 };
             if index.is_empty() {
+                if optional > 0 {
+                    optional -= 1;
+                    skipped = Some(fail(self, &[], &rejections));
+                    continue;
+                }
                 return Err(fail(self, &placed, &rejections));
             }
             let mut cands = self.columns.take().unwrap_or_else(no_candidates);
@@ -1087,6 +1244,12 @@ impl Scheduler {
                     before - index.len(),
                 );
                 if index.is_empty() {
+                    self.columns = Some(cands);
+                    if optional > 0 {
+                        optional -= 1;
+                        skipped = Some(fail(self, &[], &rejections));
+                        continue;
+                    }
                     return Err(fail(self, &placed, &rejections));
                 }
                 if index.len() != before {
@@ -1135,7 +1298,30 @@ impl Scheduler {
             siblings[best] += 1;
             placed.push((key.clone(), best));
         }
-        Ok(placed)
+        match skipped {
+            Some(reason) if placed.is_empty() => Err(reason),
+            _ => Ok(placed),
+        }
+    }
+
+    /// How many of a gang's `pending` pods may be left unplaced with its
+    /// `minMember` still met by the rest and by the members holding a node.
+    /// None for a job that names no `minMember` (every pod is needed) and
+    /// for lone pods.
+    fn optional_members(&self, unit: &UnitPlan, pending: usize) -> usize {
+        let Some(job) = unit.job.as_deref() else {
+            return 0;
+        };
+        let min_member = self.cluster.job(job).map_or(0, |j| j.min_member) as usize;
+        if min_member == 0 {
+            return 0;
+        }
+        let held = self
+            .cluster
+            .job_pods(job)
+            .filter(|(_, s)| s.node().is_some())
+            .count();
+        (pending + held).saturating_sub(min_member)
     }
 }
 

@@ -22,7 +22,7 @@ pub use constraints::{
 };
 pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{Binder, RecordingIo, Release, Scaler};
-pub use model::{Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};
+pub use model::{Demand, Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};
 pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,

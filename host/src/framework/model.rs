@@ -267,4 +267,29 @@ pub struct Job {
     pub priority: i32,
     /// Submission time, ms.
     pub arrival_ms: u64,
+    /// Longest the gang holds reservations in permit waiting for its
+    /// missing members (a PodGroup's `scheduleTimeoutSeconds`), in place of
+    /// the wait the policy asks for; `None` leaves it to the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_ms: Option<u64>,
+    /// Resources that must be free across the cluster before the gang is
+    /// tried (a PodGroup's `minResources`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_resources: Option<Demand>,
+    /// Why the job may not be tried at all (a PodGroup whose spec is
+    /// invalid): its pods wait with this reason until it is cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+}
+
+/// An amount of every kind of resource, as a PodGroup's `minResources`
+/// states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Demand {
+    #[serde(default)]
+    pub request: Resources,
+    /// The other resources (see [`Scalars`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended: Scalars,
 }

@@ -7,9 +7,9 @@ mod requests;
 
 use std::collections::BTreeMap;
 
-use dragon_host::framework::{Constraints, Job, Node, Pod, Role, Taint, Toleration};
+use dragon_host::framework::{Constraints, Demand, Job, Node, Pod, Role, Taint, Toleration};
 use k8s_openapi::api::core::v1 as core;
-use serde::Deserialize;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The scheduler-plugins gang label users already put on pods.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
@@ -150,6 +150,16 @@ pub fn is_terminated(p: &core::Pod) -> bool {
     )
 }
 
+/// The PodGroup (`namespace/name`) a pod names, if any.
+pub fn pod_group(p: &core::Pod) -> Option<String> {
+    label_or_annotation(p, POD_GROUP_LABEL).map(|g| {
+        format!(
+            "{}/{g}",
+            p.metadata.namespace.as_deref().unwrap_or("default")
+        )
+    })
+}
+
 fn label_or_annotation<'a>(p: &'a core::Pod, key: &str) -> Option<&'a str> {
     p.metadata
         .labels
@@ -208,12 +218,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         key,
         namespace: namespace.to_string(),
         labels,
-        job: label_or_annotation(p, POD_GROUP_LABEL).map(|g| {
-            format!(
-                "{}/{g}",
-                p.metadata.namespace.as_deref().unwrap_or("default")
-            )
-        }),
+        job: pod_group(p),
         role,
         index,
         request,
@@ -254,14 +259,79 @@ pub fn pod_constraints(p: &core::Pod) -> Result<Constraints, TranslateError> {
     constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))
 }
 
-/// The fields of a scheduler-plugins `PodGroup` that Dragon reads.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+/// A PodGroup's spec, checked.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodGroupSpec {
-    #[serde(default)]
+    /// Pods that must be placeable together before any is bound; 0: all
+    /// that exist.
     pub min_member: u32,
-    #[serde(default)]
+    /// Resources that must be free in the cluster before the gang is tried.
+    pub min_resources: Option<Demand>,
+    /// Longest the gang holds reservations waiting for missing members.
     pub schedule_timeout_seconds: Option<u32>,
+}
+
+/// A PodGroup's `spec`, checked as its API validation would if the CRD
+/// carried it: a field of the wrong type, a negative count or a quantity
+/// that does not parse is refused with the field named, so the group is not
+/// scheduled on a misread.
+///
+/// # Errors
+/// What is wrong, naming the field.
+pub fn podgroup_spec(
+    key: &str,
+    spec: Option<&serde_json::Value>,
+) -> Result<PodGroupSpec, TranslateError> {
+    let object = format!("podgroup {key}");
+    let empty = serde_json::Map::new();
+    let fields = match spec {
+        None | Some(serde_json::Value::Null) => &empty,
+        Some(serde_json::Value::Object(m)) => m,
+        Some(other) => return Err(err(&object, format!("spec must be an object, got {other}"))),
+    };
+    // Field by field, so an error names the field.
+    fn field<T: serde::de::DeserializeOwned>(
+        object: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+        name: &str,
+    ) -> Result<Option<T>, TranslateError> {
+        fields
+            .get(name)
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                serde_json::from_value(v.clone())
+                    .map_err(|e| err(object, format!("spec.{name}: {e}")))
+            })
+            .transpose()
+    }
+    let min_member: i32 = field(&object, fields, "minMember")?.unwrap_or(0);
+    let min_member = u32::try_from(min_member).map_err(|_| {
+        err(
+            &object,
+            format!("spec.minMember must not be negative, got {min_member}"),
+        )
+    })?;
+    let schedule_timeout_seconds = field::<i32>(&object, fields, "scheduleTimeoutSeconds")?
+        .map(|t| {
+            u32::try_from(t).map_err(|_| {
+                err(
+                    &object,
+                    format!("spec.scheduleTimeoutSeconds must not be negative, got {t}"),
+                )
+            })
+        })
+        .transpose()?;
+    let min_resources = field::<BTreeMap<String, Quantity>>(&object, fields, "minResources")?
+        .map(|list| {
+            requests::min_resources(&list)
+                .map_err(|m| err(&object, format!("spec.minResources.{m}")))
+        })
+        .transpose()?;
+    Ok(PodGroupSpec {
+        min_member,
+        min_resources,
+        schedule_timeout_seconds,
+    })
 }
 
 /// A job from a PodGroup and the pods that name it. Workers wanted = the
@@ -298,6 +368,9 @@ pub fn job(
         max_workers: max,
         priority: 0,
         arrival_ms,
+        schedule_timeout_ms: spec.schedule_timeout_seconds.map(|s| u64::from(s) * 1000),
+        min_resources: spec.min_resources.clone(),
+        hold: None,
     })
 }
 
@@ -308,6 +381,58 @@ mod tests {
 
     fn pod_yaml(y: &str) -> core::Pod {
         serde_norway::from_str(y).unwrap()
+    }
+
+    #[test]
+    fn a_podgroup_spec_is_read_whole_or_refused_with_the_field_named() {
+        let spec = |v: serde_json::Value| podgroup_spec("ml/pg", Some(&v));
+        let ok = spec(serde_json::json!({
+            "minMember": 3,
+            "scheduleTimeoutSeconds": 10,
+            "minResources": {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "4", "pods": "9"}
+        }))
+        .unwrap();
+        assert_eq!(ok.min_member, 3);
+        assert_eq!(ok.schedule_timeout_seconds, Some(10));
+        let want = ok.min_resources.unwrap();
+        assert_eq!(
+            want.request,
+            Resources {
+                cpu_milli: 1500,
+                memory_mib: 1024,
+                gpus: 4
+            }
+        );
+        assert!(want.extended.is_empty(), "pods is minMember's: {want:?}");
+        assert_eq!(
+            podgroup_spec("ml/pg", None).unwrap(),
+            PodGroupSpec::default()
+        );
+        for (bad, says) in [
+            (
+                serde_json::json!({"minMember": -1}),
+                "spec.minMember must not be negative",
+            ),
+            (
+                serde_json::json!({"minMember": "2"}),
+                "spec.minMember: invalid type",
+            ),
+            (
+                serde_json::json!({"scheduleTimeoutSeconds": -5}),
+                "scheduleTimeoutSeconds must not be negative",
+            ),
+            (
+                serde_json::json!({"minResources": {"cpu": "lots"}}),
+                "spec.minResources.cpu",
+            ),
+            (serde_json::json!([1]), "spec must be an object"),
+        ] {
+            let e = spec(bad.clone()).unwrap_err().to_string();
+            assert!(
+                e.starts_with("podgroup ml/pg: ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -389,7 +514,7 @@ spec:
             "ml/train",
             &PodGroupSpec {
                 min_member: 5,
-                schedule_timeout_seconds: None,
+                ..PodGroupSpec::default()
             },
             &BTreeMap::new(),
             0,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dragon_host::framework::{Resources, Scalars};
+use dragon_host::framework::{Demand, Resources, Scalars};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -95,6 +95,12 @@ pub fn effective(spec: &core::PodSpec) -> Result<(Resources, Scalars), String> {
         }
     }
     add(&mut total, &amounts(spec.overhead.as_ref())?);
+    Ok(demanded(total))
+}
+
+/// Amounts asked for, with memory rounded up to whole MiB (rounding a
+/// demand down would undercount it).
+fn demanded(mut total: Amounts) -> (Resources, Scalars) {
     let r = Resources {
         cpu_milli: total.remove(CPU).unwrap_or(0),
         memory_mib: total.remove(MEMORY).unwrap_or(0).div_ceil(MIB),
@@ -102,7 +108,19 @@ pub fn effective(spec: &core::PodSpec) -> Result<(Resources, Scalars), String> {
     };
     // A zero request asks for nothing.
     total.retain(|_, v| *v > 0);
-    Ok((r, total))
+    (r, total)
+}
+
+/// A PodGroup's `minResources`. Its `pods` entry is dropped: Coscheduling
+/// replaces it with `minMember`.
+///
+/// # Errors
+/// A quantity that does not parse, named.
+pub fn min_resources(list: &BTreeMap<String, Quantity>) -> Result<Demand, String> {
+    let mut all = amounts(Some(list))?;
+    all.remove(PODS);
+    let (request, extended) = demanded(all);
+    Ok(Demand { request, extended })
 }
 
 /// What a node offers: CPU, memory (rounded down to whole MiB: rounding

@@ -120,19 +120,19 @@ impl Policy for Dragon {
     }
 
     // Every task of the chosen size is reserved when permit is asked; wait
-    // only for members that do not exist yet, up to the gang timeout.
+    // only for members that do not exist yet, up to the gang timeout. The
+    // host releases the gang when the wait runs out (or when its PodGroup's
+    // own timeout does, which replaces this one), so a wait already spent
+    // asks for nothing more rather than rejecting.
     fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
         if gang.reserved >= gang.min_member {
             PermitResult::Allow
-        } else if gang.waited_ms >= self.settings.gang_timeout_ms() {
-            PermitResult::Reject(format!(
-                "only {} of {} gang members present after {} s",
-                gang.present,
-                gang.min_member,
-                gang.waited_ms / 1000
-            ))
         } else {
-            PermitResult::Wait(self.settings.gang_timeout_ms() - gang.waited_ms)
+            PermitResult::Wait(
+                self.settings
+                    .gang_timeout_ms()
+                    .saturating_sub(gang.waited_ms),
+            )
         }
     }
 
