@@ -662,6 +662,11 @@ impl Loop {
                     tracing::info!(unit, reason, "gang released by permit");
                     self.explain(unit, &format!("gang rejected by permit: {reason}"));
                 }
+                Decision::TimedOut { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "rejected");
+                    tracing::info!(unit, reason, "gang timed out");
+                    self.explain(unit, reason);
+                }
                 Decision::BindFailed {
                     unit,
                     pod,

@@ -829,3 +829,162 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
     s.assert_invariants(30, &[&sched], None).await;
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podgroup_phases_follow_its_pods_and_a_bad_spec_is_reported_on_the_podgroup() {
+    let _g = serial();
+    let s = Scenario::new("phases").await;
+    s.node("a", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.podgroup_spec("pg", json!({"minMember": 2})).await;
+    let phase = || async {
+        s.podgroup_status("pg").await["phase"]
+            .as_str()
+            .map(String::from)
+    };
+    until(
+        30,
+        "phase Pending as soon as the PodGroup is seen",
+        || async { phase().await.as_deref() == Some("Pending") },
+    )
+    .await;
+    // One of two members: still Pending, nothing bound.
+    s.member("pg-0", "pg", 1, Some(4), None).await;
+    s.until_explained(30, "pg-0", "1 of minMember 2").await;
+    assert_eq!(phase().await.as_deref(), Some("Pending"));
+    // The phases seen from here on, in order.
+    s.member("pg-1", "pg", 1, Some(4), None).await;
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.last().map(String::as_str) != Some("Finished") {
+        assert!(Instant::now() < deadline, "not Finished in 60 s: {seen:?}");
+        if let Some(p) = phase().await
+            && seen.last() != Some(&p)
+        {
+            seen.push(p);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("phases seen: {seen:?}");
+    let order = ["Pending", "Scheduling", "Running", "Finished"];
+    let ranks: Vec<usize> = seen
+        .iter()
+        .map(|p| order.iter().position(|o| o == p).expect("a known phase"))
+        .collect();
+    assert!(ranks.is_sorted(), "phases out of order: {seen:?}");
+    assert!(seen.contains(&"Running".to_string()), "{seen:?}");
+    let status = s.podgroup_status("pg").await;
+    assert_eq!(status["succeeded"], 2, "{status}");
+    assert!(status["scheduleStartTime"].is_string(), "{status}");
+
+    // A spec the CRD's schema lets through but that cannot be read: an
+    // Event on the PodGroup, its pod not scheduled and told why.
+    s.podgroup_spec(
+        "bad",
+        json!({"minMember": 1, "minResources": {"cpu": "lots"}}),
+    )
+    .await;
+    s.member("bad-0", "bad", 1, None, None).await;
+    s.until_explained(30, "bad-0", "spec.minResources.cpu")
+        .await;
+    until(30, "an InvalidSpec Event on the PodGroup", || async {
+        s.events_for("bad")
+            .await
+            .iter()
+            .any(|(r, n)| r == "InvalidSpec" && n.contains("spec.minResources.cpu"))
+    })
+    .await;
+    assert_eq!(bound(&s.placement("bad-").await), 0);
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_past_its_schedule_timeout_is_released_and_one_short_of_min_resources_is_not_tried()
+{
+    let _g = serial();
+    let s = Scenario::new("timeout").await;
+    s.node("a", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // minMember 3: one member already running, one pending, the third
+    // never comes. The pending one is reserved, then released at 3 s.
+    s.podgroup_spec("late", json!({"minMember": 3, "scheduleTimeoutSeconds": 3}))
+        .await;
+    s.member("late-0", "late", 1, None, Some("a")).await;
+    s.member("late-1", "late", 1, None, None).await;
+    s.until_explained(
+        30,
+        "late-1",
+        "gang timed out in permit after 3 s (its scheduleTimeoutSeconds)",
+    )
+    .await;
+    assert_eq!(s.placement("late-1").await["late-1"], None, "never bound");
+    assert!(
+        sched.log().contains("gang timed out"),
+        "a structured log line:\n{}",
+        sched.log()
+    );
+    // More GPUs than the cluster has free: not tried, and told why.
+    s.podgroup_spec(
+        "big",
+        json!({"minMember": 1, "minResources": {"nvidia.com/gpu": "64"}}),
+    )
+    .await;
+    s.member("big-0", "big", 1, None, None).await;
+    s.until_explained(30, "big-0", "minResources free: short of nvidia.com/gpu 6")
+        .await;
+    assert_eq!(s.placement("big-").await["big-0"], None);
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_min_member_of_a_podgroups_pods_start_and_the_rest_follow_as_room_appears() {
+    let _g = serial();
+    let s = Scenario::new("quorum").await;
+    s.node("a", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // Coscheduling's case: minMember 2, six bare pods, room for four.
+    s.podgroup_spec("g", json!({"minMember": 2})).await;
+    for i in 0..6 {
+        s.member(&format!("g-{i}"), "g", 1, None, None).await;
+    }
+    until(60, "four of the six bound", || async {
+        bound(&s.placement("g-").await) == 4
+    })
+    .await;
+    let waiting: Vec<String> = s
+        .placement("g-")
+        .await
+        .into_iter()
+        .filter(|(_, n)| n.is_none())
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    for p in &waiting {
+        s.until_explained(30, p, "nvidia.com/gpu").await;
+    }
+    assert_eq!(s.pods().await.len(), 6, "no pod was deleted");
+    // A member leaving makes room for one more.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    let gone = s
+        .placement("g-")
+        .await
+        .into_iter()
+        .find(|(_, n)| n.is_some())
+        .map(|(p, _)| p)
+        .unwrap();
+    pods.delete(&gone, &Default::default()).await.unwrap();
+    until(60, "a fifth bound once room appears", || async {
+        s.placement("g-")
+            .await
+            .values()
+            .filter(|n| n.is_some())
+            .count()
+            == 4
+            && !s.placement(&gone).await.contains_key(&gone)
+            && s.pods().await.len() == 5
+    })
+    .await;
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}

@@ -224,7 +224,7 @@ fn a_permit_wait_holds_the_reservation_until_the_policy_allows_or_the_wait_ends(
     );
     let (d, _) = round(&mut s, 900_000, &p);
     assert!(
-        matches!(d.first(), Some(Decision::Rejected { .. })),
+        matches!(d.first(), Some(Decision::TimedOut { .. })),
         "{d:?}"
     );
 }
@@ -746,7 +746,7 @@ fn a_podgroup_timeout_replaces_the_policys_wait_and_releases_the_gang_when_it_en
     assert!(d.is_empty(), "{d:?}");
     let (d, _) = round(&mut s, 5_000, &p);
     assert!(
-        matches!(&d[..], [Decision::Rejected { reason, .. }]
+        matches!(&d[..], [Decision::TimedOut { reason, .. }]
             if reason.contains("scheduleTimeoutSeconds") && reason.contains("2 of minMember 3 pods placed (2 exist)")),
         "released, and not reserved again at once: {d:?}"
     );
@@ -760,7 +760,7 @@ fn a_podgroup_timeout_replaces_the_policys_wait_and_releases_the_gang_when_it_en
     assert!(d.is_empty(), "{d:?}");
     assert_eq!(s.cluster.free(0).gpus, 6, "still reserved");
     let (d, _) = round(&mut s, 120_000, &p);
-    assert!(matches!(&d[..], [Decision::Rejected { .. }]), "{d:?}");
+    assert!(matches!(&d[..], [Decision::TimedOut { .. }]), "{d:?}");
 
     // Without one, the policy's wait holds.
     let mut s = gang_missing_a_member(None);

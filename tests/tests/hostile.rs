@@ -126,7 +126,7 @@ fn every_fault_in_every_hook_is_contained_named_and_survived() {
                         &mut RecordingIo::default(),
                     );
                     assert!(
-                        r.decisions.iter().any(|d| matches!(d, Decision::Rejected { reason, .. } if reason.contains("timed out"))),
+                        r.decisions.iter().any(|d| matches!(d, Decision::TimedOut { reason, .. } if reason.contains("timed out"))),
                         "{case}: {:?}",
                         r.decisions
                     );

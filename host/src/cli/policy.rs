@@ -264,6 +264,7 @@ fn print_round(
             }
             Decision::Unschedulable { unit, reason } => println!("  pending      {unit}: {reason}"),
             Decision::Rejected { unit, reason } => println!("  rejected     {unit}: {reason}"),
+            Decision::TimedOut { unit, reason } => println!("  timed out    {unit}: {reason}"),
             Decision::BindFailed {
                 unit,
                 pod,

@@ -103,8 +103,10 @@ pub enum Decision {
     },
     /// A unit could not be placed now.
     Unschedulable { unit: String, reason: String },
-    /// A gang was rejected by permit (or timed out) and released.
+    /// A gang was rejected by permit and released.
     Rejected { unit: String, reason: String },
+    /// A gang's permit wait ran out and it was released.
+    TimedOut { unit: String, reason: String },
     /// A bind failed; the gang was released whole, but for `kept`: members
     /// already bound that nothing would recreate if deleted, left bound.
     BindFailed {
@@ -481,7 +483,7 @@ impl Scheduler {
                 self.queue
                     .set_back(&key, id, Setback::Unschedulable, false, now_ms, backoff);
             }
-            report.decisions.push(Decision::Rejected {
+            report.decisions.push(Decision::TimedOut {
                 unit: key,
                 reason: format!(
                     "gang timed out in permit after {} s ({limit}) with {held} of minMember {min_member} pods placed ({present} exist); its reservations are released",

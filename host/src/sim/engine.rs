@@ -637,6 +637,7 @@ impl Sim<'_> {
                 | Decision::FellBack { .. }
                 | Decision::Unschedulable { .. }
                 | Decision::Rejected { .. }
+                | Decision::TimedOut { .. }
                 | Decision::BindFailed { .. } => {}
             }
         }

@@ -143,6 +143,44 @@ impl Scenario {
             .unwrap();
     }
 
+    /// A PodGroup with `spec` as given (checked by the CRD's schema only).
+    pub async fn podgroup_spec(&self, name: &str, spec: Value) {
+        let pg = json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": self.name},
+            "spec": spec
+        });
+        podgroups(&self.client, &self.name)
+            .create(&PostParams::default(), &serde_json::from_value(pg).unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// The `status` of PodGroup `name` (null before one is written).
+    pub async fn podgroup_status(&self, name: &str) -> Value {
+        podgroups(&self.client, &self.name)
+            .get(name)
+            .await
+            .map(|g| g.data["status"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// A bare pod of PodGroup `group` with no role (as a Deployment's or a
+    /// hand-written gang's), running `seconds` if given; created bound to
+    /// node `on` if given.
+    pub async fn member(
+        &self,
+        name: &str,
+        group: &str,
+        gpus: u32,
+        seconds: Option<u32>,
+        on: Option<&str>,
+    ) {
+        let mut pod = self.pod_manifest(name, &self.scheduler_name(), None, gpus, seconds, on, &[]);
+        pod["metadata"]["labels"] = json!({"scheduling.x-k8s.io/pod-group": group});
+        self.submit(pod).await;
+    }
+
     /// A pod of ours; `group` = (podgroup, role, index); `seconds` = run time.
     pub async fn pod(
         &self,
