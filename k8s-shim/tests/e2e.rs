@@ -66,7 +66,14 @@ async fn two_gangs_that_cannot_both_fit_run_one_whole_then_the_other() {
     .await;
     assert_eq!(s.phase("first-worker-0").await, "Succeeded");
     let pg = podgroups(&s.client, "gangs").get("first").await.unwrap();
-    assert_eq!(pg.data["status"]["phase"], "Scheduled");
+    // As scheduler-plugins' PodGroup controller reports a group whose
+    // minMember pods all succeeded.
+    assert_eq!(
+        pg.data["status"]["phase"], "Finished",
+        "{}",
+        pg.data["status"]
+    );
+    assert_eq!(pg.data["status"]["succeeded"], 7);
     assert!(sched.metric("dragon_scheduling_attempts_total{result=\"scheduled\"}") >= 2.0);
     s.cleanup().await;
 }
