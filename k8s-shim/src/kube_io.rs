@@ -468,6 +468,48 @@ impl KubeIo {
         }
     }
 
+    /// Set the `PodGroupInitiallyScheduled` condition of a
+    /// `scheduling.k8s.io/v1beta1` PodGroup (conditions merge by type);
+    /// false if the patch did not land (logged).
+    pub fn native_podgroup_condition(
+        &self,
+        group: &str,
+        status: &str,
+        reason: &str,
+        message: &str,
+    ) -> bool {
+        let (ns, name) = split(group);
+        let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+            Api::namespaced(self.client.clone(), ns);
+        let condition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "PodGroupInitiallyScheduled".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: fit_note(message.to_string()),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+            observed_generation: None,
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
+        Self::throttle(self.requests.as_ref());
+        match self.handle.block_on(api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(
+                    group,
+                    "cannot set the PodGroup's condition: {}",
+                    api_error(&e)
+                );
+                false
+            }
+        }
+    }
+
     /// Publish an Event about PodGroup `group` and wait for the answer;
     /// false if it was not published (logged).
     pub fn podgroup_event(&self, group: &str, type_: &str, reason: &str, note: String) -> bool {

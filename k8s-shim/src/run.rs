@@ -23,8 +23,9 @@ use crate::config::{Config, OnPolicyError};
 use crate::group_status::Status;
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
 use crate::metrics::{Metrics, Timed};
-use crate::snapshot::{Event, PodGroup, Snapshot};
+use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
 use crate::translate::SCALE_TARGET;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 
 /// What the watch tasks send the scheduling thread.
 enum Msg {
@@ -45,12 +46,13 @@ enum Kind {
     Node,
     Pod,
     Group,
+    NativeGroup,
     Claim,
     Volume,
 }
 
 /// How many kinds are watched: scheduling starts once each is listed.
-const KINDS: usize = 5;
+const KINDS: usize = 6;
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -127,7 +129,7 @@ fn spawn_watch<K>(
                 Ok(watcher::Event::Delete(obj)) => Msg::Event(match kind {
                     Kind::Node => Event::NodeGone(key_of(&obj)),
                     Kind::Pod => Event::PodGone(key_of(&obj)),
-                    Kind::Group => Event::GroupGone(key_of(&obj)),
+                    Kind::Group | Kind::NativeGroup => Event::GroupGone(key_of(&obj)),
                     Kind::Claim => Event::ClaimGone(key_of(&obj)),
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
                 }),
@@ -157,7 +159,33 @@ fn podgroup(obj: DynamicObject) -> Event {
         spec,
         annotations: obj.metadata.annotations.clone().unwrap_or_default(),
         created_ms,
+        api: GroupApi::SchedulerPlugins,
+        priority: None,
     })
+}
+
+fn native_podgroup(pg: NativePodGroup) -> Event {
+    let (spec, priority) = crate::translate::native_podgroup_spec(&pg);
+    Event::Group(PodGroup {
+        key: namespaced_key(&pg),
+        spec: Ok(spec),
+        annotations: pg.metadata.annotations.clone().unwrap_or_default(),
+        created_ms: crate::translate::created_ms(&pg.metadata),
+        api: GroupApi::Native,
+        priority,
+    })
+}
+
+/// Whether the API server serves `scheduling.k8s.io/v1beta1` PodGroups
+/// (feature gate `GenericWorkload` and that API version enabled).
+async fn serves_native_podgroups(client: &Client) -> bool {
+    match client
+        .list_api_group_resources("scheduling.k8s.io/v1beta1")
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == "podgroups"),
+        Err(_) => false,
+    }
 }
 
 fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
@@ -319,6 +347,21 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         |v| Event::Volume(Box::new(v)),
         |v| v.name_any(),
     );
+    let native = serves_native_podgroups(&client).await;
+    if native {
+        spawn_watch(
+            Api::<NativePodGroup>::all(client.clone()),
+            watcher::Config::default(),
+            Kind::NativeGroup,
+            tx.clone(),
+            native_podgroup,
+            namespaced_key,
+        );
+    } else {
+        tracing::info!(
+            "scheduling.k8s.io/v1beta1 PodGroups are not served (feature gate GenericWorkload); gangs come from scheduler-plugins PodGroups only"
+        );
+    }
     let stop = tx;
 
     let handle = tokio::runtime::Handle::current();
@@ -350,7 +393,13 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         last_reason: BTreeMap::new(),
         group_status: BTreeMap::new(),
         group_problem: BTreeMap::new(),
-        listed: BTreeSet::new(),
+        group_condition: BTreeMap::new(),
+        // Nothing to list of an API the server does not serve.
+        listed: if native {
+            BTreeSet::new()
+        } else {
+            BTreeSet::from([Kind::NativeGroup])
+        },
     };
     let worker = std::thread::Builder::new()
         .name("dragon-schedule".into())
@@ -441,6 +490,9 @@ struct Loop {
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
     group_problem: BTreeMap<String, String>,
+    /// The `PodGroupInitiallyScheduled` condition last written on each
+    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
+    group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
 }
 
@@ -509,6 +561,7 @@ impl Loop {
                 if let Event::GroupGone(key) = &e {
                     self.group_status.remove(key);
                     self.group_problem.remove(key);
+                    self.group_condition.remove(key);
                 }
                 self.snapshot.apply(e);
             }
@@ -539,7 +592,7 @@ impl Loop {
                         .collect(),
                     // Relisted in full; one left over only answers for a pod
                     // naming a claim or volume that no longer exists.
-                    Kind::Group | Kind::Claim | Kind::Volume => Vec::new(),
+                    Kind::Group | Kind::NativeGroup | Kind::Claim | Kind::Volume => Vec::new(),
                 };
                 for e in stale {
                     self.snapshot.apply(e);
@@ -643,6 +696,7 @@ impl Loop {
                             waited_ms,
                             "gang admitted"
                         );
+                        self.native_condition(job, true, &format!("{pods} pods scheduled"));
                     }
                 }
                 Decision::Waiting {
@@ -741,7 +795,7 @@ impl Loop {
             let Some(pg) = self.snapshot.group(&group) else {
                 continue;
             };
-            if !self.snapshot.statuses.is_ours(&group) {
+            if pg.api != GroupApi::SchedulerPlugins || !self.snapshot.statuses.is_ours(&group) {
                 continue;
             }
             let min_member = match &pg.spec {
@@ -772,9 +826,43 @@ impl Loop {
         }
     }
 
+    /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
+    /// PodGroup of `job`, as kube-scheduler writes it: True (reason
+    /// `Scheduled`) once the gang is admitted, and then never False again;
+    /// False (reason `Unschedulable`) with why, while it waits. Written when
+    /// it changes; not for a scheduler-plugins PodGroup.
+    fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
+        if self
+            .snapshot
+            .group(job)
+            .is_none_or(|g| g.api != GroupApi::Native)
+        {
+            return;
+        }
+        match self.group_condition.get(job) {
+            Some((true, _)) => return,
+            Some((s, m)) if *s == scheduled && m == message => return,
+            _ => {}
+        }
+        let (status, reason) = match scheduled {
+            true => ("True", "Scheduled"),
+            false => ("False", "Unschedulable"),
+        };
+        if self
+            .io
+            .native_podgroup_condition(job, status, reason, message)
+        {
+            self.group_condition
+                .insert(job.to_string(), (scheduled, message.to_string()));
+        }
+    }
+
     /// A FailedScheduling event and `PodScheduled=False` on each pending pod
     /// of `unit`, once per reason.
     fn explain(&mut self, unit: &str, reason: &str) {
+        if let Some(job) = unit.strip_prefix("job/") {
+            self.native_condition(job, false, reason);
+        }
         let pods: Vec<String> = if let Some(job) = unit.strip_prefix("job/") {
             self.snapshot
                 .sched

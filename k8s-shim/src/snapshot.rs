@@ -21,6 +21,21 @@ pub struct PodGroup {
     pub spec: Result<PodGroupSpec, String>,
     pub annotations: BTreeMap<String, String>,
     pub created_ms: u64,
+    /// Which API the PodGroup comes from.
+    pub api: GroupApi,
+    /// The group's own priority (a `scheduling.k8s.io` PodGroup's).
+    pub priority: Option<i32>,
+}
+
+/// The two PodGroup APIs a gang can come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupApi {
+    /// scheduler-plugins' `scheduling.x-k8s.io/v1alpha1`, named by the
+    /// `scheduling.x-k8s.io/pod-group` label.
+    SchedulerPlugins,
+    /// Kubernetes' `scheduling.k8s.io/v1beta1`, named by
+    /// `spec.schedulingGroup.podGroupName`.
+    Native,
 }
 
 /// One change seen on the API server.
@@ -474,8 +489,13 @@ impl Snapshot {
             return;
         };
         j.hold = hold.map(|e| format!("not scheduled until its PodGroup is fixed: {e}"));
-        // A gang is as urgent as its most urgent member.
-        j.priority = c.job_pods(job).map(|(p, _)| p.priority).max().unwrap_or(0);
+        // A gang is as urgent as its group says, or its most urgent member.
+        j.priority = c
+            .job_pods(job)
+            .map(|(p, _)| p.priority)
+            .chain(group.priority)
+            .max()
+            .unwrap_or(0);
         if let Some(old) = c.job(job) {
             j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
         }
@@ -530,6 +550,8 @@ mod tests {
             }),
             annotations: BTreeMap::new(),
             created_ms: 1,
+            api: GroupApi::SchedulerPlugins,
+            priority: None,
         })
     }
 
@@ -686,6 +708,8 @@ mod tests {
             spec: translate::podgroup_spec("ml/t", Some(&bad)).map_err(|e| e.message),
             annotations: BTreeMap::new(),
             created_ms: 1,
+            api: GroupApi::SchedulerPlugins,
+            priority: None,
         }));
         s.apply(pod("t-w0", Some("t"), "worker", 0, None, "dragon"));
         assert_eq!(s.pending(), 1);

@@ -344,8 +344,7 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
         sets.get("big-worker")
             .await
             .ok()
-            .and_then(|s| s.spec)
-            .and_then(|s| s.replicas)
+            .and_then(|s| s.spec.replicas)
             == Some(2)
     })
     .await;
@@ -993,5 +992,55 @@ async fn any_min_member_of_a_podgroups_pods_start_and_the_rest_follow_as_room_ap
     })
     .await;
     s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_podgroup_gang_runs_whole_beside_a_scheduler_plugins_one() {
+    let _g = serial();
+    let s = Scenario::new("native").await;
+    s.node("a", 4).await;
+    s.node("b", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // Kubernetes' own gang API and scheduler-plugins', side by side.
+    s.native_podgroup("n", 3).await;
+    s.podgroup_spec("x", json!({"minMember": 2})).await;
+    for i in 0..3 {
+        s.native_member(&format!("n-{i}"), "n", 1).await;
+    }
+    for i in 0..2 {
+        s.member(&format!("x-{i}"), "x", 1, None, None).await;
+    }
+    until(60, "both gangs bound whole", || async {
+        bound(&s.placement("n-").await) == 3 && bound(&s.placement("x-").await) == 2
+    })
+    .await;
+    until(
+        30,
+        "PodGroupInitiallyScheduled=True on the native group",
+        || async {
+            s.native_condition("n")
+                .await
+                .is_some_and(|(st, r, _)| st == "True" && r == "Scheduled")
+        },
+    )
+    .await;
+    // A native gang that cannot fit: nothing bound, and the condition says why.
+    s.native_podgroup("big", 3).await;
+    for i in 0..3 {
+        s.native_member(&format!("big-{i}"), "big", 4).await;
+    }
+    s.until_explained(60, "big-0", "does not fit").await;
+    until(
+        30,
+        "PodGroupInitiallyScheduled=False on the gang that waits",
+        || async {
+            s.native_condition("big").await.is_some_and(|(st, r, m)| {
+                st == "False" && r == "Unschedulable" && m.contains("does not fit")
+            })
+        },
+    )
+    .await;
+    assert_eq!(bound(&s.placement("big-").await), 0, "{}", sched.log());
     s.cleanup().await;
 }

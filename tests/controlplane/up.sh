@@ -157,6 +157,9 @@ cp_wait "$run" etcd "$READY_TIMEOUT" etcd_healthy
 # (which publishes it in the default/kubernetes Endpoints) is on.
 # --client-ca-file: the run's CA also authenticates client certificates (none
 # are issued by up.sh; a test may sign its own with pki/ca.key).
+# --feature-gates GenericWorkload=true and --runtime-config
+# scheduling.k8s.io/v1beta1=true: Kubernetes' own gang API (PodGroups, and
+# pods naming one in spec.schedulingGroup), beta and off by default in 1.37.
 cp_start "$run" kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 \
@@ -174,6 +177,8 @@ cp_start "$run" kube-apiserver "$BIN/kube-apiserver" \
   --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
   --disable-admission-plugins ServiceAccount \
+  --feature-gates GenericWorkload=true \
+  --runtime-config scheduling.k8s.io/v1beta1=true \
   --allow-privileged=true
 api_ready() { cp_curl_api "$api_url/readyz" | grep -q '^ok$'; }
 cp_wait "$run" kube-apiserver "$READY_TIMEOUT" api_ready

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use dragon_host::framework::{Constraints, Demand, Job, Node, Pod, Role, Taint, Toleration};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::scheduling::v1beta1 as scheduling;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The scheduler-plugins gang label users already put on pods.
@@ -150,7 +151,43 @@ pub fn is_terminated(p: &core::Pod) -> bool {
     )
 }
 
-/// The PodGroup (`namespace/name`) a pod names, if any.
+/// The `scheduling.k8s.io` PodGroup (`namespace/name`) a pod names in
+/// `spec.schedulingGroup` (Kubernetes' own gang API), if any.
+pub fn native_pod_group(p: &core::Pod) -> Option<String> {
+    let name = p
+        .spec
+        .as_ref()?
+        .scheduling_group
+        .as_ref()?
+        .pod_group_name
+        .as_ref()?;
+    Some(format!(
+        "{}/{name}",
+        p.metadata.namespace.as_deref().unwrap_or("default")
+    ))
+}
+
+/// A `scheduling.k8s.io/v1beta1` PodGroup's gang: `minCount` of its gang
+/// policy, or 1 for the basic policy (each pod on its own); and its
+/// priority, resolved by the API server from its priority class.
+pub fn native_podgroup_spec(pg: &scheduling::PodGroup) -> (PodGroupSpec, Option<i32>) {
+    let min_member = pg
+        .spec
+        .scheduling_policy
+        .gang
+        .as_ref()
+        .map_or(1, |g| u32::try_from(g.min_count).unwrap_or(1));
+    (
+        PodGroupSpec {
+            min_member,
+            ..PodGroupSpec::default()
+        },
+        pg.spec.priority,
+    )
+}
+
+/// The scheduler-plugins PodGroup (`namespace/name`) a pod names with its
+/// `scheduling.x-k8s.io/pod-group` label, if any.
 pub fn pod_group(p: &core::Pod) -> Option<String> {
     label_or_annotation(p, POD_GROUP_LABEL).map(|g| {
         format!(
@@ -218,7 +255,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         key,
         namespace: namespace.to_string(),
         labels,
-        job: pod_group(p),
+        job: native_pod_group(p).or_else(|| pod_group(p)),
         role,
         index,
         request,

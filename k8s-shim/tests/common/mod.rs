@@ -156,6 +156,41 @@ impl Scenario {
             .unwrap();
     }
 
+    /// A `scheduling.k8s.io/v1beta1` PodGroup: a gang of `min_count`.
+    pub async fn native_podgroup(&self, name: &str, min_count: u32) {
+        let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let pg = json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": self.name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        });
+        api.create(&PostParams::default(), &serde_json::from_value(pg).unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// The `PodGroupInitiallyScheduled` condition of `scheduling.k8s.io`
+    /// PodGroup `name`: (status, reason, message).
+    pub async fn native_condition(&self, name: &str) -> Option<(String, String, String)> {
+        let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let pg = api.get(name).await.ok()?;
+        pg.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodGroupInitiallyScheduled")
+            .map(|c| (c.status, c.reason, c.message))
+    }
+
+    /// A pod of ours in `scheduling.k8s.io` PodGroup `group`
+    /// (`spec.schedulingGroup`), asking `gpus` GPUs.
+    pub async fn native_member(&self, name: &str, group: &str, gpus: u32) {
+        let mut pod = self.pod_manifest(name, &self.scheduler_name(), None, gpus, None, None, &[]);
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        self.submit(pod).await;
+    }
+
     /// The `status` of PodGroup `name` (null before one is written).
     pub async fn podgroup_status(&self, name: &str) -> Value {
         podgroups(&self.client, &self.name)
