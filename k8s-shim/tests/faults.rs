@@ -668,10 +668,7 @@ async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::Path
         .create_subresource("token", name, &PostParams::default(), &request)
         .await
         .unwrap();
-    let token = token
-        .status
-        .and_then(|s| s.token)
-        .expect("a token");
+    let token = token.status.and_then(|s| s.token).expect("a token");
     let cp = control_plane();
     let admin = std::fs::read_to_string(&cp.kubeconfig).unwrap();
     let text: String = admin

@@ -186,8 +186,26 @@ impl Scenario {
     /// A pod of ours in `scheduling.k8s.io` PodGroup `group`
     /// (`spec.schedulingGroup`), asking `gpus` GPUs.
     pub async fn native_member(&self, name: &str, group: &str, gpus: u32) {
-        let mut pod = self.pod_manifest(name, &self.scheduler_name(), None, gpus, None, None, &[]);
+        self.native_member_for(name, &self.scheduler_name(), (group, "", 0), gpus)
+            .await;
+    }
+
+    /// A pod for `scheduler` in `scheduling.k8s.io` PodGroup `group.0`
+    /// (`spec.schedulingGroup`) with role `group.1` (if not empty) and
+    /// index `group.2`, asking `gpus` GPUs.
+    pub async fn native_member_for(
+        &self,
+        name: &str,
+        scheduler: &str,
+        (group, role, index): (&str, &str, u32),
+        gpus: u32,
+    ) {
+        let mut pod = self.pod_manifest(name, scheduler, None, gpus, None, None, &[]);
         pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        if !role.is_empty() {
+            pod["metadata"]["labels"] =
+                json!({"dragon.dev/role": role, "dragon.dev/index": index.to_string()});
+        }
         self.submit(pod).await;
     }
 
