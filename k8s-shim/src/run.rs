@@ -176,15 +176,33 @@ fn native_podgroup(pg: NativePodGroup) -> Event {
     })
 }
 
-/// Whether the API server serves `scheduling.k8s.io/v1beta1` PodGroups
-/// (feature gate `GenericWorkload` and that API version enabled).
+/// Whether to watch `scheduling.k8s.io/v1beta1` PodGroups: the API server
+/// serves them (feature gate `GenericWorkload` and that API version
+/// enabled) and this scheduler may list them (an older ClusterRole may not
+/// allow it: then it schedules without them rather than wait forever for a
+/// list that is refused).
 async fn serves_native_podgroups(client: &Client) -> bool {
-    match client
+    let served = match client
         .list_api_group_resources("scheduling.k8s.io/v1beta1")
         .await
     {
         Ok(list) => list.resources.iter().any(|r| r.name == "podgroups"),
         Err(_) => false,
+    };
+    if !served {
+        return false;
+    }
+    let api = Api::<NativePodGroup>::all(client.clone());
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(
+                "not allowed to list scheduling.k8s.io PodGroups ({}); gangs come from scheduler-plugins PodGroups only until the ClusterRole allows it",
+                e.message
+            );
+            false
+        }
+        // Served and listable, or a passing error the watch will retry.
+        _ => true,
     }
 }
 

@@ -794,6 +794,9 @@ impl Scheduler {
         to_bind: &mut Vec<ToBind>,
         report: &mut RoundReport,
     ) -> Attempt {
+        if unit.job.is_none() {
+            return self.try_unit(now_ms, policy, index, unit, to_bind, report);
+        }
         let mut whole = RoundReport::default();
         let attempt = self.try_unit(now_ms, policy, index, unit, to_bind, &mut whole);
         let quorum = match attempt {
