@@ -21,6 +21,7 @@ use serde_json::json;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::group_status::Status;
 use crate::ratelimit::TokenBucket;
 use crate::translate::SCALE_TARGET;
 
@@ -86,7 +87,7 @@ pub struct KubeIo {
     client: Client,
     handle: Handle,
     /// Client-side limit on binds, unbinds and PodGroup status updates.
-    requests: Option<TokenBucket>,
+    requests: Option<Arc<TokenBucket>>,
     /// Binding POSTs in flight at once (`bindConcurrency`).
     bind_concurrency: usize,
     events: Events,
@@ -329,7 +330,7 @@ impl KubeIo {
     /// kube-scheduler has one client for its API calls and one for events.
     #[must_use]
     pub fn with_rate_limit(mut self, limit: Option<(f64, u32)>) -> KubeIo {
-        self.requests = limit.map(|(qps, burst)| TokenBucket::new(qps, burst));
+        self.requests = limit.map(|(qps, burst)| Arc::new(TokenBucket::new(qps, burst)));
         self.events.bucket = limit.map(|(qps, burst)| Arc::new(TokenBucket::new(qps, burst)));
         self
     }
@@ -431,7 +432,7 @@ impl KubeIo {
         };
         // Strategic merge: conditions merge by type.
         let patch = json!({"status": {"conditions": [condition]}});
-        Self::throttle(self.requests.as_ref());
+        Self::throttle(self.requests.as_deref());
         match self.handle.block_on(api.patch_status(
             name,
             &PatchParams::default(),
@@ -445,27 +446,10 @@ impl KubeIo {
         }
     }
 
-    /// Write a PodGroup's status (a merge patch of the status
-    /// subresource); false if it did not land (logged), so the caller can
-    /// write it again later.
-    pub fn podgroup_status(&self, group: &str, status: &crate::group_status::Status) -> bool {
-        let (ns, name) = split(group);
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
-        let patch = json!({ "status": status });
-        Self::throttle(self.requests.as_ref());
-        let result = self.handle.block_on(api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        ));
-        match result {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::debug!(group, "cannot update PodGroup status: {}", api_error(&e));
-                false
-            }
-        }
+    /// A writer of PodGroup statuses that works off the scheduling thread,
+    /// under the same client-side limit as binds.
+    pub fn status_writer(&self) -> StatusWriter {
+        StatusWriter::spawn(self.client.clone(), &self.handle, self.requests.clone())
     }
 
     /// Set the `PodGroupInitiallyScheduled` condition of a
@@ -492,7 +476,7 @@ impl KubeIo {
             observed_generation: None,
         };
         let patch = json!({"status": {"conditions": [condition]}});
-        Self::throttle(self.requests.as_ref());
+        Self::throttle(self.requests.as_deref());
         match self.handle.block_on(api.patch_status(
             name,
             &PatchParams::default(),
@@ -524,6 +508,70 @@ impl KubeIo {
         };
         self.events
             .publish_blocking(&self.handle, regarding, type_, reason, note)
+    }
+}
+
+/// Writes PodGroup statuses from a task of its own, so a round never waits
+/// for them: the latest status of each group, one request at a time (so a
+/// group's writes land in order), a failed write tried again a second later
+/// with whatever is latest then, a deleted PodGroup dropped.
+pub struct StatusWriter {
+    tx: tokio::sync::mpsc::UnboundedSender<(String, Status)>,
+}
+
+/// Between retries of a failed status write.
+const STATUS_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl StatusWriter {
+    fn spawn(client: Client, handle: &Handle, bucket: Option<Arc<TokenBucket>>) -> StatusWriter {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Status)>();
+        handle.spawn(async move {
+            let mut latest: BTreeMap<String, Status> = BTreeMap::new();
+            loop {
+                if latest.is_empty() {
+                    let Some((group, status)) = rx.recv().await else {
+                        return;
+                    };
+                    latest.insert(group, status);
+                }
+                while let Ok((group, status)) = rx.try_recv() {
+                    latest.insert(group, status);
+                }
+                let Some((group, status)) = latest.pop_first() else {
+                    continue;
+                };
+                if let Some(b) = &bucket {
+                    b.ready().await;
+                }
+                let (ns, name) = split(&group);
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), ns, &podgroup_resource());
+                let patch = json!({ "status": status });
+                match api
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => {
+                        tracing::debug!(
+                            group,
+                            "cannot update PodGroup status (retrying): {}",
+                            api_error(&e)
+                        );
+                        latest.entry(group).or_insert(status);
+                        tokio::time::sleep(STATUS_RETRY).await;
+                    }
+                }
+            }
+        });
+        StatusWriter { tx }
+    }
+
+    /// Have `group`'s status written (replacing any not yet written).
+    pub fn write(&self, group: &str, status: Status) {
+        // Closed only with the runtime, when nothing is written any more.
+        let _ = self.tx.send((group.to_string(), status));
     }
 }
 
@@ -591,7 +639,7 @@ impl Binder for KubeIo {
         // bound and said so.
         let (ns, name) = split(pod);
         let api: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
-        Self::throttle(self.requests.as_ref());
+        Self::throttle(self.requests.as_deref());
         let current = self
             .handle
             .block_on(api.get(name))
@@ -622,7 +670,7 @@ impl Binder for KubeIo {
             }),
             ..Default::default()
         };
-        Self::throttle(self.requests.as_ref());
+        Self::throttle(self.requests.as_deref());
         self.handle
             .block_on(api.delete(name, &params))
             .map(|_| Release::Unbound)

@@ -398,6 +398,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         "a round's binds are sent concurrently"
     );
     let scaler = KubeScaler::new(client.clone(), handle);
+    let statuses = io.status_writer();
     let loop_state = Loop {
         scaler,
         snapshot: Snapshot::new(&config.scheduler_name, config.scheduling),
@@ -409,6 +410,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         next_retry_ms: None,
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         last_reason: BTreeMap::new(),
+        statuses,
         group_status: BTreeMap::new(),
         group_problem: BTreeMap::new(),
         group_condition: BTreeMap::new(),
@@ -504,7 +506,9 @@ struct Loop {
     scale_interval: Duration,
     /// Last FailedScheduling reason per pod, so events are not repeated.
     last_reason: BTreeMap<String, String>,
-    /// The status last written on each PodGroup.
+    /// Writes PodGroup statuses off this thread.
+    statuses: crate::kube_io::StatusWriter,
+    /// The status last sent to be written on each PodGroup.
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
     group_problem: BTreeMap<String, String>,
@@ -834,13 +838,9 @@ impl Loop {
             if self.group_status.get(&group) == Some(&status) {
                 continue;
             }
-            if self.io.podgroup_status(&group, &status) {
-                tracing::debug!(group, phase = ?status.phase, "PodGroup status");
-                self.group_status.insert(group, status);
-            } else {
-                // Written again on the next pass.
-                self.snapshot.statuses.touch(&group);
-            }
+            tracing::debug!(group, phase = ?status.phase, "PodGroup status");
+            self.statuses.write(&group, status.clone());
+            self.group_status.insert(group, status);
         }
     }
 
