@@ -14,6 +14,7 @@ pub mod config;
 pub mod group_status;
 pub mod http;
 pub mod kube_io;
+pub mod leader;
 pub mod metrics;
 pub mod quantity;
 pub mod ratelimit;

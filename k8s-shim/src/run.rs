@@ -22,6 +22,7 @@ use kube::{Client, ResourceExt};
 use crate::config::{Config, OnPolicyError};
 use crate::group_status::Status;
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
+use crate::leader::Election;
 use crate::metrics::{Metrics, Timed};
 use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
 use crate::translate::SCALE_TARGET;
@@ -285,32 +286,30 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     let leader = if config.leader_election.enabled {
         let le = &config.leader_election;
         let identity = format!("{}-{}", hostname(), std::process::id());
-        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &le.lease_name)
-            .with_namespace(&le.namespace)
-            .with_duration(le.lease_duration_seconds)
-            .with_grace((le.lease_duration_seconds / 3).max(1))
-            .with_identity(&identity)
-            .build()
-            .await
-            .context("cannot set up leader election")?;
-        let (mut lease, task) = manager.watch().await;
+        let make = {
+            let (client, le, identity) = (client.clone(), le.clone(), identity.clone());
+            move || {
+                kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &le.lease_name)
+                    .with_namespace(&le.namespace)
+                    .with_duration(le.lease_duration_seconds)
+                    .with_grace((le.lease_duration_seconds / 3).max(1))
+                    .with_identity(&identity)
+            }
+        };
         let tx = tx.clone();
         let m = metrics.clone();
-        // Owns the lease's receiver: aborting it closes the channel, which
-        // makes the manager release the Lease and return.
-        let forward = tokio::spawn(async move {
-            loop {
-                let is = *lease.borrow_and_update();
-                m.leader.set(i64::from(is));
-                tracing::info!(identity, leader = is, "leadership");
-                let _ = tx.send(Msg::Leading(is));
-                if lease.changed().await.is_err() {
-                    let _ = tx.send(Msg::Leading(false));
-                    return;
-                }
-            }
-        });
-        Some((forward, task))
+        // client-go's retryPeriod, or less for a very short lease.
+        let retry = Duration::from_secs(2).min(Duration::from_millis(
+            le.lease_duration_seconds.saturating_mul(1000) / 3,
+        ));
+        let election = Election::start(make, retry, move |is| {
+            m.leader.set(i64::from(is));
+            tracing::info!(identity, leader = is, "leadership");
+            let _ = tx.send(Msg::Leading(is));
+        })
+        .await
+        .context("cannot set up leader election")?;
+        Some(election)
     } else {
         metrics.leader.set(1);
         None
@@ -440,7 +439,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
 async fn shut_down(
     stop: mpsc::Sender<Msg>,
     worker: std::thread::JoinHandle<()>,
-    leader: Option<LeaderTasks>,
+    leader: Option<Election>,
     round_budget_ms: u64,
 ) {
     let started = Instant::now();
@@ -460,23 +459,14 @@ async fn shut_down(
             "the scheduling thread did not stop in time; leaving"
         ),
     }
-    if let Some((forward, task)) = leader {
-        forward.abort();
-        let _ = forward.await;
-        match tokio::time::timeout(Duration::from_secs(5), task).await {
-            Ok(Ok(Ok(_))) => tracing::info!("lease released"),
-            Ok(Ok(Err(e))) => tracing::warn!("cannot release the lease: {e}"),
+    if let Some(election) = leader {
+        match tokio::time::timeout(Duration::from_secs(5), election.release()).await {
+            Ok(Ok(())) => tracing::info!("lease released"),
             Ok(Err(e)) => tracing::warn!("cannot release the lease: {e}"),
             Err(_) => tracing::warn!("cannot release the lease: no answer in 5 s"),
         }
     }
 }
-
-/// The task forwarding leadership changes, and the lease manager's.
-type LeaderTasks = (
-    tokio::task::JoinHandle<()>,
-    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
-);
 
 fn hostname() -> String {
     std::env::var("HOSTNAME")
