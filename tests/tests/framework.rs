@@ -827,3 +827,20 @@ fn a_held_job_is_not_tried_and_its_pods_say_why() {
     let (_, io) = round(&mut s, 1, &p);
     assert_eq!(io.binds.len(), 2, "tried once the hold is lifted");
 }
+
+// With roles, the quorum keeps the parameter server: workers without it
+// cannot train.
+#[test]
+fn a_quorum_of_a_ps_job_includes_its_parameter_server() {
+    let e = engine();
+    let p = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2)]);
+    add_job(&mut s.cluster, "j", 0, 4, 4, 4);
+    let mut job = s.cluster.job("j").unwrap().clone();
+    job.min_member = 3;
+    s.cluster.upsert_job(job);
+    let (d, io) = round(&mut s, 0, &p);
+    let bound: BTreeSet<&str> = io.binds.iter().map(|(pod, _)| pod.as_str()).collect();
+    assert_eq!(bound.len(), 3, "{d:?}");
+    assert!(bound.iter().any(|p| p.contains("ps")), "{bound:?}");
+}

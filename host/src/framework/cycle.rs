@@ -817,8 +817,10 @@ impl Scheduler {
     }
 
     /// Of a new gang with more pending pods than its `minMember` needs,
-    /// the first that many (in placement order) that each fit some node
-    /// now, as a unit of their own; `None` when there is no such choice.
+    /// the first that many that each fit some node now, as a unit of their
+    /// own; `None` when there is no such choice. Parameter servers and
+    /// pods of other roles come first (each is one of a kind, and workers
+    /// cannot train without their PS), then workers by index.
     fn quorum(&self, unit: &UnitPlan) -> Option<UnitPlan> {
         let job = unit.job.as_deref()?;
         let min_member = self.cluster.job(job)?.min_member as usize;
@@ -831,20 +833,23 @@ impl Scheduler {
         if need == 0 || need >= unit.pods.len() {
             return None;
         }
-        let mut pods = Vec::with_capacity(need);
-        let mut tasks = Vec::with_capacity(need);
-        for (key, task) in unit.pods.iter().zip(&unit.wit.tasks) {
-            let (pod, _) = self.cluster.pod(key)?;
+        // Indices into the unit, others first, then workers.
+        let (workers, others): (Vec<usize>, Vec<usize>) =
+            (0..unit.pods.len()).partition(|&i| unit.wit.tasks[i].role == wit::Role::Worker);
+        let mut chosen = Vec::with_capacity(need);
+        for i in others.into_iter().chain(workers) {
+            let (pod, _) = self.cluster.pod(&unit.pods[i])?;
             if feasible(&self.cluster, pod, &mut Rejections::default()).is_empty() {
                 continue;
             }
-            pods.push(key.clone());
-            tasks.push(*task);
-            if pods.len() == need {
+            chosen.push(i);
+            if chosen.len() == need {
+                // Back in placement order (a PS follows its workers).
+                chosen.sort_unstable();
                 return Some(UnitPlan {
-                    pods,
+                    pods: chosen.iter().map(|&i| unit.pods[i].clone()).collect(),
                     wit: wit::Unit {
-                        tasks,
+                        tasks: chosen.iter().map(|&i| unit.wit.tasks[i]).collect(),
                         ..unit.wit.clone()
                     },
                     ..unit.clone()
