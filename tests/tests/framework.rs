@@ -548,28 +548,30 @@ fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
     assert_eq!(bound(&d), vec!["ns/follower"], "{d:?}");
 }
 
-#[test]
-fn with_a_fallback_a_gang_the_policy_fails_on_is_placed_whole_by_the_baseline() {
+/// A three-worker gang on nodes of `gpus` GPUs each, tried by a policy that
+/// traps in `hook` with the baseline as its fallback: the round's decisions
+/// and binds.
+fn trap_with_fallback(hook: &str, gpus: &[(&str, u32)]) -> (Scheduler, Vec<Decision>, RecordingIo) {
     let e = engine();
     let base = bundled(&e, "baseline", "");
+    let p = hostile(
+        &e,
+        &format!(r#"{{"fault": "trap", "hook": "{hook}"}}"#),
+        LoadOptions::default(),
+    )
+    .unwrap();
+    let mut s = sched(gpus);
+    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    let mut io = RecordingIo::default();
+    let r =
+        s.schedule_round_with_fallback(0, &p, Some(&base), &mut io, &mut RecordingIo::default());
+    (s, r.decisions, io)
+}
+
+#[test]
+fn with_a_fallback_a_gang_the_policy_fails_on_is_placed_whole_by_the_baseline() {
     for hook in ["pre-filter", "filter", "score", "permit"] {
-        let p = hostile(
-            &e,
-            &format!(r#"{{"fault": "trap", "hook": "{hook}"}}"#),
-            LoadOptions::default(),
-        )
-        .unwrap();
-        let mut s = sched(&[("a", 2), ("b", 2)]);
-        add_job(&mut s.cluster, "j", 0, 3, 3, 3);
-        let mut io = RecordingIo::default();
-        let r = s.schedule_round_with_fallback(
-            0,
-            &p,
-            Some(&base),
-            &mut io,
-            &mut RecordingIo::default(),
-        );
-        let d = &r.decisions;
+        let (_, d, io) = trap_with_fallback(hook, &[("a", 2), ("b", 2)]);
         let kinds: Vec<&str> = d
             .iter()
             .filter_map(|d| match d {
@@ -592,31 +594,18 @@ fn with_a_fallback_a_gang_the_policy_fails_on_is_placed_whole_by_the_baseline() 
 
 #[test]
 fn with_a_fallback_a_gang_that_does_not_fit_is_not_half_placed() {
-    let e = engine();
-    let base = bundled(&e, "baseline", "");
-    let p = hostile(
-        &e,
-        r#"{"fault": "trap", "hook": "score"}"#,
-        LoadOptions::default(),
-    )
-    .unwrap();
     // Three GPU workers, two GPUs in the cluster: the baseline alone would
     // bind two pods; as the fallback inside a gang it binds none.
-    let mut s = sched(&[("a", 1), ("b", 1)]);
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
-    let mut io = RecordingIo::default();
-    let r =
-        s.schedule_round_with_fallback(0, &p, Some(&base), &mut io, &mut RecordingIo::default());
-    assert!(io.binds.is_empty(), "{:?}", r.decisions);
+    let (s, d, io) = trap_with_fallback("score", &[("a", 1), ("b", 1)]);
+    assert!(io.binds.is_empty(), "{d:?}");
     assert!(
         s.cluster
             .job_pods("j")
             .all(|(_, st)| st == PodState::Pending)
     );
     assert!(
-        matches!(r.decisions.last(), Some(Decision::Unschedulable { .. })),
-        "{:?}",
-        r.decisions
+        matches!(d.last(), Some(Decision::Unschedulable { .. })),
+        "{d:?}"
     );
 }
 
@@ -638,18 +627,23 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
     job(&mut j);
     s.cluster.upsert_job(j);
     for i in 0..pods {
-        let mut p = dragon_host::framework::Pod::new(
-            format!("{name}-{i}"),
-            Resources {
-                cpu_milli: 1000,
-                memory_mib: 1024,
-                gpus,
-            },
-        );
-        p.job = Some(name.into());
-        p.index = i;
-        s.cluster.add_pod(p, None).unwrap();
+        s.cluster.add_pod(group_pod(name, i, gpus), None).unwrap();
     }
+}
+
+/// Pod `i` of PodGroup `group`, without a role, asking `gpus` GPUs.
+fn group_pod(group: &str, i: u32, gpus: u32) -> dragon_host::framework::Pod {
+    let mut p = dragon_host::framework::Pod::new(
+        format!("{group}-{i}"),
+        Resources {
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            gpus,
+        },
+    );
+    p.job = Some(group.into());
+    p.index = i;
+    p
 }
 
 fn pending_of(s: &Scheduler, job: &str) -> usize {
@@ -712,21 +706,8 @@ fn gang_missing_a_member(timeout_ms: Option<u64>) -> Scheduler {
         j.min_member = 3;
         j.schedule_timeout_ms = timeout_ms;
     });
-    let pod = |i: u32| {
-        let mut p = dragon_host::framework::Pod::new(
-            format!("j-{i}"),
-            Resources {
-                cpu_milli: 1000,
-                memory_mib: 1024,
-                gpus: 1,
-            },
-        );
-        p.job = Some("j".into());
-        p.index = i;
-        p
-    };
-    s.cluster.add_pod(pod(0), Some("a")).unwrap();
-    s.cluster.add_pod(pod(1), None).unwrap();
+    s.cluster.add_pod(group_pod("j", 0, 1), Some("a")).unwrap();
+    s.cluster.add_pod(group_pod("j", 1, 1), None).unwrap();
     s
 }
 
