@@ -65,15 +65,17 @@ async fn two_gangs_that_cannot_both_fit_run_one_whole_then_the_other() {
     )
     .await;
     assert_eq!(s.phase("first-worker-0").await, "Succeeded");
-    let pg = podgroups(&s.client, "gangs").get("first").await.unwrap();
     // As scheduler-plugins' PodGroup controller reports a group whose
-    // minMember pods all succeeded.
-    assert_eq!(
-        pg.data["status"]["phase"], "Finished",
-        "{}",
-        pg.data["status"]
-    );
-    assert_eq!(pg.data["status"]["succeeded"], 7);
+    // minMember pods all succeeded (written a moment after the last one).
+    until(
+        30,
+        "the first PodGroup Finished with 7 succeeded",
+        || async {
+            let status = s.podgroup_status("first").await;
+            status["phase"] == "Finished" && status["succeeded"] == 7
+        },
+    )
+    .await;
     assert!(sched.metric("dragon_scheduling_attempts_total{result=\"scheduled\"}") >= 2.0);
     s.cleanup().await;
 }
