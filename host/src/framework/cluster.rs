@@ -632,6 +632,13 @@ impl Cluster {
             .map(|e| (&e.pod, e.state))
     }
 
+    /// How many pods of `job` hold a node (bound or reserved).
+    pub(crate) fn job_placed(&self, job: &str) -> usize {
+        self.job_pods(job)
+            .filter(|(_, s)| s.node().is_some())
+            .count()
+    }
+
     /// A worker pod beyond its job's current worker count: being removed by
     /// a scale-down or an admission below the requested size.
     pub(crate) fn is_surplus(&self, pod: &Pod) -> bool {

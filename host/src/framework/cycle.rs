@@ -460,11 +460,7 @@ impl Scheduler {
                 continue;
             };
             let job = key.strip_prefix("job/").unwrap_or_default();
-            let held = self
-                .cluster
-                .job_pods(job)
-                .filter(|(_, s)| s.node().is_some())
-                .count();
+            let held = self.cluster.job_placed(job);
             let present = self
                 .cluster
                 .job_pods(job)
@@ -824,11 +820,7 @@ impl Scheduler {
     fn quorum(&self, unit: &UnitPlan) -> Option<UnitPlan> {
         let job = unit.job.as_deref()?;
         let min_member = self.cluster.job(job)?.min_member as usize;
-        let held = self
-            .cluster
-            .job_pods(job)
-            .filter(|(_, s)| s.node().is_some())
-            .count();
+        let held = self.cluster.job_placed(job);
         let need = min_member.saturating_sub(held);
         if need == 0 || need >= unit.pods.len() {
             return None;
@@ -1326,11 +1318,7 @@ impl Scheduler {
         if min_member == 0 {
             return 0;
         }
-        let held = self
-            .cluster
-            .job_pods(job)
-            .filter(|(_, s)| s.node().is_some())
-            .count();
+        let held = self.cluster.job_placed(job);
         (pending + held).saturating_sub(min_member)
     }
 }
