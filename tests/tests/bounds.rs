@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dragon_bundled::test_policies::hostile_with_mode;
 use dragon_host::framework::{
     BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo, Resources,
     Scheduler, SchedulerConfig,
@@ -29,18 +30,6 @@ fn cluster(nodes: usize, gpus: u32) -> Cluster {
     c
 }
 
-/// The hostile component with its metadata fault set to `mode` (12 bytes).
-fn hostile_metadata(mode: &[u8; 12]) -> Vec<u8> {
-    let marker = b"HOSTILE_METADATA_MODE=normal______";
-    let mut bytes = dragon_bundled::test_policies::HOSTILE.to_vec();
-    let at = bytes
-        .windows(marker.len())
-        .position(|w| w == marker)
-        .expect("the hostile component carries its metadata marker");
-    bytes[at + 22..at + 34].copy_from_slice(mode);
-    bytes
-}
-
 fn load_bytes(bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
     WasmPolicy::from_bytes(
         &engine(),
@@ -53,7 +42,7 @@ fn load_bytes(bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
 
 #[test]
 fn ten_million_listed_hooks_are_kept_once_each() {
-    let p = load_bytes(&hostile_metadata(b"hooks_______")).expect("loads");
+    let p = load_bytes(&hostile_with_mode(b"hooks_______")).expect("loads");
     assert_eq!(p.info().hooks.len(), 6, "{:?}", p.info().hooks);
     // And it schedules as usual: every "is this hook implemented?" is cheap.
     let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
@@ -80,7 +69,7 @@ fn long_names_and_versions_and_non_semver_versions_are_refused_in_a_short_messag
         (b"long-version", "the version must be at most 64 bytes"),
         (b"bad-version_", "is not semver"),
     ] {
-        let err = load_bytes(&hostile_metadata(mode))
+        let err = load_bytes(&hostile_with_mode(mode))
             .err()
             .unwrap_or_else(|| panic!("{mode:?} loaded"));
         let text = err.to_string();

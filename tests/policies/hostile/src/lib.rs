@@ -2,6 +2,10 @@
 //! the fault and the hook: `{"fault": "loop", "hook": "score"}`. With `{}` it
 //! behaves (every hook at its SDK default), so a test can load it first and
 //! then make it misbehave.
+//!
+//! A few faults are fixed in the component's bytes instead ([`MODE`]): those
+//! of `metadata`, which runs before any settings are known, and `flaky`,
+//! which must run under the settings of the policies it is swapped with.
 
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, export_policy, log};
@@ -33,16 +37,19 @@ pub enum Fault {
     MixedScale,
 }
 
-/// What `metadata` returns. `metadata` runs on a fresh instance before
-/// `configure`, so settings cannot choose it: tests rewrite the mode in
-/// these bytes of the component (same length, e.g. `hooks_______`).
+/// The fault fixed in the component: tests rewrite the last 12 bytes of
+/// this marker (same length, e.g. `hooks_______`; see
+/// `dragon_bundled::test_policies::hostile_with_mode`).
+/// - `hooks_______`, `long-name___`, `long-version`, `bad-version_`: what
+///   `metadata` returns;
+/// - `flaky-1in10_`: every tenth call of a scheduling hook traps.
 #[used]
-static METADATA_MODE: [u8; 34] = *b"HOSTILE_METADATA_MODE=normal______";
+static MODE: [u8; 34] = *b"HOSTILE_METADATA_MODE=normal______";
 
-/// The mode in [`METADATA_MODE`], read so the optimiser cannot fold it.
-fn metadata_mode() -> [u8; 12] {
+/// The mode in [`MODE`], read so the optimiser cannot fold it.
+fn mode() -> [u8; 12] {
     // SAFETY: a read of an initialised static of plain bytes.
-    let bytes = unsafe { std::ptr::read_volatile(&METADATA_MODE) };
+    let bytes = unsafe { std::ptr::read_volatile(&MODE) };
     let mut mode = [0u8; 12];
     mode.copy_from_slice(&bytes[22..]);
     mode
@@ -69,6 +76,8 @@ const HUGE: usize = 4 << 20;
 pub struct Hostile {
     fault: Fault,
     hook: String,
+    /// Scheduling-hook calls made on this instance (for `flaky-1in10_`).
+    calls: std::cell::Cell<u64>,
 }
 
 // Unbounded on purpose: the host must stop it.
@@ -83,6 +92,13 @@ fn recurse(depth: u64, sink: &mut [u64; 16]) -> u64 {
 
 impl Hostile {
     fn strike(&self, hook: &str) {
+        if hook != "metadata" && hook != "configure" && &mode() == b"flaky-1in10_" {
+            let n = self.calls.get() + 1;
+            self.calls.set(n);
+            if n % 10 == 0 {
+                panic!("hostile: call {n} of this instance traps in {hook}");
+            }
+        }
         if self.hook != hook {
             return;
         }
@@ -149,7 +165,7 @@ impl Policy for Hostile {
             Hook::Scale,
         ];
         let mut info = PolicyInfo::new("hostile", env!("CARGO_PKG_VERSION"), &all);
-        match &metadata_mode() {
+        match &mode() {
             b"hooks_______" => {
                 info.hooks = (0..10_000_000).map(|i| all[i % all.len()]).collect();
             }
