@@ -1,121 +1,18 @@
-//! Builds the policy crates in `plugin/` (and the test-only hostile policy)
-//! for `wasm32-unknown-unknown` with a nested cargo, encodes each core module
-//! as a component, and generates constants pointing at the results. This is
-//! how wasmtime's own test programs are built: a fresh clone needs nothing
-//! but `cargo build`.
+//! Builds the policies Dragon ships (`plugin/`) as components; see
+//! `build_components.rs`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const TARGET: &str = "wasm32-unknown-unknown";
-
-/// (crate name, wasm file stem, constant name)
-const POLICIES: &[(&str, &str, &str)] = &[
-    ("dragon-policy", "dragon_policy", "DRAGON"),
-    ("baseline-policy", "baseline_policy", "BASELINE"),
-    ("hostile-policy", "hostile_policy", "HOSTILE"),
-];
+#[path = "build_components.rs"]
+mod components;
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.join("../..").canonicalize().unwrap();
-    for dir in [
-        "plugin",
-        "wit",
-        "tests/policies",
-        "Cargo.toml",
-        "Cargo.lock",
-    ] {
-        println!("cargo:rerun-if-changed={}", root.join(dir).display());
-    }
-    ensure_target();
-
-    let target_dir = root.join("target/policies");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args([
-            "build",
-            "--profile",
-            "policy",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
-        .arg(&target_dir);
-    for (krate, _, _) in POLICIES {
-        cmd.args(["-p", krate]);
-    }
-    // The outer build's flags are for the host, not for wasm.
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "RUSTC_WORKSPACE_WRAPPER",
-    ] {
-        cmd.env_remove(var);
-    }
-    let status = cmd
-        .status()
-        .expect("failed to run cargo for the policy build");
-    if !status.success() {
-        panic!("building the policy components failed (see the cargo output above)");
-    }
-
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let mut consts = String::new();
-    for (krate, stem, name) in POLICIES {
-        let module = target_dir
-            .join(TARGET)
-            .join("policy")
-            .join(format!("{stem}.wasm"));
-        let component =
-            encode(&module).unwrap_or_else(|e| panic!("encoding {krate} as a component: {e}"));
-        let path = out.join(format!("{stem}.component.wasm"));
-        std::fs::write(&path, &component).unwrap();
-        consts.push_str(&format!(
-            "/// The `{krate}` component ({} bytes).\npub const {name}: &[u8] = include_bytes!({:?});\n",
-            component.len(),
-            path.display().to_string()
-        ));
-    }
-    std::fs::write(out.join("components.rs"), consts).unwrap();
-}
-
-/// The wasm target comes from `rust-toolchain.toml`; rustup does not add a
-/// target to an already-installed toolchain by itself, so add it here.
-fn ensure_target() {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l.trim() == TARGET)
-        });
-    match installed {
-        Ok(true) => {}
-        Ok(false) => {
-            let ok = Command::new("rustup")
-                .args(["target", "add", TARGET])
-                .status()
-                .map(|s| s.success());
-            if !matches!(ok, Ok(true)) {
-                panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed");
-            }
-        }
-        // No rustup: assume the toolchain was installed with the target.
-        Err(_) => {}
-    }
-}
-
-fn encode(module: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(module).map_err(|e| format!("{}: {e}", module.display()))?;
-    wit_component::ComponentEncoder::default()
-        .validate(true)
-        .module(&bytes)
-        .map_err(|e| format!("{e:#}"))?
-        .encode()
-        .map_err(|e| format!("{e:#}"))
+    components::build(
+        &root,
+        &[
+            ("dragon-policy", "dragon_policy", "DRAGON"),
+            ("baseline-policy", "baseline_policy", "BASELINE"),
+        ],
+        &["plugin", "wit", "Cargo.toml", "Cargo.lock"],
+    );
 }

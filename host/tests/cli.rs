@@ -169,7 +169,7 @@ fn policy_export_writes_the_component_or_a_configmap_that_carries_it() {
 
 #[test]
 fn policy_run_exits_3_when_hook_calls_failed_unless_allowed_and_logs_carry_no_colour_codes() {
-    let hostile = scratch("hostile.wasm", dragon_bundled::test_policies::HOSTILE);
+    let hostile = scratch("hostile.wasm", dragon_test_policies::HOSTILE);
     let run = |extra: &[&str]| {
         let mut args = vec![
             "policy",

@@ -3,14 +3,25 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use dragon_host::framework::SchedulerConfig;
-use dragon_host::runtime::Limits;
+use dragon_framework::SchedulerConfig;
+use dragon_runtime::Limits;
 use serde::Deserialize;
+
+/// The `apiVersion` a config file may carry (absent: this one).
+pub const API_VERSION: &str = "dragon.dev/v1alpha1";
+/// The `kind` a config file may carry (absent: this one).
+pub const KIND: &str = "DragonSchedulerConfiguration";
 
 /// `dragon-scheduler --config FILE`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
+    /// The format's version; only [`API_VERSION`] is read.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// The document's kind; only [`KIND`] is read.
+    #[serde(default)]
+    pub kind: Option<String>,
     /// Pods with this `spec.schedulerName` are ours.
     #[serde(default = "default_name")]
     pub scheduler_name: String,
@@ -151,6 +162,12 @@ impl Config {
     }
 
     fn check(&self) -> Result<()> {
+        if let Some(v) = self.api_version.as_deref().filter(|v| *v != API_VERSION) {
+            bail!("apiVersion {v:?} is not supported: this dragon-scheduler reads {API_VERSION}");
+        }
+        if let Some(k) = self.kind.as_deref().filter(|k| *k != KIND) {
+            bail!("kind {k:?} is not a dragon-scheduler configuration: expected {KIND}");
+        }
         if self.scheduler_name.is_empty() {
             bail!("schedulerName must not be empty");
         }
@@ -291,6 +308,51 @@ mod tests {
             .unwrap_err()
         );
         assert!(e.contains("failure"), "{e}");
+    }
+
+    #[test]
+    fn api_version_and_kind_are_optional_and_checked() {
+        let c = Config::parse(
+            "apiVersion: dragon.dev/v1alpha1\nkind: DragonSchedulerConfiguration\npolicy: dragon\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(c.api_version.as_deref(), Some(API_VERSION));
+        for (bad, needle) in [
+            ("apiVersion: dragon.dev/v2\n", "dragon.dev/v2"),
+            (
+                "kind: KubeSchedulerConfiguration\n",
+                "KubeSchedulerConfiguration",
+            ),
+        ] {
+            let e = format!(
+                "{:#}",
+                Config::parse(&format!("{bad}policy: dragon\n"), "c.yaml").unwrap_err()
+            );
+            assert!(e.contains("c.yaml") && e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn limits_are_camel_case_like_every_other_key() {
+        let c = Config::parse(
+            "policy: dragon\nlimits: {deadlineMs: 250, memoryBytes: 1048576, tableElements: 10}\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.deadline_ms,
+                c.limits.memory_bytes,
+                c.limits.table_elements
+            ),
+            (250, 1 << 20, 10)
+        );
+        let e = format!(
+            "{:#}",
+            Config::parse("policy: dragon\nlimits: {deadline_ms: 250}\n", "c.yaml").unwrap_err()
+        );
+        assert!(e.contains("deadline_ms"), "{e}");
     }
 
     #[test]

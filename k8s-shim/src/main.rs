@@ -20,7 +20,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    dragon_host::cli::init_logging("info");
+    dragon_framework::logging::init("info");
     let args = Args::parse();
     let result = dragon_scheduler::config::Config::load(&args.config).and_then(|config| {
         tokio::runtime::Builder::new_multi_thread()

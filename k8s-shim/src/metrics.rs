@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use dragon_host::runtime::{CallError, Hooks, PolicyInfo, wit};
+use dragon_runtime::{CallError, Hooks, PolicyInfo, wit};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dragon_host::runtime::{LoadOptions, PolicySlot, PolicySource};
+use dragon_runtime::{LoadOptions, PolicySlot, PolicySource};
 use notify::{RecursiveMode, Watcher};
 
 use crate::metrics::Metrics;
@@ -15,7 +15,7 @@ use crate::metrics::Metrics;
 fn digest(path: &Path) -> Option<String> {
     std::fs::read(path)
         .ok()
-        .map(|b| dragon_host::runtime::sha256_hex(&b))
+        .map(|b| dragon_runtime::sha256_hex(&b))
 }
 
 /// Watch `path` and reload `slot` on every content change until the process

@@ -9,8 +9,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use dragon_host::framework::{BreakerChange, Decision};
-use dragon_host::runtime::{
+use dragon_framework::{BreakerChange, Decision};
+use dragon_runtime::{
     ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
 };
 use futures::StreamExt;
@@ -876,7 +876,7 @@ impl Loop {
                 .sched
                 .cluster
                 .job_pods(job)
-                .filter(|(_, s)| !matches!(s, dragon_host::framework::PodState::Bound(_)))
+                .filter(|(_, s)| !matches!(s, dragon_framework::PodState::Bound(_)))
                 .map(|(p, _)| p.key.clone())
                 .collect()
         } else if let Some(pod) = unit.strip_prefix("pod/") {

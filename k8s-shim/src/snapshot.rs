@@ -4,9 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dragon_host::framework::{
-    Cluster, NodeSelector, Pod, PodState, Role, Scheduler, SchedulerConfig,
-};
+use dragon_framework::{Cluster, NodeSelector, Pod, PodState, Role, Scheduler, SchedulerConfig};
 use k8s_openapi::api::core::v1 as core;
 
 use crate::group_status::{GroupStatuses, PodPhase};
@@ -556,8 +554,8 @@ mod tests {
     }
 
     /// The bundled DRAGON policy, through wasm.
-    fn dragon_policy() -> dragon_host::runtime::WasmPolicy {
-        use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
+    fn dragon_policy() -> dragon_runtime::WasmPolicy {
+        use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
         WasmPolicy::from_bytes(
             &PolicyEngine::new().unwrap(),
             &ComponentCache::disabled(),
@@ -588,7 +586,7 @@ mod tests {
 
     #[test]
     fn a_gated_member_holds_its_whole_gang_until_the_gate_is_removed() {
-        use dragon_host::framework::{Decision, RecordingIo};
+        use dragon_framework::{Decision, RecordingIo};
         let policy = dragon_policy();
         let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
         s.apply(node("n1", 4));
@@ -621,7 +619,7 @@ mod tests {
 
     #[test]
     fn a_gang_takes_its_members_highest_priority_and_goes_first() {
-        use dragon_host::framework::RecordingIo;
+        use dragon_framework::RecordingIo;
         let policy = dragon_policy();
         let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
         s.apply(node("n1", 4));

@@ -496,13 +496,13 @@ async fn healthz_fails_while_the_scheduling_thread_is_stuck_and_recovers() {
     let dir = std::env::temp_dir().join(format!("dragon-e2e-healthz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hostile.wasm");
-    std::fs::write(&path, dragon_bundled::test_policies::HOSTILE).unwrap();
+    std::fs::write(&path, dragon_test_policies::HOSTILE).unwrap();
     // Every score call spins to its 3 s deadline, no round budget and no
     // breaker: a round over three pods holds the thread for about 9 s.
     let sched = Scheduler::start(
         &s,
         path.to_str().unwrap(),
-        "settings: {fault: loop, hook: score}\nlimits: {deadline_ms: 3000}\n\
+        "settings: {fault: loop, hook: score}\nlimits: {deadlineMs: 3000}\n\
          scheduling: {roundBudgetMs: 0, breaker: {failures: 0}}\nstuckAfterSeconds: 2\n",
     );
     assert_eq!(sched.get("/healthz").map(|(c, _)| c), Some(200));
@@ -539,10 +539,10 @@ async fn healthz_fails_while_the_scheduling_thread_is_stuck_and_recovers() {
 fn trapping_policy(dir: &std::path::Path) -> (std::path::PathBuf, &'static str) {
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("hostile.wasm");
-    std::fs::write(&path, dragon_bundled::test_policies::HOSTILE).unwrap();
+    std::fs::write(&path, dragon_test_policies::HOSTILE).unwrap();
     (
         path,
-        "settings: {fault: trap, hook: score}\nlimits: {deadline_ms: 1000}\n",
+        "settings: {fault: trap, hook: score}\nlimits: {deadlineMs: 1000}\n",
     )
 }
 

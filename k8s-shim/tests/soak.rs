@@ -96,7 +96,7 @@ impl Swap {
         let bytes: Vec<u8> = match self {
             Swap::Baseline => dragon_bundled::BASELINE.to_vec(),
             Swap::Dragon => dragon_bundled::DRAGON.to_vec(),
-            Swap::Flaky => dragon_bundled::test_policies::hostile_with_mode(b"flaky-1in10_"),
+            Swap::Flaky => dragon_test_policies::hostile_with_mode(b"flaky-1in10_"),
             Swap::Corrupt => b"\0asm\x0d\0\x01\0 not really".to_vec(),
         };
         let tmp = policy.with_extension("tmp");

@@ -168,7 +168,7 @@ pub fn hostile(
         engine,
         &ComponentCache::disabled(),
         "hostile.wasm",
-        dragon_bundled::test_policies::HOSTILE,
+        dragon_test_policies::HOSTILE,
         &options,
     )
 }

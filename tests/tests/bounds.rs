@@ -6,7 +6,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dragon_bundled::test_policies::hostile_with_mode;
 use dragon_host::framework::{
     BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo, Resources,
     Scheduler, SchedulerConfig,
@@ -15,6 +14,7 @@ use dragon_host::runtime::{
     CallError, ComponentCache, Hooks, Limits, LoadError, LoadOptions, PolicyInfo, WasmPolicy,
     bounds, wit,
 };
+use dragon_test_policies::hostile_with_mode;
 use dragon_tests::{Native, add_job, bundled, engine, hostile};
 
 fn cluster(nodes: usize, gpus: u32) -> Cluster {

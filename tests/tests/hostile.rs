@@ -84,7 +84,7 @@ fn every_fault_in_every_hook_is_contained_named_and_survived() {
                 &e,
                 &cache,
                 "hostile.wasm",
-                dragon_bundled::test_policies::HOSTILE,
+                dragon_test_policies::HOSTILE,
                 &options,
             )
             .unwrap_or_else(|err| panic!("{case}: {err}"));

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use dragon_host::framework::{
+use dragon_framework::{
     Constraints, HostPort, LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm,
     Operator, PodAffinityTerm, PreferredTerm, Requirement, SpreadConstraint,
 };

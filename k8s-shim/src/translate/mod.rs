@@ -7,7 +7,7 @@ mod requests;
 
 use std::collections::BTreeMap;
 
-use dragon_host::framework::{Constraints, Demand, Job, Node, Pod, Role, Taint, Toleration};
+use dragon_framework::{Constraints, Demand, Job, Node, Pod, Role, Taint, Toleration};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::scheduling::v1beta1 as scheduling;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -103,7 +103,7 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
 /// A selector Dragon cannot evaluate, named.
 pub fn volume_node_affinity(
     pv: &core::PersistentVolume,
-) -> Result<Option<dragon_host::framework::NodeSelector>, TranslateError> {
+) -> Result<Option<dragon_framework::NodeSelector>, TranslateError> {
     let object = format!(
         "persistentvolume {}",
         pv.metadata.name.as_deref().unwrap_or("")
@@ -414,7 +414,7 @@ pub fn job(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dragon_host::framework::{HostPort, Operator, Resources};
+    use dragon_framework::{HostPort, Operator, Resources};
 
     fn pod_yaml(y: &str) -> core::Pod {
         serde_norway::from_str(y).unwrap()

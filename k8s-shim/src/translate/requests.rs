@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dragon_host::framework::{Demand, Resources, Scalars};
+use dragon_framework::{Demand, Resources, Scalars};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 

@@ -39,7 +39,7 @@ pub enum Fault {
 
 /// The fault fixed in the component: tests rewrite the last 12 bytes of
 /// this marker (same length, e.g. `hooks_______`; see
-/// `dragon_bundled::test_policies::hostile_with_mode`).
+/// `dragon_test_policies::hostile_with_mode`).
 /// - `hooks_______`, `long-name___`, `long-version`, `bad-version_`: what
 ///   `metadata` returns;
 /// - `flaky-1in10_`: every tenth call of a scheduling hook traps.

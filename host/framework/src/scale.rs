@@ -10,7 +10,7 @@ use super::cluster::PodState;
 use super::cycle::Scheduler;
 use super::io::Scaler;
 use super::model::Role;
-use crate::runtime::{CallError, Failure, Hooks, wit};
+use dragon_runtime::{CallError, Failure, Hooks, wit};
 
 /// One applied scale change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -277,7 +277,7 @@ fn checked_decisions(
                 ),
             ));
         }
-        d.reason = crate::runtime::bounds::policy_text(d.reason);
+        d.reason = dragon_runtime::bounds::policy_text(d.reason);
         out.push((i, d));
     }
     Ok(out)

@@ -2,9 +2,10 @@
 
 use serde::Deserialize;
 
-/// Limits applied to every call into a policy.
+/// Limits applied to every call into a policy (`limits` in
+/// dragon-scheduler's config: `deadlineMs`, `memoryBytes`, `tableElements`).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, rename_all = "camelCase")]
 pub struct Limits {
     /// A call that runs longer than this is interrupted (epoch interruption).
     pub deadline_ms: u64,

@@ -9,6 +9,7 @@ mod constraints;
 mod cycle;
 mod filters;
 mod io;
+pub mod logging;
 mod model;
 mod preferences;
 mod queue;

@@ -12,7 +12,7 @@ use super::constraints::{
     PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
 };
 use super::model::Pod;
-use crate::runtime::wit;
+use dragon_runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
 #[derive(Debug, Default)]
@@ -323,10 +323,10 @@ mod tests {
     //! `podtopologyspread/filtering_test.go`), run through [`feasible`].
 
     use super::*;
-    use crate::framework::constraints::{Constraints, HostPort, PodAffinityTerm, SpreadConstraint};
-    use crate::framework::model::{Node, Resources, Scalars};
-    use crate::framework::selector::{LabelSelector, Labels, Operator, Requirement};
-    use crate::framework::{NodeSelector, NodeSelectorTerm, PodState};
+    use crate::constraints::{Constraints, HostPort, PodAffinityTerm, SpreadConstraint};
+    use crate::model::{Node, Resources, Scalars};
+    use crate::selector::{LabelSelector, Labels, Operator, Requirement};
+    use crate::{NodeSelector, NodeSelectorTerm, PodState};
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -532,7 +532,7 @@ mod tests {
 
     #[test]
     fn a_tainted_node_takes_only_pods_that_tolerate_its_taint() {
-        use crate::framework::{Taint, Toleration};
+        use crate::{Taint, Toleration};
         let mut c = cluster(&[("n1", &[]), ("n2", &[])]);
         let mut n2 = c.nodes()[1].clone();
         n2.taints = vec![Taint {

@@ -13,8 +13,8 @@ use super::io::{Binder, Release, Scaler};
 use super::model::Role;
 use super::preferences;
 use super::queue::{Queue, Setback};
-use crate::runtime::bounds::policy_text;
-use crate::runtime::{CallError, Failure, Hooks, wit};
+use dragon_runtime::bounds::policy_text;
+use dragon_runtime::{CallError, Failure, Hooks, wit};
 
 /// Framework settings that are not the policy's business.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]

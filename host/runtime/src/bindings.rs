@@ -2,7 +2,7 @@
 
 wasmtime::component::bindgen!({
     world: "scheduling-policy",
-    path: "../wit",
+    path: "../../wit",
     additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
 });
 

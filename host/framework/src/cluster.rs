@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::constraints::HostPort;
 use super::model::{Demand, Job, Node, Pod, Resources, Role, Scalars};
 use super::queue::Changes;
-use crate::runtime::wit;
+use dragon_runtime::wit;
 
 /// Where a pod stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -107,9 +107,9 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::constraints::PreferredTerm;
-    use crate::framework::model::{Node, Resources, Taint, Toleration};
-    use crate::framework::selector::{NodeSelectorTerm, Operator, Requirement};
+    use crate::constraints::PreferredTerm;
+    use crate::model::{Node, Resources, Taint, Toleration};
+    use crate::selector::{NodeSelectorTerm, Operator, Requirement};
 
     fn cluster() -> Cluster {
         let mut c = Cluster::new();

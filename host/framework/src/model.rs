@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::constraints::Constraints;
 use super::selector::Labels;
-use crate::runtime::wit;
+use dragon_runtime::wit;
 
 /// Amounts of every resource other than CPU, memory and `nvidia.com/gpu`,
 /// by Kubernetes resource name, in the resource's base unit (bytes for
