@@ -212,6 +212,7 @@ pub fn job_pods(
             schedule_timeout_ms: None,
             min_resources: None,
             hold: None,
+            declared: false,
         },
         pods,
     })

@@ -16,7 +16,7 @@ use dragon_runtime::{
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::config::{Config, OnPolicyError};
@@ -108,7 +108,10 @@ fn spawn_watch<K>(
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut stream = watcher(api, config).boxed();
+        // client-go's reflector backoff (800 ms doubling to 30 s, with
+        // jitter, reset after 2 min of health): a restarted API server is
+        // not met by every watch of every replica at once.
+        let mut stream = watcher(api, config).default_backoff().boxed();
         let mut listing: Option<BTreeSet<String>> = None;
         while let Some(item) = stream.next().await {
             let msg = match item {
@@ -135,8 +138,7 @@ fn spawn_watch<K>(
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
                 }),
                 Err(e) => {
-                    tracing::warn!(?kind, "watch error (retrying): {e}");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tracing::warn!(?kind, "watch error (retrying after a backoff): {e}");
                     continue;
                 }
             };

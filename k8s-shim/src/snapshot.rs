@@ -56,6 +56,52 @@ pub enum Event {
     VolumeGone(String),
 }
 
+/// What a deferred pod waits for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Awaited {
+    /// The node it is bound to.
+    Node(String),
+    /// Its PodGroup (`namespace/name`).
+    Group(String),
+}
+
+/// Pods waiting for a node or PodGroup the snapshot has not seen, indexed by
+/// what they wait for: a node or PodGroup event retries its own pods only,
+/// so a first list that brings pods before their nodes stays linear.
+#[derive(Debug, Default)]
+struct Deferred {
+    waiting: BTreeMap<Awaited, BTreeMap<String, core::Pod>>,
+    by_pod: BTreeMap<String, Awaited>,
+}
+
+impl Deferred {
+    fn insert(&mut self, key: String, on: Awaited, pod: core::Pod) {
+        self.remove(&key);
+        self.by_pod.insert(key.clone(), on.clone());
+        self.waiting.entry(on).or_default().insert(key, pod);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(on) = self.by_pod.remove(key)
+            && let Some(pods) = self.waiting.get_mut(&on)
+        {
+            pods.remove(key);
+            if pods.is_empty() {
+                self.waiting.remove(&on);
+            }
+        }
+    }
+
+    /// The pods that waited for `arrived`, no longer deferred.
+    fn take(&mut self, arrived: &Awaited) -> Vec<core::Pod> {
+        let pods = self.waiting.remove(arrived).unwrap_or_default();
+        for key in pods.keys() {
+            self.by_pod.remove(key);
+        }
+        pods.into_values().collect()
+    }
+}
+
 /// The framework state plus what is needed to rebuild jobs from pods.
 pub struct Snapshot {
     /// The framework the rounds run on.
@@ -66,7 +112,7 @@ pub struct Snapshot {
     /// (or our own scaling), else the worker pods that exist.
     pub desired: BTreeMap<String, u32>,
     /// Pods waiting for their node or PodGroup to be seen.
-    deferred: BTreeMap<String, core::Pod>,
+    deferred: Deferred,
     /// Pods that could not be translated, with the reason (shown in events).
     pub invalid: BTreeMap<String, String>,
     /// Pods bound to a node that was deleted, with that node: the API still
@@ -106,7 +152,7 @@ impl Snapshot {
             scheduler_name: scheduler_name.to_string(),
             groups: BTreeMap::new(),
             desired: BTreeMap::new(),
-            deferred: BTreeMap::new(),
+            deferred: Deferred::default(),
             invalid: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ungrouped: BTreeMap::new(),
@@ -153,7 +199,7 @@ impl Snapshot {
                         tracing::warn!(node = %name, "ignoring node: {e}");
                     }
                     self.readopt_orphans(&name);
-                    self.retry_deferred();
+                    self.retry_deferred(&Awaited::Node(name));
                 }
                 Err(e) => tracing::warn!("ignoring node: {e}"),
             },
@@ -169,7 +215,7 @@ impl Snapshot {
                 self.statuses.touch(&key);
                 self.refresh_job(&key);
                 self.adopt_ungrouped(&key);
-                self.retry_deferred();
+                self.retry_deferred(&Awaited::Group(key));
             }
             Event::GroupGone(key) => {
                 self.groups.remove(&key);
@@ -338,9 +384,9 @@ impl Snapshot {
         self.refresh_job(job);
     }
 
-    fn retry_deferred(&mut self) {
-        let pods: Vec<core::Pod> = std::mem::take(&mut self.deferred).into_values().collect();
-        for p in pods {
+    /// Apply again the pods that waited for what just arrived.
+    fn retry_deferred(&mut self, arrived: &Awaited) {
+        for p in self.deferred.take(arrived) {
             self.apply_pod(p);
         }
     }
@@ -405,7 +451,7 @@ impl Snapshot {
         if let Some(node) = &bound_to
             && c.node_by_name(node).is_none()
         {
-            self.deferred.insert(key, p);
+            self.deferred.insert(key, Awaited::Node(node.clone()), p);
             return;
         }
         // Gang pods wait for their PodGroup; another scheduler's pods only
@@ -419,7 +465,7 @@ impl Snapshot {
                     pod.job = None;
                     self.ungrouped.insert(key.clone(), job);
                 } else {
-                    self.deferred.insert(key, p);
+                    self.deferred.insert(key, Awaited::Group(job), p);
                     return;
                 }
             }
@@ -694,6 +740,40 @@ mod tests {
         assert_eq!(s.pending(), 2);
         let job = s.sched.cluster.job("ml/t").unwrap();
         assert_eq!((job.workers, job.min_member), (2, 2));
+    }
+
+    #[test]
+    fn pods_listed_before_their_nodes_and_podgroups_are_taken_in_as_those_arrive() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        for n in 0..20 {
+            for i in 0..3 {
+                let (name, node) = (format!("b{n}-{i}"), format!("n{n}"));
+                s.apply(pod(&name, None, "", 0, Some(&node), "default-scheduler"));
+            }
+        }
+        for g in 0..5 {
+            for i in 0..2 {
+                let (name, group) = (format!("g{g}-w{i}"), format!("g{g}"));
+                s.apply(pod(&name, Some(&group), "worker", i, None, "dragon"));
+            }
+        }
+        assert_eq!(s.pending(), 0);
+        assert_eq!(s.deferred.by_pod.len(), 70);
+        for n in 0..20 {
+            s.apply(node(&format!("n{n}"), 4));
+            // Its own three pods, and only those, are taken in.
+            assert_eq!(s.sched.cluster.free(n).gpus, 1, "node n{n}");
+            assert_eq!(s.deferred.by_pod.len(), 70 - 3 * (n + 1));
+        }
+        for g in 0..5 {
+            s.apply(group(&format!("g{g}"), 2));
+        }
+        assert_eq!(s.pending(), 10);
+        assert!(s.deferred.waiting.is_empty() && s.deferred.by_pod.is_empty());
+        // A pod that leaves while deferred is forgotten.
+        s.apply(pod("late", Some("later"), "worker", 0, None, "dragon"));
+        s.apply(Event::PodGone("ml/late".into()));
+        assert!(s.deferred.waiting.is_empty() && s.deferred.by_pod.is_empty());
     }
 
     #[test]

@@ -317,6 +317,11 @@ async fn under_churn_reloads_and_policy_failures_nothing_is_lost_and_memory_leve
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let churn_s = start.elapsed().as_secs_f64();
+    // The curve over the churn, printed before anything is asserted.
+    print_curve(&samples, if plan.check_level { 60.0 } else { 10.0 });
+    if plan.check_level {
+        assert_levels_off(&samples);
+    }
 
     // No more arrivals: every job that arrived runs to completion.
     let drain = Instant::now();
@@ -367,36 +372,35 @@ async fn under_churn_reloads_and_policy_failures_nothing_is_lost_and_memory_leve
     );
     s.assert_invariants(60, &[&sched], Some(&monitor)).await;
 
-    // The curve.
-    let (rss_kib, threads) = rss_and_threads(pid);
-    samples.push(Sample {
-        at_s: start.elapsed().as_secs_f64(),
-        rss_kib,
-        fds: open_fds(pid),
-        threads,
-        done: job_times.len(),
-        pending: 0,
-    });
     job_times.sort();
     let pct = |q: f64| {
         job_times
             .get(((job_times.len() as f64 - 1.0) * q).round() as usize)
             .map_or(0.0, |d| d.as_secs_f64())
     };
+    let (rss_kib, _) = rss_and_threads(pid);
     println!(
         "\nsoak: {churn_s:.0} s of churn on {NODES} nodes of {NODE_GPUS} GPUs, then {drain_s:.0} s to drain; \
          {arrived} jobs arrived and all ran to completion (arrival to sweep: median {:.0} s, p95 {:.0} s); \
          {} policy files written ({good} good, {corrupt} corrupt); {hook_errors} failed policy calls, \
-         {fallbacks} attempts by the fallback\n",
+         {fallbacks} attempts by the fallback; {:.1} MiB resident and {} open fds at the end",
         pct(0.5),
         pct(0.95),
-        swaps.len()
+        swaps.len(),
+        mib(rss_kib),
+        open_fds(pid)
     );
-    println!("| minute | RSS MiB (max) | open fds (max) | threads | jobs done | pods pending |");
+    sched.kill();
+    s.cleanup().await;
+}
+
+/// The samples as a table, one row per `bucket` seconds (maxima of memory,
+/// descriptors and threads; the last counts).
+fn print_curve(samples: &[Sample], bucket: f64) {
+    println!("\n| minute | RSS MiB (max) | open fds (max) | threads | jobs done | pods pending |");
     println!("|---:|---:|---:|---:|---:|---:|");
-    let bucket = if plan.check_level { 60.0 } else { 10.0 };
     let mut rows: BTreeMap<u64, Sample> = BTreeMap::new();
-    for x in &samples {
+    for x in samples {
         let row = rows.entry((x.at_s / bucket) as u64).or_insert(*x);
         row.rss_kib = row.rss_kib.max(x.rss_kib);
         row.fds = row.fds.max(x.fds);
@@ -415,35 +419,33 @@ async fn under_churn_reloads_and_policy_failures_nothing_is_lost_and_memory_leve
             r.pending
         );
     }
+}
 
-    if plan.check_level {
-        // After a warm-up, the second half peaks no higher than the first
-        // half plus a margin: growth that does not stop would break this.
-        let warm: Vec<&Sample> = samples.iter().filter(|x| x.at_s >= 300.0).collect();
-        let (first, second) = warm.split_at(warm.len() / 2);
-        let peak = |xs: &[&Sample]| {
-            (
-                xs.iter().map(|x| x.rss_kib).max().unwrap_or(0),
-                xs.iter().map(|x| x.fds).max().unwrap_or(0),
-            )
-        };
-        let ((rss1, fds1), (rss2, fds2)) = (peak(first), peak(second));
-        println!(
-            "\nafter warm-up: first half peaks at {:.1} MiB and {fds1} fds, second half at {:.1} MiB and {fds2} fds",
-            mib(rss1),
-            mib(rss2)
-        );
-        assert!(
-            rss2 as f64 <= rss1 as f64 * 1.10 + 8192.0,
-            "resident memory still growing: {:.1} MiB then {:.1} MiB",
-            mib(rss1),
-            mib(rss2)
-        );
-        assert!(
-            fds2 <= fds1 + 8,
-            "open file descriptors still growing: {fds1} then {fds2}"
-        );
-    }
-    sched.kill();
-    s.cleanup().await;
+/// After a 5-minute warm-up, the second half of the run peaks no higher
+/// than the first half plus a margin: growth that does not stop breaks this.
+fn assert_levels_off(samples: &[Sample]) {
+    let warm: Vec<&Sample> = samples.iter().filter(|x| x.at_s >= 300.0).collect();
+    let (first, second) = warm.split_at(warm.len() / 2);
+    let peak = |xs: &[&Sample]| {
+        (
+            xs.iter().map(|x| x.rss_kib).max().unwrap_or(0),
+            xs.iter().map(|x| x.fds).max().unwrap_or(0),
+        )
+    };
+    let ((rss1, fds1), (rss2, fds2)) = (peak(first), peak(second));
+    println!(
+        "\nafter warm-up: first half peaks at {:.1} MiB and {fds1} fds, second half at {:.1} MiB and {fds2} fds",
+        mib(rss1),
+        mib(rss2)
+    );
+    assert!(
+        rss2 as f64 <= rss1 as f64 * 1.10 + 8192.0,
+        "resident memory still growing: {:.1} MiB then {:.1} MiB",
+        mib(rss1),
+        mib(rss2)
+    );
+    assert!(
+        fds2 <= fds1 + 8,
+        "open file descriptors still growing: {fds1} then {fds2}"
+    );
 }

@@ -131,6 +131,34 @@ fn the_baseline_places_pods_one_at_a_time_and_leaves_a_job_half_placed() {
     assert_eq!((first, second), (7, 3));
 }
 
+/// A PodGroup is a promise to the cluster: under a policy with no `permit`
+/// (no gangs of its own), its pods are still placed all or nothing.
+#[test]
+fn a_podgroups_gang_is_placed_whole_or_not_at_all_even_by_a_policy_without_gangs() {
+    let e = engine();
+    let mut s = sched(&[("a", 4), ("b", 4)]);
+    add_pod_group(&mut s, "first", 6, 1, |_| {});
+    add_pod_group(&mut s, "second", 6, 1, |j| j.arrival_ms = 2);
+    let (d, io) = round(&mut s, 10, &bundled(&e, "baseline", ""));
+    let bound = |job: &str| io.binds.iter().filter(|(p, _)| p.starts_with(job)).count();
+    assert_eq!((bound("first-"), bound("second-")), (6, 0), "{d:?}");
+    assert_eq!(pending_of(&s, "second"), 6);
+    // A job that is not declared stays the policy's to gang or not.
+    let mut s = sched(&[("a", 4), ("b", 4)]);
+    add_pod_group(&mut s, "first", 6, 1, |j| j.declared = false);
+    add_pod_group(&mut s, "second", 6, 1, |j| {
+        j.declared = false;
+        j.arrival_ms = 2;
+    });
+    let (_, io) = round(&mut s, 10, &bundled(&e, "baseline", ""));
+    let bound = |job: &str| io.binds.iter().filter(|(p, _)| p.starts_with(job)).count();
+    assert_eq!(
+        bound("first-") + bound("second-"),
+        8,
+        "pod by pod: every GPU taken"
+    );
+}
+
 #[test]
 fn a_gang_that_does_not_fit_as_requested_is_admitted_at_its_min_and_shrunk() {
     let e = engine();
@@ -623,6 +651,7 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
         schedule_timeout_ms: None,
         min_resources: None,
         hold: None,
+        declared: true,
     };
     job(&mut j);
     s.cluster.upsert_job(j);

@@ -275,18 +275,22 @@ impl Scheduler {
         self.waiting.keys().map(String::as_str)
     }
 
-    /// Build the pending units. With gangs, a job's pending pods form one
+    /// Build the pending units. With gangs (the policy has `permit`, or the
+    /// job is [declared](Job::declared)), a job's pending pods form one
     /// unit; without (`permit` not implemented), every pod is its own.
     fn units(&self, gangs: bool) -> Vec<UnitPlan> {
         let c = &self.cluster;
         let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
+        let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.declared);
         for (key, e) in &c.pods {
             if e.state != PodState::Pending || c.is_surplus(&e.pod) {
                 continue;
             }
-            match (&e.pod.job, gangs) {
-                (Some(job), true) => by_job.entry(job.as_str()).or_default().push(key.as_str()),
+            match &e.pod.job {
+                Some(job) if is_gang(job) => {
+                    by_job.entry(job.as_str()).or_default().push(key.as_str())
+                }
                 _ => lone.push(key.as_str()),
             }
         }

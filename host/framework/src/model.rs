@@ -280,6 +280,13 @@ pub struct Job {
     /// invalid): its pods wait with this reason until it is cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<String>,
+    /// The gang is declared to the cluster (a PodGroup): its pods are
+    /// placed all or nothing (down to `minMember`) whatever the policy, as
+    /// a PodGroup promises. Otherwise (a job of a simulator trace or a case
+    /// file) it is a gang only under a policy with a `permit` hook, so the
+    /// baseline can stand for kube-scheduler without a gang plugin.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declared: bool,
 }
 
 /// An amount of every kind of resource, as a PodGroup's `minResources`

@@ -408,6 +408,7 @@ pub fn job(
         schedule_timeout_ms: spec.schedule_timeout_seconds.map(|s| u64::from(s) * 1000),
         min_resources: spec.min_resources.clone(),
         hold: None,
+        declared: true,
     })
 }
 
