@@ -211,7 +211,7 @@ fn policy_run_exits_3_when_hook_calls_failed_unless_allowed_and_logs_carry_no_co
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // A round with no failure exits 0 as before.
+    // A round with no failure exits 0.
     let (ok, _, err) = dragon(&[
         "policy",
         "run",
