@@ -24,7 +24,7 @@ use crate::group_status::Status;
 use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::{Metrics, Timed};
-use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
+use crate::snapshot::{Event, GroupApi, Listed, PodGroup, Snapshot};
 use crate::translate::SCALE_TARGET;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 
@@ -50,6 +50,19 @@ enum Kind {
     NativeGroup,
     Claim,
     Volume,
+}
+
+impl Kind {
+    /// What a list of this kind covers in the snapshot.
+    fn listed(self) -> Listed {
+        match self {
+            Kind::Node => Listed::Nodes,
+            Kind::Pod => Listed::Pods,
+            Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
+            Kind::NativeGroup => Listed::Groups(GroupApi::Native),
+            Kind::Claim | Kind::Volume => Listed::Other,
+        }
+    }
 }
 
 /// How many kinds are watched: scheduling starts once each is listed.
@@ -583,33 +596,8 @@ impl Loop {
             Msg::Shutdown => return true,
             Msg::Listed { kind, keys } => {
                 // Drop what vanished while we were not watching.
-                let stale: Vec<Event> = match kind {
-                    Kind::Node => self
-                        .snapshot
-                        .sched
-                        .cluster
-                        .nodes()
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, n)| {
-                            self.snapshot.sched.cluster.is_live(*i) && !keys.contains(&n.name)
-                        })
-                        .map(|(_, n)| Event::NodeGone(n.name.clone()))
-                        .collect(),
-                    Kind::Pod => self
-                        .snapshot
-                        .sched
-                        .cluster
-                        .pods()
-                        .filter(|(p, _)| !keys.contains(&p.key))
-                        .map(|(p, _)| Event::PodGone(p.key.clone()))
-                        .collect(),
-                    // Relisted in full; one left over only answers for a pod
-                    // naming a claim or volume that no longer exists.
-                    Kind::Group | Kind::NativeGroup | Kind::Claim | Kind::Volume => Vec::new(),
-                };
-                for e in stale {
-                    self.snapshot.apply(e);
+                for e in self.snapshot.vanished(kind.listed(), &keys) {
+                    self.handle(Msg::Event(e));
                 }
                 self.listed.insert(kind);
                 if self.listed.len() == KINDS {

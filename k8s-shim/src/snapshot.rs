@@ -25,6 +25,16 @@ pub struct PodGroup {
     pub priority: Option<i32>,
 }
 
+/// What a watch lists, for [`Snapshot::vanished`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    Nodes,
+    Pods,
+    Groups(GroupApi),
+    /// Claims and volumes.
+    Other,
+}
+
 /// The two PodGroup APIs a gang can come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupApi {
@@ -172,6 +182,51 @@ impl Snapshot {
     /// The PodGroup of a job, if seen.
     pub fn group(&self, job: &str) -> Option<&PodGroup> {
         self.groups.get(job)
+    }
+
+    /// What a fresh list of `kind` no longer has (`listed`: the keys it
+    /// has): the events that forget it, for a relist after a watch gap.
+    /// Pods are looked for wherever the snapshot keeps one (in the
+    /// framework, waiting for a node, PodGroup or volume, set aside with a
+    /// deleted node, or refused); PodGroups by the API they came from.
+    /// Claims and volumes are relisted in full; one left over only answers
+    /// for a pod naming something that no longer exists.
+    pub fn vanished(&self, kind: Listed, listed: &BTreeSet<String>) -> Vec<Event> {
+        let gone = |key: &String| !listed.contains(key);
+        match kind {
+            Listed::Nodes => {
+                let c = &self.sched.cluster;
+                c.nodes()
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, n)| c.is_live(*i) && gone(&n.name))
+                    .map(|(_, n)| Event::NodeGone(n.name.clone()))
+                    .collect()
+            }
+            Listed::Pods => {
+                let held: BTreeSet<&String> = self
+                    .sched
+                    .cluster
+                    .pods()
+                    .map(|(p, _)| &p.key)
+                    .chain(self.deferred.by_pod.keys())
+                    .chain(self.awaiting_volumes.keys())
+                    .chain(self.orphans.keys())
+                    .chain(self.invalid.keys())
+                    .collect();
+                held.into_iter()
+                    .filter(|k| gone(k))
+                    .map(|k| Event::PodGone(k.clone()))
+                    .collect()
+            }
+            Listed::Groups(api) => self
+                .groups
+                .iter()
+                .filter(|(k, g)| g.api == api && gone(k))
+                .map(|(k, _)| Event::GroupGone(k.clone()))
+                .collect(),
+            Listed::Other => Vec::new(),
+        }
     }
 
     /// Pending pods of ours the framework will try.
@@ -740,6 +795,52 @@ mod tests {
         assert_eq!(s.pending(), 2);
         let job = s.sched.cluster.job("ml/t").unwrap();
         assert_eq!((job.workers, job.min_member), (2, 2));
+    }
+
+    #[test]
+    fn a_relist_forgets_what_vanished_wherever_it_was_kept() {
+        let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+        s.apply(node("n1", 4));
+        s.apply(node("n2", 4));
+        s.apply(group("kept", 1));
+        s.apply(group("gone", 1));
+        s.apply(pod("placed", None, "", 0, Some("n1"), "dragon"));
+        s.apply(pod("waiting", Some("never"), "worker", 0, None, "dragon"));
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
+        let names = |events: Vec<Event>| -> Vec<String> {
+            events
+                .into_iter()
+                .map(|e| match e {
+                    Event::NodeGone(k) | Event::PodGone(k) | Event::GroupGone(k) => k,
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            names(s.vanished(Listed::Nodes, &keys(&["n1"]))),
+            vec!["n2".to_string()]
+        );
+        // A pod waiting for its PodGroup is found too.
+        assert_eq!(
+            names(s.vanished(Listed::Pods, &keys(&["ml/placed"]))),
+            vec!["ml/waiting".to_string()]
+        );
+        assert_eq!(
+            names(s.vanished(
+                Listed::Groups(GroupApi::SchedulerPlugins),
+                &keys(&["ml/kept"])
+            )),
+            vec!["ml/gone".to_string()]
+        );
+        // The other API's list says nothing of these.
+        assert!(
+            s.vanished(Listed::Groups(GroupApi::Native), &keys(&[]))
+                .is_empty()
+        );
+        for e in s.vanished(Listed::Pods, &keys(&["ml/placed"])) {
+            s.apply(e);
+        }
+        assert!(s.deferred.by_pod.is_empty());
     }
 
     #[test]
