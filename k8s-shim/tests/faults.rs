@@ -140,7 +140,7 @@ async fn restart_mid_gang(ns: &str, component: &str) {
     if component == "kube-apiserver" {
         // The watches broke (and the pods created since were seen: they resumed).
         assert!(
-            sched.log().contains("watch error (retrying)"),
+            sched.log().contains("watch error (retrying after a backoff)"),
             "{}",
             sched.log()
         );
