@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use dragon_host::framework::{
     Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
-    Taint,
+    Taint, UnitKey,
 };
 use dragon_host::runtime::{Hooks, LoadOptions};
 use dragon_tests::{add_job, bundled, engine, hostile};
@@ -105,7 +105,7 @@ fn of_two_gangs_that_cannot_both_fit_one_runs_whole_and_the_other_has_nothing_bo
         let reason = d
             .iter()
             .find_map(|d| match d {
-                Decision::Unschedulable { unit, reason } if unit == "job/second" => {
+                Decision::Unschedulable { unit, reason } if *unit == UnitKey::job("second") => {
                     Some(reason.clone())
                 }
                 _ => None,
@@ -416,7 +416,7 @@ fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
 
 fn tried(d: &[Decision], pod: &str) -> bool {
     d.iter().any(|d| match d {
-        Decision::Unschedulable { unit, .. } => unit == &format!("pod/{pod}"),
+        Decision::Unschedulable { unit, .. } => *unit == UnitKey::pod(pod),
         Decision::Bound { pod: p, .. } => p == pod,
         _ => false,
     })

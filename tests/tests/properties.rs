@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use dragon_host::framework::{
-    Binder, Cluster, Node, Pod, PodState, RecordingIo, Release, Resources, Role, Scheduler,
-    SchedulerConfig, Taint, Toleration,
+    ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodState, RecordingIo, Release, Resources,
+    Role, Scheduler, SchedulerConfig, Taint, Toleration, UnitKey,
 };
 use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
 use dragon_host::spec::{TaskSpec, worker_pod};
@@ -339,11 +339,14 @@ struct Bindings {
 }
 
 impl Binder for Bindings {
-    fn bind(&mut self, pod: &str, node: &str) -> Result<(), String> {
+    fn bind(&mut self, pod: &str, node: &str) -> Result<(), ApiError> {
         let n = self.attempts;
         self.attempts += 1;
         if self.fail.contains(&n) {
-            return Err(format!("bind attempt {n} refused"));
+            return Err(ApiError::new(
+                ApiErrorKind::Unavailable,
+                format!("bind attempt {n} refused"),
+            ));
         }
         if let Some(old) = self.view.insert(pod.to_string(), node.to_string()) {
             self.anomalies
@@ -353,7 +356,7 @@ impl Binder for Bindings {
         Ok(())
     }
 
-    fn unbind(&mut self, pod: &str) -> Result<Release, String> {
+    fn unbind(&mut self, pod: &str) -> Result<Release, ApiError> {
         self.unbinds.push(pod.to_string());
         if self.view.remove(pod).is_none() {
             self.anomalies
@@ -455,7 +458,7 @@ fn check_capacity(s: &Scheduler, view: &BindView, when: &str) -> Result<(), Stri
 /// reservations are held only by gangs waiting in permit.
 fn check_gangs(s: &Scheduler, when: &str) -> Result<(), String> {
     let c = &s.cluster;
-    let waiting: BTreeSet<&str> = s.waiting_gangs().collect();
+    let waiting: BTreeSet<&UnitKey> = s.waiting_gangs().collect();
     for job in c.jobs() {
         let states: Vec<PodState> = c.job_pods(&job.name).map(|(_, st)| st).collect();
         let bound = states
@@ -469,7 +472,7 @@ fn check_gangs(s: &Scheduler, when: &str) -> Result<(), String> {
             ));
         }
         let reserved = states.iter().any(|st| matches!(st, PodState::Reserved(_)));
-        if reserved && !waiting.contains(format!("job/{}", job.name).as_str()) {
+        if reserved && !waiting.contains(&UnitKey::job(&job.name)) {
             return Err(format!(
                 "{when}: gang {} holds reservations but is not waiting in permit",
                 job.name

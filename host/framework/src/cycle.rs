@@ -9,10 +9,11 @@ use serde::Serialize;
 use super::breaker::{Breaker, BreakerChange, BreakerConfig};
 use super::cluster::{Cluster, PodState};
 use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
-use super::io::{Binder, Release, Scaler};
+use super::io::{ApiError, Binder, Effect, Release, ScaleCause, ScaleRequest, Scaler};
 use super::model::Role;
 use super::preferences;
 use super::queue::{Queue, Setback};
+use super::unit::UnitKey;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, Hooks, wit};
 
@@ -90,46 +91,51 @@ pub enum Decision {
     Bound { pod: String, node: String },
     /// A gang was admitted (all its pods bound in this round).
     Admitted {
-        unit: String,
+        unit: UnitKey,
         pods: u32,
         workers: u32,
         nodes: u32,
     },
     /// A gang holds reservations and waits in permit.
     Waiting {
-        unit: String,
+        unit: UnitKey,
         reserved: u32,
         wait_ms: u64,
     },
     /// A unit could not be placed now.
-    Unschedulable { unit: String, reason: String },
+    Unschedulable { unit: UnitKey, reason: String },
     /// A gang was rejected by permit and released.
-    Rejected { unit: String, reason: String },
+    Rejected { unit: UnitKey, reason: String },
     /// A gang's permit wait ran out and it was released.
-    TimedOut { unit: String, reason: String },
+    TimedOut { unit: UnitKey, reason: String },
     /// A bind failed; the gang was released whole, but for `kept`: members
-    /// already bound that nothing would recreate if deleted, left bound.
+    /// already bound that nothing would recreate if deleted, left bound
+    /// (named by the driver that applied the releases).
     BindFailed {
-        unit: String,
+        unit: UnitKey,
         pod: String,
-        reason: String,
+        error: ApiError,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         kept: Vec<String>,
     },
     /// The policy failed; the unit stays pending (fail closed), unless a
     /// `FellBack` follows.
-    PolicyError { unit: String, error: String },
+    PolicyError {
+        /// The unit, or `None` for the queue order.
+        unit: Option<UnitKey>,
+        error: String,
+    },
     /// After a policy error, the unit was tried with the fallback policy (its
     /// outcome follows). Gangs stay gangs: all pods or none.
-    FellBack { unit: String, policy: String },
+    FellBack { unit: UnitKey, policy: String },
     /// The policy was suspended after repeated failures, or serves again.
     Breaker(BreakerChange),
     /// The round's time budget ran out with these units not tried; they
     /// are tried in the next round.
     Deferred { units: u32, budget_ms: u64 },
-    /// An admission below the requested size asked the workload to shrink.
+    /// An admission below the requested size shrank the workload.
     Resized {
-        unit: String,
+        unit: UnitKey,
         workers: u32,
         reason: String,
     },
@@ -142,9 +148,24 @@ pub struct RoundReport {
     pub now_ms: u64,
     /// What happened, in order.
     pub decisions: Vec<Decision>,
+    /// What the driver is to do about it, in order (see [`Effect`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
 }
 
 impl RoundReport {
+    /// Name `pod` among the members of `unit` kept bound after its bind
+    /// failed.
+    pub fn kept(&mut self, unit: &UnitKey, pod: String) {
+        let failed = self.decisions.iter_mut().rev().find_map(|d| match d {
+            Decision::BindFailed { unit: u, kept, .. } if u == unit => Some(kept),
+            _ => None,
+        });
+        if let Some(kept) = failed {
+            kept.push(pod);
+        }
+    }
+
     /// Pods bound in this round.
     pub fn bound(&self) -> impl Iterator<Item = (&str, &str)> {
         self.decisions.iter().filter_map(|d| match d {
@@ -154,7 +175,47 @@ impl RoundReport {
     }
 }
 
+/// A round decided and not yet bound (see [`Scheduler::plan_round`]).
+#[derive(Debug)]
+pub struct PlannedRound {
+    report: RoundReport,
+    units: Vec<UnitPlan>,
+    to_bind: Vec<ToBind>,
+    /// `(pod, node)`, each group's pods together.
+    binds: Vec<(String, String)>,
+}
+
+impl PlannedRound {
+    /// `(pod, node name)` to bind, in order.
+    pub fn binds(&self) -> &[(String, String)] {
+        &self.binds
+    }
+}
+
+impl ScaleRequest {
+    /// The decision a round reports for an admission's scale once applied
+    /// (or not).
+    pub fn admission_outcome(&self, result: Result<(), ApiError>) -> Decision {
+        let unit = UnitKey::job(&self.job);
+        match result {
+            Ok(()) => Decision::Resized {
+                unit,
+                workers: self.workers,
+                reason: self.reason.clone(),
+            },
+            Err(e) => Decision::PolicyError {
+                unit: Some(unit),
+                error: format!(
+                    "could not shrink the job to {} workers after admitting it: {e}",
+                    self.workers
+                ),
+            },
+        }
+    }
+}
+
 /// Pods placed and permitted in this round: bound together at its end.
+#[derive(Debug)]
 struct ToBind {
     /// Index of the unit in the round's units.
     unit: usize,
@@ -177,8 +238,7 @@ struct WaitingGang {
 /// A unit of scheduling built from the snapshot.
 #[derive(Debug, Clone)]
 struct UnitPlan {
-    /// `job/NAME` or `pod/KEY`.
-    key: String,
+    key: UnitKey,
     job: Option<String>,
     /// Pending pods, in placement order.
     pods: Vec<String>,
@@ -192,7 +252,7 @@ pub struct Scheduler {
     /// The snapshot drivers keep current.
     pub cluster: Cluster,
     config: SchedulerConfig,
-    waiting: BTreeMap<String, WaitingGang>,
+    waiting: BTreeMap<UnitKey, WaitingGang>,
     /// Units that failed and wait for a change or a backoff.
     queue: Queue,
     pub(crate) last_admit_ms: u64,
@@ -271,8 +331,8 @@ impl Scheduler {
     }
 
     /// Gangs currently waiting in permit, by unit key.
-    pub fn waiting_gangs(&self) -> impl Iterator<Item = &str> {
-        self.waiting.keys().map(String::as_str)
+    pub fn waiting_gangs(&self) -> impl Iterator<Item = &UnitKey> {
+        self.waiting.keys()
     }
 
     /// Build the pending units. With gangs (the policy has `permit`, or the
@@ -314,7 +374,7 @@ impl Scheduler {
                 .filter(|(_, s)| matches!(s, PodState::Bound(_)))
                 .count() as u32;
             units.push(UnitPlan {
-                key: format!("job/{job}"),
+                key: UnitKey::job(job),
                 job: Some(job.to_string()),
                 wit: wit::Unit {
                     id: je.unit_id,
@@ -342,7 +402,7 @@ impl Scheduler {
                 .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
                 .unwrap_or((0, 0, 0));
             units.push(UnitPlan {
-                key: format!("pod/{key}"),
+                key: UnitKey::pod(key),
                 job: None,
                 wit: wit::Unit {
                     id: e.unit_id,
@@ -444,7 +504,7 @@ impl Scheduler {
         }
         result.unwrap_or_else(|e| {
             report.decisions.push(Decision::PolicyError {
-                unit: "(queue)".into(),
+                unit: None,
                 error: e.to_string(),
             });
             fifo()
@@ -453,7 +513,7 @@ impl Scheduler {
 
     /// Release gangs whose permit wait ran out.
     fn expire_waits(&mut self, now_ms: u64, report: &mut RoundReport) {
-        let expired: Vec<String> = self
+        let expired: Vec<UnitKey> = self
             .waiting
             .iter()
             .filter(|(_, w)| now_ms >= w.deadline_ms)
@@ -463,7 +523,7 @@ impl Scheduler {
             let Some(w) = self.waiting.remove(&key) else {
                 continue;
             };
-            let job = key.strip_prefix("job/").unwrap_or_default();
+            let job = key.job_name().unwrap_or_default();
             let held = self.cluster.job_placed(job);
             let present = self
                 .cluster
@@ -493,8 +553,8 @@ impl Scheduler {
         }
     }
 
-    fn reserved_of(&self, unit_key: &str) -> Vec<String> {
-        let Some(job) = unit_key.strip_prefix("job/") else {
+    fn reserved_of(&self, unit_key: &UnitKey) -> Vec<String> {
+        let Some(job) = unit_key.job_name() else {
             return Vec::new();
         };
         self.cluster
@@ -504,14 +564,15 @@ impl Scheduler {
             .collect()
     }
 
-    fn unreserve_job(&mut self, unit_key: &str) {
+    fn unreserve_job(&mut self, unit_key: &UnitKey) {
         for key in self.reserved_of(unit_key) {
             self.cluster.set_state(&key, PodState::Pending);
         }
     }
 
-    /// Run one scheduling round at `now_ms`; a unit the policy fails on
-    /// stays pending (fail closed).
+    /// Run one scheduling round at `now_ms` and apply it one call at a time
+    /// through `binder` and `scaler`; a unit the policy fails on stays
+    /// pending (fail closed).
     pub fn schedule_round(
         &mut self,
         now_ms: u64,
@@ -523,9 +584,7 @@ impl Scheduler {
     }
 
     /// [`Scheduler::schedule_round`], but a unit the policy fails on is tried
-    /// again in the same round with `fallback` (e.g. the built-in baseline).
-    /// Which units are gangs is the policy's choice, not the fallback's, so a
-    /// gang is still placed whole or not at all.
+    /// again in the same round with `fallback` (see [`Scheduler::plan_round`]).
     pub fn schedule_round_with_fallback(
         &mut self,
         now_ms: u64,
@@ -534,9 +593,54 @@ impl Scheduler {
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
     ) -> RoundReport {
+        let planned = self.plan_round(now_ms, policy, fallback);
+        let results = match planned.binds.is_empty() {
+            true => Vec::new(),
+            false => binder.bind_many(&planned.binds),
+        };
+        let mut report = self.settle_round(planned, results);
+        for effect in report.effects.clone() {
+            match effect {
+                Effect::Release { unit, pod } => {
+                    let outcome = binder.unbind(&pod);
+                    if let Err(e) = &outcome {
+                        tracing::error!(pod = %pod, "cannot release a bound gang member: {e}");
+                    }
+                    if self.released(&pod, outcome) == Release::Kept {
+                        report.kept(&unit, pod);
+                    }
+                }
+                Effect::Scale(request) => {
+                    let result = scaler.scale(&request.job, request.workers, &request.reason);
+                    if result.is_ok() {
+                        self.scaled(&request, now_ms);
+                    }
+                    report.decisions.push(request.admission_outcome(result));
+                }
+            }
+        }
+        report
+    }
+
+    /// Decide one round at `now_ms`: every pending unit the queue lets be
+    /// tried is placed against reservations, and what is placed and
+    /// permitted is to be bound: send [`PlannedRound::binds`] (together, if
+    /// the driver can: each is a round trip to the API server in
+    /// Kubernetes) and give their results to [`Scheduler::settle_round`].
+    ///
+    /// A unit the policy fails on is tried again in the same round with
+    /// `fallback` (e.g. the built-in baseline), if given. Which units are
+    /// gangs is the policy's choice, not the fallback's, so a gang is still
+    /// placed whole or not at all.
+    pub fn plan_round(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+    ) -> PlannedRound {
         let mut report = RoundReport {
             now_ms,
-            decisions: Vec::new(),
+            ..RoundReport::default()
         };
         self.expire_waits(now_ms, &mut report);
         let changes = self.cluster.take_changes();
@@ -545,24 +649,43 @@ impl Scheduler {
         let mut units = self.units(gangs);
         // Units that are no longer pending leave the queue; the others are
         // tried once ready (see `queue`).
-        let pending: std::collections::BTreeSet<&str> =
-            units.iter().map(|u| u.key.as_str()).collect();
+        let pending: std::collections::BTreeSet<&UnitKey> = units.iter().map(|u| &u.key).collect();
         self.queue.retain(&pending);
         units.retain(|u| self.queue.ready(&u.key, now_ms));
-        if units.is_empty() {
-            return report;
+        let mut to_bind = Vec::new();
+        if !units.is_empty() {
+            self.attempt_units(now_ms, policy, fallback, &units, &mut to_bind, &mut report);
         }
+        let binds = to_bind
+            .iter()
+            .flat_map(|b: &ToBind| &b.pods)
+            .map(|(pod, node)| (pod.clone(), self.cluster.nodes()[*node].name.clone()))
+            .collect();
+        PlannedRound {
+            report,
+            units,
+            to_bind,
+            binds,
+        }
+    }
+
+    /// Try each unit in the policy's order within the round's budget.
+    fn attempt_units(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+        units: &[UnitPlan],
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) {
         policy.begin_round();
         if let Some(f) = fallback {
             f.begin_round();
         }
         let started = std::time::Instant::now();
         let budget = std::time::Duration::from_millis(self.config.round_budget_ms);
-        // Placement is decided unit by unit against reservations; the binds,
-        // each a round trip to the API server in Kubernetes, go together at
-        // the end so the driver can send them concurrently.
-        let mut to_bind = Vec::new();
-        let order = self.order(now_ms, policy, &units, &mut report);
+        let order = self.order(now_ms, policy, units, report);
         for (position, &i) in order.iter().enumerate() {
             let unit = &units[i];
             if !budget.is_zero() && started.elapsed() > budget {
@@ -572,14 +695,13 @@ impl Scheduler {
                 });
                 break;
             }
-            let mut attempt =
-                self.guarded_attempt(now_ms, policy, i, unit, &mut to_bind, &mut report);
+            let mut attempt = self.guarded_attempt(now_ms, policy, i, unit, to_bind, report);
             if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
                     unit: unit.key.clone(),
                     policy: fallback.info().name.clone(),
                 });
-                attempt = self.schedule_unit(now_ms, fallback, i, unit, &mut to_bind, &mut report);
+                attempt = self.schedule_unit(now_ms, fallback, i, unit, to_bind, report);
             }
             match attempt {
                 Attempt::Progress => self.queue.settled(&unit.key),
@@ -589,8 +711,6 @@ impl Scheduler {
                 Attempt::Binding => {}
             }
         }
-        self.bind_round(now_ms, &units, to_bind, binder, scaler, &mut report);
-        report
     }
 
     /// [`Scheduler::schedule_unit`] behind the policy's circuit breaker: a
@@ -609,7 +729,7 @@ impl Scheduler {
             // The same text every round (no countdown): drivers publish an
             // Event per pod each time the reason changes.
             report.decisions.push(Decision::PolicyError {
-                unit: unit.key.clone(),
+                unit: Some(unit.key.clone()),
                 error: format!(
                     "policy `{}` is suspended after repeated failures until a probe call succeeds",
                     info.name
@@ -628,40 +748,41 @@ impl Scheduler {
         attempt
     }
 
-    /// Bind everything placed this round in one [`Binder::bind_many`] call.
-    /// A group whose bind fails is released whole: its bound members are
-    /// unbound and it backs off. A unit of lone pods backs off only when
-    /// none of its pods could be bound.
-    fn bind_round(
+    /// Finish a planned round with the results of its binds, one per
+    /// [`PlannedRound::binds`] entry in order (a missing result counts as
+    /// failed). A group whose bind failed is released whole: each of its
+    /// members already bound becomes an [`Effect::Release`], and it backs
+    /// off. A unit of lone pods backs off only when none of its pods could
+    /// be bound. A gang admitted below its requested size gets an
+    /// [`Effect::Scale`].
+    pub fn settle_round(
         &mut self,
-        now_ms: u64,
-        units: &[UnitPlan],
-        to_bind: Vec<ToBind>,
-        binder: &mut dyn Binder,
-        scaler: &mut dyn Scaler,
-        report: &mut RoundReport,
-    ) {
-        if to_bind.is_empty() {
-            return;
-        }
-        let binds: Vec<(String, String)> = to_bind
-            .iter()
-            .flat_map(|b| &b.pods)
-            .map(|(pod, node)| (pod.clone(), self.cluster.nodes()[*node].name.clone()))
-            .collect();
-        let mut results = binder.bind_many(&binds).into_iter();
+        planned: PlannedRound,
+        results: Vec<Result<(), ApiError>>,
+    ) -> RoundReport {
+        let PlannedRound {
+            mut report,
+            units,
+            to_bind,
+            binds,
+        } = planned;
+        let now_ms = report.now_ms;
+        let mut results = results.into_iter();
         let mut binds = binds.into_iter();
         // Per unit of lone pods: whether any of its pods was bound.
         let mut lone: BTreeMap<usize, bool> = BTreeMap::new();
         for group in to_bind {
             let unit = &units[group.unit];
-            let outcome: Vec<(String, Result<(), String>)> = group
+            let outcome: Vec<(String, Result<(), ApiError>)> = group
                 .pods
                 .iter()
                 .map(|_| {
                     let (_, node) = binds.next().unwrap_or_default();
                     let result = results.next().unwrap_or_else(|| {
-                        Err("the binder returned fewer results than binds".into())
+                        Err(ApiError::new(
+                            crate::ApiErrorKind::Unavailable,
+                            "the binder returned fewer results than binds",
+                        ))
                     });
                     (node, result)
                 })
@@ -671,20 +792,18 @@ impl Scheduler {
                 .iter()
                 .zip(&outcome)
                 .find_map(|((pod, _), (_, r))| r.as_ref().err().map(|e| (pod.clone(), e.clone())));
-            if let Some((pod, reason)) = failed {
-                let mut kept = Vec::new();
+            if let Some((pod, error)) = failed {
                 for ((p, node), (_, r)) in group.pods.iter().zip(&outcome) {
-                    let state = match r.as_ref().map(|_| binder.unbind(p)) {
-                        Err(_) => PodState::Pending,
-                        Ok(Ok(Release::Unbound)) => PodState::Pending,
-                        Ok(Ok(Release::Kept)) => {
-                            kept.push(p.clone());
+                    // Bound until the driver reports the release.
+                    let state = match r {
+                        Ok(()) => {
+                            report.effects.push(Effect::Release {
+                                unit: unit.key.clone(),
+                                pod: p.clone(),
+                            });
                             PodState::Bound(*node)
                         }
-                        Ok(Err(e)) => {
-                            tracing::error!(pod = %p, "cannot release a bound gang member: {e}");
-                            PodState::Pending
-                        }
+                        Err(_) => PodState::Pending,
                     };
                     self.cluster.set_state(p, state);
                 }
@@ -692,8 +811,8 @@ impl Scheduler {
                 report.decisions.push(Decision::BindFailed {
                     unit: unit.key.clone(),
                     pod,
-                    reason,
-                    kept,
+                    error,
+                    kept: Vec::new(),
                 });
                 match group.gang {
                     Some(_) => self.set_back(unit, Setback::Error, now_ms),
@@ -715,7 +834,7 @@ impl Scheduler {
             match group.gang {
                 Some(size) => {
                     self.queue.settled(&unit.key);
-                    self.admitted(now_ms, unit, size, &group.pods, scaler, report);
+                    self.admitted(now_ms, unit, size, &group.pods, &mut report);
                 }
                 None => {
                     lone.insert(group.unit, true);
@@ -729,6 +848,48 @@ impl Scheduler {
                 self.set_back(&units[i], Setback::Error, now_ms);
             }
         }
+        report
+    }
+
+    /// What became of a gang member given in an [`Effect::Release`]:
+    /// unbound (or not found bound: its release failed and a watch will say
+    /// where it is), it is pending again; kept, it stays bound. Returns the
+    /// release as recorded.
+    pub fn released(&mut self, pod: &str, outcome: Result<Release, ApiError>) -> Release {
+        let release = match outcome {
+            Ok(Release::Kept) => Release::Kept,
+            Ok(Release::Unbound) | Err(_) => Release::Unbound,
+        };
+        if release == Release::Unbound && self.cluster.pod(pod).is_some() {
+            self.cluster.set_state(pod, PodState::Pending);
+        }
+        release
+    }
+
+    /// Record a scale the driver applied: the job's size changes. Below an
+    /// admission, its surplus pending workers go (their controller deletes
+    /// them); after the scale step, see `apply_scale`.
+    pub fn scaled(&mut self, request: &ScaleRequest, now_ms: u64) {
+        match request.cause {
+            ScaleCause::Policy => self.apply_scale(&request.job, request.workers, now_ms),
+            ScaleCause::Admission => {
+                let (job, workers) = (&request.job, request.workers);
+                if let Some(e) = self.cluster.jobs.get_mut(job) {
+                    e.job.workers = workers;
+                }
+                let surplus: Vec<String> = self
+                    .cluster
+                    .job_pods(job)
+                    .filter(|(p, s)| {
+                        *s == PodState::Pending && p.role == Role::Worker && p.index >= workers
+                    })
+                    .map(|(p, _)| p.key.clone())
+                    .collect();
+                for key in surplus {
+                    let _ = self.cluster.remove_pod(&key);
+                }
+            }
+        }
     }
 
     /// The bookkeeping of a gang whose pods are all bound.
@@ -738,7 +899,6 @@ impl Scheduler {
         unit: &UnitPlan,
         size: Option<u32>,
         pods: &[(String, usize)],
-        scaler: &mut dyn Scaler,
         report: &mut RoundReport,
     ) {
         let job = unit.job.clone().unwrap_or_default();
@@ -759,7 +919,15 @@ impl Scheduler {
             nodes: nodes.len() as u32,
         });
         if admitted_workers < workers {
-            self.resize(&job, admitted_workers, unit, scaler, report);
+            report.effects.push(Effect::Scale(ScaleRequest {
+                job,
+                from: workers,
+                workers: admitted_workers,
+                reason: format!(
+                    "admitted at {admitted_workers} workers (its minimum) because the requested size did not fit"
+                ),
+                cause: ScaleCause::Admission,
+            }));
         }
     }
 
@@ -958,7 +1126,7 @@ impl Scheduler {
                         Err(msg) => {
                             let e = invalid(policy, "pre-filter", msg);
                             report.decisions.push(Decision::PolicyError {
-                                unit: unit.key.clone(),
+                                unit: Some(unit.key.clone()),
                                 error: e.to_string(),
                             });
                             return Attempt::PolicyFailed;
@@ -968,7 +1136,7 @@ impl Scheduler {
                 Ok(wit::PreFilterResult::Proceed(_)) => {}
                 Err(e) => {
                     report.decisions.push(Decision::PolicyError {
-                        unit: unit.key.clone(),
+                        unit: Some(unit.key.clone()),
                         error: e.to_string(),
                     });
                     return Attempt::PolicyFailed;
@@ -988,7 +1156,7 @@ impl Scheduler {
                 Err(PlaceError::Unschedulable(reason)) => last_reason = reason,
                 Err(PlaceError::Policy(e)) => {
                     report.decisions.push(Decision::PolicyError {
-                        unit: unit.key.clone(),
+                        unit: Some(unit.key.clone()),
                         error: e.to_string(),
                     });
                     return Attempt::PolicyFailed;
@@ -1092,55 +1260,11 @@ impl Scheduler {
                 self.waiting.remove(&unit.key);
                 self.unreserve_job(&unit.key);
                 report.decisions.push(Decision::PolicyError {
-                    unit: unit.key.clone(),
+                    unit: Some(unit.key.clone()),
                     error: e.to_string(),
                 });
                 Attempt::PolicyFailed
             }
-        }
-    }
-
-    /// Shrink a job admitted below its requested size.
-    fn resize(
-        &mut self,
-        job: &str,
-        workers: u32,
-        unit: &UnitPlan,
-        scaler: &mut dyn Scaler,
-        report: &mut RoundReport,
-    ) {
-        let reason = format!(
-            "admitted at {workers} workers (its minimum) because the requested size did not fit"
-        );
-        match scaler.scale(job, workers, &reason) {
-            Ok(()) => {
-                if let Some(e) = self.cluster.jobs.get_mut(job) {
-                    e.job.workers = workers;
-                }
-                // The surplus pending workers are being deleted by their controller.
-                let surplus: Vec<String> = self
-                    .cluster
-                    .job_pods(job)
-                    .filter(|(p, s)| {
-                        *s == PodState::Pending && p.role == Role::Worker && p.index >= workers
-                    })
-                    .map(|(p, _)| p.key.clone())
-                    .collect();
-                for key in surplus {
-                    let _ = self.cluster.remove_pod(&key);
-                }
-                report.decisions.push(Decision::Resized {
-                    unit: unit.key.clone(),
-                    workers,
-                    reason,
-                });
-            }
-            Err(e) => report.decisions.push(Decision::PolicyError {
-                unit: unit.key.clone(),
-                error: format!(
-                    "could not shrink the job to {workers} workers after admitting it: {e}"
-                ),
-            }),
         }
     }
 

@@ -1,35 +1,126 @@
-//! How the framework acts on the cluster: binding pods and scaling jobs.
+//! How the framework acts on the cluster. A round is decided first and
+//! applied after: [`crate::Scheduler::plan_round`] names the binds,
+//! [`crate::Scheduler::settle_round`] takes their results and returns the
+//! rest as [`Effect`]s, and the driver reports back what became of each
+//! (`released`, `scaled`). The shim applies them asynchronously over the
+//! Kubernetes API; [`Binder`] and [`Scaler`] apply them one call at a time
+//! for the simulator, tests and benchmarks.
 
-/// Binds pods to nodes. The shim posts Binding subresources; the simulator
-/// records the placement.
+use serde::Serialize;
+
+use crate::unit::UnitKey;
+
+/// Why an API call failed, as far as the framework cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiErrorKind {
+    /// The object changed or is already in the asked state (HTTP 409): a
+    /// pod already bound elsewhere. Trying again as is will not help.
+    Conflict,
+    /// The object is gone (HTTP 404).
+    NotFound,
+    /// The server refused for load (HTTP 429) after the client's retries.
+    Throttled,
+    /// The server refused the request itself (other 4xx: invalid,
+    /// forbidden, a pod with scheduling gates).
+    Refused,
+    /// No answer, or a server error (5xx, a broken connection, a timeout).
+    Unavailable,
+}
+
+/// A failed API call: its kind and the server's message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ApiErrorKind,
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of `kind` saying `message`.
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> ApiError {
+        ApiError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The error of an HTTP status `code`.
+    pub fn from_status(code: u16, message: impl Into<String>) -> ApiError {
+        let kind = match code {
+            404 | 410 => ApiErrorKind::NotFound,
+            409 => ApiErrorKind::Conflict,
+            429 => ApiErrorKind::Throttled,
+            400..=499 => ApiErrorKind::Refused,
+            _ => ApiErrorKind::Unavailable,
+        };
+        ApiError::new(kind, message)
+    }
+}
+
+/// What a driver must do after a round's binds, in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Effect {
+    /// Undo the bind of `pod`, a member of `unit` whose siblings could not
+    /// all be bound, so the gang is released whole rather than left half
+    /// running; report the outcome with `Scheduler::released`.
+    Release { unit: UnitKey, pod: String },
+    /// Set a job's worker count; report the outcome with
+    /// `Scheduler::scaled`.
+    Scale(ScaleRequest),
+}
+
+/// A worker count to set on a job (its `/scale` subresource in Kubernetes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleRequest {
+    pub job: String,
+    /// Workers before.
+    pub from: u32,
+    /// Workers asked for.
+    pub workers: u32,
+    /// Why (the policy's reason, or the admission's).
+    pub reason: String,
+    pub cause: ScaleCause,
+}
+
+/// Who asked for a scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScaleCause {
+    /// A gang was admitted below its requested size: its surplus pending
+    /// workers go.
+    Admission,
+    /// The policy's scale step.
+    Policy,
+}
+
+/// Binds pods to nodes, one call at a time. The shim posts Binding
+/// subresources; the simulator records the placement.
 pub trait Binder {
     /// Bind `pod` to `node`.
     ///
     /// # Errors
-    /// A message saying why the bind failed; the framework releases the gang.
-    fn bind(&mut self, pod: &str, node: &str) -> Result<(), String>;
+    /// Why the bind failed; the framework releases the gang.
+    fn bind(&mut self, pod: &str, node: &str) -> Result<(), ApiError>;
 
     /// Bind every `(pod, node)` of a round: one result per entry, in order.
-    /// The framework calls this once per round, after every unit has been
-    /// placed, so an implementation may send the binds concurrently (the shim
-    /// does; a bind is a round trip to the API server). The default binds one
-    /// after another.
-    fn bind_many(&mut self, binds: &[(String, String)]) -> Vec<Result<(), String>> {
+    /// The default binds one after another.
+    fn bind_many(&mut self, binds: &[(String, String)]) -> Vec<Result<(), ApiError>> {
         binds
             .iter()
             .map(|(pod, node)| self.bind(pod, node))
             .collect()
     }
 
-    /// Undo the bind of a gang member whose siblings could not be bound, so
-    /// the gang is released whole rather than left half running. A bound pod
-    /// cannot be unbound in Kubernetes: the shim deletes it when a controller
-    /// will recreate it pending, and otherwise keeps it ([`Release::Kept`]),
-    /// since deleting it would lose it for good.
+    /// Undo the bind of a gang member whose siblings could not be bound. A
+    /// bound pod cannot be unbound in Kubernetes: the shim deletes it when a
+    /// controller will recreate it pending, and otherwise keeps it
+    /// ([`Release::Kept`]), since deleting it would lose it for good.
     ///
     /// # Errors
-    /// A message saying why the pod could not be released.
-    fn unbind(&mut self, pod: &str) -> Result<Release, String>;
+    /// Why the pod could not be released.
+    fn unbind(&mut self, pod: &str) -> Result<Release, ApiError>;
 }
 
 /// What became of a bound gang member the framework released.
@@ -43,13 +134,13 @@ pub enum Release {
     Kept,
 }
 
-/// Changes a job's worker count (a `/scale` subresource in Kubernetes).
+/// Changes a job's worker count, one call at a time.
 pub trait Scaler {
     /// Set `job`'s workers to `workers`.
     ///
     /// # Errors
-    /// A message saying why the scale could not be applied.
-    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String>;
+    /// Why the scale could not be applied.
+    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), ApiError>;
 }
 
 /// A [`Binder`] and [`Scaler`] that records what it is asked and always
@@ -65,21 +156,42 @@ pub struct RecordingIo {
 }
 
 impl Binder for RecordingIo {
-    fn bind(&mut self, pod: &str, node: &str) -> Result<(), String> {
+    fn bind(&mut self, pod: &str, node: &str) -> Result<(), ApiError> {
         self.binds.push((pod.to_string(), node.to_string()));
         Ok(())
     }
 
-    fn unbind(&mut self, pod: &str) -> Result<Release, String> {
+    fn unbind(&mut self, pod: &str) -> Result<Release, ApiError> {
         self.unbinds.push(pod.to_string());
         Ok(Release::Unbound)
     }
 }
 
 impl Scaler for RecordingIo {
-    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), String> {
+    fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), ApiError> {
         self.scales
             .push((job.to_string(), workers, reason.to_string()));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http_status_gives_the_kind_of_error() {
+        let kind = |code| ApiError::from_status(code, "m").kind;
+        assert_eq!(kind(409), ApiErrorKind::Conflict);
+        assert_eq!(kind(404), ApiErrorKind::NotFound);
+        assert_eq!(kind(429), ApiErrorKind::Throttled);
+        assert_eq!(kind(422), ApiErrorKind::Refused);
+        assert_eq!(kind(403), ApiErrorKind::Refused);
+        assert_eq!(kind(500), ApiErrorKind::Unavailable);
+        assert_eq!(kind(503), ApiErrorKind::Unavailable);
+        assert_eq!(
+            ApiError::from_status(409, "already assigned").to_string(),
+            "already assigned"
+        );
     }
 }

@@ -15,16 +15,20 @@ mod preferences;
 mod queue;
 mod scale;
 mod selector;
+mod unit;
 
 pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
 pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
 };
-pub use cycle::{Decision, RoundReport, Scheduler, SchedulerConfig};
-pub use io::{Binder, RecordingIo, Release, Scaler};
+pub use cycle::{Decision, PlannedRound, RoundReport, Scheduler, SchedulerConfig};
+pub use io::{
+    ApiError, ApiErrorKind, Binder, Effect, RecordingIo, Release, ScaleCause, ScaleRequest, Scaler,
+};
 pub use model::{Demand, Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};
 pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };
+pub use unit::{UnitKey, subject};

@@ -13,6 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::unit::UnitKey;
+
 /// Cluster changes since the last round that may let a waiting unit fit.
 /// The cluster records them as drivers change it; a round consumes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,20 +69,20 @@ struct Entry {
 }
 
 /// Units that failed an attempt and are not to be tried in every round, by
-/// unit key (`job/NAME` or `pod/KEY`). A unit not here is tried at once.
+/// unit. A unit not here is tried at once.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
-    entries: BTreeMap<String, Entry>,
+    entries: BTreeMap<UnitKey, Entry>,
 }
 
 impl Queue {
     /// Whether `key` may be tried in a round at `now_ms`.
-    pub(crate) fn ready(&self, key: &str, now_ms: u64) -> bool {
+    pub(crate) fn ready(&self, key: &UnitKey, now_ms: u64) -> bool {
         self.entries.get(key).is_none_or(|e| e.retry_ms <= now_ms)
     }
 
     /// When the unit was last put back, if it was.
-    pub(crate) fn since_ms(&self, key: &str) -> Option<u64> {
+    pub(crate) fn since_ms(&self, key: &UnitKey) -> Option<u64> {
         self.entries.get(key).map(|e| e.since_ms)
     }
 
@@ -95,12 +97,12 @@ impl Queue {
     }
 
     /// Forget units that are no longer pending.
-    pub(crate) fn retain(&mut self, pending: &BTreeSet<&str>) {
-        self.entries.retain(|key, _| pending.contains(key.as_str()));
+    pub(crate) fn retain(&mut self, pending: &BTreeSet<&UnitKey>) {
+        self.entries.retain(|key, _| pending.contains(key));
     }
 
     /// The unit made progress (admitted, bound, waiting in permit).
-    pub(crate) fn settled(&mut self, key: &str) {
+    pub(crate) fn settled(&mut self, key: &UnitKey) {
         self.entries.remove(key);
     }
 
@@ -109,14 +111,14 @@ impl Queue {
     /// flushed back after `max_ms` whatever happens.
     pub(crate) fn set_back(
         &mut self,
-        key: &str,
+        key: &UnitKey,
         id: u64,
         setback: Setback,
         wants_placed: bool,
         now_ms: u64,
         (initial_ms, max_ms): (u64, u64),
     ) {
-        let e = self.entries.entry(key.to_string()).or_insert(Entry {
+        let e = self.entries.entry(key.clone()).or_insert(Entry {
             id,
             attempts: 0,
             retry_ms: now_ms,
@@ -171,18 +173,28 @@ mod tests {
 
     const BACKOFF: (u64, u64) = (1_000, 10_000);
 
-    fn pending<'a>(keys: &[&'a str]) -> BTreeSet<&'a str> {
+    fn pending<'a>(keys: &[&'a UnitKey]) -> BTreeSet<&'a UnitKey> {
         keys.iter().copied().collect()
     }
 
     #[test]
     fn an_unschedulable_unit_waits_for_a_change_or_the_longest_backoff() {
         let mut q = Queue::default();
-        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
-        assert!(!q.ready("job/a", 1_000), "not on the first backoff step");
-        assert!(!q.ready("job/a", 9_999));
+        q.set_back(
+            &UnitKey::job("a"),
+            1,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
         assert!(
-            q.ready("job/a", 10_000),
+            !q.ready(&UnitKey::job("a"), 1_000),
+            "not on the first backoff step"
+        );
+        assert!(!q.ready(&UnitKey::job("a"), 9_999));
+        assert!(
+            q.ready(&UnitKey::job("a"), 10_000),
             "flushed after the longest backoff"
         );
         assert_eq!(q.next_retry_ms(0), Some(10_000));
@@ -191,8 +203,22 @@ mod tests {
     #[test]
     fn freed_room_wakes_every_parked_unit_at_once() {
         let mut q = Queue::default();
-        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("pod/ns/p", 2, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(
+            &UnitKey::job("a"),
+            1,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
+        q.set_back(
+            &UnitKey::pod("ns/p"),
+            2,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
         q.wake(
             &Changes {
                 room: true,
@@ -200,16 +226,34 @@ mod tests {
             },
             300,
         );
-        assert!(q.ready("job/a", 300));
-        assert!(q.ready("pod/ns/p", 300));
-        assert_eq!(q.since_ms("job/a"), Some(0), "keeps its place in line");
+        assert!(q.ready(&UnitKey::job("a"), 300));
+        assert!(q.ready(&UnitKey::pod("ns/p"), 300));
+        assert_eq!(
+            q.since_ms(&UnitKey::job("a")),
+            Some(0),
+            "keeps its place in line"
+        );
     }
 
     #[test]
     fn a_placed_pod_wakes_only_units_with_pod_affinity_or_spread() {
         let mut q = Queue::default();
-        q.set_back("job/plain", 1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("job/affine", 2, Setback::Unschedulable, true, 0, BACKOFF);
+        q.set_back(
+            &UnitKey::job("plain"),
+            1,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
+        q.set_back(
+            &UnitKey::job("affine"),
+            2,
+            Setback::Unschedulable,
+            true,
+            0,
+            BACKOFF,
+        );
         q.wake(
             &Changes {
                 placed: true,
@@ -217,16 +261,21 @@ mod tests {
             },
             10,
         );
-        assert!(!q.ready("job/plain", 10));
-        assert!(q.ready("job/affine", 10));
+        assert!(!q.ready(&UnitKey::job("plain"), 10));
+        assert!(q.ready(&UnitKey::job("affine"), 10));
     }
 
     #[test]
     fn a_change_to_a_job_or_pod_wakes_that_unit_alone() {
         let mut q = Queue::default();
-        for (id, key) in ["job/a", "job/b", "pod/ns/p", "pod/ns/q"]
-            .iter()
-            .enumerate()
+        for (id, key) in [
+            &UnitKey::job("a"),
+            &UnitKey::job("b"),
+            &UnitKey::pod("ns/p"),
+            &UnitKey::pod("ns/q"),
+        ]
+        .iter()
+        .enumerate()
         {
             q.set_back(key, id as u64, Setback::Gated, false, 0, BACKOFF);
         }
@@ -235,10 +284,10 @@ mod tests {
             ..Changes::default()
         };
         q.wake(&changes, 5);
-        assert!(q.ready("job/a", 5));
-        assert!(q.ready("pod/ns/q", 5));
-        assert!(!q.ready("job/b", 5));
-        assert!(!q.ready("pod/ns/p", 5));
+        assert!(q.ready(&UnitKey::job("a"), 5));
+        assert!(q.ready(&UnitKey::pod("ns/q"), 5));
+        assert!(!q.ready(&UnitKey::job("b"), 5));
+        assert!(!q.ready(&UnitKey::pod("ns/p"), 5));
     }
 
     #[test]
@@ -246,7 +295,7 @@ mod tests {
         let mut q = Queue::default();
         let steps: Vec<u64> = (0..6)
             .map(|_| {
-                q.set_back("job/a", 1, Setback::Error, false, 0, BACKOFF);
+                q.set_back(&UnitKey::job("a"), 1, Setback::Error, false, 0, BACKOFF);
                 q.next_retry_ms(0).unwrap_or(0)
             })
             .collect();
@@ -258,27 +307,41 @@ mod tests {
             },
             1,
         );
-        assert!(!q.ready("job/a", 1));
+        assert!(!q.ready(&UnitKey::job("a"), 1));
     }
 
     #[test]
     fn gated_units_do_not_count_attempts() {
         let mut q = Queue::default();
-        q.set_back("job/a", 1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back("job/a", 1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back("job/a", 1, Setback::Error, false, 0, BACKOFF);
+        q.set_back(&UnitKey::job("a"), 1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back(&UnitKey::job("a"), 1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back(&UnitKey::job("a"), 1, Setback::Error, false, 0, BACKOFF);
         assert_eq!(q.next_retry_ms(0), Some(1_000), "first attempt's backoff");
     }
 
     #[test]
     fn settled_and_vanished_units_leave_the_queue() {
         let mut q = Queue::default();
-        q.set_back("job/a", 1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back("job/b", 2, Setback::Unschedulable, false, 0, BACKOFF);
-        q.settled("job/a");
-        assert!(q.ready("job/a", 0));
-        q.retain(&pending(&["job/a"]));
-        assert!(q.ready("job/b", 0));
+        q.set_back(
+            &UnitKey::job("a"),
+            1,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
+        q.set_back(
+            &UnitKey::job("b"),
+            2,
+            Setback::Unschedulable,
+            false,
+            0,
+            BACKOFF,
+        );
+        q.settled(&UnitKey::job("a"));
+        assert!(q.ready(&UnitKey::job("a"), 0));
+        q.retain(&pending(&[&UnitKey::job("a")]));
+        assert!(q.ready(&UnitKey::job("b"), 0));
         assert_eq!(q.next_retry_ms(0), None);
     }
 }

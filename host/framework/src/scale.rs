@@ -1,6 +1,8 @@
 //! The periodic scale step: the policy sees running and waiting jobs and free
 //! capacity and returns desired worker counts; the framework checks them
-//! against each job's bounds and applies them through the [`Scaler`].
+//! against each job's bounds. [`Scheduler::plan_scale`] returns the checked
+//! changes for the driver to apply (reporting each with `scaled`);
+//! [`Scheduler::scale_step`] applies them through a [`Scaler`].
 
 use std::collections::BTreeSet;
 
@@ -8,7 +10,7 @@ use serde::Serialize;
 
 use super::cluster::PodState;
 use super::cycle::Scheduler;
-use super::io::Scaler;
+use super::io::{ScaleCause, ScaleRequest, Scaler};
 use super::model::Role;
 use dragon_runtime::{CallError, Failure, Hooks, wit};
 
@@ -25,9 +27,23 @@ pub struct ScaleAction {
     pub reason: String,
 }
 
+impl From<ScaleRequest> for ScaleAction {
+    fn from(r: ScaleRequest) -> ScaleAction {
+        ScaleAction {
+            job: r.job,
+            from: r.from,
+            to: r.workers,
+            reason: r.reason,
+        }
+    }
+}
+
 /// What one scale step did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ScaleReport {
+    /// Changes to apply, in the policy's order (from [`Scheduler::plan_scale`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<ScaleRequest>,
     /// Changes applied, in the policy's order.
     pub actions: Vec<ScaleAction>,
     /// Policy or scaler failures (nothing was applied for a failed decision).
@@ -135,13 +151,32 @@ impl Scheduler {
         out
     }
 
-    /// Run the scale step at `now_ms`.
+    /// Run the scale step at `now_ms` and apply it through `scaler`.
     pub fn scale_step(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
         scaler: &mut dyn Scaler,
     ) -> ScaleReport {
+        let mut report = self.plan_scale(now_ms, policy);
+        for request in std::mem::take(&mut report.requests) {
+            if let Err(e) = scaler.scale(&request.job, request.workers, &request.reason) {
+                report.errors.push(format!(
+                    "scaling job {} to {} workers failed: {e}",
+                    request.job, request.workers
+                ));
+                continue;
+            }
+            self.scaled(&request, now_ms);
+            report.actions.push(ScaleAction::from(request));
+        }
+        report
+    }
+
+    /// Decide the scale step at `now_ms`: the policy's answer, checked
+    /// whole against each job's bounds, as [`ScaleReport::requests`] for the
+    /// driver to apply (each reported with [`Scheduler::scaled`]).
+    pub fn plan_scale(&mut self, now_ms: u64, policy: &dyn Hooks) -> ScaleReport {
         let mut report = ScaleReport::default();
         if !policy.info().implements(wit::Hook::Scale) {
             return report;
@@ -181,19 +216,12 @@ impl Scheduler {
             if d.workers == job.workers {
                 continue;
             }
-            if let Err(e) = scaler.scale(name, d.workers, &d.reason) {
-                report.errors.push(format!(
-                    "scaling job {name} to {} workers failed: {e}",
-                    d.workers
-                ));
-                continue;
-            }
-            self.apply_scale(name, d.workers, now_ms);
-            report.actions.push(ScaleAction {
+            report.requests.push(ScaleRequest {
                 job: name.clone(),
                 from: job.workers,
-                to: d.workers,
+                workers: d.workers,
                 reason: d.reason,
+                cause: ScaleCause::Policy,
             });
         }
         report
@@ -202,7 +230,7 @@ impl Scheduler {
     /// Record an applied scale in the snapshot: the job's size changes, and
     /// on a shrink the removed workers' room is free at once (their
     /// controller deletes them; the driver confirms by removing the pods).
-    fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
+    pub(crate) fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
         let Some(e) = self.cluster.jobs.get_mut(job) else {
             return;
         };

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use crate::case::Case;
-use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport};
+use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport, subject};
 use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
@@ -268,15 +268,17 @@ fn print_round(
             Decision::BindFailed {
                 unit,
                 pod,
-                reason,
+                error,
                 kept,
             } => {
-                println!("  bind failed  {unit} ({pod}): {reason}");
+                println!("  bind failed  {unit} ({pod}): {error}");
                 for k in kept {
                     println!("  kept bound   {k}: nothing would recreate it if deleted");
                 }
             }
-            Decision::PolicyError { unit, error } => println!("  error        {unit}: {error}"),
+            Decision::PolicyError { unit, error } => {
+                println!("  error        {}: {error}", subject(unit.as_ref()))
+            }
             Decision::FellBack { unit, policy } => {
                 println!("  fell back    {unit}: tried with {policy}")
             }

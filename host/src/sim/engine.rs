@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::trace::Trace;
 use crate::framework::{
-    Binder, BreakerChange, Cluster, Decision, Release, Role, Scaler, Scheduler, SchedulerConfig,
+    ApiError, Binder, BreakerChange, Cluster, Decision, Release, Role, Scaler, Scheduler,
+    SchedulerConfig, subject,
 };
 use crate::runtime::{Hooks, wit};
 use crate::spec;
@@ -110,16 +111,16 @@ pub struct SimRun {
 struct SimIo;
 
 impl Binder for SimIo {
-    fn bind(&mut self, _pod: &str, _node: &str) -> Result<(), String> {
+    fn bind(&mut self, _pod: &str, _node: &str) -> Result<(), ApiError> {
         Ok(())
     }
-    fn unbind(&mut self, _pod: &str) -> Result<Release, String> {
+    fn unbind(&mut self, _pod: &str) -> Result<Release, ApiError> {
         Ok(Release::Unbound)
     }
 }
 
 impl Scaler for SimIo {
-    fn scale(&mut self, _job: &str, _workers: u32, _reason: &str) -> Result<(), String> {
+    fn scale(&mut self, _job: &str, _workers: u32, _reason: &str) -> Result<(), ApiError> {
         Ok(())
     }
 }
@@ -607,8 +608,7 @@ impl Sim<'_> {
                     self.touched.insert(i);
                 }
                 Decision::Resized { unit, workers, .. } => {
-                    let Some(&i) = unit.strip_prefix("job/").and_then(|n| self.by_name.get(n))
-                    else {
+                    let Some(&i) = unit.job_name().and_then(|n| self.by_name.get(n)) else {
                         continue;
                     };
                     let j = &mut self.jobs[i];
@@ -625,7 +625,7 @@ impl Sim<'_> {
                         .insert(t.saturating_add(wait_ms.max(1)));
                 }
                 Decision::PolicyError { unit, error } => {
-                    self.note_error(format!("{unit}: {error}"))
+                    self.note_error(format!("{}: {error}", subject(unit.as_ref())))
                 }
                 Decision::Breaker(BreakerChange::Opened { until_ms, .. }) => {
                     // The suspended policy is tried again when it ends.
