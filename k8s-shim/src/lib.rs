@@ -4,13 +4,21 @@
 //!
 //! - [`translate`] / [`quantity`]: Kubernetes objects → framework types;
 //! - [`snapshot`]: watch events → the framework's snapshot (pure, testable);
-//! - [`kube_io`]: the framework's `Binder`/`Scaler` over the API, with an
-//!   optional client-side rate limit ([`ratelimit`]) and the client's
-//!   retry policy for an API server that refuses for load ([`retry`]);
+//! - [`scheduling`]: the loop that owns the snapshot, runs rounds and the
+//!   scale step, and tells the cluster what they decided;
+//! - [`cluster_io`]: every request the loop makes, as one trait;
+//!   [`kube_io`] sends them over a kube client, with an optional client-side
+//!   rate limit ([`ratelimit`]) and the client's retry policy for an API
+//!   server that refuses for load ([`retry`]); [`apply`] sends a round's
+//!   binds together and Events and PodGroup statuses off the loop;
 //! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
-//! - [`run`]: the wiring (watches, scheduling thread, leader election).
+//! - [`run`]: the wiring (watches, the loop, leader election).
 
+pub mod apply;
+pub mod cluster_io;
 pub mod config;
+#[cfg(test)]
+mod fixtures;
 pub mod group_status;
 pub mod http;
 pub mod kube_io;
@@ -21,5 +29,6 @@ pub mod ratelimit;
 pub mod reload;
 pub mod retry;
 pub mod run;
+pub mod scheduling;
 pub mod snapshot;
 pub mod translate;

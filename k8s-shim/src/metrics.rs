@@ -1,5 +1,6 @@
 //! Prometheus metrics, and the policy wrapper that times every hook.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -38,49 +39,53 @@ pub struct Metrics {
     pub rounds_over_budget: Counter,
     /// Set once the first full list of the cluster has been applied.
     pub ready: AtomicBool,
-    /// The scheduling thread's liveness, for `/healthz`.
+    /// The scheduling loop's liveness, for `/healthz`.
     pub health: Health,
 }
 
-/// What `/healthz` judges: whether the scheduling thread runs, and since
-/// when it has been busy with its current batch of work.
+/// What `/healthz` judges: whether the scheduling loop runs, and since
+/// when it has been busy with its current batch of work. Cheap to clone
+/// (shared state).
+#[derive(Debug, Default, Clone)]
+pub struct Health(Arc<HealthState>);
+
 #[derive(Debug, Default)]
-pub struct Health {
-    /// Unix ms at which the current batch began; 0 while the thread waits.
+struct HealthState {
+    /// Unix ms at which the current batch began; 0 while the loop waits.
     busy_since_ms: AtomicU64,
-    /// Set while the thread runs; cleared when it returns or panics.
+    /// Set while the loop runs; cleared when it returns or panics.
     running: AtomicBool,
 }
 
 impl Health {
-    /// The thread starts; the guard marks it stopped when dropped (also on
+    /// The loop starts; the guard marks it stopped when dropped (also on
     /// a panic).
-    pub fn start(&self) -> RunningGuard<'_> {
-        self.running.store(true, Ordering::Relaxed);
-        RunningGuard(self)
+    pub fn start(&self) -> RunningGuard {
+        self.0.running.store(true, Ordering::Relaxed);
+        RunningGuard(self.clone())
     }
 
-    /// The thread begins a batch of work at `now_ms`.
+    /// The loop begins a batch of work at `now_ms`.
     pub fn busy(&self, now_ms: u64) {
-        self.busy_since_ms.store(now_ms.max(1), Ordering::Relaxed);
+        self.0.busy_since_ms.store(now_ms.max(1), Ordering::Relaxed);
     }
 
-    /// The thread waits for work again.
+    /// The loop waits for work again.
     pub fn idle(&self) {
-        self.busy_since_ms.store(0, Ordering::Relaxed);
+        self.0.busy_since_ms.store(0, Ordering::Relaxed);
     }
 
-    /// `Err(why)` when the thread has stopped or has been busy for longer
+    /// `Err(why)` when the loop has stopped or has been busy for longer
     /// than `stuck_after_ms` at `now_ms`.
     pub fn check(&self, now_ms: u64, stuck_after_ms: u64) -> Result<(), String> {
-        if !self.running.load(Ordering::Relaxed) {
-            return Err("the scheduling thread has stopped".into());
+        if !self.0.running.load(Ordering::Relaxed) {
+            return Err("the scheduling loop has stopped".into());
         }
-        let since = self.busy_since_ms.load(Ordering::Relaxed);
+        let since = self.0.busy_since_ms.load(Ordering::Relaxed);
         let busy = now_ms.saturating_sub(since);
         if since != 0 && busy > stuck_after_ms {
             return Err(format!(
-                "the scheduling thread has been busy with one round for {} s (limit {} s)",
+                "the scheduling loop has been busy with one batch of work for {} s (limit {} s)",
                 busy / 1000,
                 stuck_after_ms / 1000
             ));
@@ -90,11 +95,11 @@ impl Health {
 }
 
 /// Marks [`Health`] stopped when dropped.
-pub struct RunningGuard<'a>(&'a Health);
+pub struct RunningGuard(Health);
 
-impl Drop for RunningGuard<'_> {
+impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.0.running.store(false, Ordering::Relaxed);
+        self.0.0.running.store(false, Ordering::Relaxed);
         self.0.idle();
     }
 }
@@ -281,7 +286,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn health_fails_when_the_thread_is_busy_too_long_or_has_stopped() {
+    fn health_fails_when_the_loop_is_busy_too_long_or_has_stopped() {
         let h = Health::default();
         assert!(h.check(0, 1_000).is_err(), "not started yet");
         let guard = h.start();
@@ -289,7 +294,7 @@ mod tests {
         h.busy(5_000);
         assert_eq!(h.check(6_000, 1_000), Ok(()));
         let err = h.check(7_500, 1_000).unwrap_err();
-        assert!(err.contains("busy with one round for 2 s"), "{err}");
+        assert!(err.contains("busy with one batch of work for 2 s"), "{err}");
         h.idle();
         assert_eq!(h.check(60_000, 1_000), Ok(()));
         drop(guard);
@@ -297,7 +302,7 @@ mod tests {
     }
 
     #[test]
-    fn a_panicking_thread_marks_health_stopped() {
+    fn a_panicking_loop_marks_health_stopped() {
         let m = std::sync::Arc::new(Metrics::new());
         let m2 = m.clone();
         let _ = std::thread::spawn(move || {

@@ -1,79 +1,29 @@
-//! Wiring: watches feed the snapshot; one scheduling thread runs rounds and
-//! the scale step on the serving policy; HTTP serves metrics and health;
-//! a Lease decides which replica acts.
+//! Wiring: watches feed the scheduling loop; HTTP serves metrics and
+//! health; a Lease decides which replica acts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use dragon_framework::{BreakerChange, Decision};
 use dragon_runtime::{
-    ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
+    ComponentCache, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
-use crate::group_status::Status;
-use crate::kube_io::{KubeIo, KubeScaler, podgroup_resource};
+use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
-use crate::metrics::{Metrics, Timed};
-use crate::snapshot::{Event, GroupApi, Listed, PodGroup, Snapshot};
-use crate::translate::SCALE_TARGET;
+use crate::metrics::Metrics;
+use crate::scheduling::{Kind, Loop, Msg, Parts};
+use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
-
-/// What the watch tasks send the scheduling thread.
-enum Msg {
-    Event(Event),
-    /// A (re)list finished: objects of `kind` not in `keys` are gone.
-    Listed {
-        kind: Kind,
-        keys: BTreeSet<String>,
-    },
-    /// This replica became the leader (true) or stopped leading.
-    Leading(bool),
-    /// SIGTERM or Ctrl-C: finish what is under way and return.
-    Shutdown,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Node,
-    Pod,
-    Group,
-    NativeGroup,
-    Claim,
-    Volume,
-}
-
-impl Kind {
-    /// What a list of this kind covers in the snapshot.
-    fn listed(self) -> Listed {
-        match self {
-            Kind::Node => Listed::Nodes,
-            Kind::Pod => Listed::Pods,
-            Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
-            Kind::NativeGroup => Listed::Groups(GroupApi::Native),
-            Kind::Claim | Kind::Volume => Listed::Other,
-        }
-    }
-}
-
-/// How many kinds are watched: scheduling starts once each is listed.
-const KINDS: usize = 6;
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// Build a client from `--kubeconfig`, else the usual inference
 /// (`$KUBECONFIG`, `~/.kube/config`, in-cluster).
@@ -114,7 +64,7 @@ fn spawn_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     kind: Kind,
-    tx: mpsc::Sender<Msg>,
+    tx: UnboundedSender<Msg>,
     to_event: fn(K) -> Event,
     key_of: fn(&K) -> String,
 ) where
@@ -293,9 +243,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     )
     .await?;
 
-    // Everything the scheduling thread reacts to arrives on one channel, so
+    // Everything the scheduling loop reacts to arrives on one channel, so
     // it sleeps until there is something to do.
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
 
     // Leader election: followers keep their snapshot current but do not act.
     let leader = if config.leader_election.enabled {
@@ -396,48 +346,33 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     }
     let stop = tx;
 
-    let handle = tokio::runtime::Handle::current();
-    let io = KubeIo::new(
-        client.clone(),
-        handle.clone(),
-        &config.scheduler_name,
-        config.bind_concurrency,
-    )
-    .with_rate_limit(config.client_limit());
+    let io = Arc::new(
+        KubeIo::new(client.clone(), &config.scheduler_name).with_rate_limit(config.client_limit()),
+    );
     if let Some((qps, burst)) = config.client_limit() {
-        tracing::info!(qps, burst, "client-side rate limit on binds and events");
+        tracing::info!(qps, burst, "client-side rate limit on requests and events");
     }
     tracing::info!(
         bind_concurrency = config.bind_concurrency,
         "a round's binds are sent concurrently"
     );
-    let scaler = KubeScaler::new(client.clone(), handle);
-    let statuses = io.status_writer();
-    let loop_state = Loop {
-        scaler,
+    let scheduling = Loop::new(Parts {
         snapshot: Snapshot::new(&config.scheduler_name, config.scheduling),
         slot,
         fallback,
         io,
         metrics,
-        leading: !config.leader_election.enabled,
-        next_retry_ms: None,
+        bind_concurrency: config.bind_concurrency,
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
-        last_reason: BTreeMap::new(),
-        statuses,
-        group_status: BTreeMap::new(),
-        group_problem: BTreeMap::new(),
-        group_condition: BTreeMap::new(),
+        leading: !config.leader_election.enabled,
         // Nothing to list of an API the server does not serve.
-        listed: if native {
+        unlisted: if native {
             BTreeSet::new()
         } else {
             BTreeSet::from([Kind::NativeGroup])
         },
-    };
-    let worker = std::thread::Builder::new()
-        .name("dragon-schedule".into())
-        .spawn(move || loop_state.run(rx))?;
+    });
+    let worker = tokio::spawn(scheduling.run(rx));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
@@ -448,12 +383,12 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Stop in order: the scheduling thread finishes its round (its binds and
+/// Stop in order: the scheduling loop finishes its round (its binds and
 /// Events are sent, so no gang is left half bound), then the Lease is
 /// released so a standby need not wait for it to expire.
 async fn shut_down(
-    stop: mpsc::Sender<Msg>,
-    worker: std::thread::JoinHandle<()>,
+    stop: UnboundedSender<Msg>,
+    worker: tokio::task::JoinHandle<()>,
     leader: Option<Election>,
     round_budget_ms: u64,
 ) {
@@ -462,16 +397,15 @@ async fn shut_down(
     // A round is bounded by its budget plus its binds and the Events flush;
     // past that, leave (the deployment's grace period allows for it).
     let limit = Duration::from_millis(round_budget_ms) + Duration::from_secs(20);
-    let joined = tokio::task::spawn_blocking(move || worker.join());
-    match tokio::time::timeout(limit, joined).await {
-        Ok(Ok(Ok(()))) => tracing::info!(
+    match tokio::time::timeout(limit, worker).await {
+        Ok(Ok(())) => tracing::info!(
             ms = started.elapsed().as_millis() as u64,
             "scheduling stopped"
         ),
-        Ok(_) => tracing::error!("the scheduling thread failed"),
+        Ok(Err(e)) => tracing::error!("the scheduling loop failed: {e}"),
         Err(_) => tracing::error!(
             seconds = limit.as_secs(),
-            "the scheduling thread did not stop in time; leaving"
+            "the scheduling loop did not stop in time; leaving"
         ),
     }
     if let Some(election) = leader {
@@ -492,464 +426,4 @@ fn hostname() -> String {
                 .map(|s| s.trim().to_string())
         })
         .unwrap_or_else(|| "dragon".into())
-}
-
-/// The scheduling thread's state.
-struct Loop {
-    snapshot: Snapshot,
-    slot: Arc<PolicySlot>,
-    /// The built-in baseline, when units the policy fails on fall back to it.
-    fallback: Option<Arc<WasmPolicy>>,
-    io: KubeIo,
-    scaler: KubeScaler,
-    metrics: Arc<Metrics>,
-    /// Whether this replica leads (always, without leader election).
-    leading: bool,
-    /// When the framework next has work with no cluster change: a backoff
-    /// or a permit wait that ends.
-    next_retry_ms: Option<u64>,
-    scale_interval: Duration,
-    /// Last FailedScheduling reason per pod, so events are not repeated.
-    last_reason: BTreeMap<String, String>,
-    /// Writes PodGroup statuses off this thread.
-    statuses: crate::kube_io::StatusWriter,
-    /// The status last sent to be written on each PodGroup.
-    group_status: BTreeMap<String, Status>,
-    /// The spec problem last reported on each PodGroup.
-    group_problem: BTreeMap<String, String>,
-    /// The `PodGroupInitiallyScheduled` condition last written on each
-    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
-    group_condition: BTreeMap<String, (bool, String)>,
-    listed: BTreeSet<Kind>,
-}
-
-impl Loop {
-    /// Sleep until a message or a timer (a retry, the scale step), then act.
-    /// A round runs on cluster changes and when a retry is due, never on a
-    /// fixed period: the framework's queue decides which units a change
-    /// may help.
-    fn run(mut self, rx: mpsc::Receiver<Msg>) {
-        let metrics = self.metrics.clone();
-        let _running = metrics.health.start();
-        let mut dirty = true;
-        let mut last_scale = Instant::now();
-        loop {
-            metrics.health.idle();
-            let scale_in = self.scale_interval.saturating_sub(last_scale.elapsed());
-            let retry_in = self
-                .next_retry_ms
-                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
-            let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
-            let first = rx.recv_timeout(timeout);
-            metrics.health.busy(now_ms());
-            match first {
-                Ok(msg) => {
-                    let mut stop = self.handle(msg);
-                    // Apply everything already queued before deciding.
-                    while let Ok(msg) = rx.try_recv() {
-                        stop |= self.handle(msg);
-                    }
-                    if stop {
-                        let left = self.io.flush_events(Duration::from_secs(5));
-                        if left > 0 {
-                            tracing::warn!(events = left, "stopping with events unsent");
-                        }
-                        return;
-                    }
-                    dirty = true;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => return,
-            }
-            if self.listed.len() < KINDS || !self.leading {
-                continue;
-            }
-            self.sync_targets();
-            let now = now_ms();
-            let due = self.next_retry_ms.is_some_and(|t| t <= now);
-            let waiting = self.snapshot.sched.waiting_gangs().next().is_some();
-            if (dirty || due) && (self.snapshot.pending() > 0 || waiting) {
-                self.round();
-                dirty = false;
-            }
-            if last_scale.elapsed() >= self.scale_interval {
-                self.scale();
-                last_scale = Instant::now();
-            }
-            self.report_groups();
-            self.next_retry_ms = self.snapshot.sched.next_retry_ms(now_ms());
-        }
-    }
-
-    /// Apply one message; true when it asks the thread to stop.
-    fn handle(&mut self, msg: Msg) -> bool {
-        match msg {
-            Msg::Event(e) => {
-                if let Event::GroupGone(key) = &e {
-                    self.group_status.remove(key);
-                    self.group_problem.remove(key);
-                    self.group_condition.remove(key);
-                }
-                self.snapshot.apply(e);
-            }
-            Msg::Leading(is) => self.leading = is,
-            Msg::Shutdown => return true,
-            Msg::Listed { kind, keys } => {
-                // Drop what vanished while we were not watching.
-                for e in self.snapshot.vanished(kind.listed(), &keys) {
-                    self.handle(Msg::Event(e));
-                }
-                self.listed.insert(kind);
-                if self.listed.len() == KINDS {
-                    self.metrics
-                        .ready
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    tracing::info!(
-                        nodes = self.snapshot.sched.cluster.nodes().len(),
-                        "cluster listed; scheduling"
-                    );
-                }
-            }
-        }
-        false
-    }
-
-    /// Learn scale targets from PodGroup annotations, and each target's
-    /// replicas once (the workers a job wants).
-    fn sync_targets(&mut self) {
-        let jobs: Vec<String> = self
-            .snapshot
-            .sched
-            .cluster
-            .jobs()
-            .map(|j| j.name.clone())
-            .collect();
-        for job in jobs {
-            let Some(target) = self
-                .snapshot
-                .group(&job)
-                .and_then(|g| g.annotations.get(SCALE_TARGET))
-                .cloned()
-            else {
-                continue;
-            };
-            if self.scaler.targets.get(&job) != Some(&target) {
-                self.scaler.targets.insert(job.clone(), target);
-                if let Some(r) = self.scaler.target_replicas(&job) {
-                    self.snapshot.desired.insert(job.clone(), r);
-                    self.snapshot.refresh_job(&job);
-                }
-            }
-        }
-    }
-
-    fn apply_scaled(&mut self) {
-        for (job, w) in std::mem::take(&mut self.scaler.scaled) {
-            self.snapshot.desired.insert(job.clone(), w);
-            self.snapshot.refresh_job(&job);
-        }
-    }
-
-    fn round(&mut self) {
-        let policy = self.slot.current();
-        let timed = Timed {
-            inner: policy.as_ref(),
-            metrics: &self.metrics,
-        };
-        let now = now_ms();
-        let fallback = self.fallback.as_deref().map(|f| f as &dyn Hooks);
-        let report = self.snapshot.sched.schedule_round_with_fallback(
-            now,
-            &timed,
-            fallback,
-            &mut self.io,
-            &mut self.scaler,
-        );
-        // Admission below the requested size also goes through /scale.
-        self.apply_scaled();
-        for d in &report.decisions {
-            let m = &self.metrics;
-            match d {
-                Decision::Bound { pod, .. } => {
-                    self.last_reason.remove(pod);
-                }
-                Decision::Admitted {
-                    unit,
-                    pods,
-                    workers,
-                    nodes,
-                } => {
-                    Metrics::inc(&m.attempts, "result", "scheduled");
-                    if let Some(job) = unit.strip_prefix("job/") {
-                        let waited_ms = self
-                            .snapshot
-                            .sched
-                            .cluster
-                            .job(job)
-                            .map(|j| now.saturating_sub(j.arrival_ms));
-                        if let Some(ms) = waited_ms {
-                            m.gang_wait_seconds.observe(ms as f64 / 1e3);
-                        }
-                        tracing::info!(
-                            gang = job,
-                            pods,
-                            workers,
-                            nodes,
-                            waited_ms,
-                            "gang admitted"
-                        );
-                        self.native_condition(job, true, &format!("{pods} pods scheduled"));
-                    }
-                }
-                Decision::Waiting {
-                    unit,
-                    reserved,
-                    wait_ms,
-                } => {
-                    Metrics::inc(&m.attempts, "result", "waiting");
-                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
-                }
-                Decision::Unschedulable { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "unschedulable");
-                    self.explain(unit, reason);
-                }
-                Decision::Rejected { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "rejected");
-                    tracing::info!(unit, reason, "gang released by permit");
-                    self.explain(unit, &format!("gang rejected by permit: {reason}"));
-                }
-                Decision::TimedOut { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "rejected");
-                    tracing::info!(unit, reason, "gang timed out");
-                    self.explain(unit, reason);
-                }
-                Decision::BindFailed {
-                    unit,
-                    pod,
-                    reason,
-                    kept,
-                } => {
-                    Metrics::inc(&m.attempts, "result", "error");
-                    tracing::info!(
-                        unit,
-                        pod,
-                        reason,
-                        kept = kept.len(),
-                        "gang released: a bind failed"
-                    );
-                    let what = if kept.is_empty() {
-                        "gang released".to_string()
-                    } else {
-                        format!(
-                            "gang released but for {} member(s) kept bound (no controller would recreate them)",
-                            kept.len()
-                        )
-                    };
-                    self.explain(unit, &format!("binding failed, {what}: {reason}"));
-                }
-                Decision::PolicyError { unit, error } => {
-                    Metrics::inc(&m.attempts, "result", "error");
-                    self.explain(unit, &format!("policy error: {error}"));
-                }
-                Decision::FellBack { unit, policy } => {
-                    Metrics::inc(&m.attempts, "result", "fallback");
-                    tracing::warn!(unit, fallback = %policy, "the policy failed; the unit was tried with the fallback");
-                }
-                Decision::Resized {
-                    unit,
-                    workers,
-                    reason,
-                } => {
-                    tracing::info!(
-                        unit,
-                        workers,
-                        reason,
-                        "gang resized: admitted below the requested size"
-                    );
-                }
-                Decision::Breaker(change) => self.breaker_changed(change, now),
-                Decision::Deferred { units, budget_ms } => {
-                    m.rounds_over_budget.inc();
-                    tracing::warn!(
-                        units,
-                        budget_ms,
-                        "round budget spent; untried units wait for the next round"
-                    );
-                }
-            }
-        }
-        for (key, reason) in self.snapshot.invalid.clone() {
-            self.explain(
-                &format!("pod/{key}"),
-                &format!("cannot be scheduled: {reason}"),
-            );
-        }
-    }
-
-    /// Write the status of each PodGroup whose pods or spec changed (those
-    /// whose pods are all another scheduler's excepted), and a Warning
-    /// Event on a PodGroup whose spec cannot be used, once per problem.
-    fn report_groups(&mut self) {
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        for group in self.snapshot.statuses.take_dirty() {
-            let Some(pg) = self.snapshot.group(&group) else {
-                continue;
-            };
-            if pg.api != GroupApi::SchedulerPlugins || !self.snapshot.statuses.is_ours(&group) {
-                continue;
-            }
-            let min_member = match &pg.spec {
-                Ok(spec) => spec.min_member,
-                Err(problem) => {
-                    let problem = problem.clone();
-                    if self.group_problem.get(&group) != Some(&problem)
-                        && self
-                            .io
-                            .podgroup_event(&group, "Warning", "InvalidSpec", problem.clone())
-                    {
-                        self.group_problem.insert(group.clone(), problem);
-                    }
-                    0
-                }
-            };
-            let status = self.snapshot.statuses.status(&group, min_member, &now);
-            if self.group_status.get(&group) == Some(&status) {
-                continue;
-            }
-            tracing::debug!(group, phase = ?status.phase, "PodGroup status");
-            self.statuses.write(&group, status.clone());
-            self.group_status.insert(group, status);
-        }
-    }
-
-    /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
-    /// PodGroup of `job`, as kube-scheduler writes it: True (reason
-    /// `Scheduled`) once the gang is admitted, and then never False again;
-    /// False (reason `Unschedulable`) with why, while it waits. Written when
-    /// it changes; not for a scheduler-plugins PodGroup.
-    fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
-        if self
-            .snapshot
-            .group(job)
-            .is_none_or(|g| g.api != GroupApi::Native)
-        {
-            return;
-        }
-        match self.group_condition.get(job) {
-            Some((true, _)) => return,
-            Some((s, m)) if *s == scheduled && m == message => return,
-            _ => {}
-        }
-        let (status, reason) = match scheduled {
-            true => ("True", "Scheduled"),
-            false => ("False", "Unschedulable"),
-        };
-        if self
-            .io
-            .native_podgroup_condition(job, status, reason, message)
-        {
-            self.group_condition
-                .insert(job.to_string(), (scheduled, message.to_string()));
-        }
-    }
-
-    /// A FailedScheduling event and `PodScheduled=False` on each pending pod
-    /// of `unit`, once per reason.
-    fn explain(&mut self, unit: &str, reason: &str) {
-        if let Some(job) = unit.strip_prefix("job/") {
-            self.native_condition(job, false, reason);
-        }
-        let pods: Vec<String> = if let Some(job) = unit.strip_prefix("job/") {
-            self.snapshot
-                .sched
-                .cluster
-                .job_pods(job)
-                .filter(|(_, s)| !matches!(s, dragon_framework::PodState::Bound(_)))
-                .map(|(p, _)| p.key.clone())
-                .collect()
-        } else if let Some(pod) = unit.strip_prefix("pod/") {
-            vec![pod.to_string()]
-        } else {
-            Vec::new()
-        };
-        for pod in pods {
-            // Remembered only once published: an Event or condition lost
-            // while the API server is away is sent again on the next round.
-            if self.last_reason.get(&pod).map(String::as_str) == Some(reason) {
-                continue;
-            }
-            let gated = self
-                .snapshot
-                .sched
-                .cluster
-                .pod(&pod)
-                .is_some_and(|(p, _)| !p.scheduling_gates.is_empty());
-            let condition = if gated {
-                "SchedulingGated"
-            } else {
-                "Unschedulable"
-            };
-            let published = self
-                .io
-                .event(&pod, "Warning", "FailedScheduling", reason.to_string());
-            if self.io.pod_unschedulable(&pod, condition, reason) && published {
-                self.last_reason.insert(pod, reason.to_string());
-            }
-        }
-    }
-
-    fn scale(&mut self) {
-        let policy = self.slot.current();
-        let timed = Timed {
-            inner: policy.as_ref(),
-            metrics: &self.metrics,
-        };
-        let report = self
-            .snapshot
-            .sched
-            .scale_step(now_ms(), &timed, &mut self.scaler);
-        for a in &report.actions {
-            Metrics::inc(
-                &self.metrics.scale_actions,
-                "direction",
-                if a.to > a.from { "up" } else { "down" },
-            );
-            tracing::info!(job = %a.job, from = a.from, to = a.to, reason = %a.reason, "scale");
-        }
-        for e in &report.errors {
-            tracing::warn!("scale step: {e}");
-        }
-        if let Some(change) = &report.breaker {
-            self.breaker_changed(change, now_ms());
-        }
-        self.apply_scaled();
-    }
-
-    /// Metrics and a log line for a suspension of the policy or its end.
-    fn breaker_changed(&self, change: &BreakerChange, now: u64) {
-        let m = &self.metrics;
-        match change {
-            BreakerChange::Opened {
-                policy,
-                failures,
-                until_ms,
-            } => {
-                m.policy_suspensions.inc();
-                m.policy_suspended.set(1);
-                let suspended_ms = until_ms.saturating_sub(now);
-                tracing::warn!(
-                    policy,
-                    failures,
-                    suspended_ms,
-                    "policy suspended after consecutive failures; its units fail fast until a probe call succeeds"
-                );
-            }
-            BreakerChange::Closed { policy } => {
-                m.policy_suspended.set(0);
-                tracing::info!(policy, "policy probe succeeded; the policy serves again");
-            }
-        }
-    }
 }

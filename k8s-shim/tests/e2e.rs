@@ -521,7 +521,7 @@ async fn healthz_fails_while_the_scheduling_thread_is_stuck_and_recovers() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(body.contains("busy with one round"), "{body}");
+    assert!(body.contains("busy with one batch of work"), "{body}");
     // Without pending pods the thread goes back to waiting: healthy again.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
     for i in 0..3 {

@@ -1,0 +1,196 @@
+//! How the loop's requests go out: a round's binds together (up to a bound,
+//! results in order), and the requests nobody waits for (Scheduled Events,
+//! PodGroup statuses) from tasks of their own, so a round never waits for
+//! them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dragon_framework::{ApiError, ApiErrorKind};
+use futures::StreamExt;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::cluster_io::{ClusterIo, Note};
+use crate::group_status::Status;
+
+/// Up to `concurrency` (at least 1) Binding POSTs in flight, results in
+/// input order. The loop waits for all of them: the framework releases a
+/// gang whose bind failed only once it has every result.
+pub async fn bind_all<I: ClusterIo>(
+    io: &I,
+    binds: &[(String, String)],
+    concurrency: usize,
+) -> Vec<Result<(), ApiError>> {
+    // Made before the stream, not by an adapter over the slice: a future
+    // holding a slice iterator across an await is not provably `Send`.
+    let sends: Vec<_> = binds.iter().map(|(pod, node)| io.bind(pod, node)).collect();
+    futures::stream::iter(sends)
+        .buffered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Events spawned and not yet sent beyond which new ones are dropped
+/// (client-go's event broadcaster also drops past a queue of 1,000): a lost
+/// Scheduled event loses no pod, memory held for an API server that cannot
+/// keep up would.
+const MAX_QUEUED_EVENTS: usize = 4096;
+
+/// Publishes Events from tasks of their own (best effort: failures are
+/// logged, nobody waits for the result). Cheap to clone.
+pub struct Publisher<I> {
+    io: Arc<I>,
+    /// Event POSTs spawned that may be waiting for their token or in
+    /// flight. Each takes its token only once it holds a permit, so at most
+    /// this many tokens are promised ahead of an Event the loop waits for.
+    in_flight: Arc<Semaphore>,
+    /// Spawned and not yet finished (waiting for a permit included).
+    queued: Arc<AtomicUsize>,
+    /// Notified when `queued` drops to zero.
+    drained: Arc<Notify>,
+    /// Dropped because `queued` was at [`MAX_QUEUED_EVENTS`].
+    dropped: Arc<AtomicU64>,
+}
+
+impl<I> Clone for Publisher<I> {
+    fn clone(&self) -> Self {
+        Publisher {
+            io: self.io.clone(),
+            in_flight: self.in_flight.clone(),
+            queued: self.queued.clone(),
+            drained: self.drained.clone(),
+            dropped: self.dropped.clone(),
+        }
+    }
+}
+
+/// Decrements the queued count when a spawned event's task ends, however
+/// it ends (sent, refused, or cancelled with the runtime).
+struct Queued(Arc<AtomicUsize>, Arc<Notify>);
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if self.0.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.1.notify_waiters();
+        }
+    }
+}
+
+impl<I: ClusterIo> Publisher<I> {
+    /// A publisher with up to `in_flight` (at least 1) events in flight.
+    pub fn new(io: Arc<I>, in_flight: usize) -> Publisher<I> {
+        Publisher {
+            io,
+            in_flight: Arc::new(Semaphore::new(in_flight.max(1))),
+            queued: Arc::new(AtomicUsize::new(0)),
+            drained: Arc::new(Notify::new()),
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Publish `note` from a task of its own.
+    pub fn spawn(&self, note: Note) {
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_EVENTS {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // Logged at 1, 2, 4, 8... drops: visible without a line per pod.
+            if n.is_power_of_two() {
+                tracing::warn!(
+                    regarding = ?note.regarding,
+                    reason = note.reason,
+                    dropped_total = n,
+                    "event dropped: {MAX_QUEUED_EVENTS} events already waiting to be sent"
+                );
+            }
+            return;
+        }
+        let queued = Queued(self.queued.clone(), self.drained.clone());
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _queued = queued;
+            // Never closed, so this cannot fail; if it did, not sending is
+            // the safe side for a best-effort event.
+            let Ok(_permit) = this.in_flight.acquire().await else {
+                return;
+            };
+            if let Err(e) = this.io.event(&note).await {
+                tracing::warn!(reason = note.reason, "cannot publish event: {e}");
+            }
+        });
+    }
+
+    /// Wait up to `limit` for the events spawned so far to be sent (on
+    /// shutdown); how many were still queued when it gave up.
+    pub fn flush(&self, limit: Duration) -> impl Future<Output = usize> + Send + 'static {
+        drain(self.queued.clone(), self.drained.clone(), limit)
+    }
+}
+
+async fn drain(queued: Arc<AtomicUsize>, drained: Arc<Notify>, limit: Duration) -> usize {
+    let _ = tokio::time::timeout(limit, async {
+        loop {
+            // Registered before the check, so a drain in between is not
+            // missed.
+            let notified = drained.notified();
+            if queued.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    })
+    .await;
+    queued.load(Ordering::Acquire)
+}
+
+/// Writes PodGroup statuses from a task of its own, so a round never waits
+/// for them: the latest status of each group, one request at a time (so a
+/// group's writes land in order), a failed write tried again a second later
+/// with whatever is latest then, a deleted PodGroup dropped.
+pub struct StatusWriter {
+    tx: tokio::sync::mpsc::UnboundedSender<(String, Status)>,
+}
+
+/// Between retries of a failed status write.
+const STATUS_RETRY: Duration = Duration::from_secs(1);
+
+impl StatusWriter {
+    /// A writer sending through `io`.
+    pub fn spawn<I: ClusterIo>(io: Arc<I>) -> StatusWriter {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Status)>();
+        tokio::spawn(async move {
+            let mut latest: BTreeMap<String, Status> = BTreeMap::new();
+            loop {
+                if latest.is_empty() {
+                    let Some((group, status)) = rx.recv().await else {
+                        return;
+                    };
+                    latest.insert(group, status);
+                }
+                while let Ok((group, status)) = rx.try_recv() {
+                    latest.insert(group, status);
+                }
+                let Some((group, status)) = latest.pop_first() else {
+                    continue;
+                };
+                match io.group_status(&group, &status).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind == ApiErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::debug!(group, "cannot update PodGroup status (retrying): {e}");
+                        latest.entry(group).or_insert(status);
+                        tokio::time::sleep(STATUS_RETRY).await;
+                    }
+                }
+            }
+        });
+        StatusWriter { tx }
+    }
+
+    /// Have `group`'s status written (replacing any not yet written).
+    pub fn write(&self, group: &str, status: Status) {
+        // Closed only with the runtime, when nothing is written any more.
+        let _ = self.tx.send((group.to_string(), status));
+    }
+}

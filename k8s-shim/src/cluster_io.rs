@@ -1,0 +1,231 @@
+//! Every request the scheduling loop makes of the API server, as one trait:
+//! [`crate::kube_io::KubeIo`] sends them over a kube client, and the fake
+//! in the tests records them, so the loop is tested without a server.
+//! Each call is one request (or a read and a write for a release); what to
+//! do with its answer is the loop's business.
+
+use dragon_framework::{ApiError, Release};
+
+use crate::group_status::Status;
+
+/// What an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Regarding {
+    /// A pod, by `namespace/name`.
+    Pod(String),
+    /// A scheduler-plugins PodGroup, by `namespace/name`.
+    PodGroup(String),
+}
+
+/// An Event to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub regarding: Regarding,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// `Scheduled`, `FailedScheduling`, …
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// The `PodScheduled=False` condition on a pod Dragon did not place, as
+/// kube-scheduler writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    /// `Unschedulable`, or `SchedulingGated` for a pod with gates.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The requests of the scheduling loop. Implementations are shared by the
+/// loop and the tasks it spawns (Events, PodGroup status), hence `Sync`.
+/// The futures are boxed (`async_trait`): one allocation per request is
+/// nothing beside its round trip, and a boxed future is `Send` wherever
+/// the loop awaits it.
+#[async_trait::async_trait]
+pub trait ClusterIo: Send + Sync + 'static {
+    /// POST a Binding of `pod` to `node`.
+    async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError>;
+
+    /// Undo the bind of a gang member whose siblings could not be bound.
+    /// A bound pod cannot be unbound: it is deleted when a controller owns
+    /// it (and makes a fresh pending copy), and otherwise kept
+    /// ([`Release::Kept`]), since deleting it would lose it for good.
+    async fn release(&self, pod: &str) -> Result<Release, ApiError>;
+
+    /// The replicas of a job's `/scale` target (`GROUP/VERSION/PLURAL/NAME`
+    /// in the job's namespace).
+    async fn replicas(&self, job: &str, target: &str) -> Result<u32, ApiError>;
+
+    /// Set the replicas of a job's `/scale` target.
+    async fn scale(&self, job: &str, target: &str, replicas: u32) -> Result<(), ApiError>;
+
+    /// Set `PodScheduled=False` on `pod`.
+    async fn pod_unschedulable(&self, pod: &str, condition: &Unschedulable)
+    -> Result<(), ApiError>;
+
+    /// Set the `PodGroupInitiallyScheduled` condition of a
+    /// `scheduling.k8s.io` PodGroup: True (reason `Scheduled`) or False
+    /// (reason `Unschedulable`), with `message`.
+    async fn group_condition(
+        &self,
+        group: &str,
+        scheduled: bool,
+        message: &str,
+    ) -> Result<(), ApiError>;
+
+    /// Publish an Event.
+    async fn event(&self, note: &Note) -> Result<(), ApiError>;
+
+    /// Merge the status of a scheduler-plugins PodGroup.
+    async fn group_status(&self, group: &str, status: &Status) -> Result<(), ApiError>;
+}
+
+#[cfg(test)]
+pub mod fake {
+    //! A cluster that records every request and answers as told.
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Mutex;
+
+    use dragon_framework::{ApiError, ApiErrorKind, Release};
+
+    use super::{ClusterIo, Note, Unschedulable};
+    use crate::group_status::Status;
+
+    /// A request the fake saw.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Call {
+        Bind {
+            pod: String,
+            node: String,
+        },
+        Release(String),
+        Replicas(String),
+        Scale {
+            job: String,
+            replicas: u32,
+        },
+        Unschedulable {
+            pod: String,
+            reason: String,
+            message: String,
+        },
+        GroupCondition {
+            group: String,
+            scheduled: bool,
+        },
+        Event(Note),
+        GroupStatus(String),
+    }
+
+    /// The fake's state: what it saw, and how to answer.
+    #[derive(Debug, Default)]
+    pub struct State {
+        pub calls: Vec<Call>,
+        /// Pods whose Binding is refused, with the error.
+        pub refuse_bind: BTreeMap<String, ApiError>,
+        /// Pods no controller owns: a release keeps them.
+        pub uncontrolled: BTreeSet<String>,
+        /// Replicas of each `/scale` target.
+        pub replicas: BTreeMap<String, u32>,
+    }
+
+    /// The fake cluster.
+    #[derive(Debug, Default)]
+    pub struct FakeCluster {
+        pub state: Mutex<State>,
+    }
+
+    impl FakeCluster {
+        /// What it saw, in order.
+        pub fn calls(&self) -> Vec<Call> {
+            self.lock().calls.clone()
+        }
+
+        /// Forget what it saw.
+        pub fn clear(&self) {
+            self.lock().calls.clear();
+        }
+
+        pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+            // A test that panicked holding it has failed already.
+            self.state.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ClusterIo for FakeCluster {
+        async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Bind {
+                pod: pod.into(),
+                node: node.into(),
+            });
+            match s.refuse_bind.get(pod) {
+                Some(e) => Err(e.clone()),
+                None => Ok(()),
+            }
+        }
+
+        async fn release(&self, pod: &str) -> Result<Release, ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Release(pod.into()));
+            Ok(match s.uncontrolled.contains(pod) {
+                true => Release::Kept,
+                false => Release::Unbound,
+            })
+        }
+
+        async fn replicas(&self, _job: &str, target: &str) -> Result<u32, ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Replicas(target.into()));
+            s.replicas
+                .get(target)
+                .copied()
+                .ok_or_else(|| ApiError::new(ApiErrorKind::NotFound, format!("{target} not found")))
+        }
+
+        async fn scale(&self, job: &str, target: &str, replicas: u32) -> Result<(), ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Scale {
+                job: job.into(),
+                replicas,
+            });
+            s.replicas.insert(target.into(), replicas);
+            Ok(())
+        }
+
+        async fn pod_unschedulable(&self, pod: &str, c: &Unschedulable) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::Unschedulable {
+                pod: pod.into(),
+                reason: c.reason.into(),
+                message: c.message.clone(),
+            });
+            Ok(())
+        }
+
+        async fn group_condition(
+            &self,
+            group: &str,
+            scheduled: bool,
+            _message: &str,
+        ) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::GroupCondition {
+                group: group.into(),
+                scheduled,
+            });
+            Ok(())
+        }
+
+        async fn event(&self, note: &Note) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::Event(note.clone()));
+            Ok(())
+        }
+
+        async fn group_status(&self, group: &str, _status: &Status) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::GroupStatus(group.into()));
+            Ok(())
+        }
+    }
+}

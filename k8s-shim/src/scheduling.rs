@@ -1,0 +1,938 @@
+//! The scheduling loop: one task owns the snapshot, applies what the
+//! watches send, runs rounds and the scale step on the serving policy, and
+//! sends what they decide through [`ClusterIo`]. Policy calls run on the
+//! task's thread with the runtime told so (`block_in_place`); every request
+//! is awaited, never blocked on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dragon_framework::{
+    BreakerChange, Decision, Effect, PodState, Release, RoundReport, ScaleRequest, UnitKey,
+};
+use dragon_runtime::{Hooks, PolicySlot, WasmPolicy};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::apply::{Publisher, StatusWriter, bind_all};
+use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::group_status::Status;
+use crate::metrics::{Metrics, Timed};
+use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
+use crate::translate::SCALE_TARGET;
+
+/// What the watch tasks and the wiring send the loop.
+#[derive(Debug)]
+pub enum Msg {
+    Event(Event),
+    /// A (re)list finished: objects of `kind` not in `keys` are gone.
+    Listed {
+        kind: Kind,
+        keys: BTreeSet<String>,
+    },
+    /// This replica became the leader (true) or stopped leading.
+    Leading(bool),
+    /// SIGTERM or Ctrl-C: finish what is under way and return.
+    Shutdown,
+}
+
+/// A watched kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    Group,
+    NativeGroup,
+    Claim,
+    Volume,
+}
+
+impl Kind {
+    /// What a list of this kind covers in the snapshot.
+    fn listed(self) -> Listed {
+        match self {
+            Kind::Node => Listed::Nodes,
+            Kind::Pod => Listed::Pods,
+            Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
+            Kind::NativeGroup => Listed::Groups(GroupApi::Native),
+            Kind::Claim | Kind::Volume => Listed::Other,
+        }
+    }
+}
+
+/// How many kinds are watched: scheduling starts once each is listed.
+const KINDS: usize = 6;
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the loop is built from.
+pub struct Parts<I> {
+    pub snapshot: Snapshot,
+    pub slot: Arc<PolicySlot>,
+    /// The built-in baseline, when units the policy fails on fall back to it.
+    pub fallback: Option<Arc<WasmPolicy>>,
+    pub io: Arc<I>,
+    pub metrics: Arc<Metrics>,
+    /// Binding POSTs in flight at once (`bindConcurrency`).
+    pub bind_concurrency: usize,
+    pub scale_interval: Duration,
+    /// Whether this replica acts from the start (no leader election).
+    pub leading: bool,
+    /// Kinds with nothing to list (an API the server does not serve).
+    pub unlisted: BTreeSet<Kind>,
+}
+
+/// The scheduling loop's state.
+pub struct Loop<I> {
+    snapshot: Snapshot,
+    slot: Arc<PolicySlot>,
+    fallback: Option<Arc<WasmPolicy>>,
+    io: Arc<I>,
+    events: Publisher<I>,
+    statuses: StatusWriter,
+    metrics: Arc<Metrics>,
+    bind_concurrency: usize,
+    /// Whether this replica leads (always, without leader election).
+    leading: bool,
+    /// When the framework next has work with no cluster change: a backoff
+    /// or a permit wait that ends.
+    next_retry_ms: Option<u64>,
+    scale_interval: Duration,
+    last_scale: Instant,
+    /// A cluster change arrived since the last round.
+    dirty: bool,
+    /// Last FailedScheduling reason per pod, so events are not repeated.
+    last_reason: BTreeMap<String, String>,
+    /// Scale targets by job (`namespace/podgroup`), from PodGroup annotations.
+    targets: BTreeMap<String, String>,
+    /// The status last sent to be written on each PodGroup.
+    group_status: BTreeMap<String, Status>,
+    /// The spec problem last reported on each PodGroup.
+    group_problem: BTreeMap<String, String>,
+    /// The `PodGroupInitiallyScheduled` condition last written on each
+    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
+    group_condition: BTreeMap<String, (bool, String)>,
+    listed: BTreeSet<Kind>,
+}
+
+impl<I: ClusterIo> Loop<I> {
+    /// A loop over `parts`; it spawns its Event and status writers, so it is
+    /// made inside the runtime.
+    pub fn new(parts: Parts<I>) -> Loop<I> {
+        Loop {
+            events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
+            statuses: StatusWriter::spawn(parts.io.clone()),
+            snapshot: parts.snapshot,
+            slot: parts.slot,
+            fallback: parts.fallback,
+            io: parts.io,
+            metrics: parts.metrics,
+            bind_concurrency: parts.bind_concurrency.max(1),
+            leading: parts.leading,
+            next_retry_ms: None,
+            scale_interval: parts.scale_interval,
+            last_scale: Instant::now(),
+            dirty: true,
+            last_reason: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            group_status: BTreeMap::new(),
+            group_problem: BTreeMap::new(),
+            group_condition: BTreeMap::new(),
+            listed: parts.unlisted,
+        }
+    }
+
+    /// Sleep until a message or a timer (a retry, the scale step), then act,
+    /// until `Shutdown` or every sender is gone. A round runs on cluster
+    /// changes and when a retry is due, never on a fixed period: the
+    /// framework's queue decides which units a change may help.
+    pub async fn run(mut self, mut rx: UnboundedReceiver<Msg>) {
+        let metrics = self.metrics.clone();
+        let _running = metrics.health.start();
+        loop {
+            metrics.health.idle();
+            let scale_in = self
+                .scale_interval
+                .saturating_sub(self.last_scale.elapsed());
+            let retry_in = self
+                .next_retry_ms
+                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+            let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
+            let first = tokio::time::timeout(timeout, rx.recv()).await;
+            metrics.health.busy(now_ms());
+            match first {
+                Ok(Some(msg)) => {
+                    let mut stop = self.handle(msg);
+                    // Apply everything already queued before deciding.
+                    while let Ok(msg) = rx.try_recv() {
+                        stop |= self.handle(msg);
+                    }
+                    if stop {
+                        let left = self.events.flush(Duration::from_secs(5)).await;
+                        if left > 0 {
+                            tracing::warn!(events = left, "stopping with events unsent");
+                        }
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {}
+            }
+            self.step().await;
+        }
+    }
+
+    /// Apply one message; true when it asks the loop to stop.
+    pub fn handle(&mut self, msg: Msg) -> bool {
+        match msg {
+            Msg::Event(e) => {
+                if let Event::GroupGone(key) = &e {
+                    self.group_status.remove(key);
+                    self.group_problem.remove(key);
+                    self.group_condition.remove(key);
+                }
+                self.snapshot.apply(e);
+                self.dirty = true;
+            }
+            Msg::Leading(is) => {
+                self.leading = is;
+                self.dirty = true;
+            }
+            Msg::Shutdown => return true,
+            Msg::Listed { kind, keys } => {
+                // Drop what vanished while we were not watching.
+                for e in self.snapshot.vanished(kind.listed(), &keys) {
+                    self.handle(Msg::Event(e));
+                }
+                self.listed.insert(kind);
+                self.dirty = true;
+                if self.listed.len() == KINDS {
+                    self.metrics
+                        .ready
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(
+                        nodes = self.snapshot.sched.cluster.nodes().len(),
+                        "cluster listed; scheduling"
+                    );
+                }
+            }
+        }
+        false
+    }
+
+    /// Act on what the messages so far changed: once every kind is listed
+    /// and while leading, a round if something changed or a retry is due,
+    /// the scale step when its interval has passed, and PodGroup statuses.
+    pub async fn step(&mut self) {
+        if self.listed.len() < KINDS || !self.leading {
+            return;
+        }
+        self.sync_targets().await;
+        let now = now_ms();
+        let due = self.next_retry_ms.is_some_and(|t| t <= now);
+        let waiting = self.snapshot.sched.waiting_gangs().next().is_some();
+        if (self.dirty || due) && (self.snapshot.pending() > 0 || waiting) {
+            self.round().await;
+            self.dirty = false;
+        }
+        if self.last_scale.elapsed() >= self.scale_interval {
+            self.scale().await;
+            self.last_scale = Instant::now();
+        }
+        self.report_groups().await;
+        self.next_retry_ms = self.snapshot.sched.next_retry_ms(now_ms());
+    }
+
+    /// Learn scale targets from PodGroup annotations, and each target's
+    /// replicas once (the workers a job wants).
+    async fn sync_targets(&mut self) {
+        let jobs: Vec<String> = self
+            .snapshot
+            .sched
+            .cluster
+            .jobs()
+            .map(|j| j.name.clone())
+            .collect();
+        for job in jobs {
+            let Some(target) = self
+                .snapshot
+                .group(&job)
+                .and_then(|g| g.annotations.get(SCALE_TARGET))
+                .cloned()
+            else {
+                continue;
+            };
+            if self.targets.get(&job) == Some(&target) {
+                continue;
+            }
+            match self.io.replicas(&job, &target).await {
+                Ok(r) => {
+                    self.snapshot.desired.insert(job.clone(), r);
+                    self.snapshot.refresh_job(&job);
+                }
+                Err(e) => tracing::warn!(job, target, "cannot read the job's scale: {e}"),
+            }
+            self.targets.insert(job, target);
+        }
+    }
+
+    /// Set a job's workers through its scale target and record it.
+    async fn apply_scale(
+        &mut self,
+        request: &ScaleRequest,
+    ) -> Result<(), dragon_framework::ApiError> {
+        let Some(target) = self.targets.get(&request.job).cloned() else {
+            return Err(dragon_framework::ApiError::new(
+                dragon_framework::ApiErrorKind::Refused,
+                format!(
+                    "job {} has no {SCALE_TARGET} annotation on its PodGroup, so it cannot be scaled",
+                    request.job
+                ),
+            ));
+        };
+        self.io
+            .scale(&request.job, &target, request.workers)
+            .await?;
+        tracing::info!(job = %request.job, workers = request.workers, reason = %request.reason, "scaled");
+        self.snapshot.sched.scaled(request, now_ms());
+        self.snapshot
+            .desired
+            .insert(request.job.clone(), request.workers);
+        self.snapshot.refresh_job(&request.job);
+        Ok(())
+    }
+
+    /// One round: decided with the policy, its binds sent together, settled
+    /// with their results, its effects applied, and every outcome told.
+    async fn round(&mut self) {
+        let policy = self.slot.current();
+        let now = now_ms();
+        let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
+        let fallback = self.fallback.as_deref();
+        // Policy calls are CPU-bound and bounded by the round's budget.
+        let planned = tokio::task::block_in_place(|| {
+            let timed = Timed {
+                inner: policy.as_ref(),
+                metrics,
+            };
+            sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks))
+        });
+        let results = bind_all(self.io.as_ref(), planned.binds(), self.bind_concurrency).await;
+        for ((pod, node), result) in planned.binds().iter().zip(&results) {
+            if result.is_ok() {
+                self.events.spawn(Note {
+                    regarding: Regarding::Pod(pod.clone()),
+                    type_: "Normal",
+                    reason: "Scheduled",
+                    note: format!("Successfully assigned {pod} to {node}"),
+                });
+            }
+        }
+        let mut report = self.snapshot.sched.settle_round(planned, results);
+        self.apply_effects(&mut report).await;
+        self.tell(&report, now).await;
+        for (key, reason) in self.snapshot.invalid.clone() {
+            self.explain(
+                &UnitKey::pod(key),
+                &format!("cannot be scheduled: {reason}"),
+            )
+            .await;
+        }
+    }
+
+    /// Release the members of gangs whose binds failed, and apply the
+    /// scales of gangs admitted below their size.
+    async fn apply_effects(&mut self, report: &mut RoundReport) {
+        for effect in report.effects.clone() {
+            match effect {
+                Effect::Release { unit, pod } => {
+                    let outcome = self.io.release(&pod).await;
+                    match &outcome {
+                        Err(e) => tracing::error!(pod, "cannot release a bound gang member: {e}"),
+                        Ok(Release::Kept) => self.events.spawn(Note {
+                            regarding: Regarding::Pod(pod.clone()),
+                            type_: "Warning",
+                            reason: "GangPartlyBound",
+                            note: "kept bound although a member of its gang could not be bound: \
+                                   no controller owns this pod, so deleting it would lose it; \
+                                   the rest of the gang is placed when it fits"
+                                .into(),
+                        }),
+                        Ok(Release::Unbound) => {}
+                    }
+                    if self.snapshot.sched.released(&pod, outcome) == Release::Kept {
+                        report.kept(&unit, pod);
+                    }
+                }
+                Effect::Scale(request) => {
+                    let result = self.apply_scale(&request).await;
+                    report.decisions.push(request.admission_outcome(result));
+                }
+            }
+        }
+    }
+
+    /// Metrics, logs, Events and conditions for a round's decisions.
+    async fn tell(&mut self, report: &RoundReport, now: u64) {
+        for d in &report.decisions {
+            let m = self.metrics.clone();
+            match d {
+                Decision::Bound { pod, .. } => {
+                    self.last_reason.remove(pod);
+                }
+                Decision::Admitted {
+                    unit,
+                    pods,
+                    workers,
+                    nodes,
+                } => {
+                    Metrics::inc(&m.attempts, "result", "scheduled");
+                    if let Some(job) = unit.job_name() {
+                        let waited_ms = self
+                            .snapshot
+                            .sched
+                            .cluster
+                            .job(job)
+                            .map(|j| now.saturating_sub(j.arrival_ms));
+                        if let Some(ms) = waited_ms {
+                            m.gang_wait_seconds.observe(ms as f64 / 1e3);
+                        }
+                        tracing::info!(
+                            gang = job,
+                            pods,
+                            workers,
+                            nodes,
+                            waited_ms,
+                            "gang admitted"
+                        );
+                        self.native_condition(job, true, &format!("{pods} pods scheduled"))
+                            .await;
+                    }
+                }
+                Decision::Waiting {
+                    unit,
+                    reserved,
+                    wait_ms,
+                } => {
+                    Metrics::inc(&m.attempts, "result", "waiting");
+                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest")).await;
+                }
+                Decision::Unschedulable { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "unschedulable");
+                    self.explain(unit, reason).await;
+                }
+                Decision::Rejected { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "rejected");
+                    tracing::info!(%unit, reason, "gang released by permit");
+                    self.explain(unit, &format!("gang rejected by permit: {reason}"))
+                        .await;
+                }
+                Decision::TimedOut { unit, reason } => {
+                    Metrics::inc(&m.attempts, "result", "rejected");
+                    tracing::info!(%unit, reason, "gang timed out");
+                    self.explain(unit, reason).await;
+                }
+                Decision::BindFailed {
+                    unit,
+                    pod,
+                    error,
+                    kept,
+                } => {
+                    Metrics::inc(&m.attempts, "result", "error");
+                    tracing::info!(
+                        %unit,
+                        pod,
+                        reason = %error,
+                        kind = ?error.kind,
+                        kept = kept.len(),
+                        "gang released: a bind failed"
+                    );
+                    let what = if kept.is_empty() {
+                        "gang released".to_string()
+                    } else {
+                        format!(
+                            "gang released but for {} member(s) kept bound (no controller would recreate them)",
+                            kept.len()
+                        )
+                    };
+                    self.explain(unit, &format!("binding failed, {what}: {error}"))
+                        .await;
+                }
+                Decision::PolicyError { unit, error } => {
+                    Metrics::inc(&m.attempts, "result", "error");
+                    match unit {
+                        Some(unit) => self.explain(unit, &format!("policy error: {error}")).await,
+                        None => tracing::warn!("policy error in the queue order: {error}"),
+                    }
+                }
+                Decision::FellBack { unit, policy } => {
+                    Metrics::inc(&m.attempts, "result", "fallback");
+                    tracing::warn!(%unit, fallback = %policy, "the policy failed; the unit was tried with the fallback");
+                }
+                Decision::Resized {
+                    unit,
+                    workers,
+                    reason,
+                } => {
+                    tracing::info!(
+                        %unit,
+                        workers,
+                        reason,
+                        "gang resized: admitted below the requested size"
+                    );
+                }
+                Decision::Breaker(change) => self.breaker_changed(change, now),
+                Decision::Deferred { units, budget_ms } => {
+                    m.rounds_over_budget.inc();
+                    tracing::warn!(
+                        units,
+                        budget_ms,
+                        "round budget spent; untried units wait for the next round"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Write the status of each PodGroup whose pods or spec changed (those
+    /// whose pods are all another scheduler's excepted), and a Warning
+    /// Event on a PodGroup whose spec cannot be used, once per problem.
+    async fn report_groups(&mut self) {
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        for group in self.snapshot.statuses.take_dirty() {
+            let Some(pg) = self.snapshot.group(&group) else {
+                continue;
+            };
+            if pg.api != GroupApi::SchedulerPlugins || !self.snapshot.statuses.is_ours(&group) {
+                continue;
+            }
+            let min_member = match &pg.spec {
+                Ok(spec) => spec.min_member,
+                Err(problem) => {
+                    let problem = problem.clone();
+                    if self.group_problem.get(&group) != Some(&problem) {
+                        let note = Note {
+                            regarding: Regarding::PodGroup(group.clone()),
+                            type_: "Warning",
+                            reason: "InvalidSpec",
+                            note: problem.clone(),
+                        };
+                        match self.io.event(&note).await {
+                            Ok(()) => {
+                                self.group_problem.insert(group.clone(), problem);
+                            }
+                            Err(e) => tracing::warn!(group, "cannot publish event: {e}"),
+                        }
+                    }
+                    0
+                }
+            };
+            let status = self.snapshot.statuses.status(&group, min_member, &now);
+            if self.group_status.get(&group) == Some(&status) {
+                continue;
+            }
+            tracing::debug!(group, phase = ?status.phase, "PodGroup status");
+            self.statuses.write(&group, status.clone());
+            self.group_status.insert(group, status);
+        }
+    }
+
+    /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
+    /// PodGroup of `job`, as kube-scheduler writes it: True (reason
+    /// `Scheduled`) once the gang is admitted, and then never False again;
+    /// False (reason `Unschedulable`) with why, while it waits. Written when
+    /// it changes; not for a scheduler-plugins PodGroup.
+    async fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
+        if self
+            .snapshot
+            .group(job)
+            .is_none_or(|g| g.api != GroupApi::Native)
+        {
+            return;
+        }
+        match self.group_condition.get(job) {
+            Some((true, _)) => return,
+            Some((s, m)) if *s == scheduled && m == message => return,
+            _ => {}
+        }
+        match self.io.group_condition(job, scheduled, message).await {
+            Ok(()) => {
+                self.group_condition
+                    .insert(job.to_string(), (scheduled, message.to_string()));
+            }
+            Err(e) => tracing::debug!(group = job, "cannot set the PodGroup's condition: {e}"),
+        }
+    }
+
+    /// A FailedScheduling event and `PodScheduled=False` on each pending pod
+    /// of `unit`, once per reason.
+    async fn explain(&mut self, unit: &UnitKey, reason: &str) {
+        let pods: Vec<String> = match unit {
+            UnitKey::Job(job) => {
+                self.native_condition(job, false, reason).await;
+                self.snapshot
+                    .sched
+                    .cluster
+                    .job_pods(job)
+                    .filter(|(_, s)| !matches!(s, PodState::Bound(_)))
+                    .map(|(p, _)| p.key.clone())
+                    .collect()
+            }
+            UnitKey::Pod(pod) => vec![pod.clone()],
+        };
+        for pod in pods {
+            // Remembered only once published: an Event or condition lost
+            // while the API server is away is sent again on the next round.
+            if self.last_reason.get(&pod).map(String::as_str) == Some(reason) {
+                continue;
+            }
+            let gated = self
+                .snapshot
+                .sched
+                .cluster
+                .pod(&pod)
+                .is_some_and(|(p, _)| !p.scheduling_gates.is_empty());
+            let note = Note {
+                regarding: Regarding::Pod(pod.clone()),
+                type_: "Warning",
+                reason: "FailedScheduling",
+                note: reason.to_string(),
+            };
+            let published = match self.io.event(&note).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(pod, "cannot publish event: {e}");
+                    false
+                }
+            };
+            let condition = Unschedulable {
+                reason: if gated {
+                    "SchedulingGated"
+                } else {
+                    "Unschedulable"
+                },
+                message: reason.to_string(),
+            };
+            let set = match self.io.pod_unschedulable(&pod, &condition).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(pod, "cannot set PodScheduled=False: {e}");
+                    false
+                }
+            };
+            if set && published {
+                self.last_reason.insert(pod, reason.to_string());
+            }
+        }
+    }
+
+    /// The scale step: decided with the policy, each change applied.
+    async fn scale(&mut self) {
+        let policy = self.slot.current();
+        let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
+        let now = now_ms();
+        let report = tokio::task::block_in_place(|| {
+            let timed = Timed {
+                inner: policy.as_ref(),
+                metrics,
+            };
+            sched.plan_scale(now, &timed)
+        });
+        for request in &report.requests.clone() {
+            if let Err(e) = self.apply_scale(request).await {
+                tracing::warn!(
+                    "scale step: scaling job {} to {} workers failed: {e}",
+                    request.job,
+                    request.workers
+                );
+                continue;
+            }
+            Metrics::inc(
+                &self.metrics.scale_actions,
+                "direction",
+                if request.workers > request.from {
+                    "up"
+                } else {
+                    "down"
+                },
+            );
+            tracing::info!(job = %request.job, from = request.from, to = request.workers, reason = %request.reason, "scale");
+        }
+        for e in &report.errors {
+            tracing::warn!("scale step: {e}");
+        }
+        if let Some(change) = &report.breaker {
+            self.breaker_changed(change, now_ms());
+        }
+    }
+
+    /// Metrics and a log line for a suspension of the policy or its end.
+    fn breaker_changed(&self, change: &BreakerChange, now: u64) {
+        let m = &self.metrics;
+        match change {
+            BreakerChange::Opened {
+                policy,
+                failures,
+                until_ms,
+            } => {
+                m.policy_suspensions.inc();
+                m.policy_suspended.set(1);
+                let suspended_ms = until_ms.saturating_sub(now);
+                tracing::warn!(
+                    policy,
+                    failures,
+                    suspended_ms,
+                    "policy suspended after consecutive failures; its units fail fast until a probe call succeeds"
+                );
+            }
+            BreakerChange::Closed { policy } => {
+                m.policy_suspended.set(0);
+                tracing::info!(policy, "policy probe succeeded; the policy serves again");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster_io::fake::{Call, FakeCluster};
+    use crate::fixtures::{group, node, pod};
+    use dragon_framework::{ApiError, ApiErrorKind, SchedulerConfig};
+    use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine};
+
+    const US: &str = "dragon-scheduler";
+
+    /// A leading loop over `fake` with the bundled baseline, every kind
+    /// listed (empty) and no backoff.
+    fn listed_loop(fake: &Arc<FakeCluster>) -> Loop<FakeCluster> {
+        let engine = PolicyEngine::new().unwrap();
+        let cache = ComponentCache::disabled();
+        let baseline = WasmPolicy::from_bytes(
+            &engine,
+            &cache,
+            "baseline",
+            dragon_bundled::BASELINE,
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let mut l = Loop::new(Parts {
+            snapshot: Snapshot::new(US, SchedulerConfig::without_backoff()),
+            slot: Arc::new(PolicySlot::new(engine, cache, baseline)),
+            fallback: None,
+            io: fake.clone(),
+            metrics: Arc::new(Metrics::new()),
+            bind_concurrency: 4,
+            scale_interval: Duration::from_secs(3600),
+            leading: true,
+            unlisted: BTreeSet::new(),
+        });
+        for kind in [
+            Kind::Node,
+            Kind::Pod,
+            Kind::Group,
+            Kind::NativeGroup,
+            Kind::Claim,
+            Kind::Volume,
+        ] {
+            l.handle(Msg::Listed {
+                kind,
+                keys: BTreeSet::new(),
+            });
+        }
+        l
+    }
+
+    /// `events` applied, then one step.
+    async fn step_with(l: &mut Loop<FakeCluster>, events: Vec<Event>) {
+        for e in events {
+            l.handle(Msg::Event(e));
+        }
+        l.step().await;
+    }
+
+    /// A gang of `size` one-GPU workers of PodGroup `g` (minMember `size`).
+    fn gang(g: &str, size: u32) -> Vec<Event> {
+        let mut events = vec![group(g, size)];
+        for i in 0..size {
+            events.push(pod(&format!("{g}-{i}"), Some(g), "worker", i, None, US));
+        }
+        events
+    }
+
+    fn binds(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Bind { pod, .. } => Some(pod.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn events_with(calls: &[Call], reason: &str) -> Vec<(String, String)> {
+        calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Event(n) if n.reason == reason => match &n.regarding {
+                    Regarding::Pod(p) | Regarding::PodGroup(p) => Some((p.clone(), n.note.clone())),
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Wait (bounded) for the spawned Event tasks to have sent `n` events
+    /// with `reason`.
+    async fn until_events(fake: &FakeCluster, reason: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while events_with(&fake.calls(), reason).len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{n} {reason} events: {:?}",
+                fake.calls()
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_is_sent_before_every_kind_is_listed_or_while_not_leading() {
+        let fake = Arc::new(FakeCluster::default());
+        let mut l = listed_loop(&fake);
+        l.listed.remove(&Kind::Volume);
+        step_with(&mut l, [vec![node("a", 8)], gang("g", 2)].concat()).await;
+        assert_eq!(fake.calls(), vec![], "not listed yet");
+        l.handle(Msg::Listed {
+            kind: Kind::Volume,
+            keys: BTreeSet::new(),
+        });
+        l.handle(Msg::Leading(false));
+        l.step().await;
+        assert_eq!(fake.calls(), vec![], "a follower");
+        l.handle(Msg::Leading(true));
+        l.step().await;
+        assert_eq!(binds(&fake.calls()), ["ml/g-0", "ml/g-1"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gang_is_bound_together_and_each_pod_gets_its_scheduled_event() {
+        let fake = Arc::new(FakeCluster::default());
+        let mut l = listed_loop(&fake);
+        step_with(
+            &mut l,
+            [vec![node("a", 2), node("b", 2)], gang("g", 3)].concat(),
+        )
+        .await;
+        assert_eq!(binds(&fake.calls()), ["ml/g-0", "ml/g-1", "ml/g-2"]);
+        until_events(&fake, "Scheduled", 3).await;
+        let notes = events_with(&fake.calls(), "Scheduled");
+        assert!(
+            notes
+                .iter()
+                .any(|(p, n)| p == "ml/g-0" && n.starts_with("Successfully assigned ml/g-0 to ")),
+            "{notes:?}"
+        );
+        assert!(
+            events_with(&fake.calls(), "FailedScheduling").is_empty(),
+            "{:?}",
+            fake.calls()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_bind_releases_the_bound_members_and_tells_each_waiting_pod_why() {
+        let fake = Arc::new(FakeCluster::default());
+        {
+            let mut s = fake.lock();
+            s.refuse_bind.insert(
+                "ml/g-1".into(),
+                ApiError::new(
+                    ApiErrorKind::Conflict,
+                    "binding ml/g-1 to a: pod g-1 is already assigned to node \"x\" (Conflict, 409)",
+                ),
+            );
+            // No controller would recreate it: kept bound.
+            s.uncontrolled.insert("ml/g-2".into());
+        }
+        let mut l = listed_loop(&fake);
+        step_with(&mut l, [vec![node("a", 4)], gang("g", 3)].concat()).await;
+        let calls = fake.calls();
+        assert_eq!(binds(&calls), ["ml/g-0", "ml/g-1", "ml/g-2"]);
+        let released: Vec<&Call> = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Release(_)))
+            .collect();
+        assert_eq!(
+            released,
+            [
+                &Call::Release("ml/g-0".into()),
+                &Call::Release("ml/g-2".into())
+            ]
+        );
+        // The snapshot agrees: the deleted member waits again, the kept one
+        // stays bound.
+        let state = |p: &str| l.snapshot.sched.cluster.pod(p).map(|(_, s)| s);
+        assert_eq!(state("ml/g-0"), Some(PodState::Pending));
+        assert!(matches!(state("ml/g-2"), Some(PodState::Bound(_))));
+        // Each pod not bound is told why, by an Event and a condition.
+        let failed = events_with(&calls, "FailedScheduling");
+        let told: BTreeSet<&str> = failed.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(told, BTreeSet::from(["ml/g-0", "ml/g-1"]));
+        assert!(
+            failed[0].1.starts_with(
+                "binding failed, gang released but for 1 member(s) kept bound (no controller would recreate them): binding ml/g-1 to a: pod g-1 is already assigned"
+            ),
+            "{failed:?}"
+        );
+        assert!(calls.contains(&Call::Unschedulable {
+            pod: "ml/g-1".into(),
+            reason: "Unschedulable".into(),
+            message: failed[0].1.clone(),
+        }));
+        until_events(&fake, "GangPartlyBound", 1).await;
+        assert_eq!(events_with(&fake.calls(), "GangPartlyBound")[0].0, "ml/g-2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiting_gang_is_told_once_per_reason_on_every_member() {
+        let fake = Arc::new(FakeCluster::default());
+        let mut l = listed_loop(&fake);
+        step_with(&mut l, [vec![node("a", 2)], gang("g", 3)].concat()).await;
+        let calls = fake.calls();
+        assert!(binds(&calls).is_empty());
+        let conditions: Vec<&Call> = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Unschedulable { .. }))
+            .collect();
+        assert_eq!(conditions.len(), 3, "{calls:?}");
+        assert_eq!(events_with(&calls, "FailedScheduling").len(), 3);
+        // Tried again after a change that does not help (another
+        // scheduler's pod): nothing new to say.
+        fake.clear();
+        step_with(
+            &mut l,
+            vec![pod("theirs", None, "worker", 0, None, "default-scheduler")],
+        )
+        .await;
+        assert_eq!(
+            fake.calls()
+                .iter()
+                .filter(|c| !matches!(c, Call::GroupStatus(_)))
+                .count(),
+            0,
+            "{:?}",
+            fake.calls()
+        );
+        // Room appears: the gang is bound.
+        step_with(&mut l, vec![node("b", 2)]).await;
+        assert_eq!(binds(&fake.calls()).len(), 3);
+    }
+}
