@@ -76,16 +76,15 @@ pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), LoadError> 
     Ok(())
 }
 
-fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
-    let core = v.split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    Some((parts.next()??, parts.next()??, parts.next()??))
-}
-
-/// Whether a policy built against `found` can be served by this host.
+/// Whether a policy built against interface version `found` can be served
+/// by this host: the same major and minor version (a 0.x minor is a
+/// breaking change under semver).
 pub fn compatible(found: &str) -> bool {
-    match (parse_version(found), parse_version(INTERFACE_VERSION)) {
-        (Some((fmaj, fmin, _)), Some((hmaj, hmin, _))) => fmaj == hmaj && fmin == hmin,
+    match (
+        semver::Version::parse(found),
+        semver::Version::parse(INTERFACE_VERSION),
+    ) {
+        (Ok(f), Ok(h)) => f.major == h.major && f.minor == h.minor,
         _ => false,
     }
 }
@@ -139,4 +138,25 @@ pub(crate) fn check_world(
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interface_version_is_served_when_its_major_and_minor_match() {
+        let h = semver::Version::parse(INTERFACE_VERSION).unwrap();
+        let v = |major: u64, minor: u64, rest: &str| format!("{major}.{minor}.{rest}");
+        assert!(compatible(INTERFACE_VERSION));
+        assert!(compatible(&v(h.major, h.minor, "99")));
+        assert!(compatible(&v(h.major, h.minor, "0-rc.1")));
+        assert!(!compatible(&v(h.major, h.minor + 1, "0")));
+        assert!(!compatible(&v(h.major + 1, h.minor, "0")));
+        assert!(
+            !compatible(&format!("{}.{}", h.major, h.minor)),
+            "not semver"
+        );
+        assert!(!compatible(""));
+    }
 }

@@ -234,70 +234,102 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
     o
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn opt_s(ms: Option<u64>) -> String {
     ms.map(|v| format!("{:.3}", v as f64 / 1e3))
         .unwrap_or_default()
 }
 
+fn secs(ms: u64) -> String {
+    format!("{:.3}", ms as f64 / 1e3)
+}
+
+/// `rows` under `header` as CSV, each field quoted only where it must be.
+fn to_csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    // Writing to memory cannot fail; a field is text, so neither can its
+    // encoding.
+    let _ = w.write_record(header);
+    for row in rows {
+        let _ = w.write_record(&row);
+    }
+    let bytes = w.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
 /// One row per job.
 pub fn jobs_csv(run: &SimRun) -> String {
-    let mut o = String::from(
-        "job,workload,arrival_s,start_s,finish_s,jct_s,wait_s,completed,requested_workers,min_workers,max_workers,final_workers,scale_ups,scale_downs,restarts,max_nodes,partial_s\n",
-    );
-    for j in &run.jobs {
-        let _ = writeln!(
-            o,
-            "{},{},{:.3},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{:.3}",
-            csv_field(&j.name),
-            csv_field(&j.workload),
-            j.arrival_ms as f64 / 1e3,
-            opt_s(j.started_ms),
-            opt_s(j.finished_ms),
-            jct_ms(j, run.end_ms) as f64 / 1e3,
-            wait_ms(j, run.end_ms) as f64 / 1e3,
-            j.finished_ms.is_some(),
-            j.requested_workers,
-            j.min_workers,
-            j.max_workers,
-            j.final_workers,
-            j.scale_ups,
-            j.scale_downs,
-            j.restarts,
-            j.max_nodes,
-            j.partial_ms as f64 / 1e3,
-        );
-    }
-    o
+    let header = [
+        "job",
+        "workload",
+        "arrival_s",
+        "start_s",
+        "finish_s",
+        "jct_s",
+        "wait_s",
+        "completed",
+        "requested_workers",
+        "min_workers",
+        "max_workers",
+        "final_workers",
+        "scale_ups",
+        "scale_downs",
+        "restarts",
+        "max_nodes",
+        "partial_s",
+    ];
+    to_csv(
+        &header,
+        run.jobs.iter().map(|j| {
+            vec![
+                j.name.clone(),
+                j.workload.clone(),
+                secs(j.arrival_ms),
+                opt_s(j.started_ms),
+                opt_s(j.finished_ms),
+                secs(jct_ms(j, run.end_ms)),
+                secs(wait_ms(j, run.end_ms)),
+                j.finished_ms.is_some().to_string(),
+                j.requested_workers.to_string(),
+                j.min_workers.to_string(),
+                j.max_workers.to_string(),
+                j.final_workers.to_string(),
+                j.scale_ups.to_string(),
+                j.scale_downs.to_string(),
+                j.restarts.to_string(),
+                j.max_nodes.to_string(),
+                secs(j.partial_ms),
+            ]
+        }),
+    )
 }
 
 /// One row per change; each row holds until the next.
 pub fn timeline_csv(run: &SimRun) -> String {
-    let mut o = String::from(
-        "t_s,gpus_total,gpus_allocated,gpus_training,jobs_queued,jobs_running,jobs_stalled,jobs_done\n",
-    );
-    for p in &run.timeline {
-        let _ = writeln!(
-            o,
-            "{:.3},{},{},{},{},{},{},{}",
-            p.t_ms as f64 / 1e3,
-            run.total_gpus,
-            p.gpus_allocated,
-            p.gpus_busy,
-            p.queued,
-            p.running,
-            p.stalled,
-            p.done
-        );
-    }
-    o
+    let header = [
+        "t_s",
+        "gpus_total",
+        "gpus_allocated",
+        "gpus_training",
+        "jobs_queued",
+        "jobs_running",
+        "jobs_stalled",
+        "jobs_done",
+    ];
+    to_csv(
+        &header,
+        run.timeline.iter().map(|p| {
+            vec![
+                secs(p.t_ms),
+                run.total_gpus.to_string(),
+                p.gpus_allocated.to_string(),
+                p.gpus_busy.to_string(),
+                p.queued.to_string(),
+                p.running.to_string(),
+                p.stalled.to_string(),
+                p.done.to_string(),
+            ]
+        }),
+    )
 }
 
 /// A time unit that keeps axis numbers readable: `(name, ms per unit)`.
@@ -764,5 +796,18 @@ mod tests {
         assert_eq!(ratio(100.0, 35.0), "0.35x (-65 %)");
         assert_eq!(ratio(0.5, 0.6), "1.20x (+20 %)");
         assert_eq!(ratio(0.0, 0.0), "=");
+    }
+
+    #[test]
+    fn a_csv_field_is_quoted_only_where_it_must_be() {
+        let rows = vec![
+            vec!["plain".to_string(), String::new()],
+            vec!["a,b".to_string(), "say \"hi\"".to_string()],
+            vec!["two\nlines".to_string(), "1.500".to_string()],
+        ];
+        assert_eq!(
+            to_csv(&["name", "value"], rows.into_iter()),
+            "name,value\nplain,\n\"a,b\",\"say \"\"hi\"\"\"\n\"two\nlines\",1.500\n"
+        );
     }
 }
