@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use dragon_runtime::{CallError, Hooks, PolicyInfo, wit};
+use dragon_runtime::{CallError, Observer, hook_name, wit};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -219,65 +219,26 @@ impl Default for Metrics {
     }
 }
 
-/// A policy whose every hook call is timed and whose failures are counted.
-pub struct Timed<'a> {
-    pub inner: &'a dyn Hooks,
-    pub metrics: &'a Metrics,
-}
+/// Times each hook call and counts its failures, by hook.
+pub struct HookMetrics<'a>(pub &'a Metrics);
 
-impl Timed<'_> {
-    fn time<R>(
+impl Observer for HookMetrics<'_> {
+    fn call<R>(
         &self,
-        hook: &str,
-        f: impl FnOnce() -> Result<R, CallError>,
+        hook: wit::Hook,
+        call: impl FnOnce() -> Result<R, CallError>,
     ) -> Result<R, CallError> {
         let started = Instant::now();
-        let r = f();
-        let labels = vec![("hook".to_string(), hook.to_string())];
-        self.metrics
+        let r = call();
+        let labels = vec![("hook".to_string(), hook_name(hook).to_string())];
+        self.0
             .hook_seconds
             .get_or_create(&labels)
             .observe(started.elapsed().as_secs_f64());
         if r.is_err() {
-            self.metrics.hook_errors.get_or_create(&labels).inc();
+            self.0.hook_errors.get_or_create(&labels).inc();
         }
         r
-    }
-}
-
-impl Hooks for Timed<'_> {
-    fn info(&self) -> &PolicyInfo {
-        self.inner.info()
-    }
-    fn begin_round(&self) {
-        self.inner.begin_round()
-    }
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        self.time("queue-order", || self.inner.queue_order(now_ms, units))
-    }
-    fn pre_filter(
-        &self,
-        now_ms: u64,
-        unit: &wit::Unit,
-        nodes: &wit::Capacity,
-    ) -> Result<wit::PreFilterResult, CallError> {
-        self.time("pre-filter", || self.inner.pre_filter(now_ms, unit, nodes))
-    }
-    fn filter(
-        &self,
-        pod: &wit::Placement,
-        nodes: &wit::Candidates,
-    ) -> Result<Vec<bool>, CallError> {
-        self.time("filter", || self.inner.filter(pod, nodes))
-    }
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        self.time("score", || self.inner.score(pod, nodes))
-    }
-    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        self.time("permit", || self.inner.permit(now_ms, gang))
-    }
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        self.time("scale", || self.inner.scale(input))
     }
 }
 

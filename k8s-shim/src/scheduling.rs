@@ -11,13 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use dragon_framework::{
     BreakerChange, Decision, Effect, PodState, Release, RoundReport, ScaleRequest, UnitKey,
 };
-use dragon_runtime::{Hooks, PolicySlot, WasmPolicy};
+use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
-use crate::metrics::{Metrics, Timed};
+use crate::metrics::{HookMetrics, Metrics};
 use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
 use crate::translate::SCALE_TARGET;
 
@@ -316,9 +316,9 @@ impl<I: ClusterIo> Loop<I> {
         let fallback = self.fallback.as_deref();
         // Policy calls are CPU-bound and bounded by the round's budget.
         let planned = tokio::task::block_in_place(|| {
-            let timed = Timed {
+            let timed = Observed {
                 inner: policy.as_ref(),
-                metrics,
+                observer: HookMetrics(metrics),
             };
             sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks))
         });
@@ -639,9 +639,9 @@ impl<I: ClusterIo> Loop<I> {
         let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let now = now_ms();
         let report = tokio::task::block_in_place(|| {
-            let timed = Timed {
+            let timed = Observed {
                 inner: policy.as_ref(),
-                metrics,
+                observer: HookMetrics(metrics),
             };
             sched.plan_scale(now, &timed)
         });

@@ -11,7 +11,7 @@ use dragon_host::framework::{
     Scheduler, SchedulerConfig,
 };
 use dragon_host::runtime::{
-    CallError, ComponentCache, Hooks, Limits, LoadError, LoadOptions, PolicyInfo, WasmPolicy,
+    CallError, ComponentCache, Limits, LoadError, LoadOptions, Observed, Observer, WasmPolicy,
     bounds, wit,
 };
 use dragon_test_policies::hostile_with_mode;
@@ -94,45 +94,19 @@ fn a_ten_megabyte_refusal_of_the_settings_is_cut() {
 }
 
 /// Counts `filter` calls on the way to the policy.
-struct Counting<'a> {
-    inner: &'a dyn Hooks,
-    filters: AtomicUsize,
-}
+#[derive(Default)]
+struct FilterCalls(AtomicUsize);
 
-impl Hooks for Counting<'_> {
-    fn info(&self) -> &PolicyInfo {
-        self.inner.info()
-    }
-    fn begin_round(&self) {
-        self.inner.begin_round()
-    }
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        self.inner.queue_order(now_ms, units)
-    }
-    fn pre_filter(
+impl Observer for &FilterCalls {
+    fn call<R>(
         &self,
-        now_ms: u64,
-        unit: &wit::Unit,
-        nodes: &wit::Capacity,
-    ) -> Result<wit::PreFilterResult, CallError> {
-        self.inner.pre_filter(now_ms, unit, nodes)
-    }
-    fn filter(
-        &self,
-        pod: &wit::Placement,
-        nodes: &wit::Candidates,
-    ) -> Result<Vec<bool>, CallError> {
-        self.filters.fetch_add(1, Ordering::Relaxed);
-        self.inner.filter(pod, nodes)
-    }
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        self.inner.score(pod, nodes)
-    }
-    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        self.inner.permit(now_ms, gang)
-    }
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        self.inner.scale(input)
+        hook: wit::Hook,
+        call: impl FnOnce() -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
+        if hook == wit::Hook::Filter {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        call()
     }
 }
 
@@ -148,9 +122,10 @@ fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
     // size the framework tried would cost filter calls.
     let mut s = Scheduler::new(cluster(1, 1), SchedulerConfig::without_backoff());
     add_job(&mut s.cluster, "j", 0, 3, 3, 3);
-    let counting = Counting {
+    let filters = FilterCalls::default();
+    let counting = Observed {
         inner: &p,
-        filters: AtomicUsize::new(0),
+        observer: &filters,
     };
     let r = s.schedule_round(
         0,
@@ -167,9 +142,9 @@ fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
     );
     // One size, four pods at most: not a million placements.
     assert!(
-        counting.filters.load(Ordering::Relaxed) <= 4,
+        filters.0.load(Ordering::Relaxed) <= 4,
         "{} filter calls",
-        counting.filters.load(Ordering::Relaxed)
+        filters.0.load(Ordering::Relaxed)
     );
 }
 

@@ -8,6 +8,7 @@ mod engine;
 mod error;
 mod limits;
 mod load;
+mod observed;
 mod policy;
 mod slot;
 
@@ -17,5 +18,6 @@ pub use engine::PolicyEngine;
 pub use error::{CallError, Failure, LoadError};
 pub use limits::Limits;
 pub use load::{INTERFACE_VERSION, PolicySource, sha256_hex};
+pub use observed::{Observed, Observer};
 pub use policy::{Hooks, LoadOptions, PolicyInfo, WasmPolicy, hook_name};
 pub use slot::{PolicySlot, SwapReport};
