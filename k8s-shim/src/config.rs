@@ -57,11 +57,11 @@ pub struct Config {
     #[serde(default)]
     pub on_policy_error: OnPolicyError,
     /// Client-side rate limit, requests per second, on the API calls the
-    /// scheduling thread makes (kube-scheduler's `clientConnection.qps`,
-    /// default 50 there). Binds, unbinds and PodGroup status updates share
-    /// one token bucket, Events another (kube-scheduler also sends events
-    /// through a client of their own); watches and `/scale` calls are not
-    /// limited. Unset (the default): no limit.
+    /// scheduling loop makes (kube-scheduler's `clientConnection.qps`,
+    /// default 50 there). Binds, releases, `/scale` calls, conditions and
+    /// PodGroup status updates share one token bucket, Events another
+    /// (kube-scheduler also sends events through a client of their own);
+    /// watches are not limited. Unset (the default): no limit.
     #[serde(default)]
     pub client_qps: Option<f64>,
     /// Burst of each bucket (kube-scheduler's `clientConnection.burst`,
@@ -75,7 +75,7 @@ pub struct Config {
     /// number bounds Scheduled Events in flight. 1 binds one at a time.
     #[serde(default = "default_bind_concurrency")]
     pub bind_concurrency: usize,
-    /// `/healthz` fails once the scheduling thread has been busy with one
+    /// `/healthz` fails once the scheduling loop has been busy with one
     /// batch of work (a round, the scale step, applying events) for longer
     /// than this, or has stopped: a liveness probe then restarts it.
     #[serde(default = "default_stuck_after")]

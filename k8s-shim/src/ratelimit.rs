@@ -55,16 +55,8 @@ impl TokenBucket {
         }
     }
 
-    /// Block the calling (non-async) thread until a token is available.
-    pub fn wait(&self) {
-        let d = self.reserve_at(Instant::now());
-        if !d.is_zero() {
-            std::thread::sleep(d);
-        }
-    }
-
-    /// [`TokenBucket::wait`] for async callers: the token is reserved when
-    /// this is first polled, then the task sleeps until it may use it, so
+    /// Wait for a token: it is reserved when this is first polled, then the
+    /// task sleeps until it may use it, so
     /// concurrent requests still start no faster than the bucket allows and
     /// in the order they asked.
     pub async fn ready(&self) {

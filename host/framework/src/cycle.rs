@@ -175,8 +175,10 @@ impl RoundReport {
     }
 }
 
-/// A round decided and not yet bound (see [`Scheduler::plan_round`]).
+/// A round decided and not yet bound (see [`Scheduler::plan_round`]). Its
+/// pods are reserved until it is settled.
 #[derive(Debug)]
+#[must_use = "a planned round holds reservations until it is settled"]
 pub struct PlannedRound {
     report: RoundReport,
     units: Vec<UnitPlan>,
@@ -755,6 +757,7 @@ impl Scheduler {
     /// off. A unit of lone pods backs off only when none of its pods could
     /// be bound. A gang admitted below its requested size gets an
     /// [`Effect::Scale`].
+    #[must_use = "the report's effects are the driver's to apply"]
     pub fn settle_round(
         &mut self,
         planned: PlannedRound,
