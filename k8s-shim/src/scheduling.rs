@@ -740,19 +740,18 @@ mod tests {
     /// A leading loop over `fake` with the bundled baseline, every kind
     /// listed (empty) and no backoff.
     fn listed_loop(fake: &Arc<FakeCluster>) -> Loop<FakeCluster> {
+        listed_loop_with(fake, "baseline", dragon_bundled::BASELINE)
+    }
+
+    /// [`listed_loop`] with another bundled policy.
+    fn listed_loop_with(fake: &Arc<FakeCluster>, name: &str, bytes: &[u8]) -> Loop<FakeCluster> {
         let engine = PolicyEngine::new().unwrap();
         let cache = ComponentCache::disabled();
-        let baseline = WasmPolicy::from_bytes(
-            &engine,
-            &cache,
-            "baseline",
-            dragon_bundled::BASELINE,
-            &LoadOptions::default(),
-        )
-        .unwrap();
+        let policy =
+            WasmPolicy::from_bytes(&engine, &cache, name, bytes, &LoadOptions::default()).unwrap();
         let mut l = Loop::new(Parts {
             snapshot: Snapshot::new(US, SchedulerConfig::without_backoff()),
-            slot: Arc::new(PolicySlot::new(engine, cache, baseline)),
+            slot: Arc::new(PolicySlot::new(engine, cache, policy)),
             fallback: None,
             io: fake.clone(),
             metrics: Arc::new(Metrics::new()),
@@ -967,5 +966,42 @@ mod tests {
         // Room appears: the gang is bound.
         step_with(&mut l, vec![node("b", 2)]).await;
         assert_eq!(binds(&fake.calls()).len(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gang_admitted_at_its_minimum_shrinks_its_workload_through_scale() {
+        let fake = Arc::new(FakeCluster::default());
+        let target = "apps/v1/statefulsets/g";
+        fake.lock().replicas.insert(target.into(), 4);
+        let mut l = listed_loop_with(&fake, "dragon", dragon_bundled::DRAGON);
+        let Event::Group(mut g) = group("g", 2) else {
+            unreachable!("a PodGroup event")
+        };
+        g.annotations = BTreeMap::from([
+            (SCALE_TARGET.to_string(), target.to_string()),
+            (crate::translate::MIN_WORKERS.to_string(), "2".to_string()),
+        ]);
+        let mut events = vec![node("a", 2), Event::Group(g)];
+        events.extend((0..4).map(|i| pod(&format!("g-{i}"), Some("g"), "worker", i, None, US)));
+        step_with(&mut l, events).await;
+        let calls = fake.calls();
+        // The job's size is read from its target, two workers fit of four,
+        // and the target is scaled to the two admitted.
+        assert!(calls.contains(&Call::Replicas(target.into())), "{calls:?}");
+        assert_eq!(binds(&calls), ["ml/g-0", "ml/g-1"]);
+        assert!(
+            calls.contains(&Call::Scale {
+                job: "ml/g".into(),
+                replicas: 2
+            }),
+            "{calls:?}"
+        );
+        // The snapshot follows: two workers wanted, the surplus gone.
+        assert_eq!(l.snapshot.desired.get("ml/g"), Some(&2));
+        assert_eq!(
+            l.snapshot.sched.cluster.job("ml/g").map(|j| j.workers),
+            Some(2)
+        );
+        assert!(l.snapshot.sched.cluster.pod("ml/g-3").is_none());
     }
 }
