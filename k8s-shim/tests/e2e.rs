@@ -254,6 +254,10 @@ async fn a_restarted_scheduler_finishes_the_work_with_nothing_double_bound() {
                 bound(&s.placement("").await) >= 4
             })
             .await;
+            // Scheduled Events go out after their binds; killed before
+            // one is sent, it is lost with the process (as kube-scheduler's
+            // would be), and this test checks it below.
+            s.until_scheduled_event(30, "job0-worker-0").await;
             sched.kill();
         }
     }
