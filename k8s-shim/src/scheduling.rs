@@ -357,10 +357,12 @@ impl<I: ClusterIo> Loop<I> {
     /// Release the members of gangs whose binds failed, and apply the
     /// scales of gangs admitted below their size.
     async fn apply_effects(&mut self, report: &mut RoundReport) {
-        for effect in report.effects.clone() {
+        // Taken out while the report is written to, and put back after.
+        let effects = std::mem::take(&mut report.effects);
+        for effect in &effects {
             match effect {
                 Effect::Release { unit, pod } => {
-                    let outcome = self.io.release(&pod).await;
+                    let outcome = self.io.release(pod).await;
                     match &outcome {
                         Err(e) => tracing::error!(pod, "cannot release a bound gang member: {e}"),
                         Ok(Release::Kept) => {
@@ -382,16 +384,17 @@ impl<I: ClusterIo> Loop<I> {
                         }
                         Ok(Release::Unbound) => {}
                     }
-                    if self.snapshot.sched.released(&pod, outcome) == Release::Kept {
-                        report.kept(&unit, pod);
+                    if self.snapshot.sched.released(pod, outcome) == Release::Kept {
+                        report.kept(unit, pod.clone());
                     }
                 }
                 Effect::Scale(request) => {
-                    let result = self.apply_scale(&request).await;
+                    let result = self.apply_scale(request).await;
                     report.decisions.push(request.admission_outcome(result));
                 }
             }
         }
+        report.effects = effects;
     }
 
     /// Metrics, logs, Events and conditions for a round's decisions.
@@ -672,7 +675,7 @@ impl<I: ClusterIo> Loop<I> {
             };
             sched.plan_scale(now, &timed)
         });
-        for request in &report.requests.clone() {
+        for request in &report.requests {
             if let Err(e) = self.apply_scale(request).await {
                 tracing::warn!(
                     "scale step: scaling job {} to {} workers failed: {e}",

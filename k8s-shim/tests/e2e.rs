@@ -717,6 +717,27 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
     .await;
     let nodes: BTreeSet<Option<String>> = s.placement("spread-").await.into_values().collect();
     assert_eq!(nodes.len(), 3, "members share a node: {nodes:?}");
+    // The same wish as a preference (preferred anti-affinity) spreads a
+    // gang too, where room allows.
+    s.podgroup("soft", 3, json!({})).await;
+    let rather_apart = json!({"metadata": {"labels": {"job": "soft"}}, "spec": {"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm":
+            {"labelSelector": {"matchLabels": {"job": "soft"}}, "topologyKey": "kubernetes.io/hostname"}}]}}}});
+    for i in 0..3 {
+        s.pod_with(
+            &format!("soft-worker-{i}"),
+            Some(("soft", "worker", i)),
+            1,
+            rather_apart.clone(),
+        )
+        .await;
+    }
+    until(60, "the gang preferring to keep apart bound", || async {
+        bound(&s.placement("soft-").await) == 3
+    })
+    .await;
+    let nodes: BTreeSet<Option<String>> = s.placement("soft-").await.into_values().collect();
+    assert_eq!(nodes.len(), 3, "members share a node: {nodes:?}");
     // A host port taken on `a` sends the next pod asking for it to `b`,
     // though its node affinity allows both.
     let port = |on: &[&str]| {

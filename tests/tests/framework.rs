@@ -854,3 +854,60 @@ fn a_quorum_of_a_ps_job_includes_its_parameter_server() {
     assert_eq!(bound.len(), 3, "{d:?}");
     assert!(bound.iter().any(|p| p.contains("ps")), "{bound:?}");
 }
+
+/// Four workers of one job that prefer not to share a host with each other
+/// (preferred anti-affinity on `kubernetes.io/hostname`): DRAGON's own
+/// scores would pack them on one node, as the first test shows; the
+/// preference, weighed as kube-scheduler weighs it, spreads them.
+#[test]
+fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
+    use dragon_host::framework::{LabelSelector, PodAffinityTerm, WeightedPodAffinityTerm};
+    const HOST: &str = "kubernetes.io/hostname";
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let place = |apart: bool| {
+        let mut c = Cluster::new();
+        for name in ["a", "b", "c", "d"] {
+            let mut n = node(name, 8);
+            n.labels.insert(HOST.into(), name.into());
+            c.add_node(n).unwrap();
+        }
+        let mut s = Scheduler::new(c, SchedulerConfig::default());
+        let workers = dragon_host::spec::TaskSpec {
+            count: 4,
+            min: None,
+            max: None,
+            cpu: 4.0,
+            memory_gib: 16.0,
+            gpus: 1,
+        };
+        let jp = dragon_host::spec::job_pods("test", "j", 0, 0, None, &workers).unwrap();
+        s.cluster.upsert_job(jp.job);
+        for mut p in jp.pods {
+            p.labels.insert("job".into(), "j".into());
+            if apart {
+                p.constraints.preferred_pod_anti_affinity = vec![WeightedPodAffinityTerm {
+                    weight: 100,
+                    term: PodAffinityTerm {
+                        selector: Some(LabelSelector {
+                            match_labels: [("job".to_string(), "j".to_string())].into(),
+                            match_expressions: vec![],
+                        }),
+                        namespaces: [p.namespace.clone()].into(),
+                        all_namespaces: false,
+                        topology_key: HOST.into(),
+                    },
+                }];
+            }
+            s.cluster.add_pod(p, None).unwrap();
+        }
+        let (d, io) = round(&mut s, 0, &dragon);
+        assert_eq!(io.binds.len(), 4, "{d:?}");
+        bound_nodes(&s, "j")
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!(place(false), 1);
+    assert_eq!(place(true), 4);
+}

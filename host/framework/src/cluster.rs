@@ -109,21 +109,40 @@ struct NodeUse {
     ports: Vec<HostPort>,
 }
 
-/// Adds (or with `add == false` takes back) what `pod` holds on a node.
-fn account(
-    used: &mut Resources,
-    usage: &mut NodeUse,
-    anti_affine: &mut BTreeSet<String>,
-    pod: &Pod,
-    add: bool,
-) {
-    if !pod.constraints.pod_anti_affinity.is_empty() {
-        if add {
-            anti_affine.insert(pod.key.clone());
-        } else {
-            anti_affine.remove(&pod.key);
+/// Pods holding a node whose own terms weigh on where others go: kept so
+/// that placing a pod looks at these few rather than at every pod.
+#[derive(Debug, Clone, Default)]
+struct Affine {
+    /// Required anti-affinity: every pod placed later is checked against
+    /// them (InterPodAffinity's filter).
+    anti: BTreeSet<String>,
+    /// Required affinity or preferred terms: every pod placed later is
+    /// weighed against them (InterPodAffinity's score).
+    weighing: BTreeSet<String>,
+}
+
+impl Affine {
+    fn note(&mut self, pod: &Pod, holds: bool) {
+        let c = &pod.constraints;
+        for (set, applies) in [
+            (&mut self.anti, !c.pod_anti_affinity.is_empty()),
+            (&mut self.weighing, c.weighs_on_others()),
+        ] {
+            if !applies {
+                continue;
+            }
+            if holds {
+                set.insert(pod.key.clone());
+            } else {
+                set.remove(&pod.key);
+            }
         }
     }
+}
+
+/// Adds (or with `add == false` takes back) what `pod` holds on a node.
+fn account(used: &mut Resources, usage: &mut NodeUse, affine: &mut Affine, pod: &Pod, add: bool) {
+    affine.note(pod, add);
     if add {
         *used = used.plus(pod.request);
         usage.pods += 1;
@@ -164,9 +183,7 @@ pub struct Cluster {
     node_index: HashMap<String, usize>,
     used: Vec<Resources>,
     usage: Vec<NodeUse>,
-    /// Pods holding a node that carry required anti-affinity: every pod
-    /// placed later is checked against them.
-    anti_affine: BTreeSet<String>,
+    affine: Affine,
     /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
     columns: Columns,
     /// Live nodes with a `PreferNoSchedule` taint, by index, and how many:
@@ -272,7 +289,7 @@ impl Cluster {
         for e in self.pods.values_mut() {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
-                self.anti_affine.remove(&e.pod.key);
+                self.affine.note(&e.pod, false);
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
                     self.changes.units.insert(j.unit_id);
                 }
@@ -469,7 +486,7 @@ impl Cluster {
             account(
                 &mut self.used[n],
                 &mut self.usage[n],
-                &mut self.anti_affine,
+                &mut self.affine,
                 pod,
                 false,
             );
@@ -478,7 +495,7 @@ impl Cluster {
             account(
                 &mut self.used[n],
                 &mut self.usage[n],
-                &mut self.anti_affine,
+                &mut self.affine,
                 pod,
                 true,
             );
@@ -493,7 +510,7 @@ impl Cluster {
         account(
             &mut self.used[i],
             &mut self.usage[i],
-            &mut self.anti_affine,
+            &mut self.affine,
             pod,
             add,
         );
@@ -586,13 +603,30 @@ impl Cluster {
 
     /// Whether any pod holding a node carries required anti-affinity.
     pub(crate) fn has_placed_anti_affinity(&self) -> bool {
-        !self.anti_affine.is_empty()
+        !self.affine.anti.is_empty()
     }
 
     /// The pods holding a node that carry required anti-affinity.
     pub(crate) fn placed_with_anti_affinity(&self) -> impl Iterator<Item = (&Pod, usize)> {
-        self.anti_affine
-            .iter()
+        self.placed_among(&self.affine.anti)
+    }
+
+    /// Whether any pod holding a node has terms that weigh on others.
+    pub(crate) fn has_placed_weighing(&self) -> bool {
+        !self.affine.weighing.is_empty()
+    }
+
+    /// The pods holding a node with required affinity or preferred pod
+    /// terms.
+    pub(crate) fn placed_weighing(&self) -> impl Iterator<Item = (&Pod, usize)> {
+        self.placed_among(&self.affine.weighing)
+    }
+
+    fn placed_among<'a>(
+        &'a self,
+        keys: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = (&'a Pod, usize)> + 'a {
+        keys.iter()
             .filter_map(|k| self.pods.get(k))
             .filter_map(|e| e.state.node().map(|n| (&e.pod, n)))
     }

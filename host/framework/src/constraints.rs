@@ -68,7 +68,15 @@ pub struct PreferredTerm {
     pub term: NodeSelectorTerm,
 }
 
-/// A required pod (anti-)affinity term, with its namespaces resolved.
+/// A preferred pod (anti-)affinity term and its weight (1–100).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedPodAffinityTerm {
+    pub weight: u32,
+    pub term: PodAffinityTerm,
+}
+
+/// A pod (anti-)affinity term, with its namespaces resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodAffinityTerm {
@@ -97,8 +105,9 @@ impl PodAffinityTerm {
     }
 }
 
-/// A hard topology spread constraint (`whenUnsatisfiable: DoNotSchedule`;
-/// `ScheduleAnyway` constraints are preferences and are not kept here).
+/// A topology spread constraint: a filter (`whenUnsatisfiable:
+/// DoNotSchedule`, in [`Constraints::spread`]) or a preference
+/// (`ScheduleAnyway`, in [`Constraints::preferred_spread`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SpreadConstraint {
@@ -148,6 +157,17 @@ pub struct Constraints {
     /// nodes that pass the filters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preferred_node_affinity: Vec<PreferredTerm>,
+    /// Preferred pod affinity: nodes whose domains hold matching pods are
+    /// preferred, by the terms' weights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_pod_affinity: Vec<WeightedPodAffinityTerm>,
+    /// Preferred pod anti-affinity: the same, avoided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_pod_anti_affinity: Vec<WeightedPodAffinityTerm>,
+    /// `ScheduleAnyway` spread constraints: nodes whose domains hold fewer
+    /// matching pods are preferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_spread: Vec<SpreadConstraint>,
     /// The node affinity of each PersistentVolume bound to the pod's
     /// claims: a node must satisfy every one (VolumeBinding's check for
     /// bound claims).
@@ -159,6 +179,15 @@ impl Constraints {
     /// No constraints at all.
     pub fn is_empty(&self) -> bool {
         *self == Constraints::default()
+    }
+
+    /// Whether placing another pod weighs this one's terms once it holds
+    /// a node (InterPodAffinity's score looks at placed pods' required
+    /// affinity and preferred terms).
+    pub(crate) fn weighs_on_others(&self) -> bool {
+        !(self.pod_affinity.is_empty()
+            && self.preferred_pod_affinity.is_empty()
+            && self.preferred_pod_anti_affinity.is_empty())
     }
 
     /// Whether the pod's placement depends on where other pods are.

@@ -601,26 +601,29 @@ impl Scheduler {
             false => binder.bind_many(&planned.binds),
         };
         let mut report = self.settle_round(planned, results);
-        for effect in report.effects.clone() {
+        // Taken out while the report is written to, and put back after.
+        let effects = std::mem::take(&mut report.effects);
+        for effect in &effects {
             match effect {
                 Effect::Release { unit, pod } => {
-                    let outcome = binder.unbind(&pod);
+                    let outcome = binder.unbind(pod);
                     if let Err(e) = &outcome {
                         tracing::error!(pod = %pod, "cannot release a bound gang member: {e}");
                     }
-                    if self.released(&pod, outcome) == Release::Kept {
-                        report.kept(&unit, pod);
+                    if self.released(pod, outcome) == Release::Kept {
+                        report.kept(unit, pod.clone());
                     }
                 }
                 Effect::Scale(request) => {
                     let result = scaler.scale(&request.job, request.workers, &request.reason);
                     if result.is_ok() {
-                        self.scaled(&request, now_ms);
+                        self.scaled(request, now_ms);
                     }
                     report.decisions.push(request.admission_outcome(result));
                 }
             }
         }
+        report.effects = effects;
         report
     }
 

@@ -323,48 +323,11 @@ mod tests {
     //! `podtopologyspread/filtering_test.go`), run through [`feasible`].
 
     use super::*;
-    use crate::constraints::{Constraints, HostPort, PodAffinityTerm, SpreadConstraint};
+    use crate::constraints::{HostPort, SpreadConstraint};
+    use crate::fixtures::*;
     use crate::model::{Node, Resources, Scalars};
-    use crate::selector::{LabelSelector, Labels, Operator, Requirement};
+    use crate::selector::{Operator, Requirement};
     use crate::{NodeSelector, NodeSelectorTerm, PodState};
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn big() -> Resources {
-        Resources {
-            cpu_milli: 64_000,
-            memory_mib: 256_000,
-            gpus: 8,
-        }
-    }
-
-    /// Nodes `name` with these labels.
-    fn cluster(nodes: &[(&str, &[(&str, &str)])]) -> Cluster {
-        let mut c = Cluster::new();
-        for (name, l) in nodes {
-            let mut n = Node::new(*name, big());
-            n.labels = labels(l);
-            c.add_node(n).unwrap();
-        }
-        c
-    }
-
-    fn pod(key: &str, l: &[(&str, &str)]) -> Pod {
-        let mut p = Pod::new(key, Resources::default());
-        p.namespace = "default".into();
-        p.labels = labels(l);
-        p
-    }
-
-    /// Adds `p` bound to `node`.
-    fn place(c: &mut Cluster, p: Pod, node: &str) {
-        c.add_pod(p, Some(node)).unwrap();
-    }
 
     /// Names of the nodes `p` may go to, and the rejection message.
     fn run(c: &mut Cluster, p: Pod) -> (Vec<String>, String) {
@@ -381,30 +344,6 @@ mod tests {
         c.remove_pod(&key).unwrap();
         (names, rej.message(live))
     }
-
-    fn selector(l: &[(&str, &str)]) -> Option<LabelSelector> {
-        Some(LabelSelector {
-            match_labels: labels(l),
-            match_expressions: vec![],
-        })
-    }
-
-    fn term(l: &[(&str, &str)], topology_key: &str) -> PodAffinityTerm {
-        PodAffinityTerm {
-            selector: selector(l),
-            namespaces: ["default".to_string()].into(),
-            all_namespaces: false,
-            topology_key: topology_key.into(),
-        }
-    }
-
-    fn with(mut p: Pod, f: impl FnOnce(&mut Constraints)) -> Pod {
-        f(&mut p.constraints);
-        p
-    }
-
-    const HOST: &str = "kubernetes.io/hostname";
-    const ZONE: &str = "zone";
 
     #[test]
     fn host_ports_conflict_on_protocol_port_and_overlapping_address() {

@@ -8,6 +8,8 @@ mod cluster;
 mod constraints;
 mod cycle;
 mod filters;
+#[cfg(test)]
+mod fixtures;
 mod io;
 pub mod logging;
 mod model;
@@ -21,6 +23,7 @@ pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
 pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
+    WeightedPodAffinityTerm,
 };
 pub use cycle::{Decision, PlannedRound, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{

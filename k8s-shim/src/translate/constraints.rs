@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use dragon_framework::{
     Constraints, HostPort, LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm,
     Operator, PodAffinityTerm, PreferredTerm, Requirement, SpreadConstraint,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -194,21 +195,27 @@ fn affinity_term(
     })
 }
 
+/// Whether a spread constraint is a filter (`DoNotSchedule`) or a
+/// preference (`ScheduleAnyway`).
+enum Unsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
 fn spread(
     field: &str,
     c: &core::TopologySpreadConstraint,
     labels: &Labels,
-) -> Result<Option<SpreadConstraint>, String> {
-    match c.when_unsatisfiable.as_str() {
-        "DoNotSchedule" => {}
-        // A preference: it goes to scoring, not to the filters.
-        "ScheduleAnyway" => return Ok(None),
+) -> Result<(Unsatisfiable, SpreadConstraint), String> {
+    let when = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => Unsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => Unsatisfiable::ScheduleAnyway,
         other => {
             return Err(format!(
                 "{field}.whenUnsatisfiable: unknown value {other:?}"
             ));
         }
-    }
+    };
     let max_skew = u32::try_from(c.max_skew)
         .ok()
         .filter(|&s| s > 0)
@@ -238,14 +245,21 @@ fn spread(
     if c.topology_key.is_empty() {
         return Err(format!("{field}.topologyKey: must not be empty"));
     }
-    Ok(Some(SpreadConstraint {
-        max_skew,
-        topology_key: c.topology_key.clone(),
-        selector,
-        min_domains,
-        honor_node_affinity: policy("nodeAffinityPolicy", c.node_affinity_policy.as_ref(), true)?,
-        honor_taints: policy("nodeTaintsPolicy", c.node_taints_policy.as_ref(), false)?,
-    }))
+    Ok((
+        when,
+        SpreadConstraint {
+            max_skew,
+            topology_key: c.topology_key.clone(),
+            selector,
+            min_domains,
+            honor_node_affinity: policy(
+                "nodeAffinityPolicy",
+                c.node_affinity_policy.as_ref(),
+                true,
+            )?,
+            honor_taints: policy("nodeTaintsPolicy", c.node_taints_policy.as_ref(), false)?,
+        },
+    ))
 }
 
 /// Host ports of the containers that run for the pod's whole life: the
@@ -276,6 +290,14 @@ fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, String> {
         }
     }
     Ok(out)
+}
+
+/// A preferred term's weight, which the API bounds to 1–100.
+fn preferred_weight(field: &str, weight: i32) -> Result<u32, String> {
+    u32::try_from(weight)
+        .ok()
+        .filter(|w| (1..=100).contains(w))
+        .ok_or_else(|| format!("{field}.weight: must be 1 to 100, got {weight}"))
 }
 
 /// The pod's constraints beyond node selector and tolerations.
@@ -311,10 +333,7 @@ pub fn constraints(
     for (i, p) in preferred.into_iter().flatten().enumerate() {
         let field =
             format!("affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-        let weight = u32::try_from(p.weight)
-            .ok()
-            .filter(|w| (1..=100).contains(w))
-            .ok_or_else(|| format!("{field}.weight: must be 1 to 100, got {}", p.weight))?;
+        let weight = preferred_weight(&field, p.weight)?;
         let term = node_selector_term(&format!("{field}.preference"), &p.preference)?;
         preferred_node_affinity.push(PreferredTerm { weight, term });
     }
@@ -332,33 +351,64 @@ pub fn constraints(
             })
             .collect::<Result<Vec<_>, _>>()
     };
+    let pod_affinity_spec = affinity.and_then(|a| a.pod_affinity.as_ref());
+    let pod_anti_affinity_spec = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
     let pod_affinity = terms(
         "podAffinity",
-        affinity
-            .and_then(|a| a.pod_affinity.as_ref())
-            .and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
+        pod_affinity_spec.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
     )?;
     let pod_anti_affinity = terms(
         "podAntiAffinity",
-        affinity
-            .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            }),
+        pod_anti_affinity_spec.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
     )?;
-    let mut spread_constraints = Vec::new();
+    let weighted = |what: &str, list: Option<&Vec<core::WeightedPodAffinityTerm>>| {
+        list.into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| {
+                let field =
+                    format!("affinity.{what}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                let weight = preferred_weight(&field, t.weight)?;
+                let term = affinity_term(
+                    &format!("{field}.podAffinityTerm"),
+                    &t.pod_affinity_term,
+                    namespace,
+                    labels,
+                )?;
+                Ok(WeightedPodAffinityTerm { weight, term })
+            })
+            .collect::<Result<Vec<_>, String>>()
+    };
+    let preferred_pod_affinity = weighted(
+        "podAffinity",
+        pod_affinity_spec.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
+    )?;
+    let preferred_pod_anti_affinity = weighted(
+        "podAntiAffinity",
+        pod_anti_affinity_spec.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
+    )?;
+    let (mut spread_constraints, mut preferred_spread) = (Vec::new(), Vec::new());
     for (i, c) in spec
         .topology_spread_constraints
         .iter()
         .flatten()
         .enumerate()
     {
-        if let Some(c) = spread(&format!("topologySpreadConstraints[{i}]"), c, labels)? {
-            spread_constraints.push(c);
+        match spread(&format!("topologySpreadConstraints[{i}]"), c, labels)? {
+            (Unsatisfiable::DoNotSchedule, c) => spread_constraints.push(c),
+            (Unsatisfiable::ScheduleAnyway, c) => preferred_spread.push(c),
         }
     }
     Ok(Constraints {
@@ -368,6 +418,9 @@ pub fn constraints(
         pod_anti_affinity,
         spread: spread_constraints,
         preferred_node_affinity,
+        preferred_pod_affinity,
+        preferred_pod_anti_affinity,
+        preferred_spread,
         // Filled from the claims' volumes by the snapshot, which knows them.
         volume_node_affinity: Vec::new(),
     })

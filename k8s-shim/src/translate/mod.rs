@@ -636,11 +636,17 @@ spec:
         - labelSelector: {matchLabels: {job: train}}
           matchLabelKeys: [rev]
           topologyKey: kubernetes.io/hostname
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 40
+          podAffinityTerm: {labelSelector: {matchLabels: {job: train}}, topologyKey: zone}
     podAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
         - labelSelector: {matchLabels: {app: cache}}
           namespaceSelector: {}
           topologyKey: zone
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 70
+          podAffinityTerm: {labelSelector: {matchLabels: {app: data}}, namespaces: [store], topologyKey: rack}
   topologySpreadConstraints:
     - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {job: train}}, nodeTaintsPolicy: Honor}
     - {maxSkew: 1, topologyKey: rack, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}}
@@ -664,9 +670,22 @@ spec:
         assert_eq!(sel.match_expressions[0].key, "rev");
         assert_eq!(sel.match_expressions[0].values, ["7"]);
         assert!(c.pod_affinity[0].all_namespaces);
-        // Only the hard spread constraint is a filter.
+        // Preferred terms keep their weights and resolve namespaces as
+        // required ones do.
+        let near = &c.preferred_pod_affinity[0];
+        assert_eq!((near.weight, near.term.topology_key.as_str()), (70, "rack"));
+        assert_eq!(near.term.namespaces.iter().collect::<Vec<_>>(), ["store"]);
+        let apart = &c.preferred_pod_anti_affinity[0];
+        assert_eq!(
+            (apart.weight, apart.term.topology_key.as_str()),
+            (40, "zone")
+        );
+        assert_eq!(apart.term.namespaces.iter().collect::<Vec<_>>(), ["ml"]);
+        // The hard spread constraint is a filter, the other a preference.
         assert_eq!(c.spread.len(), 1);
         assert!(c.spread[0].honor_taints && c.spread[0].honor_node_affinity);
+        assert_eq!(c.preferred_spread.len(), 1);
+        assert_eq!(c.preferred_spread[0].topology_key, "rack");
         assert_eq!(t.namespace, "ml");
         assert_eq!(t.labels["job"], "train");
     }
@@ -689,6 +708,14 @@ spec:
             (
                 "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}, topologyKey: zone}]}}",
                 "labelSelector.matchExpressions: unknown operator \"Gt\"",
+            ),
+            (
+                "affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 101, podAffinityTerm: {labelSelector: {}, topologyKey: zone}}]}}",
+                "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be 1 to 100, got 101",
+            ),
+            (
+                "affinity: {podAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 5, podAffinityTerm: {labelSelector: {}, topologyKey: ''}}]}}",
+                "affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey: must not be empty",
             ),
             (
                 "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]",
