@@ -479,18 +479,50 @@ impl Scenario {
     }
 
     pub async fn cleanup(&self) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let lp = ListParams::default().labels(&format!("dragon-e2e={}", self.name));
-        for n in nodes.list(&lp).await.unwrap().items {
-            let _ = nodes
-                .delete(
-                    n.metadata.name.as_deref().unwrap(),
-                    &DeleteParams::default(),
-                )
-                .await;
+        remove_scenario(&self.client, &self.name).await;
+    }
+}
+
+/// Its nodes and namespace deleted: a scenario that fails leaves no nodes
+/// for the next one's pods to land on.
+async fn remove_scenario(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let lp = ListParams::default().labels(&format!("dragon-e2e={name}"));
+    for n in nodes.list(&lp).await.map(|l| l.items).unwrap_or_default() {
+        if let Some(node) = n.metadata.name.as_deref() {
+            let _ = nodes.delete(node, &DeleteParams::default()).await;
         }
-        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
-        let _ = ns.delete(&self.name, &DeleteParams::default()).await;
+    }
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = ns.delete(name, &DeleteParams::default()).await;
+}
+
+impl Drop for Scenario {
+    /// A test that panics (a failed assertion) never reaches `cleanup`:
+    /// clean up here, on a thread and runtime of its own, since the test's
+    /// runtime is the one unwinding.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let name = self.name.clone();
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the clean-up");
+            rt.block_on(async {
+                let client = client().await;
+                remove_scenario(&client, &name).await;
+            });
+        })
+        .join();
+        if done.is_err() {
+            eprintln!(
+                "scenario {}: the clean-up after a failure failed too",
+                self.name
+            );
+        }
     }
 }
 
