@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub mod lift;
+pub mod workload;
 pub use lift::Lift;
 
 /// Convert between the host's and the SDK's generated types: both are

@@ -1,0 +1,136 @@
+//! What a hook call costs through the wasm boundary next to the same
+//! policy's Rust code run natively, at 100, 1,000 and 5,000 candidate nodes.
+//! Native and wasm run in one process, one after the other, so their ratio
+//! holds on a loaded machine even when the absolute times drift.
+//!
+//!     cargo bench -p dragon-tests --bench hooks
+//!
+//! The native side gets its inputs already converted to the SDK's types: it
+//! measures the policy's own code, the wasm side that code plus the
+//! boundary.
+
+use std::sync::LazyLock;
+
+use divan::Bencher;
+use dragon_host::runtime::{Hooks, WasmPolicy, wit};
+use dragon_policy::Dragon;
+use dragon_policy_sdk::Policy;
+use dragon_tests::workload::{placement, scale_input};
+use dragon_tests::{Lift, Native, engine};
+
+const NODES: &[usize] = &[100, 1000, 5000];
+
+static WASM: LazyLock<WasmPolicy> =
+    LazyLock::new(|| dragon_tests::bundled(&engine(), "dragon", ""));
+static NATIVE: LazyLock<Native<Dragon>> = LazyLock::new(|| Native::new(""));
+
+fn main() {
+    // Compiled before timing starts, not in the first sample.
+    LazyLock::force(&WASM);
+    LazyLock::force(&NATIVE);
+    divan::main();
+}
+
+#[divan::bench_group]
+mod score {
+    use super::*;
+
+    #[divan::bench(args = NODES)]
+    fn native(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        let (pod, cands) = (pod.lift(), cands.lift());
+        b.bench(|| NATIVE.policy().score(&pod, &cands));
+    }
+
+    #[divan::bench(args = NODES)]
+    fn wasm(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        b.bench(|| WASM.score(&pod, &cands).expect("score"));
+    }
+}
+
+#[divan::bench_group]
+mod filter {
+    use super::*;
+
+    #[divan::bench(args = NODES)]
+    fn native(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        let (pod, cands) = (pod.lift(), cands.lift());
+        b.bench(|| NATIVE.policy().filter(&pod, &cands));
+    }
+
+    #[divan::bench(args = NODES)]
+    fn wasm(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        b.bench(|| WASM.filter(&pod, &cands).expect("filter"));
+    }
+}
+
+fn gang() -> wit::GangState {
+    wit::GangState {
+        id: 1,
+        reserved: 8,
+        min_member: 9,
+        present: 9,
+        waited_ms: 100,
+    }
+}
+
+#[divan::bench_group]
+mod permit {
+    use super::*;
+
+    #[divan::bench]
+    fn native(b: Bencher) {
+        let gang = gang().lift();
+        b.bench(|| NATIVE.policy().permit(0, &gang));
+    }
+
+    #[divan::bench]
+    fn wasm(b: Bencher) {
+        let gang = gang();
+        b.bench(|| WASM.permit(0, &gang).expect("permit"));
+    }
+}
+
+/// A scale pass over 100 running and 25 waiting jobs on 1,000 nodes.
+#[divan::bench_group]
+mod scale {
+    use super::*;
+
+    #[divan::bench]
+    fn native(b: Bencher) {
+        let input = scale_input(100, 1000).lift();
+        b.bench(|| NATIVE.policy().scale(&input));
+    }
+
+    #[divan::bench]
+    fn wasm(b: Bencher) {
+        let input = scale_input(100, 1000);
+        b.bench(|| WASM.scale(&input).expect("scale"));
+    }
+}
+
+/// A `score` at 100 nodes on the live instance, and the same call after a
+/// reset, which pays a fresh store, instance and `configure` (what a
+/// failed call costs the next one).
+#[divan::bench_group]
+mod instantiate {
+    use super::*;
+
+    #[divan::bench]
+    fn live_call(b: Bencher) {
+        let (pod, cands) = placement(100);
+        b.bench(|| WASM.score(&pod, &cands).expect("score"));
+    }
+
+    #[divan::bench]
+    fn call_after_reset(b: Bencher) {
+        let (pod, cands) = placement(100);
+        b.bench(|| {
+            WASM.reset();
+            WASM.score(&pod, &cands).expect("score")
+        });
+    }
+}

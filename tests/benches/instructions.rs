@@ -1,0 +1,121 @@
+//! The repeatable figures: instructions counted by callgrind (through
+//! gungraun), which a shared, noisy machine cannot disturb. Setup (building
+//! the cluster, compiling the policy, a first warm-up call) is not counted.
+//!
+//!     cargo install gungraun-runner --version 0.20.0   # once; matches the library
+//!     cargo bench -p dragon-tests --bench instructions
+//!
+//! - `score_*`: one call of DRAGON's `score` on 5,000 candidate nodes.
+//! - `lone_pods_*`: 1,000 lone pods under `baseline` on 5,000 nodes, every
+//!   round until all are bound (divide by 1,000 for instructions per pod).
+//! - `gangs_of_8_*`: 125 gangs of 8 under `dragon`, likewise 1,000 pods.
+
+use std::hint::black_box;
+
+use baseline_policy::Baseline;
+use dragon_host::framework::Scheduler;
+use dragon_host::runtime::{Hooks, WasmPolicy, wit};
+use dragon_policy::Dragon;
+use dragon_policy_sdk::Policy;
+use dragon_tests::workload::{pending, placement, schedule_all};
+use dragon_tests::{Lift, Native, engine};
+use gungraun::{library_benchmark, library_benchmark_group, main};
+
+const NODES: usize = 5000;
+const PODS: usize = 1000;
+
+fn dragon_wasm() -> WasmPolicy {
+    dragon_tests::bundled(&engine(), "dragon", "")
+}
+
+/// The wasm policy with one call made, so the count is of a call on a
+/// warm instance.
+fn score_wasm_setup() -> (WasmPolicy, wit::Placement, wit::Candidates) {
+    let (pod, cands) = placement(NODES);
+    let wasm = dragon_wasm();
+    wasm.score(&pod, &cands).expect("score");
+    (wasm, pod, cands)
+}
+
+#[library_benchmark(setup = score_wasm_setup)]
+fn score_wasm((wasm, pod, cands): (WasmPolicy, wit::Placement, wit::Candidates)) -> Vec<u32> {
+    black_box(wasm.score(&pod, &cands).expect("score"))
+}
+
+fn score_native_setup() -> (
+    Native<Dragon>,
+    dragon_policy_sdk::types::Placement,
+    dragon_policy_sdk::types::Candidates,
+) {
+    let (pod, cands) = placement(NODES);
+    let native = Native::<Dragon>::new("");
+    let (pod, cands) = (pod.lift(), cands.lift());
+    native.policy().score(&pod, &cands);
+    (native, pod, cands)
+}
+
+#[library_benchmark(setup = score_native_setup)]
+fn score_native(
+    (native, pod, cands): (
+        Native<Dragon>,
+        dragon_policy_sdk::types::Placement,
+        dragon_policy_sdk::types::Candidates,
+    ),
+) -> Vec<u32> {
+    black_box(native.policy().score(&pod, &cands))
+}
+
+fn run<P: Hooks>((mut s, policy): (Scheduler, P)) -> usize {
+    black_box(schedule_all(&mut s, &policy).expect("every pod bound"))
+}
+
+fn lone_pods_wasm_setup() -> (Scheduler, WasmPolicy) {
+    (
+        pending(NODES, PODS, 1),
+        dragon_tests::bundled(&engine(), "baseline", ""),
+    )
+}
+
+fn lone_pods_native_setup() -> (Scheduler, Native<Baseline>) {
+    (pending(NODES, PODS, 1), Native::new(""))
+}
+
+fn gangs_of_8_wasm_setup() -> (Scheduler, WasmPolicy) {
+    (pending(NODES, PODS / 8, 8), dragon_wasm())
+}
+
+fn gangs_of_8_native_setup() -> (Scheduler, Native<Dragon>) {
+    (pending(NODES, PODS / 8, 8), Native::new(""))
+}
+
+#[library_benchmark(setup = lone_pods_wasm_setup)]
+fn lone_pods_wasm(input: (Scheduler, WasmPolicy)) -> usize {
+    run(input)
+}
+
+#[library_benchmark(setup = lone_pods_native_setup)]
+fn lone_pods_native(input: (Scheduler, Native<Baseline>)) -> usize {
+    run(input)
+}
+
+#[library_benchmark(setup = gangs_of_8_wasm_setup)]
+fn gangs_of_8_wasm(input: (Scheduler, WasmPolicy)) -> usize {
+    run(input)
+}
+
+#[library_benchmark(setup = gangs_of_8_native_setup)]
+fn gangs_of_8_native(input: (Scheduler, Native<Dragon>)) -> usize {
+    run(input)
+}
+
+library_benchmark_group!(
+    name = score;
+    benchmarks = score_native, score_wasm
+);
+
+library_benchmark_group!(
+    name = throughput;
+    benchmarks = lone_pods_native, lone_pods_wasm, gangs_of_8_native, gangs_of_8_wasm
+);
+
+main!(library_benchmark_groups = score, throughput);

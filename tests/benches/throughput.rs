@@ -1,0 +1,73 @@
+//! How fast the framework decides: full rounds (queue → filters → policy →
+//! reserve → permit → bind to memory) until every pod is bound, on 5,000
+//! nodes. 10,000 lone pods under `baseline`, 1,000 gangs of 8 under
+//! `dragon`, each policy run natively and through wasm in one process, so
+//! the wasm/native ratio is measured in one run. Divan reports pods/s.
+//!
+//!     cargo bench -p dragon-tests --bench throughput
+//!
+//! Building the cluster and its pending pods is not timed.
+
+use std::sync::LazyLock;
+
+use baseline_policy::Baseline;
+use divan::counter::ItemsCount;
+use divan::{Bencher, Divan};
+use dragon_host::runtime::{Hooks, WasmPolicy};
+use dragon_policy::Dragon;
+use dragon_tests::workload::{pending, schedule_all};
+use dragon_tests::{Native, engine};
+
+const NODES: usize = 5000;
+const LONE_PODS: usize = 10_000;
+const GANGS: usize = 1000;
+
+static WASM_BASELINE: LazyLock<WasmPolicy> =
+    LazyLock::new(|| dragon_tests::bundled(&engine(), "baseline", ""));
+static WASM_DRAGON: LazyLock<WasmPolicy> =
+    LazyLock::new(|| dragon_tests::bundled(&engine(), "dragon", ""));
+
+fn main() {
+    // Compiled before timing starts, not in the first sample.
+    LazyLock::force(&WASM_BASELINE);
+    LazyLock::force(&WASM_DRAGON);
+    // One run schedules tens of thousands of pods; a few samples of one
+    // run each are enough, and their median is what divan shows.
+    Divan::from_args().sample_count(5).sample_size(1).main();
+}
+
+fn run(b: Bencher, jobs: usize, per_job: u32, policy: &dyn Hooks) {
+    b.counter(ItemsCount::new(jobs * per_job as usize))
+        .with_inputs(|| pending(NODES, jobs, per_job))
+        .bench_local_refs(|s| schedule_all(s, policy).expect("every pod bound"));
+}
+
+#[divan::bench_group]
+mod lone_pods_baseline {
+    use super::*;
+
+    #[divan::bench]
+    fn native(b: Bencher) {
+        run(b, LONE_PODS, 1, &Native::<Baseline>::new(""));
+    }
+
+    #[divan::bench]
+    fn wasm(b: Bencher) {
+        run(b, LONE_PODS, 1, &*WASM_BASELINE);
+    }
+}
+
+#[divan::bench_group]
+mod gangs_of_8_dragon {
+    use super::*;
+
+    #[divan::bench]
+    fn native(b: Bencher) {
+        run(b, GANGS, 8, &Native::<Dragon>::new(""));
+    }
+
+    #[divan::bench]
+    fn wasm(b: Bencher) {
+        run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+}

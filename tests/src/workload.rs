@@ -1,0 +1,197 @@
+//! The inputs every benchmark shares: a gang's worker before `n` nodes of
+//! varied free room, a scale pass over running and waiting jobs, and a
+//! cluster of identical nodes with pending jobs to schedule to the end.
+//! `dragon-bench`, the divan timings and the callgrind instruction counts
+//! all measure these, so their figures speak of the same work.
+
+use anyhow::Result;
+use dragon_host::framework::{
+    Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
+};
+use dragon_host::runtime::{Hooks, wit};
+use dragon_host::spec::TaskSpec;
+
+use crate::add_gang;
+
+/// A gang's worker (of four, with a parameter server) about to be placed
+/// on `n` nodes of varied free room; every 97th node holds a sibling.
+pub fn placement(n: usize) -> (wit::Placement, wit::Candidates) {
+    let r = wit::Resources {
+        cpu_milli: 4000,
+        memory_mib: 16384,
+        gpus: 1,
+    };
+    let mut tasks: Vec<wit::Task> = (0..4)
+        .map(|index| wit::Task {
+            role: wit::Role::Worker,
+            index,
+            request: r,
+        })
+        .collect();
+    tasks.push(wit::Task {
+        role: wit::Role::Ps,
+        index: 0,
+        request: wit::Resources {
+            cpu_milli: 2000,
+            memory_mib: 8192,
+            gpus: 0,
+        },
+    });
+    let unit = wit::Unit {
+        id: 1,
+        arrival_ms: 0,
+        priority: 0,
+        gang: true,
+        tasks,
+        workers: 4,
+        min_workers: 2,
+        max_workers: 8,
+        running: 0,
+    };
+    (
+        wit::Placement {
+            unit,
+            task: 0,
+            now_ms: 0,
+        },
+        wit::Candidates {
+            index: (0..n as u32).collect(),
+            capacity: capacity(n),
+            siblings: (0..n as u32).map(|i| u32::from(i % 97 == 0)).collect(),
+        },
+    )
+}
+
+/// `n` 32-CPU/8-GPU nodes, each partly used by a different amount.
+pub fn capacity(n: usize) -> wit::Capacity {
+    wit::Capacity {
+        alloc_cpu_milli: vec![32_000; n],
+        alloc_memory_mib: vec![131_072; n],
+        alloc_gpus: vec![8; n],
+        free_cpu_milli: (0..n as u64).map(|i| 8_000 + (i * 7919) % 24_000).collect(),
+        free_memory_mib: (0..n as u64)
+            .map(|i| 32_768 + (i * 104_729) % 98_304)
+            .collect(),
+        free_gpus: (0..n as u32).map(|i| 1 + (i * 31) % 8).collect(),
+    }
+}
+
+/// A scale pass: `jobs` running elastic jobs of four workers on `n` nodes
+/// and a quarter as many waiting.
+pub fn scale_input(jobs: usize, n: usize) -> wit::ScaleInput {
+    let (pod, _) = placement(1);
+    wit::ScaleInput {
+        now_ms: 3_600_000,
+        running: (0..jobs as u64)
+            .map(|id| wit::RunningJob {
+                id,
+                arrival_ms: id * 1000,
+                started_ms: id * 1000 + 500,
+                scaled_ms: 0,
+                workers: 4,
+                min_workers: 2,
+                max_workers: 8,
+                worker_request: pod.unit.tasks[0].request,
+                worker_nodes: (0..4).map(|w| ((id as u32) * 4 + w) % n as u32).collect(),
+                ps_nodes: vec![(id as u32 * 4) % n as u32],
+            })
+            .collect(),
+        waiting: (0..jobs as u64 / 4)
+            .map(|id| wit::WaitingJob {
+                id: 10_000 + id,
+                arrival_ms: 3_000_000,
+                unit: wit::Unit {
+                    id: 10_000 + id,
+                    ..pod.unit.clone()
+                },
+            })
+            .collect(),
+        nodes: capacity(n),
+        last_admit_ms: 3_000_000,
+        last_scale_down_ms: 0,
+    }
+}
+
+/// `nodes` empty 32-CPU/8-GPU nodes.
+pub fn cluster(nodes: usize) -> Cluster {
+    let mut c = Cluster::new();
+    for i in 0..nodes {
+        let node = Node::new(
+            format!("node-{i:05}"),
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 131_072,
+                gpus: 8,
+            },
+        );
+        c.add_node(node).expect("unique node names");
+    }
+    c
+}
+
+/// `count` 1-CPU/1-GPU workers of a job without elastic bounds.
+pub fn worker_spec(count: u32) -> TaskSpec {
+    TaskSpec {
+        count,
+        min: None,
+        max: None,
+        cpu: 1.0,
+        memory_gib: 2.0,
+        gpus: 1,
+    }
+}
+
+/// A scheduler without backoff or round budget over `nodes` nodes and
+/// `jobs` pending jobs of `per_job` workers each (one worker: a lone pod).
+/// Without a budget a slow run (under callgrind, on a loaded machine) does
+/// the same work in the same rounds as a fast one, so counts repeat.
+pub fn pending(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
+    let config = SchedulerConfig {
+        round_budget_ms: 0,
+        ..SchedulerConfig::without_backoff()
+    };
+    let mut s = Scheduler::new(cluster(nodes), config);
+    for j in 0..jobs {
+        add_gang(
+            &mut s.cluster,
+            &format!("job-{j:05}"),
+            j as u64,
+            None,
+            &worker_spec(per_job),
+        );
+    }
+    s
+}
+
+/// Full rounds (queue → … → bind to memory) until every pending pod is
+/// bound; the number bound. A policy error or a pod left over is an error:
+/// a benchmark must not measure a run that went wrong.
+pub fn schedule_all(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
+    let total = s
+        .cluster
+        .pods()
+        .filter(|(_, state)| *state == PodState::Pending)
+        .count();
+    let mut bound = 0usize;
+    for round in 0..10 {
+        let mut io = RecordingIo::default();
+        let report = s.schedule_round(round, policy, &mut io, &mut RecordingIo::default());
+        if let Some(Decision::PolicyError { error, .. }) = report
+            .decisions
+            .iter()
+            .find(|d| matches!(d, Decision::PolicyError { .. }))
+        {
+            anyhow::bail!("{}: {error}", policy.info().name);
+        }
+        bound += io.binds.len();
+        if bound >= total {
+            break;
+        }
+    }
+    anyhow::ensure!(
+        bound == total,
+        "{}: bound {bound} of {total}",
+        policy.info().name
+    );
+    Ok(bound)
+}
