@@ -53,6 +53,11 @@ pub trait ClusterIo: Send + Sync + 'static {
     /// ([`Release::Kept`]), since deleting it would lose it for good.
     async fn release(&self, pod: &str) -> Result<Release, ApiError>;
 
+    /// Evict `pod` through the Eviction API, which refuses (429) an
+    /// eviction a PodDisruptionBudget does not allow; with `dry_run`, only
+    /// ask whether it would be allowed.
+    async fn evict(&self, pod: &str, dry_run: bool) -> Result<(), ApiError>;
+
     /// The replicas of a job's `/scale` target (`GROUP/VERSION/PLURAL/NAME`
     /// in the job's namespace).
     async fn replicas(&self, job: &str, target: &str) -> Result<u32, ApiError>;
@@ -101,6 +106,10 @@ pub mod fake {
             node: String,
         },
         Release(String),
+        Evict {
+            pod: String,
+            dry_run: bool,
+        },
         Replicas(String),
         Scale {
             job: String,
@@ -127,6 +136,8 @@ pub mod fake {
         pub refuse_bind: BTreeMap<String, ApiError>,
         /// Pods no controller owns: a release keeps them.
         pub uncontrolled: BTreeSet<String>,
+        /// Pods a disruption budget protects: their eviction is refused.
+        pub protected: BTreeSet<String>,
         /// Replicas of each `/scale` target.
         pub replicas: BTreeMap<String, u32>,
     }
@@ -175,6 +186,23 @@ pub mod fake {
                 true => Release::Kept,
                 false => Release::Unbound,
             })
+        }
+
+        async fn evict(&self, pod: &str, dry_run: bool) -> Result<(), ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Evict {
+                pod: pod.into(),
+                dry_run,
+            });
+            match s.protected.contains(pod) {
+                true => Err(ApiError::new(
+                    ApiErrorKind::Refused,
+                    format!(
+                        "evicting {pod}: Cannot evict pod as it would violate the pod's disruption budget."
+                    ),
+                )),
+                false => Ok(()),
+            }
         }
 
         async fn replicas(&self, _job: &str, target: &str) -> Result<u32, ApiError> {

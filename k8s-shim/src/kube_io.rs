@@ -215,6 +215,29 @@ impl ClusterIo for KubeIo {
             .map_err(|e| typed(&format!("deleting {pod}"), &e))
     }
 
+    async fn evict(&self, pod: &str, dry_run: bool) -> Result<(), ApiError> {
+        let (ns, name) = split(pod);
+        let params = kube::api::EvictParams {
+            delete_options: None,
+            post_options: PostParams {
+                dry_run,
+                ..PostParams::default()
+            },
+        };
+        self.request_token().await;
+        match self.pods(ns).evict(name, &params).await {
+            Ok(_) => Ok(()),
+            // Gone already: nothing is left to evict.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            // Not load (never retried): a disruption budget's refusal.
+            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 429) => Err(ApiError::new(
+                ApiErrorKind::Refused,
+                format!("evicting {pod}: {}", api_error(&e)),
+            )),
+            Err(e) => Err(typed(&format!("evicting {pod}"), &e)),
+        }
+    }
+
     async fn replicas(&self, job: &str, target: &str) -> Result<u32, ApiError> {
         let (api, name) = scale_api(&self.client, job, target)?;
         self.request_token().await;

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub reloads: Family<Labels, Counter>,
     /// Scale actions by direction (`up`, `down`).
     pub scale_actions: Family<Labels, Counter>,
+    /// Preemption victims by outcome (`evicted`, `refused`, `shrunk`).
+    pub preemption_victims: Family<Labels, Counter>,
     /// 1 while this replica leads.
     pub leader: Gauge,
     /// Times the circuit breaker suspended the policy.
@@ -120,6 +122,7 @@ impl Metrics {
         let gang_wait_seconds = Histogram::new(exponential_buckets(0.01, 3.0, 12));
         let reloads = Family::<Labels, Counter>::default();
         let scale_actions = Family::<Labels, Counter>::default();
+        let preemption_victims = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
         let policy_suspensions = Counter::default();
         let policy_suspended = Gauge::default();
@@ -170,6 +173,11 @@ impl Metrics {
             scale_actions.clone(),
         );
         registry.register(
+            "preemption_victims",
+            "Units evicted or shrunk to make room for higher-priority ones, by outcome",
+            preemption_victims.clone(),
+        );
+        registry.register(
             "is_leader",
             "1 while this replica holds the lease",
             leader.clone(),
@@ -182,6 +190,7 @@ impl Metrics {
             gang_wait_seconds,
             reloads,
             scale_actions,
+            preemption_victims,
             leader,
             policy_suspensions,
             policy_suspended,

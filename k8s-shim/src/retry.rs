@@ -61,16 +61,25 @@ fn retryable(status: StatusCode) -> bool {
     )
 }
 
+fn is_eviction<B>(req: &Request<B>) -> bool {
+    req.uri().path().ends_with("/eviction")
+}
+
 impl<B> tower::retry::Policy<Request<Body>, Response<B>, BoxError> for RetryAfter {
     type Future = tokio::time::Sleep;
 
     fn retry(
         &mut self,
-        _req: &mut Request<Body>,
+        req: &mut Request<Body>,
         result: &mut Result<Response<B>, BoxError>,
     ) -> Option<Self::Future> {
         let response = result.as_ref().ok()?;
         if !retryable(response.status()) || self.attempt >= MAX_RETRIES {
+            return None;
+        }
+        // An eviction's 429 is a PodDisruptionBudget's answer, not load:
+        // asking again at once will not change it.
+        if response.status() == StatusCode::TOO_MANY_REQUESTS && is_eviction(req) {
             return None;
         }
         let retry_after = response
@@ -118,5 +127,19 @@ mod tests {
         assert!(first >= MIN_BACKOFF && first < MIN_BACKOFF * 2, "{first:?}");
         p.attempt = 30;
         assert!(p.wait(None) < MAX_BACKOFF * 2);
+    }
+
+    #[test]
+    fn an_eviction_refused_by_a_disruption_budget_is_not_retried() {
+        let mut p = RetryAfter::default();
+        let answer = |status: u16| -> Result<Response<()>, BoxError> {
+            Ok(Response::builder().status(status).body(()).unwrap())
+        };
+        let request = |path: &str| Request::post(path).body(Body::empty()).unwrap();
+        let mut eviction = request("/api/v1/namespaces/ml/pods/p/eviction");
+        let mut binding = request("/api/v1/namespaces/ml/pods/p/binding");
+        assert!(p.retry(&mut eviction, &mut answer(429)).is_none());
+        assert!(p.retry(&mut eviction, &mut answer(503)).is_some());
+        assert!(p.retry(&mut binding, &mut answer(429)).is_some());
     }
 }

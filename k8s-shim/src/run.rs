@@ -12,6 +12,7 @@ use dragon_runtime::{
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -99,6 +100,7 @@ fn spawn_watch<K>(
                     Kind::Group | Kind::NativeGroup => Event::GroupGone(key_of(&obj)),
                     Kind::Claim => Event::ClaimGone(key_of(&obj)),
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
+                    Kind::Budget => Event::BudgetGone(key_of(&obj)),
                 }),
                 Err(e) => {
                     tracing::warn!(?kind, "watch error (retrying after a backoff): {e}");
@@ -172,7 +174,7 @@ async fn serves_native_podgroups(client: &Client) -> bool {
     }
 }
 
-fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
+pub(crate) fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
     format!(
         "{}/{}",
         obj.meta().namespace.as_deref().unwrap_or("default"),
@@ -328,6 +330,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         tx.clone(),
         |v| Event::Volume(Box::new(v)),
         |v| v.name_any(),
+    );
+    spawn_watch(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::Budget,
+        tx.clone(),
+        |b| Event::Budget(Box::new(b)),
+        namespaced_key,
     );
     let native = serves_native_podgroups(&client).await;
     if native {

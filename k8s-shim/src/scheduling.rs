@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dragon_framework::{
-    ApiError, ApiErrorKind, BreakerChange, Decision, Effect, PodState, Release, RoundReport,
-    ScaleRequest, UnitKey,
+    ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, PodState, Release,
+    RoundReport, ScaleRequest, UnitKey,
 };
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -46,6 +46,7 @@ pub enum Kind {
     NativeGroup,
     Claim,
     Volume,
+    Budget,
 }
 
 impl Kind {
@@ -56,13 +57,14 @@ impl Kind {
             Kind::Pod => Listed::Pods,
             Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
             Kind::NativeGroup => Listed::Groups(GroupApi::Native),
+            Kind::Budget => Listed::Budgets,
             Kind::Claim | Kind::Volume => Listed::Other,
         }
     }
 }
 
 /// How many kinds are watched: scheduling starts once each is listed.
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -390,11 +392,71 @@ impl<I: ClusterIo> Loop<I> {
                 }
                 Effect::Scale(request) => {
                     let result = self.apply_scale(request).await;
-                    report.decisions.push(request.admission_outcome(result));
+                    if result.is_err() {
+                        self.snapshot.sched.scale_failed(request, report.now_ms);
+                    }
+                    report.decisions.push(request.outcome(result));
                 }
+                Effect::Evict(eviction) => self.evict(eviction, report.now_ms).await,
             }
         }
         report.effects = effects;
+    }
+
+    /// Evict a preemption victim's pods, all or none: each eviction is
+    /// asked as a dry run first, so a PodDisruptionBudget that refuses one
+    /// leaves the whole unit running. Each pod evicted gets a `Preempted`
+    /// Event naming who preempted it.
+    async fn evict(&mut self, eviction: &Eviction, now_ms: u64) {
+        let mut checked = Ok(());
+        for pod in &eviction.pods {
+            checked = self.io.evict(pod, true).await;
+            if checked.is_err() {
+                break;
+            }
+        }
+        let mut evicted = 0;
+        if checked.is_ok() {
+            for pod in &eviction.pods {
+                // One refused after its dry run passed (a budget changed in
+                // between): the rest still go, since what is left of the
+                // gang could not run anyway.
+                match self.io.evict(pod, false).await {
+                    Ok(()) => {
+                        evicted += 1;
+                        self.events.spawn(Note {
+                            regarding: Regarding::Pod(pod.clone()),
+                            type_: "Normal",
+                            reason: "Preempted",
+                            note: eviction.message.clone(),
+                        });
+                    }
+                    Err(e) => {
+                        tracing::error!(pod, victim = %eviction.victim, "eviction refused after its dry run passed: {e}");
+                    }
+                }
+            }
+        }
+        let result = match (checked, evicted) {
+            (Err(e), _) => Err(e),
+            (Ok(()), 0) if !eviction.pods.is_empty() => Err(ApiError::new(
+                ApiErrorKind::Refused,
+                "every eviction was refused",
+            )),
+            _ => Ok(()),
+        };
+        let outcome = match &result {
+            Ok(()) => {
+                tracing::info!(victim = %eviction.victim, preemptor = %eviction.preemptor, pods = evicted, "preempted");
+                "evicted"
+            }
+            Err(e) => {
+                tracing::warn!(victim = %eviction.victim, preemptor = %eviction.preemptor, "cannot preempt: {e}");
+                "refused"
+            }
+        };
+        Metrics::inc(&self.metrics.preemption_victims, "result", outcome);
+        self.snapshot.sched.evicted(eviction, result, now_ms);
     }
 
     /// Metrics, logs, Events and conditions for a round's decisions.
@@ -503,11 +565,21 @@ impl<I: ClusterIo> Loop<I> {
                     workers,
                     reason,
                 } => {
+                    tracing::info!(%unit, workers, reason, "gang resized");
+                }
+                Decision::Preempting {
+                    unit,
+                    evicted,
+                    shrunk,
+                } => {
+                    for _ in shrunk {
+                        Metrics::inc(&m.preemption_victims, "result", "shrunk");
+                    }
                     tracing::info!(
                         %unit,
-                        workers,
-                        reason,
-                        "gang resized: admitted below the requested size"
+                        evicted = ?evicted,
+                        shrunk = ?shrunk,
+                        "preempting lower-priority work to make room"
                     );
                 }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
@@ -770,6 +842,7 @@ mod tests {
             Kind::NativeGroup,
             Kind::Claim,
             Kind::Volume,
+            Kind::Budget,
         ] {
             l.handle(Msg::Listed {
                 kind,

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dragon_framework::{Cluster, NodeSelector, Pod, PodState, Role, Scheduler, SchedulerConfig};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
 
 use crate::group_status::{GroupStatuses, PodPhase};
 use crate::translate::{self, PodGroupSpec};
@@ -31,6 +32,7 @@ pub enum Listed {
     Nodes,
     Pods,
     Groups(GroupApi),
+    Budgets,
     /// Claims and volumes.
     Other,
 }
@@ -64,6 +66,9 @@ pub enum Event {
     ClaimGone(String),
     Volume(Box<core::PersistentVolume>),
     VolumeGone(String),
+    /// A PodDisruptionBudget: what preemption may evict.
+    Budget(Box<policy::PodDisruptionBudget>),
+    BudgetGone(String),
 }
 
 /// What a deferred pod waits for.
@@ -225,6 +230,13 @@ impl Snapshot {
                 .filter(|(k, g)| g.api == api && gone(k))
                 .map(|(k, _)| Event::GroupGone(k.clone()))
                 .collect(),
+            Listed::Budgets => self
+                .sched
+                .cluster
+                .budgets()
+                .filter(|(k, _)| !listed.contains(*k))
+                .map(|(k, _)| Event::BudgetGone(k.to_string()))
+                .collect(),
             Listed::Other => Vec::new(),
         }
     }
@@ -299,6 +311,19 @@ impl Snapshot {
             Event::VolumeGone(name) => {
                 self.volumes.remove(&name);
             }
+            Event::Budget(pdb) => {
+                let key = crate::run::namespaced_key(pdb.as_ref());
+                let (budget, problem) = translate::disruption_budget(&pdb);
+                if let Some(e) = problem {
+                    tracing::warn!("{e}; preemption evicts none of its namespace's pods");
+                }
+                let c = &mut self.sched.cluster;
+                match budget {
+                    Some(b) => c.set_budget(key, b),
+                    None => c.remove_budget(&key),
+                }
+            }
+            Event::BudgetGone(key) => self.sched.cluster.remove_budget(&key),
         }
     }
 

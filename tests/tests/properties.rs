@@ -364,6 +364,14 @@ impl Binder for Bindings {
         }
         Ok(Release::Unbound)
     }
+
+    fn evict(&mut self, eviction: &dragon_host::framework::Eviction) -> Result<(), ApiError> {
+        self.anomalies.push(format!(
+            "{} evicted: the properties' jobs are all of one priority",
+            eviction.victim
+        ));
+        Ok(())
+    }
 }
 
 /// Pods that finished or were removed by a scale-down are gone from the

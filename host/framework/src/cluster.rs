@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
-use super::model::{Demand, Job, Node, Pod, Resources, Role, Scalars};
+use super::model::{Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars};
 use super::queue::Changes;
 use dragon_runtime::wit;
 
@@ -198,6 +198,9 @@ pub struct Cluster {
     /// What drivers changed since the last round, for the queue to wake the
     /// units it may help. The framework's own reservations are not changes.
     changes: Changes,
+    /// Disruption budgets by name (`namespace/name`): what preemption may
+    /// evict.
+    budgets: BTreeMap<String, DisruptionBudget>,
 }
 
 impl Cluster {
@@ -340,6 +343,24 @@ impl Cluster {
         if let Some(e) = self.jobs.get_mut(job) {
             e.started_ms = Some(ms);
         }
+    }
+
+    /// Add or replace a disruption budget. A changed budget may let a
+    /// waiting unit preempt (it may allow more evictions than before).
+    pub fn set_budget(&mut self, name: impl Into<String>, budget: DisruptionBudget) {
+        let name = name.into();
+        self.changes.room |= self.budgets.get(&name) != Some(&budget);
+        self.budgets.insert(name, budget);
+    }
+
+    /// Remove a disruption budget.
+    pub fn remove_budget(&mut self, name: &str) {
+        self.changes.room |= self.budgets.remove(name).is_some();
+    }
+
+    /// The disruption budgets.
+    pub fn budgets(&self) -> impl Iterator<Item = (&str, &DisruptionBudget)> {
+        self.budgets.iter().map(|(k, b)| (k.as_str(), b))
     }
 
     /// Remove a job record (its pods are removed separately).

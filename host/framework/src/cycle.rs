@@ -9,8 +9,9 @@ use serde::Serialize;
 use super::breaker::{Breaker, BreakerChange, BreakerConfig};
 use super::cluster::{Cluster, PodState};
 use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
-use super::io::{ApiError, Binder, Effect, Release, ScaleCause, ScaleRequest, Scaler};
+use super::io::{ApiError, Binder, Effect, Eviction, Release, ScaleCause, ScaleRequest, Scaler};
 use super::model::Role;
+use super::preemption::Room;
 use super::preferences;
 use super::queue::{Queue, Setback};
 use super::unit::UnitKey;
@@ -39,6 +40,9 @@ pub struct SchedulerConfig {
     /// is slow on every call (but within its deadline) cannot hold a round
     /// for pods × deadline.
     pub round_budget_ms: u64,
+    /// A unit that fits nowhere may evict lower-priority work (see
+    /// `preemption`), as kube-scheduler's DefaultPreemption does.
+    pub preemption: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -49,6 +53,7 @@ impl Default for SchedulerConfig {
             max_backoff_ms: 10_000,
             breaker: BreakerConfig::default(),
             round_budget_ms: 10_000,
+            preemption: true,
         }
     }
 }
@@ -75,6 +80,9 @@ enum Attempt {
     Binding,
     /// Not placed (unschedulable, rejected, bind failure): back off.
     Failed,
+    /// Fits nowhere now: back off, unless preempting lower-priority work
+    /// makes room.
+    Unfit,
     /// The policy failed a call (trap, deadline, invalid output): back off,
     /// or try the fallback policy if the driver gave one.
     PolicyFailed,
@@ -104,6 +112,16 @@ pub enum Decision {
     },
     /// A unit could not be placed now.
     Unschedulable { unit: UnitKey, reason: String },
+    /// A unit that fits nowhere makes room: lower-priority units evicted
+    /// whole, or elastic jobs shrunk towards their minimum (never both).
+    /// It is tried again once their pods are gone.
+    Preempting {
+        unit: UnitKey,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        evicted: Vec<UnitKey>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        shrunk: Vec<UnitKey>,
+    },
     /// A gang was rejected by permit and released.
     Rejected { unit: UnitKey, reason: String },
     /// A gang's permit wait ran out and it was released.
@@ -133,7 +151,8 @@ pub enum Decision {
     /// The round's time budget ran out with these units not tried; they
     /// are tried in the next round.
     Deferred { units: u32, budget_ms: u64 },
-    /// An admission below the requested size shrank the workload.
+    /// A job was resized by the framework: admitted below its requested
+    /// size, or shrunk to make room for a higher-priority unit.
     Resized {
         unit: UnitKey,
         workers: u32,
@@ -195,9 +214,9 @@ impl PlannedRound {
 }
 
 impl ScaleRequest {
-    /// The decision a round reports for an admission's scale once applied
-    /// (or not).
-    pub fn admission_outcome(&self, result: Result<(), ApiError>) -> Decision {
+    /// The decision a round reports for a scale of its own (an admission's
+    /// or a preemption's) once applied, or not.
+    pub fn outcome(&self, result: Result<(), ApiError>) -> Decision {
         let unit = UnitKey::job(&self.job);
         match result {
             Ok(()) => Decision::Resized {
@@ -208,8 +227,8 @@ impl ScaleRequest {
             Err(e) => Decision::PolicyError {
                 unit: Some(unit),
                 error: format!(
-                    "could not shrink the job to {} workers after admitting it: {e}",
-                    self.workers
+                    "could not shrink the job to {} workers ({}): {e}",
+                    self.workers, self.reason
                 ),
             },
         }
@@ -239,12 +258,12 @@ struct WaitingGang {
 
 /// A unit of scheduling built from the snapshot.
 #[derive(Debug, Clone)]
-struct UnitPlan {
-    key: UnitKey,
+pub(crate) struct UnitPlan {
+    pub(crate) key: UnitKey,
     job: Option<String>,
     /// Pending pods, in placement order.
-    pods: Vec<String>,
-    wit: wit::Unit,
+    pub(crate) pods: Vec<String>,
+    pub(crate) wit: wit::Unit,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds
@@ -263,6 +282,12 @@ pub struct Scheduler {
     columns: Option<wit::Candidates>,
     /// Suspends a policy that keeps failing.
     pub(crate) breaker: Breaker,
+    /// Preemptions under way: each preemptor's victims' pods, until none
+    /// holds a node.
+    pub(crate) preempting: BTreeMap<UnitKey, Vec<String>>,
+    /// Victims whose eviction was refused, not chosen again before the
+    /// given time, ms.
+    pub(crate) protected: BTreeMap<UnitKey, u64>,
 }
 
 /// The sizes a `pre-filter` answer asks to try, checked and deduplicated in
@@ -616,10 +641,18 @@ impl Scheduler {
                 }
                 Effect::Scale(request) => {
                     let result = scaler.scale(&request.job, request.workers, &request.reason);
-                    if result.is_ok() {
-                        self.scaled(request, now_ms);
+                    match result {
+                        Ok(()) => self.scaled(request, now_ms),
+                        Err(_) => self.scale_failed(request, now_ms),
                     }
-                    report.decisions.push(request.admission_outcome(result));
+                    report.decisions.push(request.outcome(result));
+                }
+                Effect::Evict(eviction) => {
+                    let result = binder.evict(eviction);
+                    if let Err(e) = &result {
+                        tracing::warn!(victim = %eviction.victim, "cannot evict: {e}");
+                    }
+                    self.evicted(eviction, result, now_ms);
                 }
             }
         }
@@ -656,6 +689,7 @@ impl Scheduler {
         // tried once ready (see `queue`).
         let pending: std::collections::BTreeSet<&UnitKey> = units.iter().map(|u| &u.key).collect();
         self.queue.retain(&pending);
+        self.preempting.retain(|k, _| pending.contains(k));
         units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {
@@ -710,7 +744,9 @@ impl Scheduler {
             }
             match attempt {
                 Attempt::Progress => self.queue.settled(&unit.key),
-                Attempt::Failed => self.set_back(unit, Setback::Unschedulable, now_ms),
+                Attempt::Failed | Attempt::Unfit => {
+                    self.set_back(unit, Setback::Unschedulable, now_ms)
+                }
                 Attempt::PolicyFailed => self.set_back(unit, Setback::Error, now_ms),
                 Attempt::Gated => self.set_back(unit, Setback::Gated, now_ms),
                 Attempt::Binding => {}
@@ -872,12 +908,48 @@ impl Scheduler {
         release
     }
 
+    /// What became of an [`Effect::Evict`]: refused, the victim is not
+    /// chosen again for a backoff and its preemptor looks for other room.
+    /// Evicted, its pods stay until the driver removes them.
+    pub fn evicted(&mut self, eviction: &Eviction, result: Result<(), ApiError>, now_ms: u64) {
+        if result.is_err() {
+            self.spared(&eviction.victim, now_ms);
+        }
+    }
+
+    /// A victim that could not be evicted or shrunk: its preemptors look
+    /// for other room, and it is not chosen again for a backoff.
+    fn spared(&mut self, victim: &UnitKey, now_ms: u64) {
+        let cluster = &self.cluster;
+        let of_victim = |pod: &String| match victim {
+            UnitKey::Pod(key) => key == pod,
+            UnitKey::Job(job) => cluster
+                .pod(pod)
+                .is_some_and(|(p, _)| p.job.as_ref() == Some(job)),
+        };
+        self.preempting
+            .retain(|_, pods| !pods.iter().any(|p| of_victim(p)));
+        let until = now_ms.saturating_add(self.config.max_backoff_ms.max(1000));
+        self.protected.insert(victim.clone(), until);
+    }
+
+    /// A scale the driver could not apply. A shrink for a preemption
+    /// spares its job (see [`Scheduler::evicted`]).
+    pub fn scale_failed(&mut self, request: &ScaleRequest, now_ms: u64) {
+        if request.cause == ScaleCause::Preemption {
+            self.spared(&UnitKey::job(&request.job), now_ms);
+        }
+    }
+
     /// Record a scale the driver applied: the job's size changes. Below an
     /// admission, its surplus pending workers go (their controller deletes
-    /// them); after the scale step, see `apply_scale`.
+    /// them); after the scale step or a shrink for a preemption, see
+    /// `apply_scale`.
     pub fn scaled(&mut self, request: &ScaleRequest, now_ms: u64) {
         match request.cause {
-            ScaleCause::Policy => self.apply_scale(&request.job, request.workers, now_ms),
+            ScaleCause::Policy | ScaleCause::Preemption => {
+                self.apply_scale(&request.job, request.workers, now_ms)
+            }
             ScaleCause::Admission => {
                 let (job, workers) = (&request.job, request.workers);
                 if let Some(e) = self.cluster.jobs.get_mut(job) {
@@ -955,11 +1027,27 @@ impl Scheduler {
         );
     }
 
+    /// Try `unit` as it is, then with preemption when it fits nowhere.
+    fn schedule_unit(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        index: usize,
+        unit: &UnitPlan,
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        match self.try_unit_or_quorum(now_ms, policy, index, unit, to_bind, report) {
+            Attempt::Unfit => self.make_room(now_ms, policy, unit, report),
+            attempt => attempt,
+        }
+    }
+
     /// Try `unit`; a gang with more pods than its `minMember` needs that
     /// cannot be placed whole is tried again with just enough of its pods
     /// (the rest follow as room appears), and the report keeps the whole
-    /// gang's reason if that fails too.
-    fn schedule_unit(
+    /// gang's reason and outcome if that fails too.
+    fn try_unit_or_quorum(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
@@ -974,7 +1062,7 @@ impl Scheduler {
         let mut whole = RoundReport::default();
         let attempt = self.try_unit(now_ms, policy, index, unit, to_bind, &mut whole);
         let quorum = match attempt {
-            Attempt::Failed => self.quorum(unit),
+            Attempt::Failed | Attempt::Unfit => self.quorum(unit),
             _ => None,
         };
         let Some(quorum) = quorum else {
@@ -983,11 +1071,16 @@ impl Scheduler {
         };
         let mut part = RoundReport::default();
         let retry = self.try_unit(now_ms, policy, index, &quorum, to_bind, &mut part);
-        report.decisions.extend(match retry {
-            Attempt::Failed => whole.decisions,
-            _ => part.decisions,
-        });
-        retry
+        match retry {
+            Attempt::Failed | Attempt::Unfit => {
+                report.decisions.extend(whole.decisions);
+                attempt
+            }
+            _ => {
+                report.decisions.extend(part.decisions);
+                retry
+            }
+        }
     }
 
     /// Of a new gang with more pending pods than its `minMember` needs,
@@ -1114,41 +1207,26 @@ impl Scheduler {
                 return Attempt::Failed;
             }
         }
-        // Pre-filter: skip, or the sizes to try.
-        let mut sizes: Vec<Option<u32>> = vec![None];
-        if info.implements(wit::Hook::PreFilter) {
-            let capacity = self.cluster.capacity();
-            match policy.pre_filter(now_ms, &unit.wit, &capacity) {
-                Ok(wit::PreFilterResult::Skip(reason)) => {
-                    report.decisions.push(Decision::Unschedulable {
-                        unit: unit.key.clone(),
-                        reason: policy_text(reason),
-                    });
-                    return Attempt::Failed;
-                }
-                Ok(wit::PreFilterResult::Proceed(list)) if !list.is_empty() => {
-                    match gang_sizes(&unit.wit, &list) {
-                        Ok(list) => sizes = list.into_iter().map(Some).collect(),
-                        Err(msg) => {
-                            let e = invalid(policy, "pre-filter", msg);
-                            report.decisions.push(Decision::PolicyError {
-                                unit: Some(unit.key.clone()),
-                                error: e.to_string(),
-                            });
-                            return Attempt::PolicyFailed;
-                        }
-                    }
-                }
-                Ok(wit::PreFilterResult::Proceed(_)) => {}
-                Err(e) => {
-                    report.decisions.push(Decision::PolicyError {
-                        unit: Some(unit.key.clone()),
-                        error: e.to_string(),
-                    });
-                    return Attempt::PolicyFailed;
-                }
+        // Pre-filter: skip (the policy finds no room: preemption may make
+        // some, as kube-scheduler's post-filter runs after a pre-filter
+        // that finds the pod unschedulable), or the sizes to try.
+        let sizes = match self.pre_filtered(now_ms, policy, unit) {
+            Ok(Sizes::Skip(reason)) => {
+                report.decisions.push(Decision::Unschedulable {
+                    unit: unit.key.clone(),
+                    reason,
+                });
+                return Attempt::Unfit;
             }
-        }
+            Ok(Sizes::Try(sizes)) => sizes,
+            Err(e) => {
+                report.decisions.push(Decision::PolicyError {
+                    unit: Some(unit.key.clone()),
+                    error: e.to_string(),
+                });
+                return Attempt::PolicyFailed;
+            }
+        };
 
         // Place every pod of the first size that fits entirely.
         let mut last_reason = String::new();
@@ -1174,7 +1252,7 @@ impl Scheduler {
                 unit: unit.key.clone(),
                 reason: last_reason,
             });
-            return Attempt::Failed;
+            return Attempt::Unfit;
         };
 
         if !unit.wit.gang {
@@ -1274,9 +1352,125 @@ impl Scheduler {
         }
     }
 
+    /// After `unit` fit nowhere: preempt lower-priority work for it if
+    /// that would make room (see `preemption`), and say so in the reason
+    /// it was not placed.
+    fn make_room(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        let gangs = policy.info().implements(wit::Hook::Permit);
+        let why = |report: &mut RoundReport, more: &str| {
+            let reason = report.decisions.iter_mut().rev().find_map(|d| match d {
+                Decision::Unschedulable { unit: u, reason } if *u == unit.key => Some(reason),
+                _ => None,
+            });
+            if let Some(reason) = reason {
+                reason.push_str("; preemption: ");
+                reason.push_str(more);
+            }
+        };
+        let victims = match self.find_room(now_ms, policy, unit, gangs) {
+            Ok(Room::None(None)) => return Attempt::Failed,
+            Ok(Room::None(Some(cause))) => {
+                why(report, cause);
+                return Attempt::Failed;
+            }
+            Ok(Room::Awaited(pods)) => {
+                why(
+                    report,
+                    &format!("waiting for {pods} pod(s) preempted for it to leave"),
+                );
+                return Attempt::Failed;
+            }
+            Ok(Room::Victims(victims)) => victims,
+            Err(e) => {
+                report.decisions.push(Decision::PolicyError {
+                    unit: Some(unit.key.clone()),
+                    error: e.to_string(),
+                });
+                return Attempt::PolicyFailed;
+            }
+        };
+        let priority = unit.wit.priority;
+        let mut evicted = Vec::new();
+        let mut shrunk = Vec::new();
+        let mut pods = Vec::new();
+        for v in victims {
+            pods.extend(v.pods.iter().map(|(k, _)| k.clone()));
+            let job = v.key.job_name().unwrap_or_default().to_string();
+            match v.shrink {
+                Some((from, to)) => {
+                    report.effects.push(Effect::Scale(ScaleRequest {
+                        job,
+                        from,
+                        workers: to,
+                        reason: format!(
+                            "shrunk to {to} workers to make room for {} (priority {priority} over {})",
+                            unit.key, v.priority
+                        ),
+                        cause: ScaleCause::Preemption,
+                    }));
+                    shrunk.push(v.key);
+                }
+                None => {
+                    report.effects.push(Effect::Evict(Eviction {
+                        pods: v.pods.into_iter().map(|(k, _)| k).collect(),
+                        preemptor: unit.key.clone(),
+                        message: format!(
+                            "preempted by {} (priority {priority} over {})",
+                            unit.key, v.priority
+                        ),
+                        victim: v.key.clone(),
+                    }));
+                    evicted.push(v.key);
+                }
+            }
+        }
+        let what = match (evicted.len(), shrunk.len()) {
+            (n, 0) => format!("evicting {n} lower-priority unit(s) to make room"),
+            (_, n) => format!("shrinking {n} lower-priority elastic job(s) to make room"),
+        };
+        why(report, &what);
+        report.decisions.push(Decision::Preempting {
+            unit: unit.key.clone(),
+            evicted,
+            shrunk,
+        });
+        self.preempting.insert(unit.key.clone(), pods);
+        Attempt::Failed
+    }
+
+    /// What the policy's pre-filter says of `unit` on the cluster as it is
+    /// now: skip it (why), or the sizes to try, checked.
+    ///
+    /// # Errors
+    /// The call failed, or its sizes are invalid.
+    pub(crate) fn pre_filtered(
+        &self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+    ) -> Result<Sizes, CallError> {
+        if !policy.info().implements(wit::Hook::PreFilter) {
+            return Ok(Sizes::Try(vec![None]));
+        }
+        let capacity = self.cluster.capacity();
+        match policy.pre_filter(now_ms, &unit.wit, &capacity)? {
+            wit::PreFilterResult::Skip(reason) => Ok(Sizes::Skip(policy_text(reason))),
+            wit::PreFilterResult::Proceed(list) if list.is_empty() => Ok(Sizes::Try(vec![None])),
+            wit::PreFilterResult::Proceed(list) => gang_sizes(&unit.wit, &list)
+                .map(|l| Sizes::Try(l.into_iter().map(Some).collect()))
+                .map_err(|msg| invalid(policy, "pre-filter", msg)),
+        }
+    }
+
     /// Reserve a node for each pod of `unit` at `size` workers; on failure
     /// every reservation made here is undone.
-    fn place(
+    pub(crate) fn place(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
@@ -1457,7 +1651,15 @@ impl Scheduler {
     }
 }
 
-enum PlaceError {
+/// What a pre-filter answer comes to.
+pub(crate) enum Sizes {
+    /// Not tried now, for this reason.
+    Skip(String),
+    /// Try these sizes in order (`None`: as requested).
+    Try(Vec<Option<u32>>),
+}
+
+pub(crate) enum PlaceError {
     Unschedulable(String),
     Policy(CallError),
 }

@@ -69,6 +69,22 @@ pub enum Effect {
     /// Set a job's worker count; report the outcome with
     /// `Scheduler::scaled`.
     Scale(ScaleRequest),
+    /// Evict a preemption victim's pods, all or none; report the outcome
+    /// with `Scheduler::evicted`.
+    Evict(Eviction),
+}
+
+/// A unit evicted to make room for a higher-priority one: every placed
+/// member of a gang, or a lone pod, never part of a gang.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Eviction {
+    pub victim: UnitKey,
+    /// Its pods holding a node.
+    pub pods: Vec<String>,
+    /// The unit it makes room for.
+    pub preemptor: UnitKey,
+    /// What to tell the victim (an Event in Kubernetes).
+    pub message: String,
 }
 
 /// A worker count to set on a job (its `/scale` subresource in Kubernetes).
@@ -93,6 +109,9 @@ pub enum ScaleCause {
     Admission,
     /// The policy's scale step.
     Policy,
+    /// An elastic job shrunk towards its minimum to make room for a
+    /// higher-priority unit, rather than evicted.
+    Preemption,
 }
 
 /// Binds pods to nodes, one call at a time. The shim posts Binding
@@ -121,6 +140,15 @@ pub trait Binder {
     /// # Errors
     /// Why the pod could not be released.
     fn unbind(&mut self, pod: &str) -> Result<Release, ApiError>;
+
+    /// Evict every pod of a preemption victim, or none: a driver that can
+    /// be refused one eviction (a PodDisruptionBudget) checks them all
+    /// first. The pods stay in the snapshot until the driver removes them
+    /// (in Kubernetes, once they have terminated).
+    ///
+    /// # Errors
+    /// Why the victim could not be evicted; nothing of it was.
+    fn evict(&mut self, eviction: &Eviction) -> Result<(), ApiError>;
 }
 
 /// What became of a bound gang member the framework released.
@@ -153,6 +181,8 @@ pub struct RecordingIo {
     pub unbinds: Vec<String>,
     /// `(job, workers, reason)` in order.
     pub scales: Vec<(String, u32, String)>,
+    /// Preemption victims evicted, in order.
+    pub evictions: Vec<Eviction>,
 }
 
 impl Binder for RecordingIo {
@@ -164,6 +194,11 @@ impl Binder for RecordingIo {
     fn unbind(&mut self, pod: &str) -> Result<Release, ApiError> {
         self.unbinds.push(pod.to_string());
         Ok(Release::Unbound)
+    }
+
+    fn evict(&mut self, eviction: &Eviction) -> Result<(), ApiError> {
+        self.evictions.push(eviction.clone());
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@ mod fixtures;
 mod io;
 pub mod logging;
 mod model;
+mod preemption;
 mod preferences;
 mod queue;
 mod scale;
@@ -27,9 +28,13 @@ pub use constraints::{
 };
 pub use cycle::{Decision, PlannedRound, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{
-    ApiError, ApiErrorKind, Binder, Effect, RecordingIo, Release, ScaleCause, ScaleRequest, Scaler,
+    ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
+    ScaleRequest, Scaler,
 };
-pub use model::{Demand, Job, Node, Pod, Resources, Role, Scalars, Taint, Toleration};
+pub use model::{
+    Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
+    Toleration,
+};
 pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,

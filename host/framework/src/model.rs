@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::constraints::Constraints;
-use super::selector::Labels;
+use super::selector::{LabelSelector, Labels};
 use dragon_runtime::wit;
 
 /// Amounts of every resource other than CPU, memory and `nvidia.com/gpu`,
@@ -219,6 +219,9 @@ pub struct Pod {
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
     pub priority: i32,
+    /// Whether it may evict lower-priority pods to be placed.
+    #[serde(default, skip_serializing_if = "Preemption::is_default")]
+    pub preemption: Preemption,
     /// Creation time, ms.
     pub arrival_ms: u64,
     /// Gates that keep the pod from being scheduled until removed
@@ -246,10 +249,47 @@ impl Pod {
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             priority: 0,
+            preemption: Preemption::default(),
             arrival_ms: 0,
             scheduling_gates: Vec::new(),
             constraints: Constraints::default(),
         }
+    }
+}
+
+/// Whether a pod that fits nowhere may evict lower-priority pods
+/// (Kubernetes' `spec.preemptionPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preemption {
+    /// `PreemptLowerPriority`, the default.
+    #[default]
+    LowerPriority,
+    /// `Never`: it waits for room like any other pod.
+    Never,
+}
+
+impl Preemption {
+    fn is_default(&self) -> bool {
+        *self == Preemption::default()
+    }
+}
+
+/// How many of the pods a selector picks in a namespace may be evicted now
+/// (a PodDisruptionBudget and its `status.disruptionsAllowed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DisruptionBudget {
+    pub namespace: String,
+    /// The pods it covers. Empty covers every pod of the namespace, as the
+    /// Eviction API counts it.
+    pub selector: LabelSelector,
+    pub allowed: u32,
+}
+
+impl DisruptionBudget {
+    /// Whether evicting `pod` counts against this budget.
+    pub fn covers(&self, pod: &Pod) -> bool {
+        pod.namespace == self.namespace && self.selector.matches(&pod.labels)
     }
 }
 

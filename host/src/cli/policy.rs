@@ -303,6 +303,18 @@ fn print_round(
                 workers,
                 reason,
             } => println!("  resized      {unit} -> {workers} workers: {reason}"),
+            Decision::Preempting {
+                unit,
+                evicted,
+                shrunk,
+            } => {
+                for v in evicted {
+                    println!("  preempting   {unit}: evicts {v}");
+                }
+                for v in shrunk {
+                    println!("  preempting   {unit}: shrinks {v} to its minimum");
+                }
+            }
         }
     }
     if round.decisions.is_empty() {

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::trace::Trace;
 use crate::framework::{
-    ApiError, Binder, BreakerChange, Cluster, Decision, Release, Role, Scaler, Scheduler,
-    SchedulerConfig, subject,
+    ApiError, Binder, BreakerChange, Cluster, Decision, Effect, Eviction, Release, Role, Scaler,
+    Scheduler, SchedulerConfig, subject,
 };
 use crate::runtime::{Hooks, wit};
 use crate::spec;
@@ -99,6 +99,9 @@ pub struct SimRun {
     pub scale_downs: u64,
     /// Gangs admitted below their requested size (at `min`).
     pub admitted_below_request: u64,
+    /// Jobs evicted whole to make room for a higher-priority job (each
+    /// restarts when placed again).
+    pub preemptions: u64,
     pub rounds: u64,
     pub scale_steps: u64,
     pub policy_errors: u64,
@@ -116,6 +119,9 @@ impl Binder for SimIo {
     }
     fn unbind(&mut self, _pod: &str) -> Result<Release, ApiError> {
         Ok(Release::Unbound)
+    }
+    fn evict(&mut self, _eviction: &Eviction) -> Result<(), ApiError> {
+        Ok(())
     }
 }
 
@@ -312,6 +318,7 @@ pub fn simulate(
             scale_ups: 0,
             scale_downs: 0,
             admitted_below_request: 0,
+            preemptions: 0,
             rounds: 0,
             scale_steps: 0,
             policy_errors: 0,
@@ -587,6 +594,11 @@ impl Sim<'_> {
                     | Decision::Deferred { .. }
             )
         });
+        for effect in &report.effects {
+            if let Effect::Evict(eviction) = effect {
+                self.evicted(eviction);
+            }
+        }
         for d in report.decisions {
             match d {
                 Decision::Bound { pod, node } => {
@@ -613,6 +625,10 @@ impl Sim<'_> {
                     };
                     let j = &mut self.jobs[i];
                     j.workers = workers;
+                    // A running job shrunk for a preemption: the framework
+                    // removed its surplus workers.
+                    let cluster = &self.sched.cluster;
+                    j.placement.retain(|pod, _| cluster.pod(pod).is_some());
                     if j.record.started_ms.is_some() {
                         j.needs_restart = true;
                     } else {
@@ -636,12 +652,35 @@ impl Sim<'_> {
                 | Decision::Deferred { .. }
                 | Decision::FellBack { .. }
                 | Decision::Unschedulable { .. }
+                | Decision::Preempting { .. }
                 | Decision::Rejected { .. }
                 | Decision::TimedOut { .. }
                 | Decision::BindFailed { .. } => {}
             }
         }
         changed
+    }
+
+    /// A preemption victim's pods leave their nodes and come back pending,
+    /// as their controller recreates them; the job restarts when placed
+    /// again.
+    fn evicted(&mut self, eviction: &Eviction) {
+        self.run.preemptions += 1;
+        for key in &eviction.pods {
+            let Ok(pod) = self.sched.cluster.remove_pod(key) else {
+                continue;
+            };
+            let job = pod.job.clone();
+            let _ = self.sched.cluster.add_pod(pod, None);
+            let Some(&i) = job.as_ref().and_then(|j| self.by_name.get(j)) else {
+                continue;
+            };
+            let j = &mut self.jobs[i];
+            j.placement.remove(key);
+            j.needs_restart |= j.record.started_ms.is_some();
+            self.touched.insert(i);
+        }
+        self.mark_change();
     }
 
     /// Bring job `i`'s running state in line with its placement at `t`.

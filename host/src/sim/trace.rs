@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
 use super::speed::SpeedModel;
-use crate::framework::{Job, Node, Pod, Resources};
+use crate::framework::{Job, Node, Pod, Preemption, Resources};
 use crate::spec::{self, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
@@ -79,6 +79,10 @@ struct JobFile {
     workers: TaskSpec,
     #[serde(default)]
     priority: i32,
+    /// `never`: its pods wait for room rather than preempt lower-priority
+    /// jobs (Kubernetes' `preemptionPolicy: Never`).
+    #[serde(default)]
+    preemption: Preemption,
     #[serde(default)]
     workload: Option<String>,
     #[serde(default)]
@@ -297,7 +301,7 @@ impl Trace {
                 false,
             )?;
             let speed = speed_model(&place, base_speed, j.speed)?;
-            let jp = spec::job_pods(
+            let mut jp = spec::job_pods(
                 &place,
                 &j.name,
                 arrival_ms,
@@ -305,6 +309,9 @@ impl Trace {
                 j.ps.as_ref(),
                 &j.workers,
             )?;
+            for pod in &mut jp.pods {
+                pod.preemption = j.preemption;
+            }
             // A job that could never run, even alone on the empty cluster, is
             // a trace error rather than a simulated deadlock.
             for (role, spec) in [("ps", j.ps.as_ref()), ("workers", Some(&j.workers))] {

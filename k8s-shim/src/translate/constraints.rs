@@ -53,7 +53,10 @@ fn requirement(
     })
 }
 
-fn label_selector(field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, String> {
+pub(super) fn label_selector(
+    field: &str,
+    s: &meta::LabelSelector,
+) -> Result<LabelSelector, String> {
     Ok(LabelSelector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         match_expressions: s

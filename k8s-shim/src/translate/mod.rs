@@ -7,8 +7,11 @@ mod requests;
 
 use std::collections::BTreeMap;
 
-use dragon_framework::{Constraints, Demand, Job, Node, Pod, Role, Taint, Toleration};
+use dragon_framework::{
+    Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, Toleration,
+};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1beta1 as scheduling;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -115,6 +118,53 @@ pub fn volume_node_affinity(
         .map(|s| constraints::node_selector("spec.nodeAffinity.required", s))
         .transpose()
         .map_err(|m| err(&object, m))
+}
+
+/// What a PodDisruptionBudget lets preemption evict: `None` for one whose
+/// selector is absent (it covers no pod). A selector Dragon cannot
+/// evaluate covers every pod of its namespace, so nothing it might protect
+/// is evicted (the error says why).
+///
+/// # Errors
+/// The selector that could not be read; the budget returned with it.
+pub fn disruption_budget(
+    pdb: &policy::PodDisruptionBudget,
+) -> (Option<DisruptionBudget>, Option<TranslateError>) {
+    let namespace = pdb
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let allowed = pdb
+        .status
+        .as_ref()
+        .and_then(|s| s.disruptions_allowed)
+        .map_or(0, |n| n.max(0) as u32);
+    let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+        return (None, None);
+    };
+    match constraints::label_selector("spec.selector", selector) {
+        Ok(selector) => (
+            Some(DisruptionBudget {
+                namespace,
+                selector,
+                allowed,
+            }),
+            None,
+        ),
+        Err(m) => {
+            let object = format!(
+                "poddisruptionbudget {namespace}/{}",
+                pdb.metadata.name.as_deref().unwrap_or("")
+            );
+            let whole = DisruptionBudget {
+                namespace,
+                selector: Default::default(),
+                allowed: 0,
+            };
+            (Some(whole), Some(err(&object, m)))
+        }
+    }
 }
 
 /// The claims a pod's volumes use, by name in its namespace: its
@@ -273,6 +323,10 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             })
             .collect(),
         priority: spec.priority.unwrap_or(0),
+        preemption: match spec.preemption_policy.as_deref() {
+            Some("Never") => Preemption::Never,
+            _ => Preemption::LowerPriority,
+        },
         arrival_ms,
         scheduling_gates: spec
             .scheduling_gates

@@ -1,0 +1,374 @@
+//! Preemption, after kube-scheduler's DefaultPreemption and the way v1.37
+//! preempts for gangs: a unit that fits nowhere makes room by taking it
+//! from lower-priority work.
+//!
+//! - Victims are whole units: every placed member of a gang, or a lone pod;
+//!   never part of a gang, since a gang missing a member cannot run.
+//! - Elastic jobs are shrunk towards their minimum before anything is
+//!   evicted: a shrink costs a restart, an eviction the whole job.
+//! - A unit with a pod whose `preemptionPolicy` is `Never` does not preempt.
+//! - Disruption budgets are not overdrawn: a unit whose eviction would take
+//!   a budget below zero is not a candidate (kube-scheduler only prefers
+//!   such victims last; Dragon evicts through the Eviction API, which would
+//!   refuse them).
+//!
+//! The search is cluster-wide, as kube-scheduler's is for a gang (a gang
+//! spans nodes, so a node-by-node search cannot place it): take every
+//! candidate away, check the unit then fits (a dry run of the placement
+//! the round would make, the policy's filter and score included), then
+//! give the candidates back one at a time, most important first, keeping
+//! each whose return still leaves room. What is left are the victims: no
+//! one of them could have been spared. A dry run reserves nothing; every
+//! state it changes is put back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::cluster::PodState;
+use super::cycle::{PlaceError, Scheduler, Sizes, UnitPlan};
+use super::model::{Preemption, Role};
+use super::unit::UnitKey;
+use dragon_runtime::{CallError, Hooks};
+
+/// At most this many of the least important units are considered as
+/// victims (each costs one dry run of the placement).
+pub(crate) const MAX_CANDIDATES: usize = 128;
+
+/// Work that could give up its room.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) key: UnitKey,
+    pub(crate) priority: i32,
+    /// When it started, ms: of equal priority, the one that started last
+    /// loses least and goes first.
+    started_ms: u64,
+    /// The pods it gives up, with their nodes.
+    pub(crate) pods: Vec<(String, usize)>,
+    /// For an elastic job shrunk rather than evicted: its workers before
+    /// and after.
+    pub(crate) shrink: Option<(u32, u32)>,
+}
+
+/// What a search for room came to.
+#[derive(Debug)]
+pub(crate) enum Room {
+    /// Preemption cannot help: it is off, the unit may not preempt, or no
+    /// lower-priority work would make room. Says why when that is news
+    /// (not for a unit with nothing below it to preempt).
+    None(Option<&'static str>),
+    /// Victims chosen earlier still hold this many pods.
+    Awaited(usize),
+    /// Make room with these: shrinks, or evictions, never both.
+    Victims(Vec<Candidate>),
+}
+
+impl Scheduler {
+    /// Look for lower-priority work whose room would let `unit` be placed.
+    ///
+    /// # Errors
+    /// The policy failed a call of a dry run.
+    pub(crate) fn find_room(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        gangs: bool,
+    ) -> Result<Room, CallError> {
+        if !self.config().preemption {
+            return Ok(Room::None(None));
+        }
+        let never = unit.pods.iter().any(|k| {
+            self.cluster
+                .pod(k)
+                .is_some_and(|(p, _)| p.preemption == Preemption::Never)
+        });
+        if never {
+            return Ok(Room::None(Some(
+                "not eligible due to preemptionPolicy=Never",
+            )));
+        }
+        if let Some(victims) = self.preempting.get(&unit.key) {
+            let holding = victims
+                .iter()
+                .filter(|k| {
+                    self.cluster
+                        .pod(k)
+                        .is_some_and(|(_, s)| matches!(s, PodState::Bound(_)))
+                })
+                .count();
+            if holding > 0 {
+                return Ok(Room::Awaited(holding));
+            }
+            self.preempting.remove(&unit.key);
+        }
+        self.protected.retain(|_, until| *until > now_ms);
+        let units = self.candidates(unit, gangs);
+        if units.is_empty() {
+            return Ok(Room::None(None));
+        }
+        let shrinks = self.shrinks(&units);
+        if !shrinks.is_empty()
+            && let Some(mut kept) = self.fewest(now_ms, policy, unit, shrinks)?
+        {
+            self.trim_shrinks(now_ms, policy, unit, &mut kept)?;
+            return Ok(Room::Victims(kept));
+        }
+        let evictable = self.within_budgets(units);
+        match self.fewest(now_ms, policy, unit, evictable)? {
+            Some(victims) => Ok(Room::Victims(victims)),
+            None => Ok(Room::None(Some(
+                "evicting all the lower-priority work it may evict would not make room",
+            ))),
+        }
+    }
+
+    /// Placed units of lower priority than `unit`'s, least important first
+    /// (lowest priority, then latest started), at most [`MAX_CANDIDATES`].
+    /// Victims of a preemption under way and units whose eviction was just
+    /// refused are left out.
+    fn candidates(&self, unit: &UnitPlan, gangs: bool) -> Vec<Candidate> {
+        let c = &self.cluster;
+        let priority = unit.wit.priority;
+        let taken: BTreeSet<&String> = self.preempting.values().flatten().collect();
+        let mut by_unit: BTreeMap<UnitKey, Candidate> = BTreeMap::new();
+        for (key, e) in &c.pods {
+            let PodState::Bound(node) = e.state else {
+                continue;
+            };
+            let job = e.pod.job.as_deref().and_then(|j| Some((j, c.jobs.get(j)?)));
+            let (victim, p, started_ms) = match job {
+                Some((name, je)) if gangs || je.job.declared => (
+                    UnitKey::job(name),
+                    je.job.priority,
+                    je.started_ms.unwrap_or(je.job.arrival_ms),
+                ),
+                _ => (UnitKey::pod(key), e.pod.priority, e.pod.arrival_ms),
+            };
+            if p >= priority
+                || victim == unit.key
+                || taken.contains(key)
+                || self.protected.contains_key(&victim)
+            {
+                continue;
+            }
+            by_unit
+                .entry(victim.clone())
+                .or_insert_with(|| Candidate {
+                    key: victim,
+                    priority: p,
+                    started_ms,
+                    pods: Vec::new(),
+                    shrink: None,
+                })
+                .pods
+                .push((key.clone(), node));
+        }
+        let mut out: Vec<Candidate> = by_unit.into_values().collect();
+        out.sort_by(|a, b| {
+            (a.priority, std::cmp::Reverse(a.started_ms), &a.key).cmp(&(
+                b.priority,
+                std::cmp::Reverse(b.started_ms),
+                &b.key,
+            ))
+        });
+        out.truncate(MAX_CANDIDATES);
+        out
+    }
+
+    /// Of `units`, the running elastic jobs above their minimum, as
+    /// shrinks to it: the workers the shrink removes (those of the highest
+    /// indices, as their controller removes them). Worker 0 always stays.
+    fn shrinks(&self, units: &[Candidate]) -> Vec<Candidate> {
+        let c = &self.cluster;
+        units
+            .iter()
+            .filter_map(|u| {
+                let job = c.job(u.key.job_name()?)?;
+                let floor = job.min_workers.max(1);
+                if job.workers <= floor || c.job_started_ms(&job.name).is_none() {
+                    return None;
+                }
+                let whole = c
+                    .job_pods(&job.name)
+                    .all(|(p, s)| c.is_surplus(p) || matches!(s, PodState::Bound(_)));
+                if !whole {
+                    return None;
+                }
+                let pods: Vec<(String, usize)> = u
+                    .pods
+                    .iter()
+                    .filter(|(k, _)| {
+                        c.pod(k)
+                            .is_some_and(|(p, _)| p.role == Role::Worker && p.index >= floor)
+                    })
+                    .cloned()
+                    .collect();
+                (!pods.is_empty()).then(|| Candidate {
+                    pods,
+                    shrink: Some((job.workers, floor)),
+                    ..u.clone()
+                })
+            })
+            .collect()
+    }
+
+    /// Of `units` (least important first), those that may be evicted
+    /// together without taking any disruption budget below zero, the least
+    /// important kept first.
+    fn within_budgets(&self, units: Vec<Candidate>) -> Vec<Candidate> {
+        let mut left: Vec<(&crate::DisruptionBudget, u32)> = self
+            .cluster
+            .budgets()
+            .map(|(_, b)| (b, b.allowed))
+            .collect();
+        if left.is_empty() {
+            return units;
+        }
+        units
+            .into_iter()
+            .filter(|u| {
+                let mut take = vec![0u32; left.len()];
+                for (k, _) in &u.pods {
+                    let Some((pod, _)) = self.cluster.pod(k) else {
+                        continue;
+                    };
+                    for (i, (b, _)) in left.iter().enumerate() {
+                        take[i] += u32::from(b.covers(pod));
+                    }
+                }
+                if take.iter().zip(&left).any(|(t, (_, l))| t > l) {
+                    return false;
+                }
+                for (t, (_, l)) in take.iter().zip(left.iter_mut()) {
+                    *l -= t;
+                }
+                true
+            })
+            .collect()
+    }
+
+    /// The fewest of `candidates` (least important first) whose room lets
+    /// `unit` be placed: `None` when even all of them would not.
+    fn fewest(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        candidates: Vec<Candidate>,
+    ) -> Result<Option<Vec<Candidate>>, CallError> {
+        let mut gone = vec![true; candidates.len()];
+        if !self.fits_without(now_ms, policy, unit, &candidates, &gone)? {
+            return Ok(None);
+        }
+        // Most important first: each one spared if the rest still do.
+        for i in (0..candidates.len()).rev() {
+            gone[i] = false;
+            if !self.fits_without(now_ms, policy, unit, &candidates, &gone)? {
+                gone[i] = true;
+            }
+        }
+        Ok(Some(
+            candidates
+                .into_iter()
+                .zip(gone)
+                .filter_map(|(c, g)| g.then_some(c))
+                .collect(),
+        ))
+    }
+
+    /// Each shrink in `kept` (most important first) made as small as
+    /// leaves room: the most workers kept, found by bisection (room only
+    /// grows with the workers removed).
+    fn trim_shrinks(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        kept: &mut [Candidate],
+    ) -> Result<(), CallError> {
+        let all = vec![true; kept.len()];
+        for i in (0..kept.len()).rev() {
+            let Some((from, floor)) = kept[i].shrink else {
+                continue;
+            };
+            let surplus: Vec<(u32, (String, usize))> = kept[i]
+                .pods
+                .iter()
+                .filter_map(|(k, n)| Some((self.cluster.pod(k)?.0.index, (k.clone(), *n))))
+                .collect();
+            let above = |to: u32| -> Vec<(String, usize)> {
+                surplus
+                    .iter()
+                    .filter(|(index, _)| *index >= to)
+                    .map(|(_, pod)| pod.clone())
+                    .collect()
+            };
+            // `lo` workers leave room; more than `hi` cannot.
+            let (mut lo, mut hi) = (floor, from.saturating_sub(1));
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                kept[i].pods = above(mid);
+                if self.fits_without(now_ms, policy, unit, kept, &all)? {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            kept[i].pods = above(lo);
+            kept[i].shrink = Some((from, lo));
+        }
+        Ok(())
+    }
+
+    /// Whether `unit` could be placed were the candidates marked `gone`
+    /// not holding their pods' room. Everything is put back.
+    fn fits_without(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        candidates: &[Candidate],
+        gone: &[bool],
+    ) -> Result<bool, CallError> {
+        let away = || {
+            candidates
+                .iter()
+                .zip(gone)
+                .filter(|(_, g)| **g)
+                .flat_map(|(c, _)| &c.pods)
+        };
+        for (k, _) in away() {
+            self.cluster.set_state(k, PodState::Pending);
+        }
+        let fits = self.would_place(now_ms, policy, unit);
+        for (k, n) in away() {
+            self.cluster.set_state(k, PodState::Bound(*n));
+        }
+        fits
+    }
+
+    /// Whether a round would place `unit` now: the pre-filter lets it
+    /// through and one of its sizes fits (reserving nothing).
+    fn would_place(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+    ) -> Result<bool, CallError> {
+        let Sizes::Try(sizes) = self.pre_filtered(now_ms, policy, unit)? else {
+            return Ok(false);
+        };
+        for size in sizes {
+            match self.place(now_ms, policy, unit, size) {
+                Ok(placed) => {
+                    for (k, _) in placed {
+                        self.cluster.set_state(&k, PodState::Pending);
+                    }
+                    return Ok(true);
+                }
+                Err(PlaceError::Unschedulable(_)) => {}
+                Err(PlaceError::Policy(e)) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+}

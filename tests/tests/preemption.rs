@@ -1,0 +1,376 @@
+//! Preemption through the framework with the bundled components: a unit
+//! that fits nowhere takes the room of lower-priority work, whole units at
+//! a time, elastic jobs shrunk first, disruption budgets and
+//! `preemptionPolicy: Never` honoured.
+
+use dragon_host::framework::{
+    ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, PodState,
+    Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
+};
+use dragon_host::runtime::Hooks;
+use dragon_host::spec::{TaskSpec, job_pods};
+use dragon_tests::{bundled, engine};
+
+/// Nodes of 4 GPUs each.
+fn sched(nodes: &[&str]) -> Scheduler {
+    let mut c = Cluster::new();
+    for n in nodes {
+        let r = Resources {
+            cpu_milli: 32_000,
+            memory_mib: 131_072,
+            gpus: 4,
+        };
+        c.add_node(Node::new(*n, r)).unwrap();
+    }
+    Scheduler::new(c, SchedulerConfig::without_backoff())
+}
+
+/// A job of `workers` one-GPU workers (at least `min`) at `priority`,
+/// arriving at `at` ms, its pods pending.
+fn job(s: &mut Scheduler, name: &str, at: u64, priority: i32, workers: u32, min: u32) {
+    let w = TaskSpec {
+        count: workers,
+        min: Some(min),
+        max: Some(workers),
+        cpu: 1.0,
+        memory_gib: 1.0,
+        gpus: 1,
+    };
+    let jp = job_pods("test", name, at, priority, None, &w).unwrap();
+    s.cluster.upsert_job(jp.job);
+    for mut p in jp.pods {
+        p.namespace = "ml".into();
+        p.labels.insert("job".into(), name.into());
+        s.cluster.add_pod(p, None).unwrap();
+    }
+}
+
+struct Round {
+    decisions: Vec<Decision>,
+    effects: Vec<Effect>,
+    io: RecordingIo,
+    scales: RecordingIo,
+}
+
+fn round(s: &mut Scheduler, now: u64, p: &dyn Hooks) -> Round {
+    let mut io = RecordingIo::default();
+    let mut scales = RecordingIo::default();
+    let r = s.schedule_round(now, p, &mut io, &mut scales);
+    Round {
+        decisions: r.decisions,
+        effects: r.effects,
+        io,
+        scales,
+    }
+}
+
+fn bound(s: &Scheduler, job: &str) -> usize {
+    s.cluster
+        .job_pods(job)
+        .filter(|(_, st)| matches!(st, PodState::Bound(_)))
+        .count()
+}
+
+fn evicted(r: &Round) -> Vec<UnitKey> {
+    r.io.evictions.iter().map(|e| e.victim.clone()).collect()
+}
+
+/// What the API server and the victims' controllers do with an eviction:
+/// the pods terminate and come back pending.
+fn terminate(s: &mut Scheduler, r: &Round) {
+    for e in &r.io.evictions {
+        for key in &e.pods {
+            let pod = s.cluster.remove_pod(key).unwrap();
+            s.cluster.add_pod(pod, None).unwrap();
+        }
+    }
+}
+
+fn reason(r: &Round, unit: &UnitKey) -> String {
+    r.decisions
+        .iter()
+        .find_map(|d| match d {
+            Decision::Unschedulable { unit: u, reason } if u == unit => Some(reason.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_higher_priority_gang_evicts_the_least_important_gang_whole_and_takes_its_room() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    job(&mut s, "mid", 1, 5, 4, 4);
+    round(&mut s, 0, &dragon);
+    assert_eq!((bound(&s, "low"), bound(&s, "mid")), (4, 4));
+
+    job(&mut s, "high", 10, 10, 3, 3);
+    let r = round(&mut s, 1000, &dragon);
+    let high = UnitKey::job("high");
+    assert_eq!(evicted(&r), vec![UnitKey::job("low")], "{:?}", r.decisions);
+    assert_eq!(r.io.evictions[0].pods.len(), 4, "the whole gang");
+    assert_eq!(r.io.evictions[0].preemptor, high);
+    assert!(
+        r.io.evictions[0].message.contains("preempted by job/high"),
+        "{}",
+        r.io.evictions[0].message
+    );
+    assert!(
+        r.decisions.contains(&Decision::Preempting {
+            unit: high.clone(),
+            evicted: vec![UnitKey::job("low")],
+            shrunk: vec![],
+        }),
+        "{:?}",
+        r.decisions
+    );
+    assert!(
+        reason(&r, &high).contains("preemption: evicting 1 lower-priority unit(s)"),
+        "{}",
+        reason(&r, &high)
+    );
+    assert_eq!(
+        r.io.binds,
+        vec![],
+        "nothing is placed before the victims leave"
+    );
+
+    terminate(&mut s, &r);
+    let r = round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "high"), 3, "{:?}", r.decisions);
+    assert_eq!(bound(&s, "low"), 0, "the victim is not half placed again");
+    assert_eq!(bound(&s, "mid"), 4);
+    assert_eq!(evicted(&r), vec![]);
+}
+
+#[test]
+fn a_gang_needing_one_gpu_still_evicts_a_victim_gang_whole() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "low", 0, 0, 8, 8);
+    round(&mut s, 0, &dragon);
+    assert_eq!(bound(&s, "low"), 8);
+    job(&mut s, "high", 10, 10, 1, 1);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![UnitKey::job("low")]);
+    assert_eq!(r.io.evictions[0].pods.len(), 8, "never part of a gang");
+}
+
+#[test]
+fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "rigid", 0, 0, 4, 4);
+    job(&mut s, "elastic", 1, 0, 4, 1);
+    round(&mut s, 0, &dragon);
+    assert_eq!((bound(&s, "rigid"), bound(&s, "elastic")), (4, 4));
+
+    job(&mut s, "high", 10, 10, 2, 2);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![], "{:?}", r.decisions);
+    let scales: Vec<(String, u32)> = r
+        .scales
+        .scales
+        .iter()
+        .map(|(j, w, _)| (j.clone(), *w))
+        .collect();
+    // Two of its workers go: just the room the preemptor needs.
+    assert_eq!(
+        scales,
+        vec![("elastic".to_string(), 2)],
+        "{:?}",
+        r.decisions
+    );
+    assert!(r.decisions.contains(&Decision::Preempting {
+        unit: UnitKey::job("high"),
+        evicted: vec![],
+        shrunk: vec![UnitKey::job("elastic")],
+    }));
+    // The shrink frees its workers' room at once (their controller removes
+    // them): the next round places the preemptor.
+    let r = round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "high"), 2, "{:?}", r.decisions);
+    assert_eq!((bound(&s, "rigid"), bound(&s, "elastic")), (4, 2));
+}
+
+#[test]
+fn a_preemptor_waits_for_its_victims_to_leave_and_chooses_no_more() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    job(&mut s, "low2", 1, 0, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "high", 10, 10, 4, 4);
+    let first = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&first).len(), 1);
+    // Still terminating: bound in the snapshot.
+    let r = round(&mut s, 2000, &dragon);
+    assert_eq!(evicted(&r), vec![], "{:?}", r.decisions);
+    assert!(
+        reason(&r, &UnitKey::job("high"))
+            .contains("waiting for 4 pod(s) preempted for it to leave"),
+        "{}",
+        reason(&r, &UnitKey::job("high"))
+    );
+    terminate(&mut s, &first);
+    round(&mut s, 3000, &dragon);
+    assert_eq!(bound(&s, "high"), 4);
+}
+
+#[test]
+fn equal_or_higher_priority_work_is_never_preempted() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a"]);
+    job(&mut s, "first", 0, 5, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "second", 10, 5, 4, 4);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![]);
+    assert!(
+        !reason(&r, &UnitKey::job("second")).contains("preemption"),
+        "nothing to say: {}",
+        reason(&r, &UnitKey::job("second"))
+    );
+}
+
+#[test]
+fn a_unit_whose_preemption_policy_is_never_waits_for_room() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "polite", 10, 10, 2, 2);
+    let keys: Vec<String> = s
+        .cluster
+        .job_pods("polite")
+        .map(|(p, _)| p.key.clone())
+        .collect();
+    for k in keys {
+        let mut p = s.cluster.remove_pod(&k).unwrap();
+        p.preemption = Preemption::Never;
+        s.cluster.add_pod(p, None).unwrap();
+    }
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![]);
+    assert!(
+        reason(&r, &UnitKey::job("polite")).contains("preemptionPolicy=Never"),
+        "{}",
+        reason(&r, &UnitKey::job("polite"))
+    );
+}
+
+#[test]
+fn a_disruption_budget_keeps_its_pods_and_another_victim_is_chosen() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "kept", 0, 0, 4, 4);
+    job(&mut s, "other", 1, 1, 4, 4);
+    round(&mut s, 0, &dragon);
+    let budget = |job: &str, allowed| DisruptionBudget {
+        namespace: "ml".into(),
+        selector: dragon_host::framework::LabelSelector {
+            match_labels: [("job".to_string(), job.to_string())].into(),
+            match_expressions: vec![],
+        },
+        allowed,
+    };
+    // Three of its four pods may go: evicting the gang whole would take four.
+    s.cluster.set_budget("ml/kept", budget("kept", 3));
+    job(&mut s, "high", 10, 10, 4, 4);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(
+        evicted(&r),
+        vec![UnitKey::job("other")],
+        "the less important gang is protected; {:?}",
+        r.decisions
+    );
+
+    // With both protected, nothing is evicted and the reason says so.
+    let mut s = sched(&["a"]);
+    job(&mut s, "kept", 0, 0, 4, 4);
+    round(&mut s, 0, &dragon);
+    s.cluster.set_budget("ml/kept", budget("kept", 0));
+    job(&mut s, "high", 10, 10, 4, 4);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![]);
+    assert!(
+        reason(&r, &UnitKey::job("high")).contains("would not make room"),
+        "{}",
+        reason(&r, &UnitKey::job("high"))
+    );
+}
+
+#[test]
+fn a_refused_eviction_spares_its_victim_and_the_preemptor_looks_again() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    job(&mut s, "low2", 1, 0, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "high", 10, 10, 4, 4);
+    let r = round(&mut s, 1000, &dragon);
+    let first = r.io.evictions[0].clone();
+    s.evicted(
+        &first,
+        Err(ApiError::new(
+            ApiErrorKind::Refused,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )),
+        1000,
+    );
+    // Spared for a backoff (at least a second).
+    let r = round(&mut s, 1500, &dragon);
+    let second = evicted(&r);
+    assert_eq!(second.len(), 1, "{:?}", r.decisions);
+    assert_ne!(second[0], first.victim);
+}
+
+#[test]
+fn a_lone_pod_of_higher_priority_evicts_one_lower_priority_pod() {
+    let e = engine();
+    let baseline = bundled(&e, "baseline", "");
+    let mut s = sched(&["a"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    round(&mut s, 0, &baseline);
+    assert_eq!(bound(&s, "low"), 4);
+    job(&mut s, "high", 10, 10, 1, 1);
+    let r = round(&mut s, 1000, &baseline);
+    // Without gangs every pod is its own unit: one victim pod suffices,
+    // the last to arrive of the lowest priority.
+    let victims = evicted(&r);
+    assert_eq!(victims.len(), 1, "{:?}", r.decisions);
+    assert!(matches!(&victims[0], UnitKey::Pod(_)), "{victims:?}");
+    assert!(
+        r.effects
+            .iter()
+            .all(|e| matches!(e, Effect::Evict(v) if v.pods.len() == 1))
+    );
+}
+
+#[test]
+fn with_preemption_off_nothing_is_evicted() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a"]);
+    s = Scheduler::new(
+        s.cluster.clone(),
+        SchedulerConfig {
+            preemption: false,
+            ..SchedulerConfig::without_backoff()
+        },
+    );
+    job(&mut s, "low", 0, 0, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "high", 10, 10, 4, 4);
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), vec![]);
+}
