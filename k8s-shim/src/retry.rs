@@ -129,8 +129,9 @@ mod tests {
         assert!(p.wait(None) < MAX_BACKOFF * 2);
     }
 
-    #[test]
-    fn an_eviction_refused_by_a_disruption_budget_is_not_retried() {
+    #[tokio::test]
+    async fn an_eviction_refused_by_a_disruption_budget_is_not_retried() {
+        use tower::retry::Policy as _;
         let mut p = RetryAfter::default();
         let answer = |status: u16| -> Result<Response<()>, BoxError> {
             Ok(Response::builder().status(status).body(()).unwrap())

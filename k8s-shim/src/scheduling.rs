@@ -1080,4 +1080,100 @@ mod tests {
         );
         assert!(l.snapshot.sched.cluster.pod("ml/g-3").is_none());
     }
+
+    /// `event` (a pod) at `priority`.
+    fn prioritized(event: Event, priority: i32) -> Event {
+        match event {
+            Event::Pod(mut p) => {
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.priority = Some(priority);
+                }
+                Event::Pod(p)
+            }
+            other => other,
+        }
+    }
+
+    /// One 4-GPU node full with gang `low` (priority 0, bound), and gang
+    /// `high` (priority 100) of `high` pods pending.
+    fn crowded(high: u32) -> Vec<Event> {
+        let mut events = vec![node("a", 4), group("low", 4), group("high", high)];
+        for i in 0..4 {
+            events.push(pod(
+                &format!("low-{i}"),
+                Some("low"),
+                "worker",
+                i,
+                Some("a"),
+                US,
+            ));
+        }
+        for i in 0..high {
+            let p = pod(&format!("high-{i}"), Some("high"), "worker", i, None, US);
+            events.push(prioritized(p, 100));
+        }
+        events
+    }
+
+    fn evictions(calls: &[Call], dry_run: bool) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Evict { pod, dry_run: d } if *d == dry_run => Some(pod.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_victim_gang_is_evicted_whole_after_a_dry_run_of_every_eviction() {
+        let fake = Arc::new(FakeCluster::default());
+        let mut l = listed_loop_with(&fake, "dragon", dragon_bundled::DRAGON);
+        step_with(&mut l, crowded(2)).await;
+        let calls = fake.calls();
+        let low: Vec<String> = (0..4).map(|i| format!("ml/low-{i}")).collect();
+        assert_eq!(evictions(&calls, true), low, "{calls:?}");
+        assert_eq!(evictions(&calls, false), low, "{calls:?}");
+        let last_dry = calls
+            .iter()
+            .rposition(|c| matches!(c, Call::Evict { dry_run: true, .. }));
+        let first_real = calls
+            .iter()
+            .position(|c| matches!(c, Call::Evict { dry_run: false, .. }));
+        assert!(last_dry < first_real, "every dry run first: {calls:?}");
+        assert_eq!(binds(&calls), Vec::<String>::new(), "not before they leave");
+        until_events(&fake, "Preempted", 4).await;
+        for (pod, note) in events_with(&fake.calls(), "Preempted") {
+            assert!(pod.starts_with("ml/low-"), "{pod}");
+            assert!(note.contains("preempted by job/ml/high"), "{note}");
+        }
+
+        // The victims leave; the preemptor takes their room.
+        fake.clear();
+        let gone = low.iter().map(|k| Event::PodGone(k.clone())).collect();
+        step_with(&mut l, gone).await;
+        assert_eq!(binds(&fake.calls()), vec!["ml/high-0", "ml/high-1"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_budget_refusing_one_eviction_leaves_the_whole_victim_running() {
+        let fake = Arc::new(FakeCluster::default());
+        fake.lock().protected.insert("ml/low-2".into());
+        let mut l = listed_loop_with(&fake, "dragon", dragon_bundled::DRAGON);
+        step_with(&mut l, crowded(2)).await;
+        let calls = fake.calls();
+        assert_eq!(
+            evictions(&calls, true),
+            vec!["ml/low-0", "ml/low-1", "ml/low-2"],
+            "the dry runs stop at the refusal: {calls:?}"
+        );
+        assert_eq!(evictions(&calls, false), Vec::<String>::new());
+        assert_eq!(
+            l.metrics
+                .preemption_victims
+                .get_or_create(&vec![("result".into(), "refused".into())])
+                .get(),
+            1
+        );
+    }
 }

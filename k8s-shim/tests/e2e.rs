@@ -1071,3 +1071,110 @@ async fn a_native_podgroup_gang_runs_whole_beside_a_scheduler_plugins_one() {
     assert_eq!(bound(&s.placement("big-").await), 0, "{}", sched.log());
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_what_a_budget_protects()
+ {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let _g = serial();
+    let s = Scenario::new("preempt").await;
+    let classes: Api<PriorityClass> = Api::all(s.client.clone());
+    let high = format!("{}-high", s.name);
+    let _ = classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": high}, "value": 1000})).unwrap(),
+        )
+        .await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(s.client.clone(), &s.name);
+    budgets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "guarded"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    s.node("a", 4).await;
+    s.node("b", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    let urgent = json!({"spec": {"priorityClassName": high}});
+
+    // A lone pod a budget protects fills one node, a gang the other.
+    s.pod_with(
+        "guarded",
+        None,
+        4,
+        json!({"metadata": {"labels": {"app": "guarded"}}}),
+    )
+    .await;
+    s.podgroup("low", 2, json!({})).await;
+    for i in 0..2 {
+        s.pod(&format!("low-{i}"), Some(("low", "worker", i)), 2, None)
+            .await;
+    }
+    until(60, "the guarded pod and the low gang bound", || async {
+        bound(&s.placement("guarded").await) == 1 && bound(&s.placement("low-").await) == 2
+    })
+    .await;
+
+    // A gang of the same priority waits: it preempts nothing.
+    s.podgroup("early", 2, json!({})).await;
+    for i in 0..2 {
+        s.pod(&format!("early-{i}"), Some(("early", "worker", i)), 2, None)
+            .await;
+    }
+    s.until_explained(60, "early-0", "does not fit").await;
+
+    // A higher-priority gang, created after it, evicts the low gang whole
+    // and takes its room; the earlier gang still waits.
+    s.podgroup("high", 2, json!({})).await;
+    for i in 0..2 {
+        s.pod_with(
+            &format!("high-{i}"),
+            Some(("high", "worker", i)),
+            2,
+            urgent.clone(),
+        )
+        .await;
+    }
+    until(
+        60,
+        "the low gang evicted and the high gang bound",
+        || async {
+            s.placement("low-").await.is_empty() && bound(&s.placement("high-").await) == 2
+        },
+    )
+    .await;
+    assert_eq!(
+        bound(&s.placement("early-").await),
+        0,
+        "the higher priority went first:\n{}",
+        sched.log()
+    );
+    assert_eq!(bound(&s.placement("guarded").await), 1);
+    for pod in ["low-0", "low-1"] {
+        let events = s.events_for(pod).await;
+        assert!(
+            events.iter().any(|(r, n)| r == "Preempted"
+                && n.contains(&format!("preempted by job/{}/high", s.name))),
+            "{pod}: {events:?}"
+        );
+    }
+    assert_eq!(
+        sched.metric("dragon_preemption_victims_total{result=\"evicted\"}"),
+        1.0
+    );
+
+    // A pod that only the protected pod's room would fit waits, and says so.
+    s.pod_with("urgent", None, 4, urgent.clone()).await;
+    s.until_explained(60, "urgent", "would not make room").await;
+    assert_eq!(bound(&s.placement("guarded").await), 1, "{}", sched.log());
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+    let _ = classes.delete(&high, &Default::default()).await;
+}
