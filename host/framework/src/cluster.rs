@@ -140,9 +140,29 @@ impl Affine {
     }
 }
 
+/// How many pods hold a node at each priority: whether any lower-priority
+/// pod could be preempted is then one lookup.
+type Priorities = BTreeMap<i32, u32>;
+
 /// Adds (or with `add == false` takes back) what `pod` holds on a node.
-fn account(used: &mut Resources, usage: &mut NodeUse, affine: &mut Affine, pod: &Pod, add: bool) {
+fn account(
+    used: &mut Resources,
+    usage: &mut NodeUse,
+    held: (&mut Affine, &mut Priorities),
+    pod: &Pod,
+    add: bool,
+) {
+    let (affine, priorities) = held;
     affine.note(pod, add);
+    let count = priorities.entry(pod.priority).or_default();
+    if add {
+        *count += 1;
+    } else {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            priorities.remove(&pod.priority);
+        }
+    }
     if add {
         *used = used.plus(pod.request);
         usage.pods += 1;
@@ -184,6 +204,7 @@ pub struct Cluster {
     used: Vec<Resources>,
     usage: Vec<NodeUse>,
     affine: Affine,
+    priorities: Priorities,
     /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
     columns: Columns,
     /// Live nodes with a `PreferNoSchedule` taint, by index, and how many:
@@ -358,6 +379,13 @@ impl Cluster {
         self.changes.room |= self.budgets.remove(name).is_some();
     }
 
+    /// Whether some pod holding a node has a priority below `priority`.
+    pub(crate) fn holds_below(&self, priority: i32) -> bool {
+        self.priorities
+            .first_key_value()
+            .is_some_and(|(&lowest, _)| lowest < priority)
+    }
+
     /// The disruption budgets.
     pub fn budgets(&self) -> impl Iterator<Item = (&str, &DisruptionBudget)> {
         self.budgets.iter().map(|(k, b)| (k.as_str(), b))
@@ -507,7 +535,7 @@ impl Cluster {
             account(
                 &mut self.used[n],
                 &mut self.usage[n],
-                &mut self.affine,
+                (&mut self.affine, &mut self.priorities),
                 pod,
                 false,
             );
@@ -516,7 +544,7 @@ impl Cluster {
             account(
                 &mut self.used[n],
                 &mut self.usage[n],
-                &mut self.affine,
+                (&mut self.affine, &mut self.priorities),
                 pod,
                 true,
             );
@@ -531,7 +559,7 @@ impl Cluster {
         account(
             &mut self.used[i],
             &mut self.usage[i],
-            &mut self.affine,
+            (&mut self.affine, &mut self.priorities),
             pod,
             add,
         );
@@ -820,6 +848,26 @@ mod tests {
             memory_mib,
             gpus,
         }
+    }
+
+    #[test]
+    fn the_lowest_priority_holding_a_node_follows_binds_and_removals() {
+        let mut c = Cluster::new();
+        c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
+        let pod = |key: &str, priority| Pod {
+            priority,
+            ..Pod::new(key, r(1000, 1024, 1))
+        };
+        c.add_pod(pod("low", 0), Some("a")).unwrap();
+        c.add_pod(pod("mid", 5), None).unwrap();
+        assert!(c.holds_below(1));
+        assert!(!c.holds_below(0));
+        c.set_state("mid", PodState::Reserved(0));
+        c.remove_pod("low").unwrap();
+        assert!(!c.holds_below(5), "the pending one never held a node");
+        assert!(c.holds_below(6));
+        c.set_state("mid", PodState::Pending);
+        assert!(!c.holds_below(i32::MAX));
     }
 
     /// The columns say what a recomputation from nodes and usage says.

@@ -73,7 +73,9 @@ impl Scheduler {
         unit: &UnitPlan,
         gangs: bool,
     ) -> Result<Room, CallError> {
-        if !self.config().preemption {
+        // A gang's priority is its members' highest, so without a pod of
+        // lower priority holding a node there is no victim.
+        if !self.config().preemption || !self.cluster.holds_below(unit.wit.priority) {
             return Ok(Room::None(None));
         }
         let never = unit.pods.iter().any(|k| {
@@ -247,7 +249,10 @@ impl Scheduler {
     }
 
     /// The fewest of `candidates` (least important first) whose room lets
-    /// `unit` be placed: `None` when even all of them would not.
+    /// `unit` be placed: `None` when even all of them would not. The
+    /// shortest prefix that leaves room is found by bisection, then each of
+    /// it is spared, most important first, if the rest still leave room:
+    /// O(log n + k) dry runs for k victims among n candidates.
     fn fewest(
         &mut self,
         now_ms: u64,
@@ -255,12 +260,24 @@ impl Scheduler {
         unit: &UnitPlan,
         candidates: Vec<Candidate>,
     ) -> Result<Option<Vec<Candidate>>, CallError> {
-        let mut gone = vec![true; candidates.len()];
-        if !self.fits_without(now_ms, policy, unit, &candidates, &gone)? {
+        let n = candidates.len();
+        let prefix = |k: usize| -> Vec<bool> { (0..n).map(|i| i < k).collect() };
+        if !self.fits_without(now_ms, policy, unit, &candidates, &prefix(n))? {
             return Ok(None);
         }
-        // Most important first: each one spared if the rest still do.
-        for i in (0..candidates.len()).rev() {
+        // The first `hi` leave room; the first `lo` do not (none do: the
+        // unit did not fit).
+        let (mut lo, mut hi) = (0, n);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.fits_without(now_ms, policy, unit, &candidates, &prefix(mid))? {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let mut gone = prefix(hi);
+        for i in (0..hi.saturating_sub(1)).rev() {
             gone[i] = false;
             if !self.fits_without(now_ms, policy, unit, &candidates, &gone)? {
                 gone[i] = true;
