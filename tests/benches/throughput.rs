@@ -3,6 +3,8 @@
 //! nodes. 10,000 lone pods under `baseline`, 1,000 gangs of 8 under
 //! `dragon`, each policy run natively and through wasm in one process, so
 //! the wasm/native ratio is measured in one run. Divan reports pods/s.
+//! And one preemption: a gang of 8 whole-node workers on 5,000 full nodes
+//! choosing its 8 victims among 5,000 running gangs.
 //!
 //!     cargo bench -p dragon-tests --bench throughput
 //!
@@ -15,7 +17,7 @@ use divan::counter::ItemsCount;
 use divan::{Bencher, Divan};
 use dragon_host::runtime::{Hooks, WasmPolicy};
 use dragon_policy::Dragon;
-use dragon_tests::workload::{pending, schedule_all};
+use dragon_tests::workload::{crowded, pending, preempt, schedule_all};
 use dragon_tests::{Native, engine};
 
 const NODES: usize = 5000;
@@ -69,5 +71,25 @@ mod gangs_of_8_dragon {
     #[divan::bench]
     fn wasm(b: Bencher) {
         run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+}
+
+#[divan::bench_group]
+mod preemption_dragon {
+    use super::*;
+
+    fn run(b: Bencher, policy: &dyn Hooks) {
+        b.with_inputs(|| crowded(NODES))
+            .bench_local_refs(|s| preempt(s, policy).expect("8 victims"));
+    }
+
+    #[divan::bench]
+    fn native(b: Bencher) {
+        run(b, &Native::<Dragon>::new(""));
+    }
+
+    #[divan::bench]
+    fn wasm(b: Bencher) {
+        run(b, &*WASM_DRAGON);
     }
 }

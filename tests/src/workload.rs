@@ -1,6 +1,7 @@
 //! The inputs every benchmark shares: a gang's worker before `n` nodes of
-//! varied free room, a scale pass over running and waiting jobs, and a
-//! cluster of identical nodes with pending jobs to schedule to the end.
+//! varied free room, a scale pass over running and waiting jobs, a cluster
+//! of identical nodes with pending jobs to schedule to the end, and a full
+//! one a higher-priority gang must preempt in.
 //! `dragon-bench`, the divan timings and the callgrind instruction counts
 //! all measure these, so their figures speak of the same work.
 
@@ -194,4 +195,60 @@ pub fn schedule_all(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
         policy.info().name
     );
     Ok(bound)
+}
+
+/// `nodes` nodes each full with a running gang of 8 one-GPU workers
+/// (priority 0, the later the index the later it arrived), and a pending
+/// gang `urgent` (priority 100) of 8 workers of 8 GPUs: it fits only where
+/// 8 gangs are evicted.
+pub fn crowded(nodes: usize) -> Scheduler {
+    let mut s = pending(nodes, 0, 0);
+    let names: Vec<String> = s.cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    for (j, node) in names.iter().enumerate() {
+        let jp = dragon_host::spec::job_pods(
+            "bench",
+            &format!("run-{j:05}"),
+            j as u64,
+            0,
+            None,
+            &worker_spec(8),
+        )
+        .expect("a valid job");
+        s.cluster.upsert_job(jp.job);
+        for p in jp.pods {
+            s.cluster.add_pod(p, Some(node)).expect("a new pod");
+        }
+    }
+    let urgent = TaskSpec {
+        gpus: 8,
+        ..worker_spec(8)
+    };
+    let jp = dragon_host::spec::job_pods("bench", "urgent", nodes as u64, 100, None, &urgent)
+        .expect("a valid job");
+    s.cluster.upsert_job(jp.job);
+    for p in jp.pods {
+        s.cluster.add_pod(p, None).expect("a new pod");
+    }
+    s
+}
+
+/// One round of [`crowded`]: the victims it chose.
+pub fn preempt(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
+    let mut io = RecordingIo::default();
+    let report = s.schedule_round(1_000_000, policy, &mut io, &mut RecordingIo::default());
+    let victims = report
+        .decisions
+        .iter()
+        .find_map(|d| match d {
+            Decision::Preempting { evicted, .. } => Some(evicted.len()),
+            _ => None,
+        })
+        .unwrap_or(0);
+    anyhow::ensure!(
+        victims == 8,
+        "{}: {victims} victims, not 8: {:?}",
+        policy.info().name,
+        report.decisions
+    );
+    Ok(victims)
 }
