@@ -471,8 +471,16 @@ impl Sim<'_> {
             self.scale_step(t);
         }
         if self.changed || retry_due {
-            if self.round(t) {
-                self.mark_change();
+            // A preemption's victims leave at once here (no termination
+            // grace), so the preemptor takes their room at the same instant.
+            for _ in 0..2 {
+                let (changed, preempted) = self.round(t);
+                if changed {
+                    self.mark_change();
+                }
+                if !preempted {
+                    break;
+                }
             }
         }
         let touched: Vec<usize> = std::mem::take(&mut self.touched).into_iter().collect();
@@ -573,9 +581,9 @@ impl Sim<'_> {
         }
     }
 
-    /// One scheduling round at `t`; true if it changed anything (more than
-    /// units found unschedulable again).
-    fn round(&mut self, t: u64) -> bool {
+    /// One scheduling round at `t`: whether it changed anything (more than
+    /// units found unschedulable again), and whether it preempted.
+    fn round(&mut self, t: u64) -> (bool, bool) {
         self.run.rounds += 1;
         let mut io = SimIo;
         let mut scaler = SimIo;
@@ -599,6 +607,10 @@ impl Sim<'_> {
                 self.evicted(eviction);
             }
         }
+        let preempted = report
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Preempting { .. }));
         for d in report.decisions {
             match d {
                 Decision::Bound { pod, node } => {
@@ -658,7 +670,7 @@ impl Sim<'_> {
                 | Decision::BindFailed { .. } => {}
             }
         }
-        changed
+        (changed, preempted)
     }
 
     /// A preemption victim's pods leave their nodes and come back pending,

@@ -34,6 +34,8 @@ pub struct Summary {
     pub scale_downs: u64,
     pub restarts: u64,
     pub admitted_below_request: u64,
+    /// Jobs evicted for a higher-priority one.
+    pub preemptions: u64,
     /// No job could make progress any more and none could be scheduled.
     pub deadlocked: bool,
     pub horizon_reached: bool,
@@ -135,6 +137,7 @@ impl Summary {
             scale_downs: run.scale_downs,
             restarts: run.jobs.iter().map(|j| u64::from(j.restarts)).sum(),
             admitted_below_request: run.admitted_below_request,
+            preemptions: run.preemptions,
             deadlocked: run.deadlocked,
             horizon_reached: run.horizon_reached,
             censored: !unfinished.is_empty(),

@@ -105,6 +105,38 @@ jobs:
         assert_eq!(base.jobs[1].started_ms, Some(1_250_000));
     }
 
+    /// A job of higher priority arrives on a full cluster.
+    const URGENT: &str = r#"
+cluster:
+  nodes: [{name_prefix: n, count: 1, cpu: 16, memory_gib: 64, gpus: 4}]
+jobs:
+  - {name: long, arrival_s: 0, duration_s: 1000, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: urgent, arrival_s: 100, duration_s: 100, priority: 10, workers: {count: 2, cpu: 1, memory_gib: 1, gpus: 1}}
+"#;
+
+    #[test]
+    fn a_higher_priority_job_preempts_a_running_one_which_restarts_after_it() {
+        let trace = Trace::parse(URGENT, "urgent.yaml", false).unwrap();
+        for policy in ["dragon", "baseline"] {
+            let (r, s) = run(&trace, &wasm(policy, ""));
+            let (long, urgent) = (&r.jobs[0], &r.jobs[1]);
+            assert_eq!(urgent.started_ms, Some(100_000), "{policy}: at once");
+            assert!(s.preemptions >= 1, "{policy}: {s:?}");
+            assert_eq!(s.jobs_completed, 2, "{policy}");
+            assert!(long.restarts >= 1, "{policy}: {long:?}");
+            assert!(
+                long.finished_ms > urgent.finished_ms,
+                "{policy}: the victim finishes after its preemptor"
+            );
+        }
+        // With `preemption: never`, the urgent job waits for the long one.
+        let polite = URGENT.replace("priority: 10,", "priority: 10, preemption: never,");
+        let trace = Trace::parse(&polite, "polite.yaml", false).unwrap();
+        let (r, s) = run(&trace, &wasm("dragon", ""));
+        assert_eq!(s.preemptions, 0);
+        assert!(r.jobs[1].started_ms >= r.jobs[0].finished_ms);
+    }
+
     #[test]
     fn under_the_baseline_two_half_placed_jobs_deadlock_and_dragon_runs_both() {
         let trace = Trace::load("deadlock").unwrap();

@@ -112,6 +112,7 @@ pub fn summary_table(s: &Summary, run: &SimRun) -> String {
             ),
         ),
         ("admitted at min", s.admitted_below_request.to_string()),
+        ("preemptions", s.preemptions.to_string()),
         (
             "deadlocked",
             if s.deadlocked {
