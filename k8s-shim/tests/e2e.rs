@@ -1178,3 +1178,94 @@ async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_
     s.cleanup().await;
     let _ = classes.delete(&high, &Default::default()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tfjob_of_the_real_training_operator_runs_to_completion_as_one_gang() {
+    let _g = serial();
+    let s = Scenario::new("tfjob").await;
+    let op = TrainingOperator::start(&s.client).await;
+    s.node("a", 2).await;
+    s.node("b", 2).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // A PS and three one-GPU workers: the workers do not fit on one node.
+    let template = |gpus: u32, seconds: Option<u32>| {
+        let annotations = match seconds {
+            Some(s) => json!({"dragon.dev/complete-after-seconds": s.to_string()}),
+            None => json!({}),
+        };
+        json!({
+            "metadata": {"annotations": annotations},
+            "spec": {
+                "schedulerName": s.scheduler_name(),
+                "nodeSelector": {"dragon-e2e": s.name},
+                "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "tensorflow", "image": "fake",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
+                                  "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+            }
+        })
+    };
+    let job: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": {"name": "mnist", "namespace": s.name},
+        "spec": {"tfReplicaSpecs": {
+            "PS": {"replicas": 1, "restartPolicy": "Never", "template": template(0, None)},
+            "Worker": {"replicas": 3, "restartPolicy": "Never", "template": template(1, Some(5))}
+        }}
+    }))
+    .unwrap();
+    let jobs = training_jobs(&s.client, &s.name, "TFJob");
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+
+    // The operator makes a PodGroup of all four pods and the pods; Dragon
+    // binds them together.
+    until(60, "the operator's PodGroup", || async {
+        podgroups(&s.client, &s.name).get("mnist").await.is_ok()
+    })
+    .await;
+    let pg = podgroups(&s.client, &s.name).get("mnist").await.unwrap();
+    assert_eq!(pg.data["spec"]["minMember"], 4, "{:?}", pg.data);
+    until(90, "the TFJob's four pods bound", || async {
+        bound(&s.placement("mnist-").await) == 4
+    })
+    .await;
+    let pods = s.pods().await;
+    let role = |p: &k8s_openapi::api::core::v1::Pod| {
+        let l = p.metadata.labels.clone().unwrap_or_default();
+        (
+            l.get("training.kubeflow.org/replica-type")
+                .cloned()
+                .unwrap_or_default(),
+            l.get("training.kubeflow.org/replica-index")
+                .cloned()
+                .unwrap_or_default(),
+        )
+    };
+    let mut roles: Vec<(String, String)> = pods.iter().map(role).collect();
+    roles.sort();
+    assert_eq!(
+        roles,
+        [
+            ("ps", "0"),
+            ("worker", "0"),
+            ("worker", "1"),
+            ("worker", "2")
+        ]
+        .map(|(r, i)| (r.to_string(), i.to_string()))
+    );
+    // Read as roles and indices: the log names the gang admitted whole.
+    assert!(sched.log().contains("gang admitted"), "{}", sched.log());
+    // The workers finish; the operator marks the job Succeeded.
+    until(90, "the TFJob Succeeded", || async {
+        jobs.get("mnist").await.is_ok_and(|j| {
+            j.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Succeeded" && c["status"] == "True")
+            })
+        })
+    })
+    .await;
+    s.assert_invariants(30, &[&sched], None).await;
+    drop(op);
+    s.cleanup().await;
+}

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kwok) from the Go module proxy into a cache that
-# lives outside the repository and is keyed by version:
+# kube-controller-manager, kwok) and the Kubeflow training-operator's
+# controllers from the Go module proxy into a cache that lives outside the
+# repository and is keyed by version:
 #
 #   ${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}/
 #     kubernetes-v1.37.2/{kube-apiserver,kube-scheduler,kube-controller-manager}
 #     etcd-v3.6.16/etcd
 #     kwok-v0.8.0/kwok
-#     bin-<all versions>/   symlinks to the five binaries above
+#     training-operator-v1.8.1-<hash of the wrapper>/{training-operator,crds/}
+#     bin-<all versions>/   symlinks to the binaries above (and crds/ as
+#                           training-operator-crds)
 #
 # Idempotent: a binary that is already in the cache is not rebuilt (so a warm
 # run does not even need Go or the network). Progress goes to stderr; the
@@ -18,12 +21,13 @@
 #   DRAGON_CONTROLPLANE_CACHE  cache root (default above)
 #   DRAGON_CONTROLPLANE_NICE   niceness of go commands (default 19)
 #   DRAGON_CONTROLPLANE_ONLY   space-separated subset of: kubernetes etcd kwok
+#                              training-operator
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}"
 NICE="${DRAGON_CONTROLPLANE_NICE:-19}"
-ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok}"
+ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator}"
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 fail() {
@@ -42,14 +46,18 @@ version_of() {
 KUBE_VERSION="$(version_of kubernetes k8s.io/kubernetes)"
 ETCD_VERSION="$(version_of etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(version_of kwok sigs.k8s.io/kwok)"
-if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ]; then
+TO_VERSION="$(version_of training-operator github.com/kubeflow/training-operator)"
+if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ] || [ -z "$TO_VERSION" ]; then
   fail "read versions" "could not read versions from $HERE/*/go.mod"
 fi
 
 KUBE_DIR="$CACHE/kubernetes-$KUBE_VERSION"
 ETCD_DIR="$CACHE/etcd-$ETCD_VERSION"
 KWOK_DIR="$CACHE/kwok-$KWOK_VERSION"
-BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+# The wrapper has a main of its own: its files are part of the key.
+TO_HASH="$(cat "$HERE"/training-operator/{main.go,go.mod,go.sum} | sha256sum | cut -c1-12)"
+TO_DIR="$CACHE/training-operator-$TO_VERSION-$TO_HASH"
+BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH"
 
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -142,12 +150,29 @@ if wanted kwok && missing "$KWOK_DIR" kwok; then
     "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
 fi
 
-# One directory holding all five binaries (symlinks into the versioned dirs).
+if wanted training-operator && { missing "$TO_DIR" training-operator || [ ! -d "$TO_DIR/crds" ]; }; then
+  need_go
+  fetch training-operator
+  build training-operator . "$TO_DIR" training-operator "-s -w"
+  # Its CustomResourceDefinitions, from the same module, so that a warm run
+  # needs neither Go nor the module cache.
+  src="$(cd "$HERE/training-operator" && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds"
+  [ -d "$src" ] || fail "copy CRDs" "$src is missing"
+  rm -rf "$TO_DIR/crds.tmp.$$"
+  mkdir -p "$TO_DIR/crds.tmp.$$"
+  cp "$src"/kubeflow.org_*.yaml "$TO_DIR/crds.tmp.$$/"
+  rm -rf "$TO_DIR/crds"
+  mv "$TO_DIR/crds.tmp.$$" "$TO_DIR/crds"
+fi
+
+# One directory holding all the binaries (symlinks into the versioned dirs).
 mkdir -p "$BIN_DIR"
 link() { [ -x "$1/$2" ] && ln -sfn "$1/$2" "$BIN_DIR/$2"; return 0; }
 for b in "${KUBE_BINS[@]}"; do link "$KUBE_DIR" "$b"; done
 link "$ETCD_DIR" etcd
 link "$KWOK_DIR" kwok
+link "$TO_DIR" training-operator
+[ -d "$TO_DIR/crds" ] && ln -sfn "$TO_DIR/crds" "$BIN_DIR/training-operator-crds"
 
-log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION"
+log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION"
 echo "$BIN_DIR"

@@ -1397,3 +1397,103 @@ impl Drop for Monitor {
         self.task.abort();
     }
 }
+
+/// The control plane's binaries directory (`DRAGON_CP_BIN` in up.sh's env
+/// file).
+pub fn cp_bin() -> PathBuf {
+    let env = std::fs::read_to_string(control_plane().run.join("env")).unwrap();
+    env.lines()
+        .find_map(|l| l.strip_prefix("DRAGON_CP_BIN="))
+        .map(PathBuf::from)
+        .expect("DRAGON_CP_BIN in the control plane's env file")
+}
+
+/// The Kubeflow training-operator's controllers, running against the test
+/// control plane with `--gang-scheduler-name=scheduler-plugins` (built by
+/// tests/controlplane/build.sh; see its README).
+pub struct TrainingOperator {
+    child: Child,
+    log: PathBuf,
+}
+
+impl TrainingOperator {
+    /// Its CRDs and the PodGroup CRD applied, then the process started and
+    /// healthy.
+    pub async fn start(client: &Client) -> TrainingOperator {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        ensure_crd(client).await;
+        let bin = cp_bin();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let dir = bin.join("training-operator-crds");
+        for entry in std::fs::read_dir(&dir).expect("the training-operator's CRDs") {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            let crd: CustomResourceDefinition = serde_norway::from_str(&text).unwrap();
+            let _ = crds.create(&PostParams::default(), &crd).await;
+        }
+        for kind in ["TFJob", "PyTorchJob"] {
+            until(30, &format!("the {kind} CRD served"), || async {
+                training_jobs(client, "default", kind)
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok()
+            })
+            .await;
+        }
+        let probe = format!("127.0.0.1:{}", free_port());
+        let log = std::env::temp_dir().join(format!(
+            "dragon-e2e-training-operator-{}-{}.log",
+            std::process::id(),
+            free_port()
+        ));
+        let child = Command::new(bin.join("training-operator"))
+            .arg("--gang-scheduler-name=scheduler-plugins")
+            .arg(format!("--health-probe-bind-address={probe}"))
+            .env("KUBECONFIG", &control_plane().kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start the training-operator");
+        let mut op = TrainingOperator { child, log };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let healthy = TcpStream::connect(&probe).ok().and_then(|mut s| {
+                write!(s, "GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+                let mut out = String::new();
+                s.read_to_string(&mut out).ok()?;
+                Some(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"))
+            });
+            if healthy == Some(true) {
+                return op;
+            }
+            if let Ok(Some(status)) = op.child.try_wait() {
+                panic!("the training-operator exited ({status}):\n{}", op.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the training-operator is not healthy:\n{}",
+                op.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TrainingOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kubeflow jobs of `kind` (`TFJob`, `PyTorchJob`) in namespace `ns`.
+pub fn training_jobs(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1", kind),
+        &format!("{}s", kind.to_lowercase()),
+    );
+    Api::namespaced_with(client.clone(), ns, &ar)
+}

@@ -62,12 +62,16 @@ func main() {
 	if gangSchedulerName != "" {
 		gang = common.GenSchedulerPluginsSetupFunc(mgr.GetClient(), gangSchedulerName)
 	}
+	// Kinds as the release's --enable-scheme takes them (case-insensitive).
+	var enabled controllerv1.EnabledSchemes
 	for _, s := range strings.Split(schemes, ",") {
-		setup, ok := controllerv1.SupportedSchemeReconciler[strings.ToLower(strings.TrimSpace(s))]
-		if !ok {
-			log.Info("unsupported scheme", "scheme", s)
+		if err := enabled.Set(strings.ToLower(strings.TrimSpace(s))); err != nil {
+			log.Error(err, "unsupported scheme", "scheme", s)
 			os.Exit(1)
 		}
+	}
+	for _, s := range enabled {
+		setup := controllerv1.SupportedSchemeReconciler[s]
 		if err := setup(mgr, gang, 1); err != nil {
 			log.Error(err, "unable to set up the controller", "scheme", s)
 			os.Exit(1)
