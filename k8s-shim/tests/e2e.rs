@@ -1269,3 +1269,91 @@ async fn a_tfjob_of_the_real_training_operator_runs_to_completion_as_one_gang() 
     drop(op);
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elastic_pytorchjob_shrinks_through_its_scale_to_make_room_for_a_higher_priority_gang() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let _g = serial();
+    let s = Scenario::new("elastic").await;
+    let op = TrainingOperator::start(&s.client).await;
+    let classes: Api<PriorityClass> = Api::all(s.client.clone());
+    let high = format!("{}-high", s.name);
+    let _ = classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": high}, "value": 1000})).unwrap(),
+        )
+        .await;
+    s.node("a", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    // An elastic PyTorchJob of four one-GPU workers (at least one) fills
+    // the node. Its annotations reach the PodGroup the operator makes.
+    let job: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "elastic", "namespace": s.name, "annotations": {
+            "dragon.dev/min-workers": "1", "dragon.dev/max-workers": "4",
+            "dragon.dev/scale-target": "kubeflow.org/v1/pytorchjobs/elastic"}},
+        "spec": {
+            "elasticPolicy": {"minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d"},
+            "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": {
+                "spec": {
+                    "schedulerName": s.scheduler_name(),
+                    "nodeSelector": {"dragon-e2e": s.name},
+                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "pytorch", "image": "fake",
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "1"},
+                                      "limits": {"nvidia.com/gpu": "1"}}}]
+                }}}}
+        }
+    }))
+    .unwrap();
+    let jobs = training_jobs(&s.client, &s.name, "PyTorchJob");
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    until(90, "the PyTorchJob's four workers bound", || async {
+        bound(&s.placement("elastic-worker-").await) == 4
+    })
+    .await;
+
+    // A higher-priority gang of two: the elastic job gives up two workers
+    // through its /scale rather than anything being evicted.
+    s.podgroup("high", 2, json!({})).await;
+    for i in 0..2 {
+        s.pod_with(
+            &format!("high-{i}"),
+            Some(("high", "worker", i)),
+            1,
+            json!({"spec": {"priorityClassName": high}}),
+        )
+        .await;
+    }
+    until(60, "the PyTorchJob scaled to 2 workers", || async {
+        jobs.get("elastic")
+            .await
+            .is_ok_and(|j| j.data["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2)
+    })
+    .await;
+    until(90, "the high gang bound and two workers left", || async {
+        bound(&s.placement("high-").await) == 2 && s.placement("elastic-worker-").await.len() == 2
+    })
+    .await;
+    let left: Vec<String> = s.placement("elastic-worker-").await.into_keys().collect();
+    assert_eq!(
+        left,
+        ["elastic-worker-0", "elastic-worker-1"],
+        "the highest indices go"
+    );
+    assert_eq!(
+        sched.metric("dragon_preemption_victims_total{result=\"shrunk\"}"),
+        1.0,
+        "{}",
+        sched.log()
+    );
+    assert_eq!(
+        sched.metric("dragon_preemption_victims_total{result=\"evicted\"}"),
+        0.0
+    );
+    s.assert_invariants(30, &[&sched], None).await;
+    drop(op);
+    s.cleanup().await;
+    let _ = classes.delete(&high, &Default::default()).await;
+}
