@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 /// When the breaker opens and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "camelCase")]
 pub struct BreakerConfig {
     /// Consecutive failed attempts that suspend the policy (0: never).

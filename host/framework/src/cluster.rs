@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
+use super::journal::ClusterOp;
 use super::model::{Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars};
 use super::queue::Changes;
 use dragon_runtime::wit;
@@ -222,9 +223,31 @@ pub struct Cluster {
     /// Disruption budgets by name (`namespace/name`): what preemption may
     /// evict.
     budgets: BTreeMap<String, DisruptionBudget>,
+    /// The drivers' changes since the journal was last taken, when kept.
+    journal: Option<Vec<ClusterOp>>,
 }
 
 impl Cluster {
+    /// Keep (or stop keeping) a journal of every change drivers make.
+    pub fn keep_journal(&mut self, keep: bool) {
+        self.journal = keep.then(Vec::new);
+    }
+
+    /// The changes journaled since the last call (none when no journal is
+    /// kept).
+    pub fn take_journal(&mut self) -> Vec<ClusterOp> {
+        self.journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn journal(&mut self, op: impl FnOnce() -> ClusterOp) {
+        if let Some(j) = &mut self.journal {
+            j.push(op());
+        }
+    }
+
     /// An empty cluster.
     pub fn new() -> Cluster {
         Cluster::default()
@@ -258,6 +281,7 @@ impl Cluster {
     /// # Errors
     /// A node of that name already exists.
     pub fn add_node(&mut self, node: Node) -> Result<usize, ClusterError> {
+        self.journal(|| ClusterOp::AddNode(node.clone()));
         if !self
             .node_index
             .get(&node.name)
@@ -292,6 +316,7 @@ impl Cluster {
     /// # Errors
     /// The node is unknown.
     pub fn update_node(&mut self, node: Node) -> Result<(), ClusterError> {
+        self.journal(|| ClusterOp::UpdateNode(node.clone()));
         let i = self.node_idx(&node.name)?;
         if node.may_admit_more_than(&self.nodes[i]) {
             self.changes.room = true;
@@ -306,6 +331,7 @@ impl Cluster {
     /// # Errors
     /// The node is unknown.
     pub fn remove_node(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.journal(|| ClusterOp::RemoveNode(name.to_string()));
         let i = self.node_idx(name)?;
         self.gone[i] = true;
         // Fewer domains can satisfy a spread's skew or minDomains.
@@ -339,6 +365,7 @@ impl Cluster {
 
     /// Add or update a job.
     pub fn upsert_job(&mut self, job: Job) {
+        self.journal(|| ClusterOp::UpsertJob(job.clone()));
         if let Some(e) = self.jobs.get_mut(&job.name) {
             if e.job != job {
                 self.changes.units.insert(e.unit_id);
@@ -361,6 +388,10 @@ impl Cluster {
     /// Record that `job` runs since `ms` (for a snapshot rebuilt from a
     /// cluster where it already runs).
     pub fn mark_started(&mut self, job: &str, ms: u64) {
+        self.journal(|| ClusterOp::MarkStarted {
+            job: job.to_string(),
+            ms,
+        });
         if let Some(e) = self.jobs.get_mut(job) {
             e.started_ms = Some(ms);
         }
@@ -370,12 +401,17 @@ impl Cluster {
     /// waiting unit preempt (it may allow more evictions than before).
     pub fn set_budget(&mut self, name: impl Into<String>, budget: DisruptionBudget) {
         let name = name.into();
+        self.journal(|| ClusterOp::SetBudget {
+            name: name.clone(),
+            budget: budget.clone(),
+        });
         self.changes.room |= self.budgets.get(&name) != Some(&budget);
         self.budgets.insert(name, budget);
     }
 
     /// Remove a disruption budget.
     pub fn remove_budget(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveBudget(name.to_string()));
         self.changes.room |= self.budgets.remove(name).is_some();
     }
 
@@ -393,6 +429,7 @@ impl Cluster {
 
     /// Remove a job record (its pods are removed separately).
     pub fn remove_job(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveJob(name.to_string()));
         self.jobs.remove(name);
     }
 
@@ -401,6 +438,10 @@ impl Cluster {
     /// # Errors
     /// Duplicate key, unknown job or unknown node.
     pub fn add_pod(&mut self, pod: Pod, node: Option<&str>) -> Result<(), ClusterError> {
+        self.journal(|| ClusterOp::AddPod {
+            pod: pod.clone(),
+            node: node.map(str::to_string),
+        });
         if self.pods.contains_key(&pod.key) {
             return Err(ClusterError::Duplicate {
                 kind: "pod",
@@ -448,6 +489,13 @@ impl Cluster {
     /// # Errors
     /// The pod is unknown.
     pub fn remove_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
+        self.journal(|| ClusterOp::RemovePod(key.to_string()));
+        self.forget_pod(key)
+    }
+
+    /// Remove a pod the framework itself decided is gone (a worker a scale
+    /// removes): part of a round's outcome, so not journaled.
+    pub(crate) fn forget_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
         let e = self
             .pods
             .remove(key)
@@ -474,6 +522,10 @@ impl Cluster {
     /// # Errors
     /// Unknown pod or node.
     pub fn observe_bound(&mut self, key: &str, node: &str) -> Result<(), ClusterError> {
+        self.journal(|| ClusterOp::ObserveBound {
+            pod: key.to_string(),
+            node: node.to_string(),
+        });
         let n = self.node_idx(node)?;
         let Some(e) = self.pods.get(key) else {
             return Err(ClusterError::UnknownPod(key.to_string()));
@@ -494,6 +546,10 @@ impl Cluster {
     /// The pod's scheduling gates changed (Kubernetes allows only their
     /// removal); unknown pods are ignored.
     pub fn set_scheduling_gates(&mut self, key: &str, gates: Vec<String>) {
+        self.journal(|| ClusterOp::SetGates {
+            pod: key.to_string(),
+            gates: gates.clone(),
+        });
         if let Some(e) = self.pods.get_mut(key)
             && e.pod.scheduling_gates != gates
         {
@@ -508,6 +564,10 @@ impl Cluster {
     /// The pod's labels changed (they are what other pods' affinity and
     /// spread constraints select on); unknown pods are ignored.
     pub fn set_labels(&mut self, key: &str, labels: super::selector::Labels) {
+        self.journal(|| ClusterOp::SetLabels {
+            pod: key.to_string(),
+            labels: labels.clone(),
+        });
         if let Some(e) = self.pods.get_mut(key)
             && e.pod.labels != labels
         {

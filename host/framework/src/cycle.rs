@@ -19,7 +19,7 @@ use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, Hooks, wit};
 
 /// Framework settings that are not the policy's business.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "camelCase")]
 pub struct SchedulerConfig {
     /// Longest a gang may wait in permit, whatever the policy asks
@@ -964,7 +964,7 @@ impl Scheduler {
                     .map(|(p, _)| p.key.clone())
                     .collect();
                 for key in surplus {
-                    let _ = self.cluster.remove_pod(&key);
+                    let _ = self.cluster.forget_pod(&key);
                 }
             }
         }

@@ -11,6 +11,7 @@ mod filters;
 #[cfg(test)]
 mod fixtures;
 mod io;
+mod journal;
 pub mod logging;
 mod model;
 mod preemption;
@@ -31,6 +32,7 @@ pub use io::{
     ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
     ScaleRequest, Scaler,
 };
+pub use journal::ClusterOp;
 pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
     Toleration,

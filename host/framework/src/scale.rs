@@ -246,7 +246,7 @@ impl Scheduler {
                 .map(|(p, _)| p.key.clone())
                 .collect();
             for key in removed {
-                let _ = self.cluster.remove_pod(&key);
+                let _ = self.cluster.forget_pod(&key);
             }
         }
     }
