@@ -14,6 +14,7 @@
 
 pub mod case;
 pub mod cli;
+pub mod record;
 pub mod sim;
 pub mod spec;
 

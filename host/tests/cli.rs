@@ -221,3 +221,48 @@ fn policy_run_exits_3_when_hook_calls_failed_unless_allowed_and_logs_carry_no_co
     ]);
     assert!(ok, "{err}");
 }
+
+#[test]
+fn a_recorded_simulation_replays_identically_and_another_policy_shows_its_differences() {
+    let rec = scratch("deadlock.rec", b"");
+    let (ok, _, err) = dragon(&[
+        "simulate", "--policy", "dragon", "--trace", "deadlock", "--record", &rec,
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("recorded to"), "{err}");
+
+    let (ok, out, err) = dragon(&["replay", &rec]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(the recorded policy)"), "{out}");
+    assert!(
+        out.contains("decisions identical to the recording"),
+        "{out}"
+    );
+
+    let (ok, out, err) = dragon(&["replay", &rec, "--policy", "baseline", "--show", "1"]);
+    assert!(
+        ok,
+        "a different policy differs, and that is the answer: {err}"
+    );
+    assert!(out.contains("steps decided differently"), "{out}");
+    assert!(
+        out.contains("  recorded: [") && out.contains("  replayed: ["),
+        "{out}"
+    );
+
+    // A recording cut mid-record: the complete records replay, with a warning.
+    let bytes = std::fs::read(&rec).unwrap();
+    let torn = scratch("torn.rec", &bytes[..bytes.len() - 5]);
+    let (ok, out, err) = dragon(&["replay", &torn]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("the last record was cut short and is skipped"),
+        "{err}"
+    );
+    assert!(out.contains("decisions identical"), "{out}");
+
+    let foreign = scratch("foreign.rec", b"{\"jobs\": []}");
+    let (ok, _, err) = dragon(&["replay", &foreign]);
+    assert!(!ok);
+    assert!(err.contains("foreign.rec: not a Dragon recording"), "{err}");
+}

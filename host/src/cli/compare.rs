@@ -72,7 +72,7 @@ impl CompareOpts {
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
             let label = if *n == 1 { base } else { format!("{base}#{n}") };
-            let run = run_with_progress(&trace, &policy, options, &label);
+            let run = run_with_progress(&trace, &policy, options, &label, None);
             runs.push((label, run));
         }
         let summaries: Vec<Summary> = runs.iter().map(|(_, r)| Summary::of(r)).collect();

@@ -2,6 +2,7 @@
 
 mod compare;
 mod policy;
+mod replay;
 mod simulate;
 mod trace;
 
@@ -26,6 +27,9 @@ enum Command {
     Simulate(simulate::SimulateOpts),
     /// Compare policies over one trace (default: baseline vs dragon on the bundled trace).
     Compare(compare::CompareOpts),
+    /// Run a recording's rounds again, through its policy or another, and
+    /// show where the decisions differ.
+    Replay(replay::ReplayOpts),
     /// Generate, check or show simulator traces.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -41,6 +45,7 @@ impl Cli {
             Command::Policy(cmd) => cmd.run(),
             Command::Simulate(o) => o.run(),
             Command::Compare(o) => o.run(),
+            Command::Replay(o) => o.run(),
             Command::Trace(cmd) => cmd.run(),
         }
     }

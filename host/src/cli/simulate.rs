@@ -10,9 +10,12 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::policy::PolicyArgs;
+use crate::record::{FORMAT, Frame, Header, Recorder};
 use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
-use crate::sim::{DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate};
+use crate::sim::{
+    DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, sim_config, simulate, simulate_recorded,
+};
 
 /// Per-call deadline in simulations. Generous: a call that times out is an
 /// error that depends on the machine, and simulations must be reproducible.
@@ -38,6 +41,10 @@ pub struct SimulateOpts {
     /// Write jobs.csv, timeline.csv, SVG plots, summary.json and report.html here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Record the run (every change and every decision) to this file, for
+    /// `dragon replay`.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -79,6 +86,7 @@ pub(crate) fn run_with_progress(
     policy: &WasmPolicy,
     options: SimOptions,
     label: &str,
+    sink: Option<&mut dyn FnMut(Frame)>,
 ) -> SimRun {
     let bar =
         ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
@@ -101,7 +109,10 @@ pub(crate) fn run_with_progress(
             bar.set_message(report::human(now_ms as f64 / 1e3));
         }
     };
-    let run = simulate(trace, policy, options, Some(&progress));
+    let run = match sink {
+        Some(sink) => simulate_recorded(trace, policy, options, Some(&progress), sink),
+        None => simulate(trace, policy, options, Some(&progress)),
+    };
     bar.finish_and_clear();
     run
 }
@@ -181,7 +192,39 @@ impl SimulateOpts {
             horizon_ms: self.run.horizon_s.saturating_mul(1000),
         };
         let started = Instant::now();
-        let run = run_with_progress(&trace, &policy, options, &policy.info().name);
+        let run = match &self.record {
+            None => run_with_progress(&trace, &policy, options, &policy.info().name, None),
+            Some(path) => {
+                let info = policy.info();
+                let header = Header {
+                    format: FORMAT,
+                    source: format!("dragon simulate --trace {}", self.trace),
+                    policy: info.name.clone(),
+                    origin: self.policy.clone(),
+                    sha256: info.sha256.clone(),
+                    settings: info.settings.clone(),
+                    interface_version: info.interface_version.clone(),
+                    config: serde_json::to_string(&sim_config())?,
+                };
+                let mut recorder = Recorder::create(path, &header)?;
+                // The first write error stops the recording, not the run.
+                let mut failed = None;
+                let mut sink = |frame: Frame| {
+                    if failed.is_none()
+                        && let Err(e) = recorder.frame(&frame)
+                    {
+                        failed = Some(e);
+                    }
+                };
+                let run = run_with_progress(&trace, &policy, options, &info.name, Some(&mut sink));
+                if let Some(e) = failed {
+                    return Err(e).context("the recording is incomplete");
+                }
+                recorder.finish()?;
+                eprintln!("recorded to {}", path.display());
+                run
+            }
+        };
         let wall = started.elapsed();
         let summary = Summary::of(&run);
         if self.json {

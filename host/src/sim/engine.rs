@@ -11,6 +11,7 @@ use crate::framework::{
     ApiError, Binder, BreakerChange, Cluster, Decision, Effect, Eviction, Release, Role, Scaler,
     Scheduler, SchedulerConfig, subject,
 };
+use crate::record::Frame;
 use crate::runtime::{Hooks, wit};
 use crate::spec;
 
@@ -195,6 +196,8 @@ struct Sim<'a> {
     trace: &'a Trace,
     policy: &'a dyn Hooks,
     sched: Scheduler,
+    /// Where each step goes as a recording's frame, if anywhere.
+    sink: Option<&'a mut dyn FnMut(Frame)>,
     jobs: Vec<JobState>,
     by_name: BTreeMap<String, usize>,
     /// Fully bound, unfinished jobs.
@@ -223,7 +226,40 @@ pub fn simulate(
     options: SimOptions,
     progress: Option<Progress<'_>>,
 ) -> SimRun {
+    run(trace, policy, options, progress, None)
+}
+
+/// [`simulate`], handing each round and scale step to `sink` as a
+/// recording's [`Frame`] (the cluster's changes before it, and what it
+/// decided).
+pub fn simulate_recorded(
+    trace: &Trace,
+    policy: &dyn Hooks,
+    options: SimOptions,
+    progress: Option<Progress<'_>>,
+    sink: &mut dyn FnMut(Frame),
+) -> SimRun {
+    run(trace, policy, options, progress, Some(sink))
+}
+
+/// The framework settings of a simulation: no wall-clock round budget, so
+/// that a run is a function of its trace and policy alone.
+pub fn sim_config() -> SchedulerConfig {
+    SchedulerConfig {
+        round_budget_ms: 0,
+        ..SchedulerConfig::default()
+    }
+}
+
+fn run<'a>(
+    trace: &'a Trace,
+    policy: &'a dyn Hooks,
+    options: SimOptions,
+    progress: Option<Progress<'_>>,
+    sink: Option<&'a mut dyn FnMut(Frame)>,
+) -> SimRun {
     let mut cluster = Cluster::new();
+    cluster.keep_journal(sink.is_some());
     for n in &trace.nodes {
         // Names were checked unique when the trace was validated.
         let _ = cluster.add_node(n.clone());
@@ -281,15 +317,8 @@ pub fn simulate(
     let mut sim = Sim {
         trace,
         policy,
-        // No wall-clock round budget: a simulation is a function of its
-        // trace and policy alone.
-        sched: Scheduler::new(
-            cluster,
-            SchedulerConfig {
-                round_budget_ms: 0,
-                ..SchedulerConfig::default()
-            },
-        ),
+        sched: Scheduler::new(cluster, sim_config()),
+        sink,
         jobs,
         by_name,
         full: BTreeSet::new(),
@@ -538,7 +567,11 @@ impl Sim<'_> {
     fn scale_step(&mut self, t: u64) {
         self.run.scale_steps += 1;
         let mut io = SimIo;
+        let ops = self.sched.cluster.take_journal();
         let report = self.sched.scale_step(t, self.policy, &mut io);
+        if let Some(sink) = self.sink.as_mut() {
+            sink(Frame::scale(t, &ops, &report.actions));
+        }
         for e in report.errors {
             self.note_error(e);
         }
@@ -587,9 +620,13 @@ impl Sim<'_> {
         self.run.rounds += 1;
         let mut io = SimIo;
         let mut scaler = SimIo;
+        let ops = self.sched.cluster.take_journal();
         let report = self
             .sched
             .schedule_round(t, self.policy, &mut io, &mut scaler);
+        if let Some(sink) = self.sink.as_mut() {
+            sink(Frame::round(t, &ops, &report.decisions));
+        }
         if let Some(r) = self.sched.next_retry_ms(t) {
             self.retries.insert(r);
         }

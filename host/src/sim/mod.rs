@@ -19,7 +19,10 @@ pub mod report;
 pub mod speed;
 pub mod trace;
 
-pub use engine::{DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, simulate};
+pub use engine::{
+    DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, sim_config, simulate,
+    simulate_recorded,
+};
 pub use generate::{GenerateOptions, generate};
 pub use metrics::Summary;
 pub use speed::SpeedModel;
@@ -135,6 +138,41 @@ jobs:
         let (r, s) = run(&trace, &wasm("dragon", ""));
         assert_eq!(s.preemptions, 0);
         assert!(r.jobs[1].started_ms >= r.jobs[0].finished_ms);
+    }
+
+    #[test]
+    fn a_recorded_run_replays_to_the_same_decisions_through_its_own_policy_only() {
+        use crate::record::{Frame, Recording, replay};
+        // Preemption, admission below the requested size, scale steps.
+        for text in [URGENT, TWO_JOBS] {
+            let trace = Trace::parse(text, "t.yaml", false).unwrap();
+            for (name, other) in [("dragon", "baseline"), ("baseline", "dragon")] {
+                let policy = wasm(name, "");
+                let mut frames: Vec<Frame> = Vec::new();
+                let mut sink = |f: Frame| frames.push(f);
+                simulate_recorded(&trace, &policy, SimOptions::default(), None, &mut sink);
+                assert!(frames.len() > 2, "{name}");
+                let rec = Recording {
+                    header: crate::record::Header {
+                        format: crate::record::FORMAT,
+                        source: String::new(),
+                        policy: name.into(),
+                        origin: name.into(),
+                        sha256: String::new(),
+                        settings: String::new(),
+                        interface_version: String::new(),
+                        config: String::new(),
+                    },
+                    frames,
+                    torn: None,
+                };
+                let same = replay(&rec, &policy, sim_config());
+                assert_eq!(same.differences, vec![], "{name}");
+                assert_eq!(same.refused_ops, 0, "{name}");
+                let differ = replay(&rec, &wasm(other, ""), sim_config());
+                assert!(!differ.differences.is_empty(), "{name} vs {other}");
+            }
+        }
     }
 
     #[test]

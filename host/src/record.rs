@@ -1,0 +1,432 @@
+//! Recordings of scheduling runs, and their replay.
+//!
+//! A recording holds what a driver did to the snapshot between rounds (the
+//! cluster's journal, see [`ClusterOp`]), each round's and each scale
+//! step's time, and what they decided. The framework is deterministic and a
+//! policy's hooks are functions of their inputs (time is an argument), so
+//! replaying the same changes and rounds through the same policy gives the
+//! same decisions; through another policy, what it would have decided at
+//! each of those moments.
+//!
+//! The format: the magic `DRAGONRC`, then records, each a little-endian
+//! `u32` length and that many bytes of postcard: a [`Header`] first, then
+//! [`Frame`]s. A frame's cluster changes and decisions are JSON inside it:
+//! the model's types leave out empty fields when serialised, which a
+//! format without field names (postcard) cannot read back. A last record
+//! cut short (a process killed mid-write) is skipped with a warning;
+//! anything else that does not decode is an error naming the record.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::framework::{ClusterOp, RecordingIo, Scheduler, SchedulerConfig};
+use crate::runtime::Hooks;
+
+/// The first bytes of every recording.
+pub const MAGIC: &[u8; 8] = b"DRAGONRC";
+/// The version of the format this build writes and reads.
+pub const FORMAT: u16 = 1;
+/// The longest record read (a frame of a whole cluster's first list is the
+/// largest): a corrupt length cannot make the reader allocate more.
+pub const MAX_RECORD_BYTES: u32 = 256 << 20;
+
+/// What a recording was made with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u16,
+    /// Where it was made (`dragon simulate`, a trace's name).
+    pub source: String,
+    /// The policy: its name, where it came from, its digest and settings.
+    pub policy: String,
+    pub origin: String,
+    pub sha256: String,
+    pub settings: String,
+    pub interface_version: String,
+    /// The framework's settings, as JSON.
+    pub config: String,
+}
+
+/// One step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Frame {
+    /// A scheduling round at `now_ms`, after the driver's changes (a JSON
+    /// list of [`ClusterOp`]); the decisions it reported, as JSON.
+    Round {
+        now_ms: u64,
+        ops: String,
+        decisions: String,
+    },
+    /// A scale step at `now_ms`, after the driver's changes; the actions it
+    /// applied, as JSON.
+    Scale {
+        now_ms: u64,
+        ops: String,
+        actions: String,
+    },
+}
+
+impl Frame {
+    /// A round's frame.
+    pub fn round(now_ms: u64, ops: &[ClusterOp], decisions: &impl Serialize) -> Frame {
+        Frame::Round {
+            now_ms,
+            ops: serde_json::to_string(ops).unwrap_or_default(),
+            decisions: serde_json::to_string(decisions).unwrap_or_default(),
+        }
+    }
+
+    /// A scale step's frame.
+    pub fn scale(now_ms: u64, ops: &[ClusterOp], actions: &impl Serialize) -> Frame {
+        Frame::Scale {
+            now_ms,
+            ops: serde_json::to_string(ops).unwrap_or_default(),
+            actions: serde_json::to_string(actions).unwrap_or_default(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        match self {
+            Frame::Round { now_ms, .. } | Frame::Scale { now_ms, .. } => *now_ms,
+        }
+    }
+}
+
+/// Why a recording could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a Dragon recording (it does not start with {MAGIC:?})")]
+    Foreign { path: PathBuf },
+    #[error(
+        "{path}: recorded in format {found}; this build reads format {FORMAT} (record it again with this build)"
+    )]
+    Version { path: PathBuf, found: u16 },
+    #[error("{path}: record {index} is corrupt: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        index: usize,
+        reason: String,
+    },
+}
+
+/// Writes a recording, record by record.
+pub struct Recorder {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl Recorder {
+    /// Create `path` and write the magic and `header`.
+    ///
+    /// # Errors
+    /// The file cannot be created or written.
+    pub fn create(path: &Path, header: &Header) -> Result<Recorder, RecordError> {
+        let io = |source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::create(path).map_err(io)?;
+        let mut r = Recorder {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+        };
+        r.out.write_all(MAGIC).map_err(io)?;
+        r.record(header)?;
+        Ok(r)
+    }
+
+    /// Append one frame.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn frame(&mut self, frame: &Frame) -> Result<(), RecordError> {
+        self.record(frame)
+    }
+
+    fn record<T: Serialize>(&mut self, value: &T) -> Result<(), RecordError> {
+        let bytes = postcard::to_stdvec(value).map_err(|e| RecordError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        let len = u32::try_from(bytes.len())
+            .ok()
+            .filter(|&n| n <= MAX_RECORD_BYTES)
+            .ok_or_else(|| RecordError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(format!(
+                    "a record of {} bytes is over the {MAX_RECORD_BYTES}-byte limit",
+                    bytes.len()
+                )),
+            })?;
+        let io = |source| RecordError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.out.write_all(&len.to_le_bytes()).map_err(io)?;
+        self.out.write_all(&bytes).map_err(io)
+    }
+
+    /// Flush what is buffered.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn finish(mut self) -> Result<(), RecordError> {
+        self.out.flush().map_err(|source| RecordError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+/// A recording read back.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub header: Header,
+    pub frames: Vec<Frame>,
+    /// Why the last record was skipped, if it was cut short.
+    pub torn: Option<String>,
+}
+
+/// Read the recording at `path`.
+///
+/// # Errors
+/// The file cannot be read, is not a recording, is of another format
+/// version, or has a record that does not decode.
+pub fn read(path: &Path) -> Result<Recording, RecordError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let Some(mut rest) = bytes.strip_prefix(MAGIC.as_slice()) else {
+        return Err(RecordError::Foreign {
+            path: path.to_path_buf(),
+        });
+    };
+    let corrupt = |index: usize, reason: String| RecordError::Corrupt {
+        path: path.to_path_buf(),
+        index,
+        reason,
+    };
+    let mut records: Vec<&[u8]> = Vec::new();
+    let mut torn = None;
+    while !rest.is_empty() {
+        let index = records.len();
+        let (len, body) = match rest.split_first_chunk::<4>() {
+            Some((len, body)) => (u32::from_le_bytes(*len), body),
+            None => {
+                torn = Some(format!("record {index}: its length is cut short"));
+                break;
+            }
+        };
+        if len > MAX_RECORD_BYTES {
+            return Err(corrupt(
+                index,
+                format!("a length of {len} bytes, over the {MAX_RECORD_BYTES}-byte limit"),
+            ));
+        }
+        let len = len as usize;
+        if body.len() < len {
+            torn = Some(format!(
+                "record {index}: {} of its {len} bytes are there",
+                body.len()
+            ));
+            break;
+        }
+        records.push(&body[..len]);
+        rest = &body[len..];
+    }
+    let Some((first, frames)) = records.split_first() else {
+        return Err(corrupt(0, "the header is missing".into()));
+    };
+    // The version first, so that another format is named as such.
+    let (format, _) = postcard::take_from_bytes::<u16>(first)
+        .map_err(|e| corrupt(0, format!("the header: {e}")))?;
+    if format != FORMAT {
+        return Err(RecordError::Version {
+            path: path.to_path_buf(),
+            found: format,
+        });
+    }
+    let header: Header =
+        postcard::from_bytes(first).map_err(|e| corrupt(0, format!("the header: {e}")))?;
+    let frames = frames
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let frame: Frame =
+                postcard::from_bytes(r).map_err(|e| corrupt(i + 1, e.to_string()))?;
+            let (Frame::Round { ops, .. } | Frame::Scale { ops, .. }) = &frame;
+            serde_json::from_str::<Vec<ClusterOp>>(ops)
+                .map_err(|e| corrupt(i + 1, format!("its cluster changes: {e}")))?;
+            Ok(frame)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Recording {
+        header,
+        frames,
+        torn,
+    })
+}
+
+/// A step whose decisions differ between the recording and the replay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    /// The frame's index and time.
+    pub frame: usize,
+    pub now_ms: u64,
+    pub recorded: serde_json::Value,
+    pub replayed: serde_json::Value,
+}
+
+/// What a replay came to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Replay {
+    pub rounds: u64,
+    pub scale_steps: u64,
+    /// Driver changes the replayed cluster refused (the recorded run's
+    /// decisions made them possible, another policy's may not).
+    pub refused_ops: u64,
+    pub differences: Vec<Difference>,
+}
+
+/// Replay `recording` through `policy` with the framework settings `config`:
+/// its changes applied in order, its rounds and scale steps run again at
+/// their times, every bind and scale succeeding as they did in the
+/// simulator, and each step's decisions compared with the recorded ones.
+pub fn replay(recording: &Recording, policy: &dyn Hooks, config: SchedulerConfig) -> Replay {
+    let mut sched = Scheduler::new(Default::default(), config);
+    let mut out = Replay::default();
+    for (i, frame) in recording.frames.iter().enumerate() {
+        let (ops, recorded) = match frame {
+            Frame::Round { ops, decisions, .. } => (ops, decisions),
+            Frame::Scale { ops, actions, .. } => (ops, actions),
+        };
+        // Checked when read.
+        let ops: Vec<ClusterOp> = serde_json::from_str(ops).unwrap_or_default();
+        for op in ops {
+            if op.apply(&mut sched.cluster).is_err() {
+                out.refused_ops += 1;
+            }
+        }
+        let now_ms = frame.now_ms();
+        let replayed = match frame {
+            Frame::Round { .. } => {
+                out.rounds += 1;
+                let mut io = RecordingIo::default();
+                let report =
+                    sched.schedule_round(now_ms, policy, &mut io, &mut RecordingIo::default());
+                serde_json::to_value(&report.decisions)
+            }
+            Frame::Scale { .. } => {
+                out.scale_steps += 1;
+                let report = sched.scale_step(now_ms, policy, &mut RecordingIo::default());
+                serde_json::to_value(&report.actions)
+            }
+        }
+        .unwrap_or(serde_json::Value::Null);
+        let recorded = serde_json::from_str(recorded).unwrap_or(serde_json::Value::Null);
+        if recorded != replayed {
+            out.differences.push(Difference {
+                frame: i,
+                now_ms,
+                recorded,
+                replayed,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            format: FORMAT,
+            source: "test".into(),
+            policy: "dragon".into(),
+            origin: "bundled".into(),
+            sha256: "00".into(),
+            settings: "{}".into(),
+            interface_version: "0.1.0".into(),
+            config: "{}".into(),
+        }
+    }
+
+    fn frame(now_ms: u64) -> Frame {
+        Frame::round(
+            now_ms,
+            &[ClusterOp::RemovePod("p".into())],
+            &Vec::<u8>::new(),
+        )
+    }
+
+    fn write(path: &Path, frames: u64) {
+        let mut r = Recorder::create(path, &header()).unwrap();
+        for t in 0..frames {
+            r.frame(&frame(t)).unwrap();
+        }
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn a_recording_reads_back_and_a_torn_last_record_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("dragon-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.rec");
+        write(&path, 3);
+        let rec = read(&path).unwrap();
+        assert_eq!(rec.header, header());
+        assert_eq!(rec.frames, vec![frame(0), frame(1), frame(2)]);
+        assert_eq!(rec.torn, None);
+
+        // Cut inside the last record.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let rec = read(&path).unwrap();
+        assert_eq!(rec.frames.len(), 2);
+        assert!(
+            rec.torn.as_deref().unwrap().starts_with("record 3:"),
+            "{rec:?}"
+        );
+
+        // A flipped byte in a frame: an error naming the file and record.
+        let mut bad = bytes.clone();
+        let at = bad.len() - 2;
+        bad[at] = 0xff;
+        std::fs::write(&path, &bad).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("run.rec: record 3 is corrupt"), "{e}");
+
+        std::fs::write(&path, b"PK\x03\x04 a zip").unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("not a Dragon recording"), "{e}");
+
+        let mut other = MAGIC.to_vec();
+        let h = postcard::to_stdvec(&Header {
+            format: 9,
+            ..header()
+        })
+        .unwrap();
+        other.extend((h.len() as u32).to_le_bytes());
+        other.extend(h);
+        std::fs::write(&path, &other).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("recorded in format 9; this build reads format 1"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
