@@ -374,3 +374,39 @@ fn with_preemption_off_nothing_is_evicted() {
     let r = round(&mut s, 1000, &dragon);
     assert_eq!(evicted(&r), vec![]);
 }
+
+#[test]
+fn a_job_whose_shrink_is_refused_is_evicted_whole_instead() {
+    struct NoScale;
+    impl dragon_host::framework::Scaler for NoScale {
+        fn scale(&mut self, job: &str, _: u32, _: &str) -> Result<(), ApiError> {
+            Err(ApiError::new(
+                ApiErrorKind::Refused,
+                format!("job {job} has no /scale"),
+            ))
+        }
+    }
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a"]);
+    job(&mut s, "elastic", 0, 0, 4, 1);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "high", 10, 10, 2, 2);
+    let mut io = RecordingIo::default();
+    let r = s.schedule_round(1000, &dragon, &mut io, &mut NoScale);
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::PolicyError { .. })),
+        "the shrink failed: {:?}",
+        r.decisions
+    );
+    assert_eq!(bound(&s, "elastic"), 4);
+    let r = round(&mut s, 1500, &dragon);
+    assert_eq!(
+        evicted(&r),
+        vec![UnitKey::job("elastic")],
+        "{:?}",
+        r.decisions
+    );
+}

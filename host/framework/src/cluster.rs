@@ -340,6 +340,12 @@ impl Cluster {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
                 self.affine.note(&e.pod, false);
+                if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.priorities.remove(&e.pod.priority);
+                    }
+                }
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
                     self.changes.units.insert(j.unit_id);
                 }

@@ -288,6 +288,9 @@ pub struct Scheduler {
     /// Victims whose eviction was refused, not chosen again before the
     /// given time, ms.
     pub(crate) protected: BTreeMap<UnitKey, u64>,
+    /// Jobs whose shrink was refused (no `/scale` to patch), not shrunk
+    /// again before the given time, ms.
+    pub(crate) unshrinkable: BTreeMap<String, u64>,
 }
 
 /// The sizes a `pre-filter` answer asks to try, checked and deduplicated in
@@ -689,7 +692,17 @@ impl Scheduler {
         // tried once ready (see `queue`).
         let pending: std::collections::BTreeSet<&UnitKey> = units.iter().map(|u| &u.key).collect();
         self.queue.retain(&pending);
-        self.preempting.retain(|k, _| pending.contains(k));
+        // A victim seen pending or gone is forgotten: a copy its controller
+        // makes under the same name is not one to wait for.
+        let cluster = &self.cluster;
+        self.preempting.retain(|k, pods| {
+            pods.retain(|p| {
+                cluster
+                    .pod(p)
+                    .is_some_and(|(_, s)| matches!(s, PodState::Bound(_)))
+            });
+            pending.contains(k) && !pods.is_empty()
+        });
         units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {
@@ -933,11 +946,16 @@ impl Scheduler {
         self.protected.insert(victim.clone(), until);
     }
 
-    /// A scale the driver could not apply. A shrink for a preemption
-    /// spares its job (see [`Scheduler::evicted`]).
+    /// A scale the driver could not apply. A shrink for a preemption is
+    /// not tried on that job again for a backoff (its preemptors look for
+    /// other room, eviction included).
     pub fn scale_failed(&mut self, request: &ScaleRequest, now_ms: u64) {
         if request.cause == ScaleCause::Preemption {
-            self.spared(&UnitKey::job(&request.job), now_ms);
+            let victim = UnitKey::job(&request.job);
+            self.spared(&victim, now_ms);
+            if let Some(until) = self.protected.remove(&victim) {
+                self.unshrinkable.insert(request.job.clone(), until);
+            }
         }
     }
 

@@ -88,21 +88,12 @@ impl Scheduler {
                 "not eligible due to preemptionPolicy=Never",
             )));
         }
+        // Victims that left are dropped from the list each round.
         if let Some(victims) = self.preempting.get(&unit.key) {
-            let holding = victims
-                .iter()
-                .filter(|k| {
-                    self.cluster
-                        .pod(k)
-                        .is_some_and(|(_, s)| matches!(s, PodState::Bound(_)))
-                })
-                .count();
-            if holding > 0 {
-                return Ok(Room::Awaited(holding));
-            }
-            self.preempting.remove(&unit.key);
+            return Ok(Room::Awaited(victims.len()));
         }
         self.protected.retain(|_, until| *until > now_ms);
+        self.unshrinkable.retain(|_, until| *until > now_ms);
         let units = self.candidates(unit, gangs);
         if units.is_empty() {
             return Ok(Room::None(None));
@@ -185,6 +176,9 @@ impl Scheduler {
             .iter()
             .filter_map(|u| {
                 let job = c.job(u.key.job_name()?)?;
+                if self.unshrinkable.contains_key(&job.name) {
+                    return None;
+                }
                 let floor = job.min_workers.max(1);
                 if job.workers <= floor || c.job_started_ms(&job.name).is_none() {
                     return None;
@@ -224,6 +218,15 @@ impl Scheduler {
             .collect();
         if left.is_empty() {
             return units;
+        }
+        // Victims of preemptions under way still holding a node count
+        // against their budgets until they are gone.
+        for key in self.preempting.values().flatten() {
+            if let Some((pod, _)) = self.cluster.pod(key) {
+                for (b, l) in left.iter_mut() {
+                    *l = l.saturating_sub(u32::from(b.covers(pod)));
+                }
+            }
         }
         units
             .into_iter()

@@ -501,8 +501,9 @@ impl Sim<'_> {
         }
         if self.changed || retry_due {
             // A preemption's victims leave at once here (no termination
-            // grace), so the preemptor takes their room at the same instant.
-            for _ in 0..2 {
+            // grace), so the preemptor takes their room at the same instant
+            // (each round preempts for different units; bounded all the same).
+            for _ in 0..8 {
                 let (changed, preempted) = self.round(t);
                 if changed {
                     self.mark_change();
