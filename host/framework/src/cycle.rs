@@ -319,6 +319,15 @@ fn gang_sizes(unit: &wit::Unit, list: &[u32]) -> Result<Vec<u32>, String> {
     Ok(sizes)
 }
 
+/// Report the policy's failure on `unit`; the attempt that failed.
+fn policy_failed(report: &mut RoundReport, unit: &UnitKey, e: CallError) -> Attempt {
+    report.decisions.push(Decision::PolicyError {
+        unit: Some(unit.clone()),
+        error: e.to_string(),
+    });
+    Attempt::PolicyFailed
+}
+
 fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
     CallError {
         policy: policy.info().name.clone(),
@@ -1238,11 +1247,7 @@ impl Scheduler {
             }
             Ok(Sizes::Try(sizes)) => sizes,
             Err(e) => {
-                report.decisions.push(Decision::PolicyError {
-                    unit: Some(unit.key.clone()),
-                    error: e.to_string(),
-                });
-                return Attempt::PolicyFailed;
+                return policy_failed(report, &unit.key, e);
             }
         };
 
@@ -1257,11 +1262,7 @@ impl Scheduler {
                 }
                 Err(PlaceError::Unschedulable(reason)) => last_reason = reason,
                 Err(PlaceError::Policy(e)) => {
-                    report.decisions.push(Decision::PolicyError {
-                        unit: Some(unit.key.clone()),
-                        error: e.to_string(),
-                    });
-                    return Attempt::PolicyFailed;
+                    return policy_failed(report, &unit.key, e);
                 }
             }
         }
@@ -1361,11 +1362,7 @@ impl Scheduler {
                 // Fail closed: release the whole gang.
                 self.waiting.remove(&unit.key);
                 self.unreserve_job(&unit.key);
-                report.decisions.push(Decision::PolicyError {
-                    unit: Some(unit.key.clone()),
-                    error: e.to_string(),
-                });
-                Attempt::PolicyFailed
+                policy_failed(report, &unit.key, e)
             }
         }
     }
@@ -1406,11 +1403,7 @@ impl Scheduler {
             }
             Ok(Room::Victims(victims)) => victims,
             Err(e) => {
-                report.decisions.push(Decision::PolicyError {
-                    unit: Some(unit.key.clone()),
-                    error: e.to_string(),
-                });
-                return Attempt::PolicyFailed;
+                return policy_failed(report, &unit.key, e);
             }
         };
         let priority = unit.wit.priority;

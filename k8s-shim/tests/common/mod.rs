@@ -653,17 +653,7 @@ impl Scheduler {
     }
 
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut s = TcpStream::connect(&self.metrics).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        let code = out.split_whitespace().nth(1)?.parse().ok()?;
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Some((code, body))
+        http_get(&self.metrics, path)
     }
 
     pub fn metric(&self, line_prefix: &str) -> f64 {
@@ -707,6 +697,21 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `GET path` from `addr` (HTTP/1.0): the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
 }
 
 /// JSON merge (RFC 7386 without deletion): objects merge key by key,
@@ -1456,13 +1461,7 @@ impl TrainingOperator {
         let mut op = TrainingOperator { child, log };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let healthy = TcpStream::connect(&probe).ok().and_then(|mut s| {
-                write!(s, "GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-                let mut out = String::new();
-                s.read_to_string(&mut out).ok()?;
-                Some(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"))
-            });
-            if healthy == Some(true) {
+            if http_get(&probe, "/healthz").map(|(code, _)| code) == Some(200) {
                 return op;
             }
             if let Ok(Some(status)) = op.child.try_wait() {
