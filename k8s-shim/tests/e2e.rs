@@ -501,13 +501,14 @@ async fn healthz_fails_while_the_scheduling_thread_is_stuck_and_recovers() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hostile.wasm");
     std::fs::write(&path, dragon_test_policies::HOSTILE).unwrap();
-    // Every score call spins to its 3 s deadline, no round budget and no
-    // breaker: a round over three pods holds the thread for about 9 s.
+    // Every score call spins to its 5 s deadline, no round budget and no
+    // breaker: each pod holds the thread for 5 s, 4 s of them past the
+    // 1 s limit, wide enough to be seen on a loaded machine.
     let sched = Scheduler::start(
         &s,
         path.to_str().unwrap(),
-        "settings: {fault: loop, hook: score}\nlimits: {deadlineMs: 3000}\n\
-         scheduling: {roundBudgetMs: 0, breaker: {failures: 0}}\nstuckAfterSeconds: 2\n",
+        "settings: {fault: loop, hook: score}\nlimits: {deadlineMs: 5000}\n\
+         scheduling: {roundBudgetMs: 0, breaker: {failures: 0}}\nstuckAfterSeconds: 1\n",
     );
     assert_eq!(sched.get("/healthz").map(|(c, _)| c), Some(200));
     for i in 0..3 {
