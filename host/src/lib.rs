@@ -14,9 +14,9 @@
 
 pub mod case;
 pub mod cli;
-pub mod record;
 pub mod sim;
 pub mod spec;
 
 pub use dragon_framework as framework;
+pub use dragon_framework::record;
 pub use dragon_runtime as runtime;

@@ -265,4 +265,54 @@ fn a_recorded_simulation_replays_identically_and_another_policy_shows_its_differ
     let (ok, _, err) = dragon(&["replay", &foreign]);
     assert!(!ok);
     assert!(err.contains("foreign.rec: not a Dragon recording"), "{err}");
+
+    // Why a pod waited: job a's gang, step by step, until it was placed.
+    let (ok, out, err) = dragon(&["replay", &rec, "--explain", "a-worker-0"]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // Unschedulable from its arrival until the jobs ahead of it finished,
+    // repeated rounds on one line; then bound and admitted.
+    assert!(
+        lines[0].starts_with("t = 10.0 s … ")
+            && lines[0].contains(" rounds)  unschedulable: gang does not fit"),
+        "{out}"
+    );
+    let n = lines.len();
+    assert!(n >= 3, "{out}");
+    assert!(lines[n - 2].contains("  bound: gpu-"), "{out}");
+    assert!(lines[n - 1].ends_with("  admitted"), "{out}");
+    let (ok, _, err) = dragon(&["replay", &rec, "--explain", "nobody"]);
+    assert!(!ok);
+    assert!(err.contains("no pod `nobody` in the recording"), "{err}");
+}
+
+#[test]
+fn the_gate_passes_a_sound_candidate_and_names_the_rule_another_breaks() {
+    let rec = scratch("gate.rec", b"");
+    let (ok, _, err) = dragon(&[
+        "simulate", "--policy", "dragon", "--trace", "deadlock", "--record", &rec,
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = dragon(&["policy", "gate", "baseline", "--recording", &rec]);
+    assert!(ok, "{err}");
+    assert!(out.contains("`baseline` passes the gate on "), "{out}");
+    assert!(out.contains("(the live policy's: "), "{out}");
+
+    let hostile = scratch("hostile.wasm", dragon_test_policies::HOSTILE);
+    let (ok, _, err) = dragon(&[
+        "policy",
+        "gate",
+        &hostile,
+        "--settings",
+        r#"{"fault": "bad-output", "hook": "pre-filter"}"#,
+        "--recording",
+        &rec,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "`hostile` is refused by the gate: the policy failed on the step recorded at t = "
+        ),
+        "{err}"
+    );
 }

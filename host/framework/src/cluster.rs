@@ -242,6 +242,11 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// How many changes the journal holds.
+    pub fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
     fn journal(&mut self, op: impl FnOnce() -> ClusterOp) {
         if let Some(j) = &mut self.journal {
             j.push(op());

@@ -6,12 +6,14 @@
 //! Kubernetes API; [`Binder`] and [`Scaler`] apply them one call at a time
 //! for the simulator, tests and benchmarks.
 
-use serde::Serialize;
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
 
 use crate::unit::UnitKey;
 
 /// Why an API call failed, as far as the framework cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApiErrorKind {
     /// The object changed or is already in the asked state (HTTP 409): a
@@ -29,7 +31,7 @@ pub enum ApiErrorKind {
 }
 
 /// A failed API call: its kind and the server's message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
     pub kind: ApiErrorKind,
@@ -152,7 +154,7 @@ pub trait Binder {
 }
 
 /// What became of a bound gang member the framework released.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Release {
     /// Unbound (in Kubernetes: deleted, and its controller makes a fresh
     /// pending copy).
@@ -207,6 +209,54 @@ impl Scaler for RecordingIo {
         self.scales
             .push((job.to_string(), workers, reason.to_string()));
         Ok(())
+    }
+}
+
+/// What a driver answered the framework's calls in one step, by kind and
+/// in order: the round's binds, then the releases, scales and evictions of
+/// its effects (a scale step has scales only). Kept in a recording so a
+/// replay meets the same answers; as a [`Binder`] and [`Scaler`] it gives
+/// them back in order, and success once a kind has none left (the answer
+/// the simulator always gives, so its recordings keep none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Answers {
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub binds: VecDeque<Result<(), ApiError>>,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub releases: VecDeque<Result<Release, ApiError>>,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub scales: VecDeque<Result<(), ApiError>>,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub evictions: VecDeque<Result<(), ApiError>>,
+}
+
+impl Answers {
+    /// Whether every answer is a success (or there is none).
+    pub fn all_succeeded(&self) -> bool {
+        self.binds.iter().all(Result::is_ok)
+            && self.releases.iter().all(|r| r == &Ok(Release::Unbound))
+            && self.scales.iter().all(Result::is_ok)
+            && self.evictions.iter().all(Result::is_ok)
+    }
+}
+
+impl Binder for Answers {
+    fn bind(&mut self, _pod: &str, _node: &str) -> Result<(), ApiError> {
+        self.binds.pop_front().unwrap_or(Ok(()))
+    }
+
+    fn unbind(&mut self, _pod: &str) -> Result<Release, ApiError> {
+        self.releases.pop_front().unwrap_or(Ok(Release::Unbound))
+    }
+
+    fn evict(&mut self, _eviction: &Eviction) -> Result<(), ApiError> {
+        self.evictions.pop_front().unwrap_or(Ok(()))
+    }
+}
+
+impl Scaler for Answers {
+    fn scale(&mut self, _job: &str, _workers: u32, _reason: &str) -> Result<(), ApiError> {
+        self.scales.pop_front().unwrap_or(Ok(()))
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{Cluster, ClusterError};
+use super::cluster::{Cluster, ClusterError, PodState};
 use super::model::{DisruptionBudget, Job, Node, Pod};
 use super::selector::Labels;
 
@@ -92,10 +92,61 @@ impl ClusterOp {
     }
 }
 
+impl Cluster {
+    /// Ops that rebuild this cluster from an empty one: its nodes (those
+    /// removed too, added and removed again, so every node keeps its
+    /// index), budgets, then jobs and pods in the order they were created
+    /// (the queue breaks ties by it), each job with when it started and
+    /// each pod bound where it is bound. A pod holding a reservation for a
+    /// waiting gang comes back pending: the wait is the scheduler's, not
+    /// the cluster's.
+    pub fn as_ops(&self) -> Vec<ClusterOp> {
+        let mut ops = Vec::new();
+        for (i, node) in self.nodes().iter().enumerate() {
+            ops.push(ClusterOp::AddNode(node.clone()));
+            if !self.is_live(i) {
+                ops.push(ClusterOp::RemoveNode(node.name.clone()));
+            }
+        }
+        for (name, budget) in self.budgets() {
+            ops.push(ClusterOp::SetBudget {
+                name: name.to_string(),
+                budget: budget.clone(),
+            });
+        }
+        let mut created: Vec<(u64, Vec<ClusterOp>)> = Vec::new();
+        for e in self.jobs.values() {
+            let mut job = vec![ClusterOp::UpsertJob(e.job.clone())];
+            if let Some(ms) = e.started_ms {
+                job.push(ClusterOp::MarkStarted {
+                    job: e.job.name.clone(),
+                    ms,
+                });
+            }
+            created.push((e.unit_id, job));
+        }
+        for e in self.pods.values() {
+            let node = match e.state {
+                PodState::Bound(i) => Some(self.nodes()[i].name.clone()),
+                PodState::Pending | PodState::Reserved(_) => None,
+            };
+            created.push((
+                e.unit_id,
+                vec![ClusterOp::AddPod {
+                    pod: e.pod.clone(),
+                    node,
+                }],
+            ));
+        }
+        created.sort_by_key(|(id, _)| *id);
+        ops.extend(created.into_iter().flat_map(|(_, o)| o));
+        ops
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::PodState;
     use crate::model::Resources;
 
     #[test]
@@ -130,5 +181,15 @@ mod tests {
         assert_eq!(pods(&again), pods(&c));
         assert_eq!(again.nodes(), c.nodes());
         assert_eq!(again.totals(), c.totals());
+
+        // The same snapshot from its ops, a removed node keeping its place.
+        let mut rebuilt = Cluster::new();
+        for op in c.as_ops() {
+            op.apply(&mut rebuilt).unwrap();
+        }
+        assert_eq!(pods(&rebuilt), pods(&c));
+        assert_eq!(rebuilt.nodes(), c.nodes());
+        assert_eq!(rebuilt.is_live(0), c.is_live(0));
+        assert_eq!(rebuilt.totals(), c.totals());
     }
 }

@@ -10,6 +10,7 @@ mod cycle;
 mod filters;
 #[cfg(test)]
 mod fixtures;
+pub mod gate;
 mod io;
 mod journal;
 pub mod logging;
@@ -17,6 +18,7 @@ mod model;
 mod preemption;
 mod preferences;
 mod queue;
+pub mod record;
 mod scale;
 mod selector;
 mod unit;
@@ -29,7 +31,7 @@ pub use constraints::{
 };
 pub use cycle::{Decision, PlannedRound, RoundReport, Scheduler, SchedulerConfig};
 pub use io::{
-    ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
+    Answers, ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
     ScaleRequest, Scaler,
 };
 pub use journal::ClusterOp;

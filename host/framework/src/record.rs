@@ -1,20 +1,23 @@
 //! Recordings of scheduling runs, and their replay.
 //!
-//! A recording holds what a driver did to the snapshot between rounds (the
+//! A recording holds what a driver did to the snapshot between steps (the
 //! cluster's journal, see [`ClusterOp`]), each round's and each scale
-//! step's time, and what they decided. The framework is deterministic and a
-//! policy's hooks are functions of their inputs (time is an argument), so
-//! replaying the same changes and rounds through the same policy gives the
-//! same decisions; through another policy, what it would have decided at
-//! each of those moments.
+//! step's time, what the driver answered the framework's calls (binds,
+//! releases, scales, evictions: see [`Answers`]) and what each step
+//! decided. The framework is deterministic and a policy's hooks are
+//! functions of their inputs (time is an argument), so replaying the same
+//! changes, steps and answers through the same policy gives the same
+//! decisions; through another policy, what it would have decided at each
+//! of those moments.
 //!
 //! The format: the magic `DRAGONRC`, then records, each a little-endian
 //! `u32` length and that many bytes of postcard: a [`Header`] first, then
-//! [`Frame`]s. A frame's cluster changes and decisions are JSON inside it:
-//! the model's types leave out empty fields when serialised, which a
-//! format without field names (postcard) cannot read back. A last record
-//! cut short (a process killed mid-write) is skipped with a warning;
-//! anything else that does not decode is an error naming the record.
+//! [`Frame`]s. A frame's cluster changes, answers and decisions are JSON
+//! inside it: the model's types leave out empty fields when serialised,
+//! which a format without field names (postcard) cannot read back. A last
+//! record cut short (a process killed mid-write) is skipped with a
+//! warning; anything else that does not decode is an error naming the
+//! record.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -22,13 +25,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{ClusterOp, RecordingIo, Scheduler, SchedulerConfig};
-use crate::runtime::Hooks;
+use crate::cycle::{Decision, Scheduler, SchedulerConfig};
+use crate::io::Answers;
+use crate::journal::ClusterOp;
+use dragon_runtime::Hooks;
 
 /// The first bytes of every recording.
 pub const MAGIC: &[u8; 8] = b"DRAGONRC";
 /// The version of the format this build writes and reads.
-pub const FORMAT: u16 = 1;
+pub const FORMAT: u16 = 2;
 /// The longest record read (a frame of a whole cluster's first list is the
 /// largest): a corrupt length cannot make the reader allocate more.
 pub const MAX_RECORD_BYTES: u32 = 256 << 20;
@@ -47,49 +52,103 @@ pub struct Header {
     pub interface_version: String,
     /// The framework's settings, as JSON.
     pub config: String,
+    /// The policy units fell back to after the policy failed on them (a
+    /// bundled name), or empty.
+    pub fallback: String,
+    /// 0 for a recording from the start of a run; n for the nth file of a
+    /// run recorded in rotated files, which starts from the cluster as it
+    /// was (its first frame's changes rebuild it), without the queue's
+    /// backoffs and waits of that moment.
+    pub part: u32,
 }
 
 /// One step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Frame {
     /// A scheduling round at `now_ms`, after the driver's changes (a JSON
-    /// list of [`ClusterOp`]); the decisions it reported, as JSON.
+    /// list of [`ClusterOp`]); the driver's [`Answers`] and the decisions
+    /// the round reported, as JSON.
     Round {
         now_ms: u64,
         ops: String,
+        answers: String,
         decisions: String,
     },
-    /// A scale step at `now_ms`, after the driver's changes; the actions it
-    /// applied, as JSON.
+    /// A scale step at `now_ms`, after the driver's changes; the driver's
+    /// answers and the actions applied, as JSON.
     Scale {
         now_ms: u64,
         ops: String,
+        answers: String,
         actions: String,
     },
 }
 
+fn json(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Answers are kept only when one of them failed: with none, a replay
+/// answers every call with success.
+fn answers_json(answers: &Answers) -> String {
+    match answers.all_succeeded() {
+        true => String::new(),
+        false => json(answers),
+    }
+}
+
 impl Frame {
     /// A round's frame.
-    pub fn round(now_ms: u64, ops: &[ClusterOp], decisions: &impl Serialize) -> Frame {
+    pub fn round(
+        now_ms: u64,
+        ops: &[ClusterOp],
+        answers: &Answers,
+        decisions: &impl Serialize,
+    ) -> Frame {
         Frame::Round {
             now_ms,
-            ops: serde_json::to_string(ops).unwrap_or_default(),
-            decisions: serde_json::to_string(decisions).unwrap_or_default(),
+            ops: json(&ops),
+            answers: answers_json(answers),
+            decisions: json(decisions),
         }
     }
 
     /// A scale step's frame.
-    pub fn scale(now_ms: u64, ops: &[ClusterOp], actions: &impl Serialize) -> Frame {
+    pub fn scale(
+        now_ms: u64,
+        ops: &[ClusterOp],
+        answers: &Answers,
+        actions: &impl Serialize,
+    ) -> Frame {
         Frame::Scale {
             now_ms,
-            ops: serde_json::to_string(ops).unwrap_or_default(),
-            actions: serde_json::to_string(actions).unwrap_or_default(),
+            ops: json(&ops),
+            answers: answers_json(answers),
+            actions: json(actions),
         }
     }
 
-    fn now_ms(&self) -> u64 {
+    /// When the step ran.
+    pub fn now_ms(&self) -> u64 {
         match self {
             Frame::Round { now_ms, .. } | Frame::Scale { now_ms, .. } => *now_ms,
+        }
+    }
+
+    fn ops(&self) -> &str {
+        let (Frame::Round { ops, .. } | Frame::Scale { ops, .. }) = self;
+        ops
+    }
+
+    fn answers(&self) -> &str {
+        let (Frame::Round { answers, .. } | Frame::Scale { answers, .. }) = self;
+        answers
+    }
+
+    fn outcome(&self) -> &str {
+        match self {
+            Frame::Round { decisions, .. } => decisions,
+            Frame::Scale { actions, .. } => actions,
         }
     }
 }
@@ -173,15 +232,24 @@ impl Recorder {
         self.out.write_all(&bytes).map_err(io)
     }
 
-    /// Flush what is buffered.
+    /// Write what is buffered to the file, so that a crash loses at most
+    /// the record under way.
     ///
     /// # Errors
     /// The file cannot be written.
-    pub fn finish(mut self) -> Result<(), RecordError> {
+    pub fn flush(&mut self) -> Result<(), RecordError> {
         self.out.flush().map_err(|source| RecordError::Io {
             path: self.path.clone(),
             source,
         })
+    }
+
+    /// Flush what is buffered and close the file.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn finish(mut self) -> Result<(), RecordError> {
+        self.flush()
     }
 }
 
@@ -265,9 +333,10 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
         .map(|(i, r)| {
             let frame: Frame =
                 postcard::from_bytes(r).map_err(|e| corrupt(i + 1, e.to_string()))?;
-            let (Frame::Round { ops, .. } | Frame::Scale { ops, .. }) = &frame;
-            serde_json::from_str::<Vec<ClusterOp>>(ops)
+            serde_json::from_str::<Vec<ClusterOp>>(frame.ops())
                 .map_err(|e| corrupt(i + 1, format!("its cluster changes: {e}")))?;
+            parse_answers(frame.answers())
+                .map_err(|e| corrupt(i + 1, format!("its answers: {e}")))?;
             Ok(frame)
         })
         .collect::<Result<_, _>>()?;
@@ -276,6 +345,13 @@ pub fn read(path: &Path) -> Result<Recording, RecordError> {
         frames,
         torn,
     })
+}
+
+fn parse_answers(json: &str) -> Result<Answers, serde_json::Error> {
+    match json {
+        "" => Ok(Answers::default()),
+        _ => serde_json::from_str(json),
+    }
 }
 
 /// A step whose decisions differ between the recording and the replay.
@@ -299,51 +375,142 @@ pub struct Replay {
     pub differences: Vec<Difference>,
 }
 
-/// Replay `recording` through `policy` with the framework settings `config`:
-/// its changes applied in order, its rounds and scale steps run again at
-/// their times, every bind and scale succeeding as they did in the
-/// simulator, and each step's decisions compared with the recorded ones.
-pub fn replay(recording: &Recording, policy: &dyn Hooks, config: SchedulerConfig) -> Replay {
-    let mut sched = Scheduler::new(Default::default(), config);
-    let mut out = Replay::default();
-    for (i, frame) in recording.frames.iter().enumerate() {
-        let (ops, recorded) = match frame {
-            Frame::Round { ops, decisions, .. } => (ops, decisions),
-            Frame::Scale { ops, actions, .. } => (ops, actions),
+/// A recording's frames run again, one at a time, over a scheduler of its
+/// own: for a whole replay ([`replay`]) or a check after each step (the
+/// gate before a policy swap).
+pub struct Replayer {
+    pub sched: Scheduler,
+    pub refused_ops: u64,
+}
+
+/// One frame run again.
+pub struct Step {
+    pub now_ms: u64,
+    /// Whether it was a round (or a scale step).
+    pub round: bool,
+    /// What it decided now, and in the recording, as JSON.
+    pub replayed: serde_json::Value,
+    pub recorded: serde_json::Value,
+    /// The policy's failures in it (its round's `PolicyError`s, its scale
+    /// step's errors).
+    pub policy_errors: Vec<String>,
+}
+
+impl Replayer {
+    /// A replayer over an empty cluster with the framework settings
+    /// `config`, but for the round budget: wall-clock time is not part of
+    /// a recording, so a replayed round tries every unit (a live round
+    /// that ran out of its budget differs there).
+    pub fn new(config: SchedulerConfig) -> Replayer {
+        let config = SchedulerConfig {
+            round_budget_ms: 0,
+            ..config
         };
+        Replayer {
+            sched: Scheduler::new(Default::default(), config),
+            refused_ops: 0,
+        }
+    }
+
+    /// Run `frame` through `policy` (and `fallback` where the recorded run
+    /// had one): its changes applied in order ([`Replayer::apply`]), then
+    /// its round or scale step at its time ([`Replayer::decide`]).
+    pub fn step(
+        &mut self,
+        frame: &Frame,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+    ) -> Step {
+        self.apply(frame);
+        self.decide(frame, policy, fallback)
+    }
+
+    /// Apply `frame`'s cluster changes, as the driver made them.
+    pub fn apply(&mut self, frame: &Frame) {
         // Checked when read.
-        let ops: Vec<ClusterOp> = serde_json::from_str(ops).unwrap_or_default();
+        let ops: Vec<ClusterOp> = serde_json::from_str(frame.ops()).unwrap_or_default();
         for op in ops {
-            if op.apply(&mut sched.cluster).is_err() {
-                out.refused_ops += 1;
+            if op.apply(&mut self.sched.cluster).is_err() {
+                self.refused_ops += 1;
             }
         }
+    }
+
+    /// Run `frame`'s round or scale step at its time, the driver answering
+    /// as it did.
+    pub fn decide(
+        &mut self,
+        frame: &Frame,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+    ) -> Step {
+        let answers = parse_answers(frame.answers()).unwrap_or_default();
         let now_ms = frame.now_ms();
-        let replayed = match frame {
-            Frame::Round { .. } => {
-                out.rounds += 1;
-                let mut io = RecordingIo::default();
-                let report =
-                    sched.schedule_round(now_ms, policy, &mut io, &mut RecordingIo::default());
+        let round = matches!(frame, Frame::Round { .. });
+        let mut policy_errors = Vec::new();
+        let replayed = match round {
+            true => {
+                let mut scaler = answers.clone();
+                let mut binder = answers;
+                let report = self.sched.schedule_round_with_fallback(
+                    now_ms,
+                    policy,
+                    fallback,
+                    &mut binder,
+                    &mut scaler,
+                );
+                policy_errors.extend(report.decisions.iter().filter_map(|d| match d {
+                    Decision::PolicyError { error, .. } => Some(error.clone()),
+                    _ => None,
+                }));
                 serde_json::to_value(&report.decisions)
             }
-            Frame::Scale { .. } => {
-                out.scale_steps += 1;
-                let report = sched.scale_step(now_ms, policy, &mut RecordingIo::default());
+            false => {
+                let mut scaler = answers;
+                let report = self.sched.scale_step(now_ms, policy, &mut scaler);
+                policy_errors.extend(report.errors);
                 serde_json::to_value(&report.actions)
             }
         }
         .unwrap_or(serde_json::Value::Null);
-        let recorded = serde_json::from_str(recorded).unwrap_or(serde_json::Value::Null);
-        if recorded != replayed {
+        let recorded = serde_json::from_str(frame.outcome()).unwrap_or(serde_json::Value::Null);
+        Step {
+            now_ms,
+            round,
+            replayed,
+            recorded,
+            policy_errors,
+        }
+    }
+}
+
+/// Replay `recording` through `policy` (and `fallback`) with the framework
+/// settings `config`, each step's decisions compared with the recorded
+/// ones.
+pub fn replay(
+    recording: &Recording,
+    policy: &dyn Hooks,
+    fallback: Option<&dyn Hooks>,
+    config: SchedulerConfig,
+) -> Replay {
+    let mut replayer = Replayer::new(config);
+    let mut out = Replay::default();
+    for (i, frame) in recording.frames.iter().enumerate() {
+        let step = replayer.step(frame, policy, fallback);
+        match step.round {
+            true => out.rounds += 1,
+            false => out.scale_steps += 1,
+        }
+        if step.recorded != step.replayed {
             out.differences.push(Difference {
                 frame: i,
-                now_ms,
-                recorded,
-                replayed,
+                now_ms: step.now_ms,
+                recorded: step.recorded,
+                replayed: step.replayed,
             });
         }
     }
+    out.refused_ops = replayer.refused_ops;
     out
 }
 
@@ -361,13 +528,21 @@ mod tests {
             settings: "{}".into(),
             interface_version: "0.1.0".into(),
             config: "{}".into(),
+            fallback: String::new(),
+            part: 0,
         }
     }
 
     fn frame(now_ms: u64) -> Frame {
+        let mut answers = Answers::default();
+        answers.binds.push_back(Err(crate::io::ApiError::new(
+            crate::io::ApiErrorKind::Conflict,
+            "already bound",
+        )));
         Frame::round(
             now_ms,
             &[ClusterOp::RemovePod("p".into())],
+            &answers,
             &Vec::<u8>::new(),
         )
     }
@@ -424,7 +599,7 @@ mod tests {
         std::fs::write(&path, &other).unwrap();
         let e = read(&path).unwrap_err().to_string();
         assert!(
-            e.contains("recorded in format 9; this build reads format 1"),
+            e.contains("recorded in format 9; this build reads format 2"),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

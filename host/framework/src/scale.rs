@@ -46,8 +46,11 @@ pub struct ScaleReport {
     pub requests: Vec<ScaleRequest>,
     /// Changes applied, in the policy's order.
     pub actions: Vec<ScaleAction>,
-    /// Policy or scaler failures (nothing was applied for a failed decision).
+    /// The policy's failures (nothing was applied for a failed decision).
     pub errors: Vec<String>,
+    /// Changes the scaler refused, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
     /// The policy was suspended, or serves again, after this step's call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<super::BreakerChange>,
@@ -161,7 +164,7 @@ impl Scheduler {
         let mut report = self.plan_scale(now_ms, policy);
         for request in std::mem::take(&mut report.requests) {
             if let Err(e) = scaler.scale(&request.job, request.workers, &request.reason) {
-                report.errors.push(format!(
+                report.refused.push(format!(
                     "scaling job {} to {} workers failed: {e}",
                     request.job, request.workers
                 ));

@@ -365,6 +365,21 @@ impl WasmPolicy {
         }
     }
 
+    /// The same compiled and configured policy with an instance of its own
+    /// (made and configured on its first call): for work beside the live
+    /// one, such as checking a candidate against it or a shadow run, that
+    /// must neither wait for nor disturb the live instance.
+    pub fn twin(&self) -> WasmPolicy {
+        WasmPolicy {
+            info: self.info.clone(),
+            engine: self.engine.clone(),
+            pre: self.pre.clone(),
+            limits: self.limits,
+            live: Mutex::new(None),
+            log_budget: Arc::default(),
+        }
+    }
+
     /// Drop the live instance: the next call instantiates and configures a
     /// fresh one (what happens after a failed call; benchmarks use it to
     /// price instantiation).

@@ -1,6 +1,7 @@
 //! The `dragon` command: a policy author's local harness.
 
 mod compare;
+mod gate;
 mod policy;
 mod replay;
 mod simulate;

@@ -1,4 +1,4 @@
-//! `dragon policy check` and `dragon policy run`.
+//! `dragon policy check`, `run` and `export` (`gate` is in its own module).
 
 use std::path::PathBuf;
 
@@ -26,6 +26,12 @@ pub enum PolicyCommand {
         after_help = "Examples:\n  dragon policy export dragon --out dragon.wasm\n  kubectl -n kube-system create configmap dragon-policy --from-file=policy.wasm=dragon.wasm\n  dragon policy export dragon --configmap kube-system/dragon-policy --out policy-configmap.yaml"
     )]
     Export(ExportOpts),
+    /// The gate before a swap, offline: run a candidate on a recording and
+    /// check the framework's rules, repeatability and latency.
+    #[command(
+        after_help = "Examples:\n  dragon policy gate candidate.wasm --recording run.rec\n  dragon policy gate candidate.wasm --recording run.rec --live dragon --latency-multiple 2"
+    )]
+    Gate(super::gate::GateOpts),
 }
 
 #[derive(Debug, Args)]
@@ -122,6 +128,7 @@ impl PolicyCommand {
         match self {
             PolicyCommand::Check(o) => check(o),
             PolicyCommand::Run(o) => run(o),
+            PolicyCommand::Gate(o) => o.run(),
             PolicyCommand::Export(o) => {
                 let bytes = dragon_bundled::by_name(&o.name).with_context(|| {
                     format!(

@@ -205,6 +205,8 @@ impl SimulateOpts {
                     settings: info.settings.clone(),
                     interface_version: info.interface_version.clone(),
                     config: serde_json::to_string(&sim_config())?,
+                    fallback: String::new(),
+                    part: 0,
                 };
                 let mut recorder = Recorder::create(path, &header)?;
                 // The first write error stops the recording, not the run.

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::trace::Trace;
 use crate::framework::{
-    ApiError, Binder, BreakerChange, Cluster, Decision, Effect, Eviction, Release, Role, Scaler,
-    Scheduler, SchedulerConfig, subject,
+    Answers, ApiError, Binder, BreakerChange, Cluster, Decision, Effect, Eviction, Release, Role,
+    Scaler, Scheduler, SchedulerConfig, subject,
 };
 use crate::record::Frame;
 use crate::runtime::{Hooks, wit};
@@ -571,7 +571,7 @@ impl Sim<'_> {
         let ops = self.sched.cluster.take_journal();
         let report = self.sched.scale_step(t, self.policy, &mut io);
         if let Some(sink) = self.sink.as_mut() {
-            sink(Frame::scale(t, &ops, &report.actions));
+            sink(Frame::scale(t, &ops, &Answers::default(), &report.actions));
         }
         for e in report.errors {
             self.note_error(e);
@@ -626,7 +626,12 @@ impl Sim<'_> {
             .sched
             .schedule_round(t, self.policy, &mut io, &mut scaler);
         if let Some(sink) = self.sink.as_mut() {
-            sink(Frame::round(t, &ops, &report.decisions));
+            sink(Frame::round(
+                t,
+                &ops,
+                &Answers::default(),
+                &report.decisions,
+            ));
         }
         if let Some(r) = self.sched.next_retry_ms(t) {
             self.retries.insert(r);

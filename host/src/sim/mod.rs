@@ -162,14 +162,16 @@ jobs:
                         settings: String::new(),
                         interface_version: String::new(),
                         config: String::new(),
+                        fallback: String::new(),
+                        part: 0,
                     },
                     frames,
                     torn: None,
                 };
-                let same = replay(&rec, &policy, sim_config());
+                let same = replay(&rec, &policy, None, sim_config());
                 assert_eq!(same.differences, vec![], "{name}");
                 assert_eq!(same.refused_ops, 0, "{name}");
-                let differ = replay(&rec, &wasm(other, ""), sim_config());
+                let differ = replay(&rec, &wasm(other, ""), None, sim_config());
                 assert!(!differ.differences.is_empty(), "{name} vs {other}");
             }
         }

@@ -35,6 +35,9 @@ pub enum Fault {
     Repeated,
     /// A `scale` answer with a valid decision next to an invalid one.
     MixedScale,
+    /// Valid answers that change from call to call: `score` favours a
+    /// different candidate each time it is asked the same question.
+    Drift,
 }
 
 /// The fault fixed in the component: tests rewrite the last 12 bytes of
@@ -76,7 +79,8 @@ const HUGE: usize = 4 << 20;
 pub struct Hostile {
     fault: Fault,
     hook: String,
-    /// Scheduling-hook calls made on this instance (for `flaky-1in10_`).
+    /// Scheduling-hook calls made on this instance (for `flaky-1in10_`
+    /// and `drift`).
     calls: std::cell::Cell<u64>,
 }
 
@@ -107,7 +111,8 @@ impl Hostile {
             | Fault::BadOutput
             | Fault::HugeOutput
             | Fault::Repeated
-            | Fault::MixedScale => {}
+            | Fault::MixedScale
+            | Fault::Drift => {}
             Fault::LogFlood => {
                 for i in 0..1_000_000u32 {
                     log(Level::Info, &format!("hostile: line {i}"));
@@ -226,7 +231,15 @@ impl Policy for Hostile {
 
     fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
         self.strike("score");
-        vec![1; self.len("score", nodes.index.len())]
+        let n = nodes.index.len();
+        if self.hook == "score" && self.fault == Fault::Drift {
+            let call = self.calls.get() + 1;
+            self.calls.set(call);
+            return (0..n)
+                .map(|i| u32::from((i as u64 + call) % n.max(1) as u64 == 0))
+                .collect();
+        }
+        vec![1; self.len("score", n)]
     }
 
     fn permit(&self, _now_ms: u64, _gang: &GangState) -> PermitResult {
