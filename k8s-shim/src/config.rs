@@ -4,8 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use dragon_framework::SchedulerConfig;
+use dragon_framework::gate::GateLimits;
 use dragon_runtime::Limits;
 use serde::Deserialize;
+
+use crate::flight::RecordingConfig;
 
 /// The `apiVersion` a config file may carry (absent: this one).
 pub const API_VERSION: &str = "dragon.dev/v1alpha1";
@@ -80,6 +83,43 @@ pub struct Config {
     /// than this, or has stopped: a liveness probe then restarts it.
     #[serde(default = "default_stuck_after")]
     pub stuck_after_seconds: u64,
+    /// The flight recorder: every round and scale step, to a bounded ring
+    /// of files (on by default).
+    #[serde(default)]
+    pub recording: RecordingConfig,
+    /// The gate a reloaded policy passes before it serves.
+    #[serde(default)]
+    pub reload_gate: ReloadGate,
+}
+
+/// The gate before a policy swap: the candidate runs on the steps of the
+/// recording file being written (see `dragon policy gate`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ReloadGate {
+    pub enabled: bool,
+    /// The candidate's p99 hook time may be at most this multiple of the
+    /// serving policy's on the same steps.
+    pub latency_multiple: f64,
+}
+
+impl Default for ReloadGate {
+    fn default() -> ReloadGate {
+        ReloadGate {
+            enabled: true,
+            latency_multiple: GateLimits::default().latency_multiple,
+        }
+    }
+}
+
+impl ReloadGate {
+    /// The gate's limits.
+    pub fn limits(&self) -> GateLimits {
+        GateLimits {
+            latency_multiple: self.latency_multiple,
+            ..GateLimits::default()
+        }
+    }
 }
 
 /// What to do when the policy fails.
@@ -194,6 +234,11 @@ impl Config {
         if self.stuck_after_seconds == 0 {
             bail!("stuckAfterSeconds must be at least 1");
         }
+        self.recording.check()?;
+        let m = self.reload_gate.latency_multiple;
+        if !(m.is_finite() && m >= 1.0) {
+            bail!("reloadGate.latencyMultiple must be at least 1, got {m}");
+        }
         match (self.client_qps, self.client_burst) {
             (None, Some(_)) => bail!("clientBurst needs clientQps"),
             (_, Some(0)) => bail!("clientBurst must be at least 1"),
@@ -224,6 +269,43 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shipped_configuration_parses_and_records_to_its_volume() {
+        let manifest = include_str!("../deploy/config.yaml");
+        let (_, body) = manifest.split_once("config.yaml: |\n").unwrap();
+        let text: String = body
+            .lines()
+            .map(|l| l.strip_prefix("    ").unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = Config::parse(&text, "deploy/config.yaml").unwrap();
+        assert!(c.recording.enabled);
+        assert_eq!(c.recording.dir, Path::new("/var/lib/dragon/recordings"));
+        assert!(c.reload_gate.enabled);
+    }
+
+    #[test]
+    fn recording_and_the_reload_gate_are_on_by_default_and_their_bounds_checked() {
+        let c = Config::parse("policy: dragon\n", "c.yaml").unwrap();
+        assert!(c.recording.enabled && c.reload_gate.enabled);
+        assert_eq!(c.recording.max_bytes, 64 << 20);
+        for (bad, key) in [
+            ("recording: {maxBytes: 10}\n", "recording.maxBytes"),
+            ("recording: {files: 1}\n", "recording.files"),
+            ("recording: {dirr: /x}\n", "dirr"),
+            (
+                "reloadGate: {latencyMultiple: 0.5}\n",
+                "reloadGate.latencyMultiple",
+            ),
+        ] {
+            let e = format!(
+                "{:#}",
+                Config::parse(&format!("policy: dragon\n{bad}"), "c.yaml").unwrap_err()
+            );
+            assert!(e.contains("c.yaml") && e.contains(key), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_failure_mode_defaults_to_fail_closed_and_is_checked() {

@@ -19,6 +19,7 @@ pub mod cluster_io;
 pub mod config;
 #[cfg(test)]
 mod fixtures;
+pub mod flight;
 pub mod group_status;
 pub mod http;
 pub mod kube_io;

@@ -1,21 +1,120 @@
 //! Hot reload: watch the policy file's directory (a ConfigMap mount swaps a
 //! `..data` symlink, so the file itself is never written in place), and when
-//! the content changes, load the new policy into the slot. A bad file is
-//! refused with a log line and a metric; the old policy keeps scheduling.
+//! the content changes, load the new policy, pass it through the gate and
+//! swap it into the slot. A bad file or a candidate the gate refuses is
+//! reported with a log line and a metric; the old policy keeps scheduling.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dragon_runtime::{LoadOptions, PolicySlot, PolicySource};
+use dragon_framework::SchedulerConfig;
+use dragon_framework::gate::{self, GateLimits, Passed};
+use dragon_framework::record;
+use dragon_runtime::{Hooks, LoadOptions, PolicySlot, PolicySource, WasmPolicy};
 use notify::{RecursiveMode, Watcher};
 
+use crate::flight::CurrentFile;
 use crate::metrics::Metrics;
 
 fn digest(path: &Path) -> Option<String> {
     std::fs::read(path)
         .ok()
         .map(|b| dragon_runtime::sha256_hex(&b))
+}
+
+/// The gate a candidate passes before it serves: it runs on the steps of
+/// the recording file being written, beside twins of the serving policy
+/// and the fallback (instances of their own, so the scheduling loop never
+/// waits for the gate).
+pub struct Gate {
+    pub recording: CurrentFile,
+    pub scheduling: SchedulerConfig,
+    pub fallback: Option<Arc<WasmPolicy>>,
+    pub limits: GateLimits,
+}
+
+impl Gate {
+    /// `Ok(None)` when there is nothing recorded to run the candidate on.
+    ///
+    /// # Errors
+    /// Why the candidate is refused.
+    pub fn check(
+        &self,
+        candidate: &WasmPolicy,
+        live: &WasmPolicy,
+    ) -> Result<Option<Passed>, String> {
+        let Some(path) = self.recording.get() else {
+            return Ok(None);
+        };
+        let rec = match record::read(&path) {
+            Ok(rec) => rec,
+            Err(e) => {
+                tracing::warn!("the gate has no recording to run the candidate on: {e}");
+                return Ok(None);
+            }
+        };
+        let candidate = candidate.twin();
+        let live = live.twin();
+        let fallback = self.fallback.as_ref().map(|f| f.twin());
+        gate::check(
+            &rec.frames,
+            self.scheduling,
+            &candidate,
+            Some(&live),
+            fallback.as_ref().map(|f| f as &dyn Hooks),
+            self.limits,
+        )
+        .map(Some)
+        .map_err(|breach| {
+            format!(
+                "{breach} (on {} recorded steps of {})",
+                rec.frames.len(),
+                path.display()
+            )
+        })
+    }
+}
+
+/// Load `source`, gate it, and swap it into `slot`; the outcome is logged
+/// and counted in `dragon_policy_reloads_total{result}`.
+pub fn reload(
+    source: &PolicySource,
+    slot: &PolicySlot,
+    options: &LoadOptions,
+    gate: Option<&Gate>,
+    metrics: &Metrics,
+) {
+    let candidate = match WasmPolicy::load(slot.engine(), slot.cache(), source, options) {
+        Ok(c) => c,
+        Err(e) => {
+            Metrics::inc(&metrics.reloads, "result", "failure");
+            tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
+            return;
+        }
+    };
+    if let Some(gate) = gate {
+        match gate.check(&candidate, &slot.current()) {
+            Ok(Some(passed)) => tracing::info!(
+                steps = passed.steps,
+                p99_us = passed.p99_us,
+                live_p99_us = passed.live_p99_us,
+                "the candidate policy passed the gate"
+            ),
+            Ok(None) => tracing::info!("nothing recorded yet: the candidate policy is not gated"),
+            Err(why) => {
+                Metrics::inc(&metrics.reloads, "result", "gated");
+                tracing::error!(
+                    candidate = %candidate.info().name,
+                    "policy reload refused by the gate, the previous policy keeps scheduling: {why}"
+                );
+                return;
+            }
+        }
+    }
+    let report = slot.swap(candidate);
+    Metrics::inc(&metrics.reloads, "result", "success");
+    tracing::info!(old = %report.old, new = %report.new, took_ms = report.took_ms, "policy reloaded");
 }
 
 /// Watch `path` and reload `slot` on every content change until the process
@@ -27,6 +126,7 @@ pub fn spawn(
     path: PathBuf,
     slot: Arc<PolicySlot>,
     options: LoadOptions,
+    gate: Option<Gate>,
     metrics: Arc<Metrics>,
 ) -> notify::Result<()> {
     let dir = path
@@ -45,6 +145,7 @@ pub fn spawn(
         .spawn(move || {
             let _watcher = watcher; // lives as long as the thread
             let mut current = Some(slot.current().info().sha256.clone());
+            let source = PolicySource::File(path.clone());
             while rx.recv().is_ok() {
                 // Let a burst of events (symlink swap, editor save) settle.
                 std::thread::sleep(Duration::from_millis(50));
@@ -54,16 +155,7 @@ pub fn spawn(
                     continue;
                 }
                 current = now;
-                match slot.reload(&PolicySource::File(path.clone()), &options) {
-                    Ok(report) => {
-                        Metrics::inc(&metrics.reloads, "result", "success");
-                        tracing::info!(old = %report.old, new = %report.new, took_ms = report.took_ms, "policy reloaded");
-                    }
-                    Err(e) => {
-                        Metrics::inc(&metrics.reloads, "result", "failure");
-                        tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
-                    }
-                }
+                reload(&source, &slot, &options, gate.as_ref(), &metrics);
             }
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;

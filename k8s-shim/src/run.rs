@@ -19,9 +19,11 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
+use crate::flight::FlightRecorder;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::Metrics;
+use crate::reload::Gate;
 use crate::scheduling::{Kind, Loop, Msg, Parts};
 use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
@@ -233,9 +235,45 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Err(e) => return Err(anyhow::Error::new(e).context("cannot load the policy")),
     };
     tracing::info!(policy = %slot.current().info().name, version = %slot.current().info().version, "policy loaded");
+    let recorder = match config.recording.enabled {
+        false => None,
+        true => {
+            let fallback_name = if fallback.is_some() { "baseline" } else { "" };
+            match FlightRecorder::open(
+                config.recording.clone(),
+                config.scheduling,
+                fallback_name,
+                crate::scheduling::now_ms(),
+            ) {
+                Ok(r) => {
+                    tracing::info!(dir = %config.recording.dir.display(), max_bytes = config.recording.max_bytes, "recording every round and scale step");
+                    Some(r)
+                }
+                Err(e) => {
+                    tracing::error!(dir = %config.recording.dir.display(), "cannot record (scheduling goes on without a recording): {e}");
+                    None
+                }
+            }
+        }
+    };
     if let PolicySource::File(path) = &source {
-        crate::reload::spawn(path.clone(), slot.clone(), options.clone(), metrics.clone())
-            .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
+        let gate = recorder
+            .as_ref()
+            .filter(|_| config.reload_gate.enabled)
+            .map(|r| Gate {
+                recording: r.current(),
+                scheduling: config.scheduling,
+                fallback: fallback.clone(),
+                limits: config.reload_gate.limits(),
+            });
+        crate::reload::spawn(
+            path.clone(),
+            slot.clone(),
+            options.clone(),
+            gate,
+            metrics.clone(),
+        )
+        .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
     }
 
     crate::http::spawn(
@@ -381,6 +419,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         } else {
             BTreeSet::from([Kind::NativeGroup])
         },
+        recorder,
     });
     let worker = tokio::spawn(scheduling.run(rx));
 

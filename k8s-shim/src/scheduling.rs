@@ -8,15 +8,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use dragon_framework::record::Frame;
 use dragon_framework::{
-    ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, PodState, Release,
-    RoundReport, ScaleRequest, UnitKey,
+    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, PodState, Release,
+    RoundReport, ScaleAction, ScaleRequest, UnitKey,
 };
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::flight::FlightRecorder;
 use crate::group_status::Status;
 use crate::metrics::{HookMetrics, Metrics};
 use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
@@ -88,6 +90,8 @@ pub struct Parts<I> {
     pub leading: bool,
     /// Kinds with nothing to list (an API the server does not serve).
     pub unlisted: BTreeSet<Kind>,
+    /// Where every round and scale step is recorded, if anywhere.
+    pub recorder: Option<FlightRecorder>,
 }
 
 /// The scheduling loop's state.
@@ -121,12 +125,16 @@ pub struct Loop<I> {
     /// `scheduling.k8s.io` PodGroup: (scheduled, message).
     group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
+    recorder: Option<FlightRecorder>,
 }
 
 impl<I: ClusterIo> Loop<I> {
     /// A loop over `parts`; it spawns its Event and status writers, so it is
     /// made inside the runtime.
-    pub fn new(parts: Parts<I>) -> Loop<I> {
+    pub fn new(mut parts: Parts<I>) -> Loop<I> {
+        if parts.recorder.is_some() {
+            parts.snapshot.sched.cluster.keep_journal(true);
+        }
         Loop {
             events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
             statuses: StatusWriter::spawn(parts.io.clone()),
@@ -147,6 +155,7 @@ impl<I: ClusterIo> Loop<I> {
             group_problem: BTreeMap::new(),
             group_condition: BTreeMap::new(),
             listed: parts.unlisted,
+            recorder: parts.recorder,
         }
     }
 
@@ -243,6 +252,9 @@ impl<I: ClusterIo> Loop<I> {
     /// and while leading, a round if something changed or a retry is due,
     /// the scale step when its interval has passed, and PodGroup statuses.
     pub async fn step(&mut self) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.between(&mut self.snapshot.sched.cluster);
+        }
         if !self.acting() {
             return;
         }
@@ -295,8 +307,9 @@ impl<I: ClusterIo> Loop<I> {
         }
     }
 
-    /// Set a job's workers through its scale target and record it.
-    async fn apply_scale(&mut self, request: &ScaleRequest) -> Result<(), ApiError> {
+    /// Set a job's workers through its scale target and record it (at
+    /// `now`, the time of the step that asked).
+    async fn apply_scale(&mut self, request: &ScaleRequest, now: u64) -> Result<(), ApiError> {
         let Some(target) = self.targets.get(&request.job).cloned() else {
             return Err(ApiError::new(
                 ApiErrorKind::Refused,
@@ -310,7 +323,7 @@ impl<I: ClusterIo> Loop<I> {
             .scale(&request.job, &target, request.workers)
             .await?;
         tracing::info!(job = %request.job, workers = request.workers, reason = %request.reason, "scaled");
-        self.snapshot.sched.scaled(request, now_ms());
+        self.snapshot.sched.scaled(request, now);
         self.snapshot
             .desired
             .insert(request.job.clone(), request.workers);
@@ -323,6 +336,10 @@ impl<I: ClusterIo> Loop<I> {
     async fn round(&mut self) {
         let policy = self.slot.current();
         let now = now_ms();
+        let ops = self
+            .recorder
+            .as_mut()
+            .map(|r| r.begin(&mut self.snapshot.sched.cluster, policy.info()));
         let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let fallback = self.fallback.as_deref();
         // Policy calls are CPU-bound and bounded by the round's budget.
@@ -344,8 +361,15 @@ impl<I: ClusterIo> Loop<I> {
                 });
             }
         }
+        let mut answers = Answers {
+            binds: results.iter().cloned().collect(),
+            ..Answers::default()
+        };
         let mut report = self.snapshot.sched.settle_round(planned, results);
-        self.apply_effects(&mut report).await;
+        self.apply_effects(&mut report, &mut answers).await;
+        if let (Some(r), Some(ops)) = (self.recorder.as_mut(), ops) {
+            r.end(Frame::round(now, &ops, &answers, &report.decisions));
+        }
         self.tell(&report, now).await;
         for (key, reason) in self.snapshot.invalid.clone() {
             self.explain(
@@ -356,9 +380,10 @@ impl<I: ClusterIo> Loop<I> {
         }
     }
 
-    /// Release the members of gangs whose binds failed, and apply the
-    /// scales of gangs admitted below their size.
-    async fn apply_effects(&mut self, report: &mut RoundReport) {
+    /// Release the members of gangs whose binds failed, apply the scales
+    /// of gangs admitted below their size and evict preemption victims;
+    /// each answer is kept in `answers`.
+    async fn apply_effects(&mut self, report: &mut RoundReport, answers: &mut Answers) {
         // Taken out while the report is written to, and put back after.
         let effects = std::mem::take(&mut report.effects);
         for effect in &effects {
@@ -386,18 +411,23 @@ impl<I: ClusterIo> Loop<I> {
                         }
                         Ok(Release::Unbound) => {}
                     }
+                    answers.releases.push_back(outcome.clone());
                     if self.snapshot.sched.released(pod, outcome) == Release::Kept {
                         report.kept(unit, pod.clone());
                     }
                 }
                 Effect::Scale(request) => {
-                    let result = self.apply_scale(request).await;
+                    let result = self.apply_scale(request, report.now_ms).await;
+                    answers.scales.push_back(result.clone());
                     if result.is_err() {
                         self.snapshot.sched.scale_failed(request, report.now_ms);
                     }
                     report.decisions.push(request.outcome(result));
                 }
-                Effect::Evict(eviction) => self.evict(eviction, report.now_ms).await,
+                Effect::Evict(eviction) => {
+                    let result = self.evict(eviction, report.now_ms).await;
+                    answers.evictions.push_back(result);
+                }
             }
         }
         report.effects = effects;
@@ -407,7 +437,7 @@ impl<I: ClusterIo> Loop<I> {
     /// asked as a dry run first, so a PodDisruptionBudget that refuses one
     /// leaves the whole unit running. Each pod evicted gets a `Preempted`
     /// Event naming who preempted it.
-    async fn evict(&mut self, eviction: &Eviction, now_ms: u64) {
+    async fn evict(&mut self, eviction: &Eviction, now_ms: u64) -> Result<(), ApiError> {
         let mut checked = Ok(());
         for pod in &eviction.pods {
             checked = self.io.evict(pod, true).await;
@@ -456,7 +486,10 @@ impl<I: ClusterIo> Loop<I> {
             }
         };
         Metrics::inc(&self.metrics.preemption_victims, "result", outcome);
-        self.snapshot.sched.evicted(eviction, result, now_ms);
+        self.snapshot
+            .sched
+            .evicted(eviction, result.clone(), now_ms);
+        result
     }
 
     /// Metrics, logs, Events and conditions for a round's decisions.
@@ -738,8 +771,12 @@ impl<I: ClusterIo> Loop<I> {
     /// The scale step: decided with the policy, each change applied.
     async fn scale(&mut self) {
         let policy = self.slot.current();
-        let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let now = now_ms();
+        let ops = self
+            .recorder
+            .as_mut()
+            .map(|r| r.begin(&mut self.snapshot.sched.cluster, policy.info()));
+        let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let report = tokio::task::block_in_place(|| {
             let timed = Observed {
                 inner: policy.as_ref(),
@@ -747,8 +784,12 @@ impl<I: ClusterIo> Loop<I> {
             };
             sched.plan_scale(now, &timed)
         });
+        let mut answers = Answers::default();
+        let mut actions = Vec::new();
         for request in &report.requests {
-            if let Err(e) = self.apply_scale(request).await {
+            let result = self.apply_scale(request, now).await;
+            answers.scales.push_back(result.clone());
+            if let Err(e) = result {
                 tracing::warn!(
                     "scale step: scaling job {} to {} workers failed: {e}",
                     request.job,
@@ -756,6 +797,7 @@ impl<I: ClusterIo> Loop<I> {
                 );
                 continue;
             }
+            actions.push(ScaleAction::from(request.clone()));
             Metrics::inc(
                 &self.metrics.scale_actions,
                 "direction",
@@ -766,6 +808,9 @@ impl<I: ClusterIo> Loop<I> {
                 },
             );
             tracing::info!(job = %request.job, from = request.from, to = request.workers, reason = %request.reason, "scale");
+        }
+        if let (Some(r), Some(ops)) = (self.recorder.as_mut(), ops) {
+            r.end(Frame::scale(now, &ops, &answers, &actions));
         }
         for e in &report.errors {
             tracing::warn!("scale step: {e}");
@@ -834,6 +879,7 @@ mod tests {
             scale_interval: Duration::from_secs(3600),
             leading: true,
             unlisted: BTreeSet::new(),
+            recorder: None,
         });
         for kind in [
             Kind::Node,
@@ -1007,6 +1053,69 @@ mod tests {
             "{calls:?}"
         );
         assert_eq!(events_with(&calls, "GangPartlyBound")[0].0, "ml/g-2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_flight_recording_replays_to_the_same_decisions_with_the_servers_answers() {
+        use crate::flight::{FlightRecorder, RecordingConfig};
+        use dragon_framework::record;
+
+        let dir = std::env::temp_dir().join(format!("dragon-loop-rec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let fake = Arc::new(FakeCluster::default());
+        {
+            let mut s = fake.lock();
+            s.refuse_bind.insert(
+                "ml/g-1".into(),
+                ApiError::new(ApiErrorKind::Conflict, "pod g-1 is already assigned"),
+            );
+            s.uncontrolled.insert("ml/g-2".into());
+        }
+        let mut l = listed_loop(&fake);
+        let config = RecordingConfig {
+            dir: dir.clone(),
+            ..RecordingConfig::default()
+        };
+        let recorder =
+            FlightRecorder::open(config, SchedulerConfig::without_backoff(), "", 1).unwrap();
+        let file = recorder.current();
+        l.recorder = Some(recorder);
+        l.snapshot.sched.cluster.keep_journal(true);
+        // A refused bind (the gang released, one member kept), then a node
+        // and a second gang, then the first gang's refusal lifted.
+        step_with(&mut l, [vec![node("a", 4)], gang("g", 3)].concat()).await;
+        step_with(&mut l, [vec![node("b", 4)], gang("h", 2)].concat()).await;
+        fake.lock().refuse_bind.clear();
+        l.dirty = true;
+        l.step().await;
+        assert!(binds(&fake.calls()).len() >= 6, "{:?}", fake.calls());
+
+        let rec = record::read(&file.get().unwrap()).unwrap();
+        assert_eq!(rec.frames.len(), 3);
+        let policy = l.slot.current();
+        let same = record::replay(
+            &rec,
+            policy.as_ref(),
+            None,
+            SchedulerConfig::without_backoff(),
+        );
+        assert_eq!(same.differences, vec![]);
+        assert_eq!(same.refused_ops, 0);
+        // Without the server's answers (every call succeeding) the first
+        // round decides otherwise: the answers are what make it exact.
+        let mut blind = rec.clone();
+        for f in &mut blind.frames {
+            let (Frame::Round { answers, .. } | Frame::Scale { answers, .. }) = f;
+            answers.clear();
+        }
+        let differ = record::replay(
+            &blind,
+            policy.as_ref(),
+            None,
+            SchedulerConfig::without_backoff(),
+        );
+        assert!(!differ.differences.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

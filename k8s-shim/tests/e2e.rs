@@ -77,6 +77,11 @@ async fn two_gangs_that_cannot_both_fit_run_one_whole_then_the_other() {
     )
     .await;
     assert!(sched.metric("dragon_scheduling_attempts_total{result=\"scheduled\"}") >= 2.0);
+    // The flight recorder's file of the whole run (arrivals, a gang that
+    // waits, completions) replays to the same decisions.
+    let files = sched.recordings();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(replay_differences(&files[0], "dragon"), 0);
     s.cleanup().await;
 }
 
@@ -230,6 +235,97 @@ async fn hot_reload_during_a_stream_of_pods_switches_policy_and_survives_a_corru
         "{}",
         sched.log()
     );
+    s.cleanup().await;
+}
+
+/// Replay the flight recorder's file `path` through the bundled `name`:
+/// the differing steps.
+fn replay_differences(path: &std::path::Path, name: &str) -> usize {
+    use dragon_framework::record;
+    let rec = record::read(path).unwrap_or_else(|e| panic!("{e}"));
+    let engine = dragon_runtime::PolicyEngine::new().unwrap();
+    let policy = dragon_runtime::WasmPolicy::from_bytes(
+        &engine,
+        &dragon_runtime::ComponentCache::disabled(),
+        name,
+        dragon_bundled::by_name(name).unwrap(),
+        &dragon_runtime::LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(rec.header.sha256, policy.info().sha256, "{:?}", rec.header);
+    let config = serde_json::from_str(&rec.header.config).unwrap();
+    let replay = record::replay(&rec, &policy, None, config);
+    assert!(replay.rounds > 0, "{replay:?}");
+    for d in &replay.differences {
+        eprintln!(
+            "t = {} ms:\n  recorded {}\n  replayed {}",
+            d.now_ms, d.recorded, d.replayed
+        );
+    }
+    replay.differences.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_refuses_a_candidate_the_framework_must_overrule_and_the_recording_replays_exactly()
+ {
+    let _g = serial();
+    let s = Scenario::new("gate").await;
+    s.node("a", 4).await;
+    s.node("b", 4).await;
+    let dir = std::env::temp_dir().join(format!("dragon-e2e-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.wasm");
+    export("dragon", &policy);
+    let sched = Scheduler::start(&s, &policy.display().to_string(), "");
+    let s = &s;
+    let gang = |g: &'static str| async move {
+        s.podgroup(g, 3, json!({})).await;
+        for i in 0..3 {
+            s.pod(&format!("{g}-worker-{i}"), Some((g, "worker", i)), 1, None)
+                .await;
+        }
+    };
+    gang("first").await;
+    until(60, "the first gang bound", || async {
+        bound(&s.placement("first-").await) == 3
+    })
+    .await;
+
+    // A candidate that asks to place every gang at one worker more than it
+    // has: on the recorded steps the framework refuses its answers, so the
+    // gate refuses it and DRAGON keeps scheduling.
+    let tmp = dir.join("policy.tmp");
+    std::fs::write(
+        &tmp,
+        dragon_test_policies::hostile_with_mode(b"oversize____"),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &policy).unwrap();
+    until(30, "the candidate to be gated", || async {
+        sched.metric("dragon_policy_reloads_total{result=\"gated\"}") >= 1.0
+    })
+    .await;
+    let log = sched.log();
+    assert!(
+        log.contains("policy reload refused by the gate")
+            && log.contains("the policy failed on the step recorded at t = ")
+            && log.contains("pre-filter"),
+        "{log}"
+    );
+    gang("second").await;
+    until(60, "the second gang bound by the live policy", || async {
+        bound(&s.placement("second-").await) == 3
+    })
+    .await;
+    assert_eq!(
+        sched.metric("dragon_policy_reloads_total{result=\"success\"}"),
+        0.0
+    );
+
+    // What the flight recorder kept replays to the same decisions.
+    let files = sched.recordings();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(replay_differences(&files[0], "dragon"), 0);
     s.cleanup().await;
 }
 

@@ -626,8 +626,13 @@ impl Scheduler {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let metrics = format!("127.0.0.1:{}", free_port());
+        // Each scheduler records into a ring of its own.
+        let recording = match extra.contains("recording:") {
+            true => String::new(),
+            false => format!("recording: {{dir: {}}}\n", dir.join("recordings").display()),
+        };
         let config = format!(
-            "schedulerName: {}\npolicy: {policy}\nmetricsAddr: {metrics}\ncacheDir: {}\n{extra}",
+            "schedulerName: {}\npolicy: {policy}\nmetricsAddr: {metrics}\ncacheDir: {}\n{recording}{extra}",
             s.scheduler_name(),
             dir.join("cache").display()
         );
@@ -665,6 +670,15 @@ impl Scheduler {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("scheduler.log")).unwrap_or_default()
+    }
+
+    /// The flight recorder's files, oldest first.
+    pub fn recordings(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.join("recordings"))
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
     }
 
     pub fn get(&self, path: &str) -> Option<(u16, String)> {

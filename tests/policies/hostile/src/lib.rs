@@ -45,7 +45,10 @@ pub enum Fault {
 /// `dragon_test_policies::hostile_with_mode`).
 /// - `hooks_______`, `long-name___`, `long-version`, `bad-version_`: what
 ///   `metadata` returns;
-/// - `flaky-1in10_`: every tenth call of a scheduling hook traps.
+/// - `flaky-1in10_`: every tenth call of a scheduling hook traps;
+/// - `oversize____`: `pre-filter` asks to place every gang at one worker
+///   more than the job has (more pods than it was given room for), which
+///   the framework refuses.
 #[used]
 static MODE: [u8; 34] = *b"HOSTILE_METADATA_MODE=normal______";
 
@@ -217,6 +220,9 @@ impl Policy for Hostile {
         }
         if self.bad("pre-filter") {
             return PreFilterResult::Proceed(vec![u32::MAX]);
+        }
+        if &mode() == b"oversize____" && unit.gang {
+            return PreFilterResult::Proceed(vec![unit.workers + 1]);
         }
         if self.len("pre-filter", 0) > 0 {
             return PreFilterResult::Skip("x".repeat(HUGE));

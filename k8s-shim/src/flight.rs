@@ -1,0 +1,438 @@
+//! The flight recorder: every round and scale step of the scheduling loop,
+//! with the cluster changes before it, the API server's answers and the
+//! decisions, written as a recording (see `dragon_framework::record`) to a
+//! bounded ring of files.
+//!
+//! Files are named `dragon-<start ms>-<part>.rec` and each is a recording
+//! on its own: a new one starts when the current one reaches its share of
+//! the ring (`maxBytes / files`) or when the policy or its settings change,
+//! and its first frame rebuilds the cluster as it is. The oldest files are
+//! deleted while the directory holds more than `maxBytes` of them (files
+//! of earlier runs count too). Each frame is flushed as it is written, so
+//! a crash loses at most the step under way (a torn last record, which
+//! readers skip). A recording that cannot be written is turned off with an
+//! error in the log: it never stops scheduling.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use dragon_framework::record::{FORMAT, Frame, Header, Recorder};
+use dragon_framework::{Cluster, ClusterOp, SchedulerConfig};
+use dragon_runtime::PolicyInfo;
+use serde::Deserialize;
+
+/// `recording` in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct RecordingConfig {
+    pub enabled: bool,
+    /// Where the files go.
+    pub dir: PathBuf,
+    /// The most the directory's recordings may take, bytes.
+    pub max_bytes: u64,
+    /// How many files the ring is split into (a file is the unit deleted).
+    pub files: u32,
+}
+
+impl Default for RecordingConfig {
+    fn default() -> RecordingConfig {
+        RecordingConfig {
+            enabled: true,
+            dir: std::env::temp_dir().join("dragon-recordings"),
+            max_bytes: 64 << 20,
+            files: 4,
+        }
+    }
+}
+
+/// The smallest ring: a file must hold more than a cluster's first frame.
+pub const MIN_RECORDING_BYTES: u64 = 1 << 20;
+/// The most files a ring is split into.
+pub const MAX_RECORDING_FILES: u32 = 64;
+
+impl RecordingConfig {
+    /// Check the bounds.
+    ///
+    /// # Errors
+    /// A bound out of range, named by its key.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.max_bytes < MIN_RECORDING_BYTES {
+            anyhow::bail!(
+                "recording.maxBytes must be at least {MIN_RECORDING_BYTES}, got {}",
+                self.max_bytes
+            );
+        }
+        if !(2..=MAX_RECORDING_FILES).contains(&self.files) {
+            anyhow::bail!(
+                "recording.files must be 2 to {MAX_RECORDING_FILES}, got {}",
+                self.files
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The file being written, for the gate before a policy swap (it reads the
+/// current file's steps).
+#[derive(Debug, Clone, Default)]
+pub struct CurrentFile(Arc<Mutex<Option<PathBuf>>>);
+
+impl CurrentFile {
+    pub fn get(&self) -> Option<PathBuf> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, path: Option<PathBuf>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = path;
+    }
+}
+
+struct Open {
+    recorder: Recorder,
+    path: PathBuf,
+    /// Whom the file records: a change starts a new file.
+    policy: (String, String),
+}
+
+/// Writes the scheduling loop's steps; see the module's documentation.
+pub struct FlightRecorder {
+    config: RecordingConfig,
+    scheduling: SchedulerConfig,
+    fallback: String,
+    started_ms: u64,
+    part: u32,
+    open: Option<Open>,
+    /// Files of the ring, oldest first, with their sizes.
+    files: VecDeque<(PathBuf, u64)>,
+    current: CurrentFile,
+    /// The journal was dropped: the next step starts a new file.
+    stale: bool,
+}
+
+/// Most cluster changes kept between two steps.
+pub const MAX_JOURNAL: usize = 100_000;
+
+fn is_recording(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.starts_with("dragon-") && name.ends_with(".rec")
+}
+
+impl FlightRecorder {
+    /// A recorder writing into `config.dir` (created if missing) for a loop
+    /// with the framework settings `scheduling` and the fallback policy
+    /// `fallback` (a bundled name, or empty).
+    ///
+    /// # Errors
+    /// The directory cannot be created or listed.
+    pub fn open(
+        config: RecordingConfig,
+        scheduling: SchedulerConfig,
+        fallback: &str,
+        started_ms: u64,
+    ) -> std::io::Result<FlightRecorder> {
+        std::fs::create_dir_all(&config.dir)?;
+        let mut files: Vec<(PathBuf, u64)> = std::fs::read_dir(&config.dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| is_recording(p))
+            .map(|p| {
+                let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                (p, size)
+            })
+            .collect();
+        // The names sort by run, then part.
+        files.sort();
+        Ok(FlightRecorder {
+            config,
+            scheduling,
+            fallback: fallback.to_string(),
+            started_ms,
+            part: 0,
+            open: None,
+            files: files.into(),
+            current: CurrentFile::default(),
+            stale: false,
+        })
+    }
+
+    /// Where the file being written is published.
+    pub fn current(&self) -> CurrentFile {
+        self.current.clone()
+    }
+
+    /// The cluster changes to record with the step about to run: the
+    /// journal since the last step, or, when the step opens a new file,
+    /// ops that rebuild the whole cluster. Call before the step.
+    pub fn begin(&mut self, cluster: &mut Cluster, policy: &PolicyInfo) -> Vec<ClusterOp> {
+        let ops = cluster.take_journal();
+        if !self.config.enabled {
+            return ops;
+        }
+        let who = (policy.sha256.clone(), policy.settings.clone());
+        let share = self.config.max_bytes / u64::from(self.config.files);
+        let rotate = self.stale
+            || match &self.open {
+                None => true,
+                Some(open) => open.policy != who || self.size() >= share,
+            };
+        if !rotate {
+            return ops;
+        }
+        self.stale = false;
+        self.close();
+        if let Err(e) = self.start(policy, who) {
+            tracing::error!(dir = %self.config.dir.display(), "cannot start a recording file; recording stops: {e}");
+            self.config.enabled = false;
+            cluster.keep_journal(false);
+        }
+        cluster.as_ops()
+    }
+
+    /// Between steps: a journal grown past [`MAX_JOURNAL`] (a busy cluster
+    /// with nothing to schedule for a long time) is dropped, and the next
+    /// step starts a new file from the cluster as it is.
+    pub fn between(&mut self, cluster: &mut Cluster) {
+        if cluster.journal_len() > MAX_JOURNAL {
+            cluster.take_journal();
+            self.stale = true;
+        }
+    }
+
+    /// Write the step's frame.
+    pub fn end(&mut self, frame: Frame) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let written = open
+            .recorder
+            .frame(&frame)
+            .and_then(|()| open.recorder.flush());
+        if let Err(e) = written {
+            tracing::error!("cannot write the recording; recording stops: {e}");
+            self.close();
+            self.config.enabled = false;
+            return;
+        }
+        self.note_size();
+    }
+
+    /// Whether steps are being recorded.
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    fn size(&self) -> u64 {
+        self.files.back().map_or(0, |(_, s)| *s)
+    }
+
+    fn note_size(&mut self) {
+        let Some(open) = &self.open else { return };
+        let size = std::fs::metadata(&open.path).map(|m| m.len()).unwrap_or(0);
+        if let Some(last) = self.files.back_mut() {
+            last.1 = size;
+        }
+    }
+
+    fn start(&mut self, policy: &PolicyInfo, who: (String, String)) -> Result<(), String> {
+        let header = Header {
+            format: FORMAT,
+            source: "dragon-scheduler".into(),
+            policy: policy.name.clone(),
+            origin: policy.origin.clone(),
+            sha256: policy.sha256.clone(),
+            settings: policy.settings.clone(),
+            interface_version: policy.interface_version.clone(),
+            config: serde_json::to_string(&self.scheduling).map_err(|e| e.to_string())?,
+            fallback: self.fallback.clone(),
+            part: self.part,
+        };
+        let path = self
+            .config
+            .dir
+            .join(format!("dragon-{}-{:04}.rec", self.started_ms, self.part));
+        let recorder = Recorder::create(&path, &header).map_err(|e| e.to_string())?;
+        self.part += 1;
+        self.files.push_back((path.clone(), 0));
+        self.open = Some(Open {
+            recorder,
+            path: path.clone(),
+            policy: who,
+        });
+        self.current.set(Some(path));
+        self.note_size();
+        self.trim();
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        if let Some(open) = self.open.take()
+            && let Err(e) = open.recorder.finish()
+        {
+            tracing::warn!("cannot finish the recording file: {e}");
+        }
+        self.current.set(None);
+    }
+
+    /// Delete the oldest files while the ring holds more than its bound;
+    /// the file being written stays.
+    fn trim(&mut self) {
+        let mut total: u64 = self.files.iter().map(|(_, s)| s).sum();
+        while total
+            > self
+                .config
+                .max_bytes
+                .saturating_sub(self.config.max_bytes / u64::from(self.config.files))
+            && self.files.len() > 1
+        {
+            let Some((path, size)) = self.files.pop_front() else {
+                break;
+            };
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(file = %path.display(), "cannot delete an old recording: {e}");
+            }
+            total -= size;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dragon_framework::record;
+    use dragon_framework::{Answers, Node, Pod, Resources};
+
+    fn info(sha: &str) -> PolicyInfo {
+        PolicyInfo {
+            name: "p".into(),
+            version: "1.0.0".into(),
+            interface_version: "0.1.0".into(),
+            hooks: Vec::new(),
+            origin: "p.wasm".into(),
+            sha256: sha.into(),
+            size_bytes: 0,
+            compile_ms: 0.0,
+            cached: false,
+            settings: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_ring_rotates_by_size_and_policy_and_each_file_rebuilds_the_cluster() {
+        let dir = std::env::temp_dir().join(format!("dragon-flight-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = RecordingConfig {
+            enabled: true,
+            dir: dir.clone(),
+            max_bytes: MIN_RECORDING_BYTES,
+            files: 4,
+        };
+        let mut rec = FlightRecorder::open(config, SchedulerConfig::default(), "", 7).unwrap();
+        let mut cluster = Cluster::new();
+        cluster.keep_journal(true);
+        let r = Resources {
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            gpus: 0,
+        };
+        // A first file: its ops rebuild the cluster (empty here).
+        let ops = rec.begin(&mut cluster, &info("a"));
+        assert!(ops.is_empty());
+        rec.end(Frame::round(
+            1,
+            &ops,
+            &Answers::default(),
+            &Vec::<u8>::new(),
+        ));
+        cluster.add_node(Node::new("n", r)).unwrap();
+        let ops = rec.begin(&mut cluster, &info("a"));
+        assert_eq!(ops.len(), 1, "the journal since the last step");
+        rec.end(Frame::round(
+            2,
+            &ops,
+            &Answers::default(),
+            &Vec::<u8>::new(),
+        ));
+
+        // Another policy: a new file, starting from the cluster as it is.
+        cluster.add_pod(Pod::new("p", r), Some("n")).unwrap();
+        let ops = rec.begin(&mut cluster, &info("b"));
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        rec.end(Frame::round(
+            3,
+            &ops,
+            &Answers::default(),
+            &Vec::<u8>::new(),
+        ));
+        let second = rec.current().get().unwrap();
+        assert!(second.ends_with("dragon-7-0001.rec"), "{second:?}");
+        let read = record::read(&second).unwrap();
+        assert_eq!((read.header.part, read.header.sha256.as_str()), (1, "b"));
+        let mut again = Cluster::new();
+        let Frame::Round { ops, .. } = &read.frames[0] else {
+            panic!()
+        };
+        for op in serde_json::from_str::<Vec<ClusterOp>>(ops).unwrap() {
+            op.apply(&mut again).unwrap();
+        }
+        assert_eq!(
+            again.pod("p").map(|(_, s)| s),
+            cluster.pod("p").map(|(_, s)| s)
+        );
+
+        // Big steps: files rotate at a quarter of the ring, and the ring
+        // keeps under its bound by deleting the oldest.
+        let big = vec!["x".repeat(1000); 200];
+        for t in 0..40 {
+            let ops = rec.begin(&mut cluster, &info("b"));
+            rec.end(Frame::round(10 + t, &ops, &Answers::default(), &big));
+        }
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        let total: u64 = files
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum();
+        assert!(total <= MIN_RECORDING_BYTES + 300_000, "{total}");
+        assert!(files.len() <= 4, "{files:?}");
+        assert!(!dir.join("dragon-7-0000.rec").exists(), "the oldest went");
+        for f in &files {
+            record::read(f).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_bounds_are_checked() {
+        let ok = RecordingConfig::default();
+        ok.check().unwrap();
+        for (bad, key) in [
+            (
+                RecordingConfig {
+                    max_bytes: 1000,
+                    ..ok.clone()
+                },
+                "maxBytes",
+            ),
+            (
+                RecordingConfig {
+                    files: 1,
+                    ..ok.clone()
+                },
+                "files",
+            ),
+            (
+                RecordingConfig {
+                    files: 65,
+                    ..ok.clone()
+                },
+                "files",
+            ),
+        ] {
+            let e = bad.check().unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
+    }
+}
