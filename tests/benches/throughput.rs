@@ -4,7 +4,9 @@
 //! `dragon`, each policy run natively and through wasm in one process, so
 //! the wasm/native ratio is measured in one run. Divan reports pods/s.
 //! And one preemption: a gang of 8 whole-node workers on 5,000 full nodes
-//! choosing its 8 victims among 5,000 running gangs.
+//! choosing its 8 victims among 5,000 running gangs. And the flight
+//! recorder's cost: the gangs again, with and without every round written
+//! to a recording.
 //!
 //!     cargo bench -p dragon-tests --bench throughput
 //!
@@ -71,6 +73,46 @@ mod gangs_of_8_dragon {
     #[divan::bench]
     fn wasm(b: Bencher) {
         run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+}
+
+/// The flight recorder's cost: the same gangs through wasm, each round
+/// also written to a recording on disk as dragon-scheduler writes it.
+#[divan::bench_group]
+mod recorded_gangs_of_8_dragon {
+    use super::*;
+    use dragon_host::record::{FORMAT, Header, Recorder};
+    use dragon_tests::workload::schedule_all_recorded;
+
+    fn recorder() -> Recorder {
+        let path = std::env::temp_dir().join(format!("dragon-bench-{}.rec", std::process::id()));
+        let header = Header {
+            format: FORMAT,
+            source: "bench".into(),
+            policy: "dragon".into(),
+            origin: "dragon".into(),
+            sha256: String::new(),
+            settings: String::new(),
+            interface_version: String::new(),
+            config: String::new(),
+            fallback: String::new(),
+            part: 0,
+        };
+        Recorder::create(&path, &header).expect("a recording in the temporary directory")
+    }
+
+    #[divan::bench]
+    fn unrecorded(b: Bencher) {
+        run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+
+    #[divan::bench]
+    fn recorded(b: Bencher) {
+        b.counter(ItemsCount::new(GANGS * 8))
+            .with_inputs(|| (pending(NODES, GANGS, 8), recorder()))
+            .bench_local_refs(|(s, r)| {
+                schedule_all_recorded(s, &*WASM_DRAGON, Some(r)).expect("every pod bound")
+            });
     }
 }
 

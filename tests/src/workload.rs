@@ -7,8 +7,9 @@
 
 use anyhow::Result;
 use dragon_host::framework::{
-    Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
+    Answers, Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
 };
+use dragon_host::record::{Frame, Recorder};
 use dragon_host::runtime::{Hooks, wit};
 use dragon_host::spec::TaskSpec;
 
@@ -168,6 +169,21 @@ pub fn pending(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
 /// bound; the number bound. A policy error or a pod left over is an error:
 /// a benchmark must not measure a run that went wrong.
 pub fn schedule_all(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
+    schedule_all_recorded(s, policy, None)
+}
+
+/// [`schedule_all`], each round written to `recorder` as dragon-scheduler's
+/// flight recorder writes it: the first frame's changes rebuild the
+/// cluster, the later ones are the journal (empty here), every frame
+/// flushed to the file.
+pub fn schedule_all_recorded(
+    s: &mut Scheduler,
+    policy: &dyn Hooks,
+    mut recorder: Option<&mut Recorder>,
+) -> Result<usize> {
+    if recorder.is_some() {
+        s.cluster.keep_journal(true);
+    }
     let total = s
         .cluster
         .pods()
@@ -175,8 +191,22 @@ pub fn schedule_all(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
         .count();
     let mut bound = 0usize;
     for round in 0..10 {
+        let ops = match (&recorder, round) {
+            (None, _) => Vec::new(),
+            (Some(_), 0) => s.cluster.as_ops(),
+            (Some(_), _) => s.cluster.take_journal(),
+        };
         let mut io = RecordingIo::default();
         let report = s.schedule_round(round, policy, &mut io, &mut RecordingIo::default());
+        if let Some(r) = recorder.as_deref_mut() {
+            r.frame(&Frame::round(
+                round,
+                &ops,
+                &Answers::default(),
+                &report.decisions,
+            ))?;
+            r.flush()?;
+        }
         if let Some(Decision::PolicyError { error, .. }) = report
             .decisions
             .iter()

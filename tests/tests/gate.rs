@@ -40,7 +40,7 @@ fn the_bundled_policies_pass_on_each_others_recordings() {
         )
         .unwrap_or_else(|b| panic!("{} on {}: {b}", candidate.info().name, live.info().name));
         assert_eq!(passed.steps, frames.len());
-        assert!(passed.calls > 0 && passed.live_p99_us.is_some());
+        assert!(passed.calls > 0);
     }
 }
 
@@ -140,6 +140,7 @@ fn a_candidate_slower_than_the_multiple_allows_is_refused() {
     let strict = GateLimits {
         latency_multiple: 0.0,
         latency_floor_us: 0,
+        min_calls: 1,
     };
     let breach =
         gate::check(&frames, sim_config(), &dragon, Some(&dragon), None, strict).unwrap_err();
