@@ -36,6 +36,14 @@ pub struct Config {
     /// Policy settings (a JSON object), passed to `configure`.
     #[serde(default)]
     pub settings: serde_json::Value,
+    /// A shadow policy: a `.wasm` path (watched for hot reload, through
+    /// the same gate) or a bundled name. It decides on every step beside
+    /// the serving policy and is compared with it; it never acts.
+    #[serde(default)]
+    pub shadow_policy: Option<String>,
+    /// The shadow policy's settings (a JSON object).
+    #[serde(default)]
+    pub shadow_settings: serde_json::Value,
     /// Per-call limits on the policy.
     #[serde(default)]
     pub limits: Limits,
@@ -220,6 +228,9 @@ impl Config {
         if !(self.settings.is_null() || self.settings.is_object()) {
             bail!("settings must be a mapping (it is passed to the policy as JSON)");
         }
+        if !(self.shadow_settings.is_null() || self.shadow_settings.is_object()) {
+            bail!("shadowSettings must be a mapping (it is passed to the shadow policy as JSON)");
+        }
         if let Some(qps) = self.client_qps
             && !(qps.is_finite() && qps > 0.0)
         {
@@ -258,11 +269,20 @@ impl Config {
 
     /// The settings as the JSON text `configure` receives.
     pub fn settings_json(&self) -> String {
-        if self.settings.is_null() {
-            String::new()
-        } else {
-            self.settings.to_string()
-        }
+        json_text(&self.settings)
+    }
+
+    /// The shadow policy's settings as the JSON text `configure` receives.
+    pub fn shadow_settings_json(&self) -> String {
+        json_text(&self.shadow_settings)
+    }
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    if v.is_null() {
+        String::new()
+    } else {
+        v.to_string()
     }
 }
 

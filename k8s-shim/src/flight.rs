@@ -5,8 +5,9 @@
 //!
 //! Files are named `dragon-<start ms>-<part>.rec` and each is a recording
 //! on its own: a new one starts when the current one reaches its share of
-//! the ring (`maxBytes / files`) or when the policy or its settings change,
-//! and its first frame rebuilds the cluster as it is. The oldest files are
+//! the ring (`maxBytes / files`), when the policy or its settings change,
+//! or when a frame rebuilds the cluster for another reason (see
+//! [`crate::taps`]), and its first frame rebuilds the cluster as it is. The oldest files are
 //! deleted while the directory holds more than `maxBytes` of them (files
 //! of earlier runs count too). Each frame is flushed as it is written, so
 //! a crash loses at most the step under way (a torn last record, which
@@ -17,8 +18,8 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use dragon_framework::SchedulerConfig;
 use dragon_framework::record::{FORMAT, Frame, Header, Recorder};
-use dragon_framework::{Cluster, ClusterOp, SchedulerConfig};
 use dragon_runtime::PolicyInfo;
 use serde::Deserialize;
 
@@ -110,9 +111,6 @@ pub struct FlightRecorder {
     stale: bool,
 }
 
-/// Most cluster changes kept between two steps.
-pub const MAX_JOURNAL: usize = 100_000;
-
 fn is_recording(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     name.starts_with("dragon-") && name.ends_with(".rec")
@@ -161,52 +159,52 @@ impl FlightRecorder {
         self.current.clone()
     }
 
-    /// The cluster changes to record with the step about to run: the
-    /// journal since the last step, or, when the step opens a new file,
-    /// ops that rebuild the whole cluster. Call before the step.
-    pub fn begin(&mut self, cluster: &mut Cluster, policy: &PolicyInfo) -> Vec<ClusterOp> {
-        let ops = cluster.take_journal();
+    /// Whether the step about to run must open a new file (the first, the
+    /// current one full, another policy or settings, a dropped journal):
+    /// its frame's changes must then rebuild the cluster.
+    pub fn due(&self, policy: &PolicyInfo) -> bool {
         if !self.config.enabled {
-            return ops;
+            return false;
         }
-        let who = (policy.sha256.clone(), policy.settings.clone());
         let share = self.config.max_bytes / u64::from(self.config.files);
-        let rotate = self.stale
+        self.stale
             || match &self.open {
                 None => true,
-                Some(open) => open.policy != who || self.size() >= share,
-            };
-        if !rotate {
-            return ops;
+                Some(open) => {
+                    open.policy != (policy.sha256.clone(), policy.settings.clone())
+                        || self.size() >= share
+                }
+            }
+    }
+
+    /// Open a new file for the step about to run, whose frame rebuilds the
+    /// cluster. A file that cannot be created turns recording off.
+    pub fn rotate(&mut self, policy: &PolicyInfo) {
+        if !self.config.enabled {
+            return;
         }
         self.stale = false;
         self.close();
+        let who = (policy.sha256.clone(), policy.settings.clone());
         if let Err(e) = self.start(policy, who) {
             tracing::error!(dir = %self.config.dir.display(), "cannot start a recording file; recording stops: {e}");
             self.config.enabled = false;
-            cluster.keep_journal(false);
         }
-        cluster.as_ops()
     }
 
-    /// Between steps: a journal grown past [`MAX_JOURNAL`] (a busy cluster
-    /// with nothing to schedule for a long time) is dropped, and the next
-    /// step starts a new file from the cluster as it is.
-    pub fn between(&mut self, cluster: &mut Cluster) {
-        if cluster.journal_len() > MAX_JOURNAL {
-            cluster.take_journal();
-            self.stale = true;
-        }
+    /// The journal was dropped: the next step opens a new file.
+    pub fn lost_track(&mut self) {
+        self.stale = true;
     }
 
     /// Write the step's frame.
-    pub fn end(&mut self, frame: Frame) {
+    pub fn write(&mut self, frame: &Frame) {
         let Some(open) = self.open.as_mut() else {
             return;
         };
         let written = open
             .recorder
-            .frame(&frame)
+            .frame(frame)
             .and_then(|()| open.recorder.flush());
         if let Err(e) = written {
             tracing::error!("cannot write the recording; recording stops: {e}");
@@ -299,8 +297,8 @@ impl FlightRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dragon_framework::Answers;
     use dragon_framework::record;
-    use dragon_framework::{Answers, Node, Pod, Resources};
 
     fn info(sha: &str) -> PolicyInfo {
         PolicyInfo {
@@ -317,8 +315,18 @@ mod tests {
         }
     }
 
+    /// One step as the loop takes it: a new file when due, then the frame.
+    fn step(rec: &mut FlightRecorder, policy: &PolicyInfo, t: u64, decisions: &[String]) -> bool {
+        let due = rec.due(policy);
+        if due {
+            rec.rotate(policy);
+        }
+        rec.write(&Frame::round(t, &[], &Answers::default(), &decisions));
+        due
+    }
+
     #[test]
-    fn the_ring_rotates_by_size_and_policy_and_each_file_rebuilds_the_cluster() {
+    fn the_ring_rotates_by_size_and_policy_and_keeps_under_its_bound() {
         let dir = std::env::temp_dir().join(format!("dragon-flight-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let config = RecordingConfig {
@@ -328,64 +336,26 @@ mod tests {
             files: 4,
         };
         let mut rec = FlightRecorder::open(config, SchedulerConfig::default(), "", 7).unwrap();
-        let mut cluster = Cluster::new();
-        cluster.keep_journal(true);
-        let r = Resources {
-            cpu_milli: 1000,
-            memory_mib: 1024,
-            gpus: 0,
-        };
-        // A first file: its ops rebuild the cluster (empty here).
-        let ops = rec.begin(&mut cluster, &info("a"));
-        assert!(ops.is_empty());
-        rec.end(Frame::round(
-            1,
-            &ops,
-            &Answers::default(),
-            &Vec::<u8>::new(),
-        ));
-        cluster.add_node(Node::new("n", r)).unwrap();
-        let ops = rec.begin(&mut cluster, &info("a"));
-        assert_eq!(ops.len(), 1, "the journal since the last step");
-        rec.end(Frame::round(
-            2,
-            &ops,
-            &Answers::default(),
-            &Vec::<u8>::new(),
-        ));
-
-        // Another policy: a new file, starting from the cluster as it is.
-        cluster.add_pod(Pod::new("p", r), Some("n")).unwrap();
-        let ops = rec.begin(&mut cluster, &info("b"));
-        assert_eq!(ops.len(), 2, "{ops:?}");
-        rec.end(Frame::round(
-            3,
-            &ops,
-            &Answers::default(),
-            &Vec::<u8>::new(),
-        ));
+        assert!(
+            step(&mut rec, &info("a"), 1, &[]),
+            "the first step opens a file"
+        );
+        assert!(!step(&mut rec, &info("a"), 2, &[]));
+        // Another policy: a new file.
+        assert!(step(&mut rec, &info("b"), 3, &[]));
         let second = rec.current().get().unwrap();
         assert!(second.ends_with("dragon-7-0001.rec"), "{second:?}");
         let read = record::read(&second).unwrap();
         assert_eq!((read.header.part, read.header.sha256.as_str()), (1, "b"));
-        let mut again = Cluster::new();
-        let Frame::Round { ops, .. } = &read.frames[0] else {
-            panic!()
-        };
-        for op in serde_json::from_str::<Vec<ClusterOp>>(ops).unwrap() {
-            op.apply(&mut again).unwrap();
-        }
-        assert_eq!(
-            again.pod("p").map(|(_, s)| s),
-            cluster.pod("p").map(|(_, s)| s)
-        );
+        // A dropped journal: a new file.
+        rec.lost_track();
+        assert!(step(&mut rec, &info("b"), 4, &[]));
 
         // Big steps: files rotate at a quarter of the ring, and the ring
         // keeps under its bound by deleting the oldest.
         let big = vec!["x".repeat(1000); 200];
         for t in 0..40 {
-            let ops = rec.begin(&mut cluster, &info("b"));
-            rec.end(Frame::round(10 + t, &ops, &Answers::default(), &big));
+            step(&mut rec, &info("b"), 10 + t, &big);
         }
         let files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

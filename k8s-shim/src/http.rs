@@ -1,4 +1,4 @@
-//! `/metrics`, `/healthz` and `/readyz`.
+//! `/metrics`, `/healthz`, `/readyz` and `/shadow`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> Result<()> {
     let m1 = metrics.clone();
     let m2 = metrics.clone();
+    let m3 = metrics.clone();
     let app = Router::new()
         .route(
             "/metrics",
@@ -39,6 +40,19 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> 
             }),
         )
         .route(
+            "/shadow",
+            get(move || {
+                let m = m3.clone();
+                async move {
+                    let view = m.shadow.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    (
+                        [("content-type", "application/json")],
+                        serde_json::to_string_pretty(&view).unwrap_or_default(),
+                    )
+                }
+            }),
+        )
+        .route(
             "/readyz",
             get(move || {
                 let m = metrics.clone();
@@ -54,7 +68,7 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> 
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(addr, "serving /metrics, /healthz, /readyz");
+    tracing::info!(addr, "serving /metrics, /healthz, /readyz, /shadow");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("metrics server stopped: {e}");

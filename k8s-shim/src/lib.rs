@@ -31,5 +31,7 @@ pub mod reload;
 pub mod retry;
 pub mod run;
 pub mod scheduling;
+pub mod shadow;
 pub mod snapshot;
+pub mod taps;
 pub mod translate;

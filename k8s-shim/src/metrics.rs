@@ -1,8 +1,10 @@
 //! Prometheus metrics, and the policy wrapper that times every hook.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use crate::shadow::ShadowView;
 
 use dragon_runtime::{CallError, Observer, hook_name, wit};
 use prometheus_client::encoding::text::encode;
@@ -25,8 +27,14 @@ pub struct Metrics {
     pub hook_errors: Family<Labels, Counter>,
     /// Time from a gang's creation to its admission.
     pub gang_wait_seconds: Histogram,
-    /// Policy reloads by result (`success`, `failure`).
+    /// Policy reloads (of the serving and the shadow policy) by result
+    /// (`success`, `failure`, `gated`).
     pub reloads: Family<Labels, Counter>,
+    /// The shadow policy's decisions compared with the serving one's, per
+    /// subject, by outcome (`same`, `different`, `error`).
+    pub shadow_decisions: Family<Labels, Counter>,
+    /// The shadow's totals and last disagreements, for `/shadow`.
+    pub shadow: Arc<Mutex<ShadowView>>,
     /// Scale actions by direction (`up`, `down`).
     pub scale_actions: Family<Labels, Counter>,
     /// Preemption victims by outcome (`evicted`, `refused`, `shrunk`).
@@ -121,6 +129,7 @@ impl Metrics {
         let hook_errors = Family::<Labels, Counter>::default();
         let gang_wait_seconds = Histogram::new(exponential_buckets(0.01, 3.0, 12));
         let reloads = Family::<Labels, Counter>::default();
+        let shadow_decisions = Family::<Labels, Counter>::default();
         let scale_actions = Family::<Labels, Counter>::default();
         let preemption_victims = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
@@ -168,6 +177,11 @@ impl Metrics {
             reloads.clone(),
         );
         registry.register(
+            "shadow_decisions",
+            "The shadow policy's decisions compared with the serving policy's, per subject, by outcome",
+            shadow_decisions.clone(),
+        );
+        registry.register(
             "scale_actions",
             "Scale changes applied, by direction",
             scale_actions.clone(),
@@ -189,6 +203,8 @@ impl Metrics {
             hook_errors,
             gang_wait_seconds,
             reloads,
+            shadow_decisions,
+            shadow: Arc::default(),
             scale_actions,
             preemption_victims,
             leader,
@@ -205,6 +221,13 @@ impl Metrics {
         family
             .get_or_create(&vec![(key.to_string(), value.to_string())])
             .inc();
+    }
+
+    /// Count `n` labelled events.
+    pub fn add(family: &Family<Labels, Counter>, key: &str, value: &str, n: u64) {
+        family
+            .get_or_create(&vec![(key.to_string(), value.to_string())])
+            .inc_by(n);
     }
 
     /// The Prometheus text exposition.

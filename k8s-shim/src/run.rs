@@ -25,7 +25,9 @@ use crate::leader::Election;
 use crate::metrics::Metrics;
 use crate::reload::Gate;
 use crate::scheduling::{Kind, Loop, Msg, Parts};
+use crate::shadow::ShadowFeed;
 use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
+use crate::taps::Taps;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 
 /// Build a client from `--kubeconfig`, else the usual inference
@@ -256,8 +258,8 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             }
         }
     };
-    if let PolicySource::File(path) = &source {
-        let gate = recorder
+    let gate = || {
+        recorder
             .as_ref()
             .filter(|_| config.reload_gate.enabled)
             .map(|r| Gate {
@@ -265,16 +267,64 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 scheduling: config.scheduling,
                 fallback: fallback.clone(),
                 limits: config.reload_gate.limits(),
-            });
+            })
+    };
+    if let PolicySource::File(path) = &source {
         crate::reload::spawn(
             path.clone(),
             slot.clone(),
             options.clone(),
-            gate,
+            gate(),
             metrics.clone(),
         )
         .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
     }
+    let shadow = match &config.shadow_policy {
+        None => None,
+        Some(spec) => {
+            let options = LoadOptions {
+                settings: config.shadow_settings_json(),
+                limits: config.limits,
+                sha256: None,
+            };
+            let source = PolicySource::named_or_file(spec);
+            // The shadow never stops the scheduler: a file that does not
+            // load is reported and scheduling goes on without it.
+            match PolicySlot::open(engine.clone(), cache.clone(), &source, &options) {
+                Err(e) => {
+                    tracing::error!(
+                        "the shadow policy did not load; scheduling goes on without a shadow: {e}"
+                    );
+                    None
+                }
+                Ok(shadow_slot) => {
+                    let shadow_slot = Arc::new(shadow_slot);
+                    if let PolicySource::File(path) = &source {
+                        crate::reload::spawn(
+                            path.clone(),
+                            shadow_slot.clone(),
+                            options.clone(),
+                            gate(),
+                            metrics.clone(),
+                        )
+                        .with_context(|| {
+                            format!("cannot watch {} for shadow policy changes", path.display())
+                        })?;
+                    }
+                    tracing::info!(shadow = %shadow_slot.current().info().name, "a shadow policy decides beside the serving one");
+                    Some(
+                        ShadowFeed::spawn(
+                            shadow_slot,
+                            config.scheduling,
+                            fallback.clone(),
+                            metrics.clone(),
+                        )
+                        .context("cannot start the shadow policy's thread")?,
+                    )
+                }
+            }
+        }
+    };
 
     crate::http::spawn(
         &config.metrics_addr,
@@ -419,7 +469,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         } else {
             BTreeSet::from([Kind::NativeGroup])
         },
-        recorder,
+        taps: Taps { recorder, shadow },
     });
     let worker = tokio::spawn(scheduling.run(rx));
 

@@ -18,10 +18,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
-use crate::flight::FlightRecorder;
 use crate::group_status::Status;
 use crate::metrics::{HookMetrics, Metrics};
 use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
+use crate::taps::Taps;
 use crate::translate::SCALE_TARGET;
 
 /// What the watch tasks and the wiring send the loop.
@@ -90,8 +90,9 @@ pub struct Parts<I> {
     pub leading: bool,
     /// Kinds with nothing to list (an API the server does not serve).
     pub unlisted: BTreeSet<Kind>,
-    /// Where every round and scale step is recorded, if anywhere.
-    pub recorder: Option<FlightRecorder>,
+    /// What watches every round and scale step: the flight recorder and
+    /// the shadow policy.
+    pub taps: Taps,
 }
 
 /// The scheduling loop's state.
@@ -125,14 +126,14 @@ pub struct Loop<I> {
     /// `scheduling.k8s.io` PodGroup: (scheduled, message).
     group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
-    recorder: Option<FlightRecorder>,
+    taps: Taps,
 }
 
 impl<I: ClusterIo> Loop<I> {
     /// A loop over `parts`; it spawns its Event and status writers, so it is
     /// made inside the runtime.
     pub fn new(mut parts: Parts<I>) -> Loop<I> {
-        if parts.recorder.is_some() {
+        if parts.taps.active() {
             parts.snapshot.sched.cluster.keep_journal(true);
         }
         Loop {
@@ -155,7 +156,7 @@ impl<I: ClusterIo> Loop<I> {
             group_problem: BTreeMap::new(),
             group_condition: BTreeMap::new(),
             listed: parts.unlisted,
-            recorder: parts.recorder,
+            taps: parts.taps,
         }
     }
 
@@ -252,9 +253,7 @@ impl<I: ClusterIo> Loop<I> {
     /// and while leading, a round if something changed or a retry is due,
     /// the scale step when its interval has passed, and PodGroup statuses.
     pub async fn step(&mut self) {
-        if let Some(r) = self.recorder.as_mut() {
-            r.between(&mut self.snapshot.sched.cluster);
-        }
+        self.taps.between(&mut self.snapshot.sched.cluster);
         if !self.acting() {
             return;
         }
@@ -336,10 +335,7 @@ impl<I: ClusterIo> Loop<I> {
     async fn round(&mut self) {
         let policy = self.slot.current();
         let now = now_ms();
-        let ops = self
-            .recorder
-            .as_mut()
-            .map(|r| r.begin(&mut self.snapshot.sched.cluster, policy.info()));
+        let begun = self.taps.begin(&mut self.snapshot.sched.cluster, &policy);
         let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let fallback = self.fallback.as_deref();
         // Policy calls are CPU-bound and bounded by the round's budget.
@@ -367,8 +363,12 @@ impl<I: ClusterIo> Loop<I> {
         };
         let mut report = self.snapshot.sched.settle_round(planned, results);
         self.apply_effects(&mut report, &mut answers).await;
-        if let (Some(r), Some(ops)) = (self.recorder.as_mut(), ops) {
-            r.end(Frame::round(now, &ops, &answers, &report.decisions));
+        if let Some(begun) = begun {
+            self.taps.end(
+                begun,
+                |ops| Frame::round(now, ops, &answers, &report.decisions),
+                &policy,
+            );
         }
         self.tell(&report, now).await;
         for (key, reason) in self.snapshot.invalid.clone() {
@@ -772,10 +772,7 @@ impl<I: ClusterIo> Loop<I> {
     async fn scale(&mut self) {
         let policy = self.slot.current();
         let now = now_ms();
-        let ops = self
-            .recorder
-            .as_mut()
-            .map(|r| r.begin(&mut self.snapshot.sched.cluster, policy.info()));
+        let begun = self.taps.begin(&mut self.snapshot.sched.cluster, &policy);
         let (sched, metrics) = (&mut self.snapshot.sched, &self.metrics);
         let report = tokio::task::block_in_place(|| {
             let timed = Observed {
@@ -809,8 +806,12 @@ impl<I: ClusterIo> Loop<I> {
             );
             tracing::info!(job = %request.job, from = request.from, to = request.workers, reason = %request.reason, "scale");
         }
-        if let (Some(r), Some(ops)) = (self.recorder.as_mut(), ops) {
-            r.end(Frame::scale(now, &ops, &answers, &actions));
+        if let Some(begun) = begun {
+            self.taps.end(
+                begun,
+                |ops| Frame::scale(now, ops, &answers, &actions),
+                &policy,
+            );
         }
         for e in &report.errors {
             tracing::warn!("scale step: {e}");
@@ -879,7 +880,7 @@ mod tests {
             scale_interval: Duration::from_secs(3600),
             leading: true,
             unlisted: BTreeSet::new(),
-            recorder: None,
+            taps: Taps::default(),
         });
         for kind in [
             Kind::Node,
@@ -1079,7 +1080,7 @@ mod tests {
         let recorder =
             FlightRecorder::open(config, SchedulerConfig::without_backoff(), "", 1).unwrap();
         let file = recorder.current();
-        l.recorder = Some(recorder);
+        l.taps.recorder = Some(recorder);
         l.snapshot.sched.cluster.keep_journal(true);
         // A refused bind (the gang released, one member kept), then a node
         // and a second gang, then the first gang's refusal lifted.
@@ -1116,6 +1117,77 @@ mod tests {
         );
         assert!(!differ.differences.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shadow_policy_is_compared_on_every_step_and_never_acts() {
+        use crate::shadow::ShadowFeed;
+
+        let fake = Arc::new(FakeCluster::default());
+        // DRAGON serves (it packs lone pods); the baseline shadows it (it
+        // spreads them).
+        let mut l = listed_loop_with(&fake, "dragon", dragon_bundled::DRAGON);
+        let engine = PolicyEngine::new().unwrap();
+        let cache = ComponentCache::disabled();
+        let baseline = WasmPolicy::from_bytes(
+            &engine,
+            &cache,
+            "baseline",
+            dragon_bundled::BASELINE,
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let slot = Arc::new(PolicySlot::new(engine, cache, baseline));
+        let feed = ShadowFeed::spawn(
+            slot,
+            SchedulerConfig::without_backoff(),
+            None,
+            l.metrics.clone(),
+        )
+        .unwrap();
+        l.taps.shadow = Some(feed);
+        l.snapshot.sched.cluster.keep_journal(true);
+        let pods: Vec<Event> = (0..4)
+            .map(|i| pod(&format!("p-{i}"), None, "", 0, None, US))
+            .collect();
+        step_with(&mut l, [vec![node("a", 8), node("b", 8)], pods].concat()).await;
+        let calls = fake.calls();
+        let bound: BTreeSet<String> = calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Bind { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(binds(&calls).len(), 4, "{calls:?}");
+        assert_eq!(
+            bound.len(),
+            1,
+            "DRAGON packs, the shadow binds nothing: {calls:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let view = loop {
+            let v = l.metrics.shadow.lock().unwrap().clone();
+            if v.same + v.different >= 4 {
+                break v;
+            }
+            assert!(Instant::now() < deadline, "{v:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(view.policy, "baseline");
+        assert!(view.different >= 1, "{view:?}");
+        let d = &view.disagreements[0];
+        assert!(d.subject.starts_with("pod/ml/p-"), "{d:?}");
+        assert!(
+            d.live.starts_with("bound to ") && d.shadow.starts_with("bound to "),
+            "{d:?}"
+        );
+        assert_eq!(view.diverged, 0);
+        let text = l.metrics.render();
+        assert!(
+            text.contains("dragon_shadow_decisions_total{outcome=\"different\"}"),
+            "{text}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -330,6 +330,56 @@ async fn the_gate_refuses_a_candidate_the_framework_must_overrule_and_the_record
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_baseline_shadowing_dragon_is_counted_and_shown_and_never_binds() {
+    let _g = serial();
+    let s = Scenario::new("shadow").await;
+    for n in ["n0", "n1", "n2"] {
+        s.node(n, 0).await;
+    }
+    let sched = Scheduler::start(&s, "dragon", "shadowPolicy: baseline\n");
+    for i in 0..9 {
+        s.pod(&format!("p-{i}"), None, 0, None).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until(60, "every pod bound", || async {
+        bound(&s.placement("p-").await) == 9
+    })
+    .await;
+    // DRAGON packs lone pods, as it does without a shadow (the hot reload
+    // test): the baseline, which would spread them, bound none.
+    let nodes: BTreeSet<_> = s.placement("p-").await.into_values().collect();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    until(30, "the shadow's disagreements counted", || async {
+        sched.metric("dragon_shadow_decisions_total{outcome=\"different\"}") >= 1.0
+    })
+    .await;
+    let (code, body) = sched.get("/shadow").unwrap();
+    assert_eq!(code, 200);
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["policy"], "baseline", "{view}");
+    assert!(view["different"].as_u64() >= Some(1), "{view}");
+    let d = &view["disagreements"][0];
+    assert!(
+        d["subject"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("pod/{}/p-", s.name))
+            && d["live"].as_str().unwrap().starts_with("bound to ")
+            && d["shadow"].as_str().unwrap().starts_with("bound to "),
+        "{view}"
+    );
+    assert_eq!(view["diverged"], 0, "{view}");
+    assert!(
+        sched
+            .log()
+            .contains("the shadow policy decided differently"),
+        "{}",
+        sched.log()
+    );
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_scheduler_finishes_the_work_with_nothing_double_bound() {
     let _g = serial();
     let s = Scenario::new("restart").await;

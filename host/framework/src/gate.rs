@@ -35,6 +35,10 @@ pub struct GateLimits {
     /// Below this p99 (µs) the candidate is fast enough whatever the
     /// multiple: timings of a few microseconds are mostly noise.
     pub latency_floor_us: u64,
+    /// With fewer calls than this from either policy, latency is not
+    /// judged: a p99 of a few dozen calls is their slowest, one hiccup of
+    /// the machine.
+    pub min_calls: usize,
 }
 
 impl Default for GateLimits {
@@ -42,6 +46,7 @@ impl Default for GateLimits {
         GateLimits {
             latency_multiple: 3.0,
             latency_floor_us: 1_000,
+            min_calls: 100,
         }
     }
 }
@@ -107,7 +112,9 @@ fn secs(ms: u64) -> String {
 pub struct Passed {
     /// Recorded steps it ran.
     pub steps: usize,
-    /// Hook calls it made, and its p99 and the live policy's (µs).
+    /// Hook calls it made, and its p99 and the live policy's (µs); the
+    /// live policy's is `None` when latency was not judged (no live
+    /// policy, or too few calls).
     pub calls: usize,
     pub p99_us: u64,
     pub live_p99_us: Option<u64>,
@@ -185,7 +192,7 @@ pub fn check(
     }
     let calls = timings.0.borrow().len();
     let p99_us = timings.p99_us();
-    let live_p99_us = live.map(|live| {
+    let live_p99_us = live.and_then(|live| {
         let live_timings = Timings::default();
         let timed = Observed {
             inner: live,
@@ -195,7 +202,8 @@ pub fn check(
         for frame in frames {
             replayer.step(frame, &timed, fallback);
         }
-        live_timings.p99_us()
+        let live_calls = live_timings.0.borrow().len();
+        (calls.min(live_calls) >= limits.min_calls).then(|| live_timings.p99_us())
     });
     if let Some(live_us) = live_p99_us
         && p99_us > limits.latency_floor_us

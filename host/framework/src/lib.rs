@@ -21,6 +21,7 @@ mod queue;
 pub mod record;
 mod scale;
 mod selector;
+pub mod shadow;
 mod unit;
 
 pub use breaker::{BreakerChange, BreakerConfig};

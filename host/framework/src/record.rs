@@ -445,42 +445,65 @@ impl Replayer {
         fallback: Option<&dyn Hooks>,
     ) -> Step {
         let answers = parse_answers(frame.answers()).unwrap_or_default();
-        let now_ms = frame.now_ms();
-        let round = matches!(frame, Frame::Round { .. });
-        let mut policy_errors = Vec::new();
-        let replayed = match round {
-            true => {
-                let mut scaler = answers.clone();
-                let mut binder = answers;
-                let report = self.sched.schedule_round_with_fallback(
-                    now_ms,
-                    policy,
-                    fallback,
-                    &mut binder,
-                    &mut scaler,
-                );
-                policy_errors.extend(report.decisions.iter().filter_map(|d| match d {
-                    Decision::PolicyError { error, .. } => Some(error.clone()),
-                    _ => None,
-                }));
-                serde_json::to_value(&report.decisions)
-            }
-            false => {
-                let mut scaler = answers;
-                let report = self.sched.scale_step(now_ms, policy, &mut scaler);
-                policy_errors.extend(report.errors);
-                serde_json::to_value(&report.actions)
-            }
+        run_step(&mut self.sched, frame, answers, policy, fallback)
+    }
+
+    /// What `policy` would decide at `frame`'s step over the state the
+    /// replayer is in (after [`Replayer::apply`]), every call it makes
+    /// succeeding; the replayer itself is left as it was.
+    pub fn decide_aside(
+        &self,
+        frame: &Frame,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+    ) -> Step {
+        let mut fork = self.sched.clone();
+        run_step(&mut fork, frame, Answers::default(), policy, fallback)
+    }
+}
+
+fn run_step(
+    sched: &mut Scheduler,
+    frame: &Frame,
+    answers: Answers,
+    policy: &dyn Hooks,
+    fallback: Option<&dyn Hooks>,
+) -> Step {
+    let now_ms = frame.now_ms();
+    let round = matches!(frame, Frame::Round { .. });
+    let mut policy_errors = Vec::new();
+    let replayed = match round {
+        true => {
+            let mut scaler = answers.clone();
+            let mut binder = answers;
+            let report = sched.schedule_round_with_fallback(
+                now_ms,
+                policy,
+                fallback,
+                &mut binder,
+                &mut scaler,
+            );
+            policy_errors.extend(report.decisions.iter().filter_map(|d| match d {
+                Decision::PolicyError { error, .. } => Some(error.clone()),
+                _ => None,
+            }));
+            serde_json::to_value(&report.decisions)
         }
-        .unwrap_or(serde_json::Value::Null);
-        let recorded = serde_json::from_str(frame.outcome()).unwrap_or(serde_json::Value::Null);
-        Step {
-            now_ms,
-            round,
-            replayed,
-            recorded,
-            policy_errors,
+        false => {
+            let mut scaler = answers;
+            let report = sched.scale_step(now_ms, policy, &mut scaler);
+            policy_errors.extend(report.errors);
+            serde_json::to_value(&report.actions)
         }
+    }
+    .unwrap_or(serde_json::Value::Null);
+    let recorded = serde_json::from_str(frame.outcome()).unwrap_or(serde_json::Value::Null);
+    Step {
+        now_ms,
+        round,
+        replayed,
+        recorded,
+        policy_errors,
     }
 }
 
