@@ -30,12 +30,18 @@ pub struct Config {
     pub scheduler_name: String,
     /// The policy: a `.wasm` path (watched for hot reload) or a bundled name.
     pub policy: String,
-    /// Refuse a policy file whose SHA-256 is not this.
+    /// The SHA-256 digests a policy file may have (one, or a list): any
+    /// other is refused, at start-up and on reload, serving or shadow.
     #[serde(default)]
-    pub policy_sha256: Option<String>,
+    pub policy_sha256: Option<Digests>,
     /// Policy settings (a JSON object), passed to `configure`.
     #[serde(default)]
     pub settings: serde_json::Value,
+    /// A file of policy settings (a JSON or YAML mapping) instead of
+    /// `settings`: watched, and a change reloads the policy with them
+    /// (through the gate) without a restart.
+    #[serde(default)]
+    pub settings_file: Option<PathBuf>,
     /// A shadow policy: a `.wasm` path (watched for hot reload, through
     /// the same gate) or a bundled name. It decides on every step beside
     /// the serving policy and is compared with it; it never acts.
@@ -128,6 +134,14 @@ impl ReloadGate {
             ..GateLimits::default()
         }
     }
+}
+
+/// One digest or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Digests {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// What to do when the policy fails.
@@ -228,6 +242,9 @@ impl Config {
         if !(self.settings.is_null() || self.settings.is_object()) {
             bail!("settings must be a mapping (it is passed to the policy as JSON)");
         }
+        if self.settings_file.is_some() && !self.settings.is_null() {
+            bail!("settings and settingsFile are both set: keep one");
+        }
         if !(self.shadow_settings.is_null() || self.shadow_settings.is_object()) {
             bail!("shadowSettings must be a mapping (it is passed to the shadow policy as JSON)");
         }
@@ -267,6 +284,15 @@ impl Config {
         Some((qps, burst))
     }
 
+    /// The digests a policy may have; empty: any.
+    pub fn allowed_digests(&self) -> Vec<String> {
+        match &self.policy_sha256 {
+            None => Vec::new(),
+            Some(Digests::One(d)) => vec![d.clone()],
+            Some(Digests::Many(ds)) => ds.clone(),
+        }
+    }
+
     /// The settings as the JSON text `configure` receives.
     pub fn settings_json(&self) -> String {
         json_text(&self.settings)
@@ -276,6 +302,25 @@ impl Config {
     pub fn shadow_settings_json(&self) -> String {
         json_text(&self.shadow_settings)
     }
+}
+
+/// The settings in `path` (a JSON or YAML mapping) as the JSON text
+/// `configure` receives.
+///
+/// # Errors
+/// The file cannot be read or is not a mapping; the message names it.
+pub fn read_settings_file(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read settings file {}", path.display()))?;
+    let v: serde_json::Value = serde_norway::from_str(&text)
+        .with_context(|| format!("invalid settings file {}", path.display()))?;
+    if !(v.is_null() || v.is_object()) {
+        bail!(
+            "invalid settings file {}: the settings must be a mapping",
+            path.display()
+        );
+    }
+    Ok(json_text(&v))
 }
 
 fn json_text(v: &serde_json::Value) -> String {

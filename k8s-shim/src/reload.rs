@@ -1,7 +1,8 @@
-//! Hot reload: watch the policy file's directory (a ConfigMap mount swaps a
-//! `..data` symlink, so the file itself is never written in place), and when
-//! the content changes, load the new policy, pass it through the gate and
-//! swap it into the slot. A bad file or a candidate the gate refuses is
+//! Hot reload: watch the directories of the policy file and of the settings
+//! file (a ConfigMap mount swaps a `..data` symlink, so a file itself is
+//! never written in place), and when either's content changes, load the
+//! policy with the settings, pass it through the gate and swap it into the
+//! slot. A bad file, bad settings or a candidate the gate refuses is
 //! reported with a log line and a metric; the old policy keeps scheduling.
 
 use std::path::{Path, PathBuf};
@@ -117,45 +118,88 @@ pub fn reload(
     tracing::info!(old = %report.old, new = %report.new, took_ms = report.took_ms, "policy reloaded");
 }
 
-/// Watch `path` and reload `slot` on every content change until the process
-/// ends. Runs on its own thread.
+/// What a reload reads: the policy, and the settings file if there is one.
+pub struct Watched {
+    pub source: PolicySource,
+    pub settings_file: Option<PathBuf>,
+}
+
+impl Watched {
+    /// The files whose content is watched.
+    fn files(&self) -> Vec<PathBuf> {
+        let policy = match &self.source {
+            PolicySource::File(p) => Some(p.clone()),
+            _ => None,
+        };
+        policy
+            .into_iter()
+            .chain(self.settings_file.clone())
+            .collect()
+    }
+
+    /// Whether anything is watched at all.
+    pub fn any(&self) -> bool {
+        !self.files().is_empty()
+    }
+}
+
+/// Watch the files of `watched` and reload `slot` on every content change
+/// until the process ends. Runs on its own thread. `options` are those of
+/// the serving policy; its settings are read again from the settings file.
 ///
 /// # Errors
-/// The directory cannot be watched.
+/// A directory cannot be watched.
 pub fn spawn(
-    path: PathBuf,
+    watched: Watched,
     slot: Arc<PolicySlot>,
-    options: LoadOptions,
+    mut options: LoadOptions,
     gate: Option<Gate>,
     metrics: Arc<Metrics>,
 ) -> notify::Result<()> {
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let files = watched.files();
     let (tx, rx) = std::sync::mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok() {
             let _ = tx.send(());
         }
     })?;
-    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    let dirs: std::collections::BTreeSet<PathBuf> = files
+        .iter()
+        .map(|f| {
+            f.parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."))
+        })
+        .collect();
+    for dir in &dirs {
+        watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    }
     std::thread::Builder::new()
         .name("dragon-reload".into())
         .spawn(move || {
             let _watcher = watcher; // lives as long as the thread
-            let mut current = Some(slot.current().info().sha256.clone());
-            let source = PolicySource::File(path.clone());
+            let contents = || files.iter().map(|f| digest(f)).collect::<Vec<_>>();
+            let mut current = contents();
             while rx.recv().is_ok() {
                 // Let a burst of events (symlink swap, editor save) settle.
                 std::thread::sleep(Duration::from_millis(50));
                 while rx.try_recv().is_ok() {}
-                let now = digest(&path);
-                if now.is_none() || now == current {
+                let now = contents();
+                if now.iter().any(Option::is_none) || now == current {
                     continue;
                 }
                 current = now;
-                reload(&source, &slot, &options, gate.as_ref(), &metrics);
+                if let Some(path) = &watched.settings_file {
+                    match crate::config::read_settings_file(path) {
+                        Ok(settings) => options.settings = settings,
+                        Err(e) => {
+                            Metrics::inc(&metrics.reloads, "result", "failure");
+                            tracing::error!("settings refused, the previous policy and settings keep scheduling: {e:#}");
+                            continue;
+                        }
+                    }
+                }
+                reload(&watched.source, &slot, &options, gate.as_ref(), &metrics);
             }
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;

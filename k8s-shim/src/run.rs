@@ -23,7 +23,7 @@ use crate::flight::FlightRecorder;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::Metrics;
-use crate::reload::Gate;
+use crate::reload::{Gate, Watched};
 use crate::scheduling::{Kind, Loop, Msg, Parts};
 use crate::shadow::ShadowFeed;
 use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
@@ -202,10 +202,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         .clone()
         .map(ComponentCache::at)
         .unwrap_or_else(ComponentCache::from_env);
+    let settings = match &config.settings_file {
+        Some(path) => crate::config::read_settings_file(path)?,
+        None => config.settings_json(),
+    };
     let options = LoadOptions {
-        settings: config.settings_json(),
+        settings,
         limits: config.limits,
-        sha256: config.policy_sha256.clone(),
+        sha256: config.allowed_digests(),
     };
     let source = PolicySource::named_or_file(&config.policy);
     let baseline = || {
@@ -269,15 +273,19 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 limits: config.reload_gate.limits(),
             })
     };
-    if let PolicySource::File(path) = &source {
+    let watched = Watched {
+        source: source.clone(),
+        settings_file: config.settings_file.clone(),
+    };
+    if watched.any() {
         crate::reload::spawn(
-            path.clone(),
+            watched,
             slot.clone(),
             options.clone(),
             gate(),
             metrics.clone(),
         )
-        .with_context(|| format!("cannot watch {} for policy changes", path.display()))?;
+        .context("cannot watch the policy and settings files for changes")?;
     }
     let shadow = match &config.shadow_policy {
         None => None,
@@ -285,7 +293,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             let options = LoadOptions {
                 settings: config.shadow_settings_json(),
                 limits: config.limits,
-                sha256: None,
+                sha256: config.allowed_digests(),
             };
             let source = PolicySource::named_or_file(spec);
             // The shadow never stops the scheduler: a file that does not
@@ -299,17 +307,19 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 }
                 Ok(shadow_slot) => {
                     let shadow_slot = Arc::new(shadow_slot);
-                    if let PolicySource::File(path) = &source {
+                    let watched = Watched {
+                        source: source.clone(),
+                        settings_file: None,
+                    };
+                    if watched.any() {
                         crate::reload::spawn(
-                            path.clone(),
+                            watched,
                             shadow_slot.clone(),
                             options.clone(),
                             gate(),
                             metrics.clone(),
                         )
-                        .with_context(|| {
-                            format!("cannot watch {} for shadow policy changes", path.display())
-                        })?;
+                        .context("cannot watch the shadow policy file for changes")?;
                     }
                     tracing::info!(shadow = %shadow_slot.current().info().name, "a shadow policy decides beside the serving one");
                     Some(

@@ -380,6 +380,68 @@ async fn the_baseline_shadowing_dragon_is_counted_and_shown_and_never_binds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_change_takes_effect_without_a_restart_and_bad_settings_are_refused() {
+    let _g = serial();
+    let s = Scenario::new("settings").await;
+    s.node("a", 4).await;
+    let dir = std::env::temp_dir().join(format!("dragon-e2e-settings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = dir.join("settings.yaml");
+    let write = |text: &str| {
+        let tmp = dir.join("settings.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &settings).unwrap();
+    };
+    write("idle_threshold_s: 60\n");
+    let sched = Scheduler::start(
+        &s,
+        "dragon",
+        &format!("settingsFile: {}\n", settings.display()),
+    );
+    s.pod("p-0", None, 1, None).await;
+    until(60, "the first pod bound", || async {
+        bound(&s.placement("p-").await) == 1
+    })
+    .await;
+
+    write("idle_threshold_s: 30\n");
+    until(30, "the settings reloaded", || async {
+        sched.metric("dragon_policy_reloads_total{result=\"success\"}") >= 1.0
+    })
+    .await;
+    // The next step runs under them: its recording file says so.
+    s.pod("p-1", None, 1, None).await;
+    until(60, "the second pod bound", || async {
+        bound(&s.placement("p-").await) == 2
+    })
+    .await;
+    let files = sched.recordings();
+    let last = dragon_framework::record::read(files.last().unwrap()).unwrap();
+    assert_eq!(
+        last.header.settings, r#"{"idle_threshold_s":30}"#,
+        "{files:?}"
+    );
+
+    // Settings the policy refuses: the last good ones keep scheduling.
+    write("idle_threshold_s: -1\n");
+    until(30, "the bad settings refused", || async {
+        sched.metric("dragon_policy_reloads_total{result=\"failure\"}") >= 1.0
+    })
+    .await;
+    s.pod("p-2", None, 1, None).await;
+    until(60, "the third pod bound", || async {
+        bound(&s.placement("p-").await) == 3
+    })
+    .await;
+    assert!(
+        sched.log().contains("idle_threshold_s"),
+        "the refusal names the setting:\n{}",
+        sched.log()
+    );
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_scheduler_finishes_the_work_with_nothing_double_bound() {
     let _g = serial();
     let s = Scenario::new("restart").await;

@@ -178,9 +178,9 @@ fn a_missing_file_names_the_path() {
 }
 
 #[test]
-fn a_pinned_digest_that_does_not_match_is_refused() {
+fn a_digest_off_the_allowlist_is_refused_and_one_on_it_loads() {
     let options = LoadOptions {
-        sha256: Some("00".repeat(32)),
+        sha256: vec!["00".repeat(32), "11".repeat(32)],
         ..Default::default()
     };
     let err = WasmPolicy::from_bytes(
@@ -193,6 +193,28 @@ fn a_pinned_digest_that_does_not_match_is_refused() {
     .err()
     .unwrap();
     assert!(matches!(err, LoadError::Digest { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "does not allow (allowed: {}, {})",
+            "00".repeat(32),
+            "11".repeat(32)
+        )),
+        "{err}"
+    );
+    // Any digest of the list is allowed.
+    let digest = dragon_host::runtime::sha256_hex(dragon_bundled::DRAGON);
+    let options = LoadOptions {
+        sha256: vec!["00".repeat(32), digest.to_uppercase()],
+        ..Default::default()
+    };
+    WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::disabled(),
+        "dragon",
+        dragon_bundled::DRAGON,
+        &options,
+    )
+    .unwrap();
 }
 
 #[test]

@@ -60,12 +60,14 @@ pub enum LoadError {
     /// Instantiation failed for another reason.
     #[error("{origin} could not be instantiated: {cause}")]
     Instantiate { origin: String, cause: String },
-    /// A pinned digest did not match.
-    #[error("{origin} has SHA-256 {found}, but the configuration pins {expected}")]
+    /// The digest is not one the configuration allows.
+    #[error(
+        "{origin} has SHA-256 {found}, which the configuration does not allow (allowed: {allowed})"
+    )]
     Digest {
         origin: String,
         found: String,
-        expected: String,
+        allowed: String,
     },
 }
 

@@ -95,8 +95,9 @@ pub struct LoadOptions {
     pub settings: String,
     /// Per-call limits.
     pub limits: Limits,
-    /// Refuse the component unless its SHA-256 is this (hex).
-    pub sha256: Option<String>,
+    /// Refuse the component unless its SHA-256 is one of these (hex);
+    /// empty: any.
+    pub sha256: Vec<String>,
 }
 
 pub(crate) struct HostState {
@@ -246,13 +247,16 @@ impl WasmPolicy {
     ) -> Result<WasmPolicy, LoadError> {
         check_header(origin, bytes)?;
         let sha256 = sha256_hex(bytes);
-        if let Some(expected) = &options.sha256
-            && !expected.eq_ignore_ascii_case(&sha256)
+        if !options.sha256.is_empty()
+            && !options
+                .sha256
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(&sha256))
         {
             return Err(LoadError::Digest {
                 origin: origin.into(),
                 found: sha256,
-                expected: expected.clone(),
+                allowed: options.sha256.join(", "),
             });
         }
         let started = Instant::now();

@@ -98,9 +98,14 @@ impl GateOpts {
                         path.display(),
                         p.calls,
                         p.p99_us,
-                        p.live_p99_us
-                            .map(|l| format!(" (the live policy's: {l} µs)"))
-                            .unwrap_or_default()
+                        match (p.live_p99_us, live.is_some()) {
+                            (Some(l), _) => format!(" (the live policy's: {l} µs)"),
+                            (None, true) => format!(
+                                " (latency not judged: fewer than {} calls)",
+                                limits.min_calls
+                            ),
+                            (None, false) => " (latency not judged: no live policy)".into(),
+                        }
                     );
                 }
                 Ok(())

@@ -87,7 +87,7 @@ impl PolicyArgs {
                 deadline_ms: self.deadline_ms,
                 ..Limits::default()
             },
-            sha256: None,
+            sha256: Vec::new(),
         };
         Ok(WasmPolicy::load(
             &engine,
