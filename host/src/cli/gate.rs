@@ -7,10 +7,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::policy::PolicyArgs;
+use super::replay::Opened;
 use super::simulate::{SIM_DEADLINE_MS, load_policy};
-use crate::framework::SchedulerConfig;
 use crate::framework::gate::{self, GateLimits};
-use crate::record;
 use crate::runtime::Hooks;
 
 #[derive(Debug, Args)]
@@ -38,14 +37,8 @@ pub struct GateOpts {
 impl GateOpts {
     pub fn run(self) -> Result<()> {
         let path = &self.recording;
-        let rec = record::read(path).context("cannot gate")?;
-        if let Some(torn) = &rec.torn {
-            eprintln!(
-                "warning: {}: the last record was cut short and is skipped ({torn})",
-                path.display()
-            );
-        }
-        let h = &rec.header;
+        let opened = Opened::at(path, "gate")?;
+        let h = &opened.rec.header;
         let candidate = self.candidate.load()?;
         let live = match &self.live {
             Some(spec) => Some(
@@ -61,22 +54,16 @@ impl GateOpts {
                     .ok()
             }
         };
-        let fallback = match h.fallback.as_str() {
-            "" => None,
-            name => Some(load_policy(name, None, SIM_DEADLINE_MS, false)?),
-        };
-        let config: SchedulerConfig = serde_json::from_str(&h.config)
-            .with_context(|| format!("{}: the recorded framework settings", path.display()))?;
         let limits = GateLimits {
             latency_multiple: self.latency_multiple,
             ..GateLimits::default()
         };
         let verdict = gate::check(
-            &rec.frames,
-            config,
+            &opened.rec.frames,
+            opened.config,
             &candidate,
             live.as_ref().map(|l| l as &dyn Hooks),
-            fallback.as_ref().map(|f| f as &dyn Hooks),
+            opened.fallback(),
             limits,
         );
         let name = &candidate.info().name;

@@ -1,6 +1,6 @@
 //! `dragon replay`: a recording's rounds run again.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -49,16 +49,53 @@ fn clip(v: &serde_json::Value) -> String {
     }
 }
 
-impl ReplayOpts {
-    pub fn run(self) -> Result<()> {
-        let path = &self.recording;
-        let rec = record::read(path).context("cannot replay")?;
+/// A recording opened for a command: read (a torn last record skipped
+/// with a warning), with its framework settings and its fallback policy
+/// loaded.
+pub(crate) struct Opened {
+    pub rec: Recording,
+    pub config: SchedulerConfig,
+    pub fallback: Option<WasmPolicy>,
+}
+
+impl Opened {
+    /// # Errors
+    /// The file is not a readable recording, or what it names cannot be
+    /// loaded; `doing` says what it was opened for.
+    pub(crate) fn at(path: &Path, doing: &str) -> Result<Opened> {
+        let rec = record::read(path).with_context(|| format!("cannot {doing}"))?;
         if let Some(torn) = &rec.torn {
             eprintln!(
                 "warning: {}: the last record was cut short and is skipped ({torn})",
                 path.display()
             );
         }
+        let config: SchedulerConfig = serde_json::from_str(&rec.header.config)
+            .with_context(|| format!("{}: the recorded framework settings", path.display()))?;
+        let fallback = match rec.header.fallback.as_str() {
+            "" => None,
+            name => Some(
+                load_policy(name, None, SIM_DEADLINE_MS, false)
+                    .with_context(|| format!("cannot load the recorded fallback `{name}`"))?,
+            ),
+        };
+        Ok(Opened {
+            rec,
+            config,
+            fallback,
+        })
+    }
+
+    pub(crate) fn fallback(&self) -> Option<&dyn Hooks> {
+        self.fallback.as_ref().map(|f| f as &dyn Hooks)
+    }
+}
+
+impl ReplayOpts {
+    pub fn run(self) -> Result<()> {
+        let path = &self.recording;
+        let opened = Opened::at(path, "replay")?;
+        let (rec, config, fallback) = (&opened.rec, opened.config, opened.fallback());
         let h = &rec.header;
         let (spec, settings) = match &self.policy {
             Some(p) => (p.clone(), self.settings.clone()),
@@ -69,16 +106,6 @@ impl ReplayOpts {
         };
         let policy = load_policy(&spec, settings.as_deref(), SIM_DEADLINE_MS, false)
             .with_context(|| format!("cannot load the policy `{spec}` to replay with"))?;
-        let config: SchedulerConfig = serde_json::from_str(&h.config)
-            .with_context(|| format!("{}: the recorded framework settings", path.display()))?;
-        let fallback = match h.fallback.as_str() {
-            "" => None,
-            name => Some(
-                load_policy(name, None, SIM_DEADLINE_MS, false)
-                    .with_context(|| format!("cannot load the recorded fallback `{name}`"))?,
-            ),
-        };
-        let fallback = fallback.as_ref().map(|f| f as &dyn Hooks);
         if h.part > 0 {
             eprintln!(
                 "note: {}: part {} of a rotated recording: it starts from the cluster as it was, \
@@ -88,11 +115,11 @@ impl ReplayOpts {
             );
         }
         if let Some(pod) = &self.explain {
-            return explain(&rec, &policy, fallback, config, pod);
+            return explain(rec, &policy, fallback, config, pod);
         }
         let info = policy.info();
         let same = info.sha256 == h.sha256 && info.settings == h.settings;
-        let replay = record::replay(&rec, &policy, fallback, config);
+        let replay = record::replay(rec, &policy, fallback, config);
         let steps = replay.rounds + replay.scale_steps;
         if self.json {
             println!(
