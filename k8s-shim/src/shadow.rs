@@ -5,10 +5,13 @@
 //! `dragon_shadow_decisions_total{outcome}` and keeps the last
 //! disagreements for `/shadow` and the log. The loop never waits for it:
 //! steps go through a bounded queue, and when the queue is full the
-//! shadow skips ahead to the next step that rebuilds the cluster.
+//! shadow skips steps until it has caught up, then starts again from a
+//! step that rebuilds the cluster (so a shadow slower than the loop
+//! compares a sample of steps, and costs the loop one rebuild per queue it
+//! works through).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -53,8 +56,10 @@ struct Step {
 /// The loop's end of the shadow.
 pub struct ShadowFeed {
     tx: SyncSender<Step>,
-    /// The shadow has no complete view: the next step must rebuild.
+    /// The shadow has no complete view: a step must rebuild it.
     lost: Arc<AtomicBool>,
+    /// Steps queued and not yet followed.
+    queued: Arc<AtomicUsize>,
     view: Arc<Mutex<ShadowView>>,
 }
 
@@ -72,10 +77,12 @@ impl ShadowFeed {
     ) -> std::io::Result<ShadowFeed> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Step>(QUEUE);
         let lost = Arc::new(AtomicBool::new(true));
+        let queued = Arc::new(AtomicUsize::new(0));
         let view = metrics.shadow.clone();
         let feed = ShadowFeed {
             tx,
             lost: lost.clone(),
+            queued: queued.clone(),
             view: view.clone(),
         };
         std::thread::Builder::new()
@@ -85,6 +92,7 @@ impl ShadowFeed {
                 let mut live: Option<WasmPolicy> = None;
                 let fallback = fallback.map(|f| f.twin());
                 for step in rx {
+                    queued.fetch_sub(1, Ordering::Relaxed);
                     if step.rebuild {
                         shadow.reset();
                     }
@@ -146,9 +154,10 @@ impl ShadowFeed {
         Ok(feed)
     }
 
-    /// Whether the next step must rebuild the cluster for the shadow.
+    /// Whether the next step must rebuild the cluster for the shadow: it
+    /// lost track, and has followed every step queued before.
     pub fn wants_rebuild(&self) -> bool {
-        self.lost.load(Ordering::Relaxed)
+        self.lost.load(Ordering::Relaxed) && self.queued.load(Ordering::Relaxed) == 0
     }
 
     /// The loop's journal was dropped: the shadow waits for a rebuild.
@@ -159,9 +168,11 @@ impl ShadowFeed {
     /// Queue a step; a full queue skips it, and every step after it until
     /// one that rebuilds the cluster.
     pub fn send(&self, frame: Frame, rebuild: bool, live: Arc<WasmPolicy>) {
-        if self.wants_rebuild() && !rebuild {
+        if self.lost.load(Ordering::Relaxed) && !rebuild {
+            self.view.lock().unwrap_or_else(|p| p.into_inner()).skipped += 1;
             return;
         }
+        self.queued.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(Step {
             frame,
             rebuild,
@@ -173,9 +184,66 @@ impl ShadowFeed {
                 }
             }
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
                 self.lost.store(true, Ordering::Relaxed);
                 self.view.lock().unwrap_or_else(|p| p.into_inner()).skipped += 1;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dragon_framework::Answers;
+    use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine};
+
+    fn baseline(engine: &PolicyEngine) -> WasmPolicy {
+        WasmPolicy::from_bytes(
+            engine,
+            &ComponentCache::disabled(),
+            "baseline",
+            dragon_bundled::BASELINE,
+            &LoadOptions::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_shadow_without_a_complete_view_skips_steps_until_one_rebuilds_the_cluster() {
+        let engine = PolicyEngine::new().unwrap();
+        let live = Arc::new(baseline(&engine));
+        let slot = Arc::new(PolicySlot::new(
+            engine.clone(),
+            ComponentCache::disabled(),
+            baseline(&engine),
+        ));
+        let metrics = Arc::new(Metrics::new());
+        let feed =
+            ShadowFeed::spawn(slot, SchedulerConfig::default(), None, metrics.clone()).unwrap();
+        let frame = || Frame::round(1, &[], &Answers::default(), &Vec::<u8>::new());
+        // At first it has seen nothing: a step that does not rebuild is
+        // skipped, and a rebuild is asked for.
+        assert!(feed.wants_rebuild());
+        feed.send(frame(), false, live.clone());
+        assert_eq!(metrics.shadow.lock().unwrap().skipped, 1);
+        assert!(feed.wants_rebuild());
+        feed.send(frame(), true, live.clone());
+        assert!(!feed.wants_rebuild());
+        feed.send(frame(), false, live.clone());
+        assert_eq!(metrics.shadow.lock().unwrap().skipped, 1);
+        // Lost track (a dropped journal): skipped again until a rebuild,
+        // which is asked for once the queue is worked through.
+        feed.lost_track();
+        feed.send(frame(), false, live.clone());
+        assert_eq!(metrics.shadow.lock().unwrap().skipped, 2);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !feed.wants_rebuild() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the queue never drained"
+            );
+            std::thread::yield_now();
         }
     }
 }

@@ -253,10 +253,13 @@ async fn under_churn_reloads_and_policy_failures_nothing_is_lost_and_memory_leve
     std::fs::create_dir_all(&dir).unwrap();
     let policy = dir.join("policy.wasm");
     Swap::Dragon.write(&policy);
+    // The gate would refuse the trapping policy before it served; this
+    // test is about one that serves anyway (its faults met on inputs no
+    // recorded step held), so every file is swapped in ungated.
     let mut sched = Scheduler::start(
         &s,
         &policy.display().to_string(),
-        "onPolicyError: fallback\nscaleIntervalSeconds: 5\n",
+        "onPolicyError: fallback\nscaleIntervalSeconds: 5\nreloadGate: {enabled: false}\n",
     );
     let pid = sched.child.id();
     let monitor = Monitor::start(&s).await;
