@@ -96,12 +96,24 @@ struct Open {
     policy: (String, String),
 }
 
+/// What every file of a run says of the loop that wrote it.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The framework's settings.
+    pub scheduling: SchedulerConfig,
+    /// The `policy` of the configuration (a path or a bundled name), as
+    /// `dragon replay` loads it when no other policy is given.
+    pub policy: String,
+    /// The policy units fall back to (a bundled name), or empty.
+    pub fallback: String,
+    /// When the run started, Unix ms (in the files' names).
+    pub started_ms: u64,
+}
+
 /// Writes the scheduling loop's steps; see the module's documentation.
 pub struct FlightRecorder {
     config: RecordingConfig,
-    scheduling: SchedulerConfig,
-    fallback: String,
-    started_ms: u64,
+    run: Run,
     part: u32,
     open: Option<Open>,
     /// Files of the ring, oldest first, with their sizes.
@@ -117,18 +129,12 @@ fn is_recording(path: &Path) -> bool {
 }
 
 impl FlightRecorder {
-    /// A recorder writing into `config.dir` (created if missing) for a loop
-    /// with the framework settings `scheduling` and the fallback policy
-    /// `fallback` (a bundled name, or empty).
+    /// A recorder writing into `config.dir` (created if missing) for the
+    /// loop `run`.
     ///
     /// # Errors
     /// The directory cannot be created or listed.
-    pub fn open(
-        config: RecordingConfig,
-        scheduling: SchedulerConfig,
-        fallback: &str,
-        started_ms: u64,
-    ) -> std::io::Result<FlightRecorder> {
+    pub fn open(config: RecordingConfig, run: Run) -> std::io::Result<FlightRecorder> {
         std::fs::create_dir_all(&config.dir)?;
         let mut files: Vec<(PathBuf, u64)> = std::fs::read_dir(&config.dir)?
             .filter_map(Result::ok)
@@ -143,9 +149,7 @@ impl FlightRecorder {
         files.sort();
         Ok(FlightRecorder {
             config,
-            scheduling,
-            fallback: fallback.to_string(),
-            started_ms,
+            run,
             part: 0,
             open: None,
             files: files.into(),
@@ -215,11 +219,6 @@ impl FlightRecorder {
         self.note_size();
     }
 
-    /// Whether steps are being recorded.
-    pub fn enabled(&self) -> bool {
-        self.config.enabled
-    }
-
     fn size(&self) -> u64 {
         self.files.back().map_or(0, |(_, s)| *s)
     }
@@ -237,18 +236,18 @@ impl FlightRecorder {
             format: FORMAT,
             source: "dragon-scheduler".into(),
             policy: policy.name.clone(),
-            origin: policy.origin.clone(),
+            origin: self.run.policy.clone(),
             sha256: policy.sha256.clone(),
             settings: policy.settings.clone(),
             interface_version: policy.interface_version.clone(),
-            config: serde_json::to_string(&self.scheduling).map_err(|e| e.to_string())?,
-            fallback: self.fallback.clone(),
+            config: serde_json::to_string(&self.run.scheduling).map_err(|e| e.to_string())?,
+            fallback: self.run.fallback.clone(),
             part: self.part,
         };
-        let path = self
-            .config
-            .dir
-            .join(format!("dragon-{}-{:04}.rec", self.started_ms, self.part));
+        let path = self.config.dir.join(format!(
+            "dragon-{}-{:04}.rec",
+            self.run.started_ms, self.part
+        ));
         let recorder = Recorder::create(&path, &header).map_err(|e| e.to_string())?;
         self.part += 1;
         self.files.push_back((path.clone(), 0));
@@ -335,7 +334,13 @@ mod tests {
             max_bytes: MIN_RECORDING_BYTES,
             files: 4,
         };
-        let mut rec = FlightRecorder::open(config, SchedulerConfig::default(), "", 7).unwrap();
+        let run = Run {
+            scheduling: SchedulerConfig::default(),
+            policy: "p.wasm".into(),
+            fallback: String::new(),
+            started_ms: 7,
+        };
+        let mut rec = FlightRecorder::open(config, run).unwrap();
         assert!(
             step(&mut rec, &info("a"), 1, &[]),
             "the first step opens a file"

@@ -19,7 +19,7 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
-use crate::flight::FlightRecorder;
+use crate::flight::{FlightRecorder, Run};
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::Metrics;
@@ -245,12 +245,13 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         false => None,
         true => {
             let fallback_name = if fallback.is_some() { "baseline" } else { "" };
-            match FlightRecorder::open(
-                config.recording.clone(),
-                config.scheduling,
-                fallback_name,
-                crate::scheduling::now_ms(),
-            ) {
+            let run = Run {
+                scheduling: config.scheduling,
+                policy: config.policy.clone(),
+                fallback: fallback_name.into(),
+                started_ms: crate::scheduling::now_ms(),
+            };
+            match FlightRecorder::open(config.recording.clone(), run) {
                 Ok(r) => {
                     tracing::info!(dir = %config.recording.dir.display(), max_bytes = config.recording.max_bytes, "recording every round and scale step");
                     Some(r)

@@ -1058,7 +1058,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_flight_recording_replays_to_the_same_decisions_with_the_servers_answers() {
-        use crate::flight::{FlightRecorder, RecordingConfig};
+        use crate::flight::{FlightRecorder, RecordingConfig, Run};
         use dragon_framework::record;
 
         let dir = std::env::temp_dir().join(format!("dragon-loop-rec-{}", std::process::id()));
@@ -1077,8 +1077,13 @@ mod tests {
             dir: dir.clone(),
             ..RecordingConfig::default()
         };
-        let recorder =
-            FlightRecorder::open(config, SchedulerConfig::without_backoff(), "", 1).unwrap();
+        let run = Run {
+            scheduling: SchedulerConfig::without_backoff(),
+            policy: "baseline".into(),
+            fallback: String::new(),
+            started_ms: 1,
+        };
+        let recorder = FlightRecorder::open(config, run).unwrap();
         let file = recorder.current();
         l.taps.recorder = Some(recorder);
         l.snapshot.sched.cluster.keep_journal(true);

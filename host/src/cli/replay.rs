@@ -104,8 +104,15 @@ impl ReplayOpts {
                 Some(h.settings.clone()).filter(|s| !s.is_empty()),
             ),
         };
-        let policy = load_policy(&spec, settings.as_deref(), SIM_DEADLINE_MS, false)
-            .with_context(|| format!("cannot load the policy `{spec}` to replay with"))?;
+        let policy =
+            load_policy(&spec, settings.as_deref(), SIM_DEADLINE_MS, false).with_context(|| {
+                match &self.policy {
+                    Some(_) => format!("cannot load the policy `{spec}` to replay with"),
+                    None => format!(
+                        "cannot load the recorded policy `{spec}` (give a copy of it with --policy)"
+                    ),
+                }
+            })?;
         if h.part > 0 {
             eprintln!(
                 "note: {}: part {} of a rotated recording: it starts from the cluster as it was, \
