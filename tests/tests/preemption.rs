@@ -190,9 +190,24 @@ fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
         evicted: vec![],
         shrunk: vec![UnitKey::job("elastic")],
     }));
-    // The shrink frees its workers' room at once (their controller removes
-    // them): the next round places the preemptor.
+    // The surplus workers keep their room until they are gone: the
+    // preemptor waits for them, and shrinks nothing more.
     let r = round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "high"), 0, "{:?}", r.decisions);
+    assert!(
+        reason(&r, &UnitKey::job("high"))
+            .contains("waiting for 2 pod(s) preempted for it to leave"),
+        "{:?}",
+        r.decisions
+    );
+    assert!(r.scales.scales.is_empty(), "{:?}", r.decisions);
+    // Their controller removes them: the next round places the preemptor.
+    for i in 2..4 {
+        s.cluster
+            .remove_pod(&format!("elastic-worker-{i}"))
+            .unwrap();
+    }
+    let r = round(&mut s, 3000, &dragon);
     assert_eq!(bound(&s, "high"), 2, "{:?}", r.decisions);
     assert_eq!((bound(&s, "rigid"), bound(&s, "elastic")), (4, 2));
 }

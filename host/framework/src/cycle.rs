@@ -970,12 +970,16 @@ impl Scheduler {
 
     /// Record a scale the driver applied: the job's size changes. Below an
     /// admission, its surplus pending workers go (their controller deletes
-    /// them); after the scale step or a shrink for a preemption, see
-    /// `apply_scale`.
+    /// them); after the scale step, see `apply_scale`. After a shrink for a
+    /// preemption the surplus workers keep their room until the driver
+    /// removes them (in Kubernetes, once they have terminated), as evicted
+    /// victims do: their preemptor waits for them, so it is not placed, nor
+    /// does it shrink the job again, while they still run.
     pub fn scaled(&mut self, request: &ScaleRequest, now_ms: u64) {
         match request.cause {
-            ScaleCause::Policy | ScaleCause::Preemption => {
-                self.apply_scale(&request.job, request.workers, now_ms)
+            ScaleCause::Policy => self.apply_scale(&request.job, request.workers, now_ms),
+            ScaleCause::Preemption => {
+                self.resize(&request.job, request.workers, now_ms);
             }
             ScaleCause::Admission => {
                 let (job, workers) = (&request.job, request.workers);

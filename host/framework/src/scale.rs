@@ -234,14 +234,7 @@ impl Scheduler {
     /// on a shrink the removed workers' room is free at once (their
     /// controller deletes them; the driver confirms by removing the pods).
     pub(crate) fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
-        let Some(e) = self.cluster.jobs.get_mut(job) else {
-            return;
-        };
-        let shrink = workers < e.job.workers;
-        e.job.workers = workers;
-        e.scaled_ms = Some(now_ms);
-        if shrink {
-            self.last_scale_down_ms = now_ms;
+        if self.resize(job, workers, now_ms) {
             let removed: Vec<String> = self
                 .cluster
                 .job_pods(job)
@@ -252,6 +245,20 @@ impl Scheduler {
                 let _ = self.cluster.forget_pod(&key);
             }
         }
+    }
+
+    /// Set `job`'s worker count at `now_ms`; whether it shrank.
+    pub(crate) fn resize(&mut self, job: &str, workers: u32, now_ms: u64) -> bool {
+        let Some(e) = self.cluster.jobs.get_mut(job) else {
+            return false;
+        };
+        let shrink = workers < e.job.workers;
+        e.job.workers = workers;
+        e.scaled_ms = Some(now_ms);
+        if shrink {
+            self.last_scale_down_ms = now_ms;
+        }
+        shrink
     }
 }
 

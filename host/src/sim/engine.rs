@@ -678,10 +678,21 @@ impl Sim<'_> {
                     let Some(&i) = unit.job_name().and_then(|n| self.by_name.get(n)) else {
                         continue;
                     };
+                    // A running job shrunk for a preemption: its surplus
+                    // workers terminate now (their room was the
+                    // preemptor's; an admission's were never placed).
+                    let surplus: Vec<String> = self
+                        .sched
+                        .cluster
+                        .job_pods(&self.trace.jobs[i].name)
+                        .filter(|(p, _)| p.role == Role::Worker && p.index >= workers)
+                        .map(|(p, _)| p.key.clone())
+                        .collect();
+                    for key in surplus {
+                        let _ = self.sched.cluster.remove_pod(&key);
+                    }
                     let j = &mut self.jobs[i];
                     j.workers = workers;
-                    // A running job shrunk for a preemption: the framework
-                    // removed its surplus workers.
                     let cluster = &self.sched.cluster;
                     j.placement.retain(|pod, _| cluster.pod(pod).is_some());
                     if j.record.started_ms.is_some() {
