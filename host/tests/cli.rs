@@ -315,3 +315,56 @@ fn the_gate_passes_a_sound_candidate_and_names_the_rule_another_breaks() {
         "{err}"
     );
 }
+
+#[test]
+fn golden_cases_next_to_a_candidate_must_decide_as_recorded() {
+    let dir = std::env::temp_dir().join(format!("dragon-cli-golden-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = dir.join("candidate.wasm").display().to_string();
+    let (ok, _, err) = dragon(&["policy", "export", "dragon", "--out", &wasm]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = dragon(&["policy", "gate", &wasm]);
+    assert!(!ok);
+    assert!(err.contains("nothing to run `dragon` on"), "{err}");
+
+    let own = dir
+        .join("candidate.golden.deadlock.rec")
+        .display()
+        .to_string();
+    let (ok, _, err) = dragon(&[
+        "simulate", "--policy", &wasm, "--trace", "deadlock", "--record", &own,
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = dragon(&["policy", "gate", &wasm]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("`dragon` decides its 1 golden case(s) as recorded (")
+            && out.contains("candidate.golden.deadlock.rec"),
+        "{out}"
+    );
+
+    // A case whose recorded decisions are another policy's.
+    let other = dir.join("candidate.golden.paper.rec").display().to_string();
+    let (ok, _, err) = dragon(&[
+        "simulate", "--policy", "baseline", "--trace", "deadlock", "--record", &other,
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = dragon(&["policy", "gate", &wasm]);
+    assert!(!ok);
+    assert!(
+        err.contains("`dragon` is refused by the gate: golden case ")
+            && err.contains("candidate.golden.paper.rec: ")
+            && err.contains("decided otherwise than recorded; the first, at t = "),
+        "{err}"
+    );
+
+    // A case that is not a recording is named, with the cause.
+    std::fs::write(&other, b"not a recording").unwrap();
+    let (ok, _, err) = dragon(&["policy", "gate", &wasm]);
+    assert!(!ok);
+    assert!(
+        err.contains("candidate.golden.paper.rec: not a Dragon recording"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -36,44 +36,59 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// `Ok(None)` when there is nothing recorded to run the candidate on.
+    /// `Ok(None)` when there is nothing to run the candidate on: nothing
+    /// recorded yet and no golden cases next to its file.
     ///
     /// # Errors
     /// Why the candidate is refused.
     pub fn check(
         &self,
         candidate: &WasmPolicy,
+        source: &PolicySource,
         live: &WasmPolicy,
     ) -> Result<Option<Passed>, String> {
-        let Some(path) = self.recording.get() else {
+        let golden = match source {
+            PolicySource::File(path) => gate::golden_cases(path),
+            PolicySource::Bytes { .. } => Vec::new(),
+        };
+        let rec = self
+            .recording
+            .get()
+            .and_then(|path| match record::read(&path) {
+                Ok(rec) => Some((path, rec)),
+                Err(e) => {
+                    tracing::warn!("the gate has no recording to run the candidate on: {e}");
+                    None
+                }
+            });
+        if rec.is_none() && golden.is_empty() {
             return Ok(None);
-        };
-        let rec = match record::read(&path) {
-            Ok(rec) => rec,
-            Err(e) => {
-                tracing::warn!("the gate has no recording to run the candidate on: {e}");
-                return Ok(None);
-            }
-        };
+        }
         let candidate = candidate.twin();
         let live = live.twin();
         let fallback = self.fallback.as_ref().map(|f| f.twin());
-        gate::check(
-            &rec.frames,
-            self.scheduling,
-            &candidate,
-            Some(&live),
-            fallback.as_ref().map(|f| f as &dyn Hooks),
-            self.limits,
-        )
-        .map(Some)
-        .map_err(|breach| {
-            format!(
-                "{breach} (on {} recorded steps of {})",
-                rec.frames.len(),
-                path.display()
+        let fallback = fallback.as_ref().map(|f| f as &dyn Hooks);
+        let mut passed = Passed::default();
+        if let Some((path, rec)) = rec {
+            passed = gate::check(
+                &rec.frames,
+                self.scheduling,
+                &candidate,
+                Some(&live),
+                fallback,
+                self.limits,
             )
-        })
+            .map_err(|breach| {
+                format!(
+                    "{breach} (on {} recorded steps of {})",
+                    rec.frames.len(),
+                    path.display()
+                )
+            })?;
+        }
+        passed.golden_steps =
+            gate::golden(&golden, &candidate, self.limits).map_err(|breach| breach.to_string())?;
+        Ok(Some(passed))
     }
 }
 
@@ -95,9 +110,10 @@ pub fn reload(
         }
     };
     if let Some(gate) = gate {
-        match gate.check(&candidate, &slot.current()) {
+        match gate.check(&candidate, source, &slot.current()) {
             Ok(Some(passed)) => tracing::info!(
                 steps = passed.steps,
+                golden_steps = passed.golden_steps,
                 p99_us = passed.p99_us,
                 live_p99_us = passed.live_p99_us,
                 "the candidate policy passed the gate"

@@ -263,16 +263,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             }
         }
     };
+    // Without a recorder the gate still runs a candidate's golden cases.
     let gate = || {
-        recorder
-            .as_ref()
-            .filter(|_| config.reload_gate.enabled)
-            .map(|r| Gate {
-                recording: r.current(),
-                scheduling: config.scheduling,
-                fallback: fallback.clone(),
-                limits: config.reload_gate.limits(),
-            })
+        config.reload_gate.enabled.then(|| Gate {
+            recording: recorder.as_ref().map(|r| r.current()).unwrap_or_default(),
+            scheduling: config.scheduling,
+            fallback: fallback.clone(),
+            limits: config.reload_gate.limits(),
+        })
     };
     let watched = Watched {
         source: source.clone(),

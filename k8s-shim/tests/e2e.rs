@@ -270,8 +270,11 @@ async fn the_gate_refuses_a_candidate_the_framework_must_overrule_and_the_record
  {
     let _g = serial();
     let s = Scenario::new("gate").await;
-    s.node("a", 4).await;
-    s.node("b", 4).await;
+    // Three small nodes, so that DRAGON packs a gang where `baseline`
+    // spreads it (each pod takes a tenth of a node's CPU).
+    for n in ["a", "b", "c"] {
+        s.node_with(n, 4, json!({"cpu": "1"})).await;
+    }
     let dir = std::env::temp_dir().join(format!("dragon-e2e-gate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy = dir.join("policy.wasm");
@@ -317,14 +320,39 @@ async fn the_gate_refuses_a_candidate_the_framework_must_overrule_and_the_record
         bound(&s.placement("second-").await) == 3
     })
     .await;
+    // A golden case shipped next to the policy: the steps recorded so far
+    // (whole records only), whose decisions are DRAGON's. `baseline` passes
+    // on the recording itself but decides the case otherwise.
+    use dragon_framework::record;
+    let files = sched.recordings();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let so_far = record::read(&files[0]).unwrap();
+    let mut case =
+        record::Recorder::create(&dir.join("policy.golden.live.rec"), &so_far.header).unwrap();
+    for frame in &so_far.frames {
+        case.frame(frame).unwrap();
+    }
+    case.finish().unwrap();
+    export("baseline", &policy);
+    until(
+        30,
+        "the candidate to be gated on its golden case",
+        || async { sched.metric("dragon_policy_reloads_total{result=\"gated\"}") >= 2.0 },
+    )
+    .await;
+    let log = sched.log();
+    assert!(
+        log.contains("golden case ")
+            && log.contains("policy.golden.live.rec: ")
+            && log.contains("decided otherwise than recorded"),
+        "{log}"
+    );
     assert_eq!(
         sched.metric("dragon_policy_reloads_total{result=\"success\"}"),
         0.0
     );
 
     // What the flight recorder kept replays to the same decisions.
-    let files = sched.recordings();
-    assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(replay_differences(&files[0], "dragon"), 0);
     s.cleanup().await;
 }

@@ -15,15 +15,21 @@
 //! - give identical decisions when the same steps run again;
 //! - keep its slowest hook calls (p99) within a multiple of the live
 //!   policy's on the same steps.
+//!
+//! A policy file may also ship golden cases: recordings next to it (see
+//! [`golden_cases`]) whose decisions are the ones its author vouches for.
+//! A candidate must keep the same rules on them and decide every step of
+//! them as recorded ([`golden`]).
 
 use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::cluster::{Cluster, PodState};
 use crate::cycle::SchedulerConfig;
-use crate::record::{Frame, Replayer};
+use crate::record::{self, Frame, Replayer};
 use dragon_runtime::{CallError, Hooks, Observed, Observer, wit};
 
 /// What the gate allows.
@@ -93,6 +99,8 @@ pub enum Breach {
         secs(*now_ms)
     )]
     Nondeterministic { now_ms: u64 },
+    #[error("golden case {}: {reason}", case.display())]
+    Golden { case: PathBuf, reason: String },
     #[error(
         "latency: the p99 hook call took {candidate_us} µs, over {multiple}× the live policy's {live_us} µs"
     )]
@@ -118,6 +126,8 @@ pub struct Passed {
     pub calls: usize,
     pub p99_us: u64,
     pub live_p99_us: Option<u64>,
+    /// Steps of golden cases it decided as recorded.
+    pub golden_steps: usize,
 }
 
 /// Collects the time of every hook call.
@@ -220,7 +230,107 @@ pub fn check(
         calls,
         p99_us,
         live_p99_us,
+        golden_steps: 0,
     })
+}
+
+/// The most golden cases run for one policy: each is a whole replay.
+pub const MAX_GOLDEN_CASES: usize = 16;
+
+/// The golden cases shipped next to the policy file `policy`: the files in
+/// its directory named `<stem>.golden.rec` or `<stem>.golden.<case>.rec`
+/// (`tiresias.golden.small.rec` for `tiresias.wasm`), in name order. Flat
+/// names, so that a ConfigMap can carry them beside the policy.
+pub fn golden_cases(policy: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(stem)) = (policy.parent(), policy.file_stem()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}.golden.", stem.to_string_lossy());
+    let dir = match dir.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => dir,
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut cases: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".rec"))
+        })
+        .collect();
+    cases.sort();
+    cases
+}
+
+/// At most this many characters of a decision are quoted in a refusal.
+const QUOTED_CHARS: usize = 300;
+
+fn quote(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s,
+    }
+}
+
+/// Run `candidate` on each golden case in `cases` (at most
+/// [`MAX_GOLDEN_CASES`]): the rules of [`check`] on its steps (with its
+/// own recorded framework settings), and every step deciding as recorded.
+/// Returns the steps run. No fallback policy: a candidate that fails on a
+/// step of a case is refused before a fallback would matter.
+///
+/// # Errors
+/// The first case that cannot be read, or that the candidate breaks or
+/// decides differently; the breach names the case.
+pub fn golden(
+    cases: &[PathBuf],
+    candidate: &dyn Hooks,
+    limits: GateLimits,
+) -> Result<usize, Breach> {
+    let refuse = |case: &Path, reason: String| Breach::Golden {
+        case: case.to_path_buf(),
+        reason,
+    };
+    if cases.len() > MAX_GOLDEN_CASES {
+        return Err(refuse(
+            &cases[MAX_GOLDEN_CASES],
+            format!("more than {MAX_GOLDEN_CASES} golden cases ship with the policy"),
+        ));
+    }
+    let mut steps = 0;
+    for case in cases {
+        let rec = record::read(case).map_err(|e| refuse(case, e.to_string()))?;
+        if let Some(torn) = &rec.torn {
+            return Err(refuse(
+                case,
+                format!("its last record was cut short ({torn})"),
+            ));
+        }
+        let config: SchedulerConfig = serde_json::from_str(&rec.header.config)
+            .map_err(|e| refuse(case, format!("its framework settings: {e}")))?;
+        check(&rec.frames, config, candidate, None, None, limits)
+            .map_err(|b| refuse(case, b.to_string()))?;
+        let replay = record::replay(&rec, candidate, None, config);
+        if let Some(d) = replay.differences.first() {
+            return Err(refuse(
+                case,
+                format!(
+                    "{} of its {} steps decided otherwise than recorded; the first, at t = {}: recorded {}, decided {}",
+                    replay.differences.len(),
+                    rec.frames.len(),
+                    secs(d.now_ms),
+                    quote(&d.recorded),
+                    quote(&d.replayed)
+                ),
+            ));
+        }
+        steps += rec.frames.len();
+    }
+    Ok(steps)
 }
 
 /// What each node and job held before a step, so that a step is blamed
