@@ -343,6 +343,27 @@ fn golden_cases_next_to_a_candidate_must_decide_as_recorded() {
         "{out}"
     );
 
+    // A ConfigMap carries the policy and its case under the names the
+    // gate looks for beside `policy.wasm`.
+    let cm = dir.join("cm.yaml").display().to_string();
+    let (ok, _, err) = dragon(&[
+        "policy",
+        "export",
+        &wasm,
+        "--configmap",
+        "kube-system/dragon-policy",
+        "--golden",
+        &own,
+        "--out",
+        &cm,
+    ]);
+    assert!(ok, "{err}");
+    let yaml = std::fs::read_to_string(&cm).unwrap();
+    assert!(
+        yaml.contains("  policy.wasm: AGFzbQ") && yaml.contains("  policy.golden.deadlock.rec: "),
+        "{yaml:.300}"
+    );
+
     // A case whose recorded decisions are another policy's.
     let other = dir.join("candidate.golden.paper.rec").display().to_string();
     let (ok, _, err) = dragon(&[

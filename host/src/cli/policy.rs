@@ -1,8 +1,8 @@
 //! `dragon policy check`, `run` and `export` (`gate` is in its own module).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::case::Case;
@@ -36,7 +36,7 @@ pub enum PolicyCommand {
 
 #[derive(Debug, Args)]
 pub struct ExportOpts {
-    /// `dragon` or `baseline`.
+    /// A bundled policy (`dragon`, `baseline`) or a `.wasm` file.
     pub name: String,
     /// Where to write the component (or the ConfigMap).
     #[arg(long)]
@@ -45,15 +45,45 @@ pub struct ExportOpts {
     /// `binaryData` (key `policy.wasm`) instead of the raw `.wasm`.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub configmap: Option<String>,
+    /// A golden case (a recording) for the ConfigMap to carry beside the
+    /// policy, as `policy.golden.CASE.rec`: the gate before a swap runs it.
+    #[arg(long, value_name = "RECORDING", requires = "configmap")]
+    pub golden: Vec<PathBuf>,
 }
 
-/// A ConfigMap manifest carrying `bytes` as `binaryData.policy.wasm`.
-pub fn configmap_yaml(namespace: &str, name: &str, bytes: &[u8]) -> String {
+/// A ConfigMap manifest carrying each `(key, bytes)` as `binaryData`.
+pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(String, Vec<u8>)]) -> String {
     use base64::Engine;
-    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\nbinaryData:\n  policy.wasm: {data}\n"
-    )
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\nbinaryData:\n"
+    );
+    for (key, bytes) in entries {
+        let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+        yaml.push_str(&format!("  {key}: {data}\n"));
+    }
+    yaml
+}
+
+/// The ConfigMap key of a golden case: `policy.golden.CASE.rec`, where
+/// CASE is what follows `.golden.` in the file's name, or else its stem.
+fn golden_key(path: &Path) -> Result<String> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .with_context(|| format!("{}: not a file name", path.display()))?;
+    let stem = name.strip_suffix(".rec").unwrap_or(&name);
+    let case = stem.split_once(".golden.").map_or(stem, |(_, case)| case);
+    let valid = !case.is_empty()
+        && case
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !valid {
+        bail!(
+            "{}: a golden case's name must be letters, digits, `-`, `_` or `.` (a ConfigMap key), got {case:?}",
+            path.display()
+        );
+    }
+    Ok(format!("policy.golden.{case}.rec"))
 }
 
 /// Where the policy comes from and how it is configured.
@@ -130,19 +160,36 @@ impl PolicyCommand {
             PolicyCommand::Run(o) => run(o),
             PolicyCommand::Gate(o) => o.run(),
             PolicyCommand::Export(o) => {
-                let bytes = dragon_bundled::by_name(&o.name).with_context(|| {
-                    format!(
-                        "no bundled policy named {:?} (bundled: {})",
+                let own;
+                let bytes = match dragon_bundled::by_name(&o.name) {
+                    Some(bytes) if !Path::new(&o.name).exists() => bytes,
+                    _ if Path::new(&o.name).exists() => {
+                        own = std::fs::read(&o.name)
+                            .with_context(|| format!("cannot read {}", o.name))?;
+                        &own[..]
+                    }
+                    _ => bail!(
+                        "no policy file {:?}, and no bundled policy of that name (bundled: {})",
                         o.name,
                         dragon_bundled::NAMES.join(", ")
-                    )
-                })?;
+                    ),
+                };
                 let contents = match &o.configmap {
                     Some(cm) => {
                         let (ns, name) = cm.split_once('/').with_context(|| {
                             format!("--configmap takes NAMESPACE/NAME, got {cm:?}")
                         })?;
-                        configmap_yaml(ns, name, bytes).into_bytes()
+                        let mut entries = vec![("policy.wasm".to_string(), bytes.to_vec())];
+                        for case in &o.golden {
+                            // Read as a recording first: a broken case is
+                            // named here rather than refused by the gate.
+                            crate::record::read(case)
+                                .with_context(|| "cannot carry a golden case")?;
+                            let bytes = std::fs::read(case)
+                                .with_context(|| format!("cannot read {}", case.display()))?;
+                            entries.push((golden_key(case)?, bytes));
+                        }
+                        configmap_yaml(ns, name, &entries).into_bytes()
                     }
                     None => bytes.to_vec(),
                 };
