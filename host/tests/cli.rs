@@ -389,3 +389,52 @@ fn golden_cases_next_to_a_candidate_must_decide_as_recorded() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_simulation_resumes_from_where_a_recording_ends() {
+    let rec = scratch("resume.rec", b"");
+    let (ok, _, err) = dragon(&[
+        "simulate",
+        "--policy",
+        "dragon",
+        "--trace",
+        "paper",
+        "--horizon-s",
+        "3000",
+        "--record",
+        &rec,
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = dragon(&[
+        "simulate",
+        "--policy",
+        "baseline",
+        "--from-recording",
+        &rec,
+        "--assume-remaining-s",
+        "600",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("at t = 3000.0 s: 4 nodes, 20 jobs (") && err.contains(" running)"),
+        "{err}"
+    );
+    assert!(
+        out.contains("policy baseline on ")
+            && out.contains("(running jobs assumed to need 600 s more, waiting jobs 3600 s)")
+            && out.contains("jobs completed       20 / 20"),
+        "{out}"
+    );
+
+    let (ok, _, err) = dragon(&["simulate", "--assume-remaining-s", "600"]);
+    assert!(!ok);
+    assert!(err.contains("--from-recording"), "{err}");
+    let bad = scratch("resume-bad.rec", b"not a recording");
+    let (ok, _, err) = dragon(&["simulate", "--from-recording", &bad]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot simulate from")
+            && err.contains("resume-bad.rec: not a Dragon recording"),
+        "{err}"
+    );
+}

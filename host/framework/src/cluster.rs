@@ -771,6 +771,12 @@ impl Cluster {
         self.jobs.values().map(|e| &e.job)
     }
 
+    /// The id of the job's unit: ids rise in the order the cluster learnt
+    /// of its jobs and lone pods.
+    pub fn job_unit(&self, name: &str) -> Option<u64> {
+        self.jobs.get(name).map(|e| e.unit_id)
+    }
+
     /// When the job was admitted, if it runs.
     pub fn job_started_ms(&self, name: &str) -> Option<u64> {
         self.jobs.get(name).and_then(|e| e.started_ms)

@@ -117,20 +117,15 @@ impl GateOpts {
         limits: GateLimits,
     ) -> Result<Result<Option<(gate::Passed, bool)>, gate::Breach>> {
         let opened = Opened::at(path, "gate")?;
-        let h = &opened.rec.header;
         let live = match &self.live {
             Some(spec) => Some(
                 load_policy(spec, None, SIM_DEADLINE_MS, false)
                     .with_context(|| format!("cannot load the live policy `{spec}`"))?,
             ),
-            None => {
-                let settings = Some(h.settings.as_str()).filter(|s| !s.is_empty());
-                load_policy(&h.origin, settings, SIM_DEADLINE_MS, false)
-                    .map_err(|e| {
-                        eprintln!("note: no latency comparison: the recorded policy: {e:#}")
-                    })
-                    .ok()
-            }
+            None => opened
+                .recorded_policy(None)
+                .map_err(|e| eprintln!("note: no latency comparison: {e:#}"))
+                .ok(),
         };
         Ok(gate::check(
             &opened.rec.frames,

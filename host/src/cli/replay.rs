@@ -86,6 +86,20 @@ impl Opened {
         })
     }
 
+    /// The policy the recording was made with, from `copy` or else from
+    /// where it was loaded then (a path or a bundled name), with its
+    /// recorded settings.
+    ///
+    /// # Errors
+    /// It cannot be loaded from there.
+    pub(crate) fn recorded_policy(&self, copy: Option<&str>) -> Result<WasmPolicy> {
+        let h = &self.rec.header;
+        let spec = copy.unwrap_or(&h.origin);
+        let settings = Some(h.settings.as_str()).filter(|s| !s.is_empty());
+        load_policy(spec, settings, SIM_DEADLINE_MS, false)
+            .with_context(|| format!("cannot load the recorded policy `{spec}`"))
+    }
+
     pub(crate) fn fallback(&self) -> Option<&dyn Hooks> {
         self.fallback.as_ref().map(|f| f as &dyn Hooks)
     }
@@ -97,22 +111,13 @@ impl ReplayOpts {
         let opened = Opened::at(path, "replay")?;
         let (rec, config, fallback) = (&opened.rec, opened.config, opened.fallback());
         let h = &rec.header;
-        let (spec, settings) = match &self.policy {
-            Some(p) => (p.clone(), self.settings.clone()),
-            None => (
-                h.origin.clone(),
-                Some(h.settings.clone()).filter(|s| !s.is_empty()),
-            ),
+        let policy = match &self.policy {
+            Some(spec) => load_policy(spec, self.settings.as_deref(), SIM_DEADLINE_MS, false)
+                .with_context(|| format!("cannot load the policy `{spec}` to replay with"))?,
+            None => opened
+                .recorded_policy(None)
+                .context("give a copy of it with --policy")?,
         };
-        let policy =
-            load_policy(&spec, settings.as_deref(), SIM_DEADLINE_MS, false).with_context(|| {
-                match &self.policy {
-                    Some(_) => format!("cannot load the policy `{spec}` to replay with"),
-                    None => format!(
-                        "cannot load the recorded policy `{spec}` (give a copy of it with --policy)"
-                    ),
-                }
-            })?;
         if h.part > 0 {
             eprintln!(
                 "note: {}: part {} of a rotated recording: it starts from the cluster as it was, \

@@ -5,14 +5,16 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::policy::PolicyArgs;
-use crate::record::{FORMAT, Frame, Header, Recorder};
+use super::replay::Opened;
+use crate::record::{FORMAT, Frame, Header, Recorder, Replayer};
 use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
+use crate::sim::resume::{self, Assumed};
 use crate::sim::{
     DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, sim_config, simulate, simulate_recorded,
 };
@@ -23,7 +25,7 @@ pub(crate) const SIM_DEADLINE_MS: u64 = 10_000;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/"
+    after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy candidate.wasm --from-recording dragon-1796195909493-0000.rec\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/"
 )]
 pub struct SimulateOpts {
     /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
@@ -32,6 +34,25 @@ pub struct SimulateOpts {
     /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`, `deadlock`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
+    /// Instead of a trace, start from the cluster a recording ends with
+    /// (its jobs, pods and nodes as the recorded policy left them): what
+    /// `--policy` would do if it took over now.
+    #[arg(long, value_name = "RECORDING", conflicts_with = "trace")]
+    pub from_recording: Option<PathBuf>,
+    /// With `--from-recording`: the time each running job is assumed to
+    /// need to finish at its present size, seconds (a recording does not
+    /// know it).
+    #[arg(long, default_value_t = 3600, requires = "from_recording")]
+    pub assume_remaining_s: u64,
+    /// With `--from-recording`: the run time each waiting job is assumed
+    /// to need at its requested size, seconds.
+    #[arg(long, default_value_t = 3600, requires = "from_recording")]
+    pub assume_duration_s: u64,
+    /// With `--from-recording`: a copy of the recorded policy (a `.wasm`
+    /// file), when it is no longer where it was recorded from (a path in
+    /// dragon-scheduler's container).
+    #[arg(long, value_name = "POLICY", requires = "from_recording")]
+    pub recorded_policy: Option<String>,
     /// Policy settings: inline JSON or a JSON file.
     #[arg(long)]
     pub settings: Option<String>,
@@ -180,8 +201,66 @@ pub(crate) fn plots(runs: &[Labeled<'_>]) -> Result<Vec<(&'static str, &'static 
 }
 
 impl SimulateOpts {
+    /// What the run starts from, as `--trace T` or `--from-recording R`.
+    fn start(&self) -> String {
+        match &self.from_recording {
+            Some(path) => format!(
+                "--from-recording {} --assume-remaining-s {} --assume-duration-s {}",
+                path.display(),
+                self.assume_remaining_s,
+                self.assume_duration_s
+            ),
+            None => format!("--trace {}", self.trace),
+        }
+    }
+
+    /// The trace that starts where `path` ends: its steps run again
+    /// through the recorded policy, then the cluster they leave.
+    fn resumed(&self, path: &Path) -> Result<Trace> {
+        let opened = Opened::at(path, "simulate from")?;
+        let recorded = opened
+            .recorded_policy(self.recorded_policy.as_deref())
+            .context(
+                "the recording runs to its end through it (give a copy with --recorded-policy)",
+            )?;
+        let Some(last) = opened.rec.frames.last() else {
+            bail!("{}: no step was recorded", path.display());
+        };
+        let mut replayer = Replayer::new(opened.config);
+        for frame in &opened.rec.frames {
+            replayer.step(frame, &recorded, opened.fallback());
+        }
+        let origin = format!(
+            "{} at t = {:.1} s",
+            path.display(),
+            last.now_ms() as f64 / 1e3
+        );
+        let assumed = Assumed {
+            remaining_ms: self.assume_remaining_s.saturating_mul(1000).max(1),
+            duration_ms: self.assume_duration_s.saturating_mul(1000).max(1),
+        };
+        let resumed = resume::from_cluster(&replayer.sched.cluster, &origin, assumed)?;
+        eprintln!(
+            "starting from {origin}: {} nodes, {} jobs ({} running), {} pods of other owners holding room",
+            resumed.trace.nodes.len(),
+            resumed.trace.jobs.len(),
+            resumed.running,
+            resumed.trace.background.len()
+        );
+        if resumed.lone_pending > 0 {
+            eprintln!(
+                "note: {} pending pods outside any job are not simulated",
+                resumed.lone_pending
+            );
+        }
+        Ok(resumed.trace)
+    }
+
     pub fn run(self) -> Result<()> {
-        let trace = Trace::load(&self.trace)?;
+        let trace = match &self.from_recording {
+            Some(path) => self.resumed(path)?,
+            None => Trace::load(&self.trace)?,
+        };
         let policy = load_policy(
             &self.policy,
             self.settings.as_deref(),
@@ -198,7 +277,7 @@ impl SimulateOpts {
                 let info = policy.info();
                 let header = Header {
                     format: FORMAT,
-                    source: format!("dragon simulate --trace {}", self.trace),
+                    source: format!("dragon simulate {}", self.start()),
                     policy: info.name.clone(),
                     origin: self.policy.clone(),
                     sha256: info.sha256.clone(),
@@ -254,10 +333,7 @@ impl SimulateOpts {
                 write(dir, "jobs.csv", &report::jobs_csv(&run))?,
                 write(dir, "timeline.csv", &report::timeline_csv(&run))?,
             ];
-            let mut command = format!(
-                "dragon simulate --policy {} --trace {}",
-                self.policy, self.trace
-            );
+            let mut command = format!("dragon simulate --policy {} {}", self.policy, self.start());
             if let Some(s) = &self.settings {
                 command.push_str(&format!(" --settings '{s}'"));
             }

@@ -264,11 +264,17 @@ fn run<'a>(
         // Names were checked unique when the trace was validated.
         let _ = cluster.add_node(n.clone());
     }
+    for (pod, node) in &trace.background {
+        let _ = cluster.add_pod(pod.clone(), Some(node));
+    }
     let jobs: Vec<JobState> = trace
         .jobs
         .iter()
         .map(|j| {
-            let ps_pods: Vec<_> = j.pods.iter().filter(|p| p.role == Role::Ps).collect();
+            // Parameter servers and any other pod that is not a worker (a
+            // recorded job's launcher or master): all are placed with the
+            // job and hold their GPUs while it runs.
+            let ps_pods: Vec<_> = j.pods.iter().filter(|p| p.role != Role::Worker).collect();
             let worker_gpus = j
                 .pods
                 .iter()
@@ -528,9 +534,20 @@ impl Sim<'_> {
     fn arrive(&mut self, i: usize) {
         let tj = &self.trace.jobs[i];
         self.sched.cluster.upsert_job(tj.job.clone());
+        if tj.started {
+            self.sched.cluster.mark_started(&tj.name, self.now);
+        }
         for pod in &tj.pods {
             // Keys are unique: job names are unique and pods are `name-role-index`.
-            let _ = self.sched.cluster.add_pod(pod.clone(), None);
+            let node = tj.placed.get(&pod.key);
+            let _ = self
+                .sched
+                .cluster
+                .add_pod(pod.clone(), node.map(String::as_str));
+            if let Some(n) = node.and_then(|n| self.sched.cluster.node_by_name(n)) {
+                self.jobs[i].placement.insert(pod.key.clone(), n);
+                self.touched.insert(i);
+            }
         }
         self.jobs[i].phase = Phase::Active;
         self.active.insert(i);
@@ -590,9 +607,8 @@ impl Sim<'_> {
                 self.run.scale_downs += 1;
                 j.record.scale_downs += 1;
                 // The framework already removed the removed workers' pods.
-                for index in a.to..a.from {
-                    j.placement.remove(&format!("{}-worker-{index}", a.job));
-                }
+                let cluster = &self.sched.cluster;
+                j.placement.retain(|pod, _| cluster.pod(pod).is_some());
                 j.workers = a.to;
             } else {
                 self.run.scale_ups += 1;

@@ -6,6 +6,7 @@
 //! model and its sources.
 //!
 //! - [`trace`]: the trace format and its validation.
+//! - [`resume`]: a trace that starts from a recorded cluster.
 //! - [`generate`]: the seeded synthetic-trace generator.
 //! - [`speed`]: how fast a job trains at a given size and placement.
 //! - [`engine`]: the discrete-event loop.
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod generate;
 pub mod metrics;
 pub mod report;
+pub mod resume;
 pub mod speed;
 pub mod trace;
 
@@ -385,5 +387,58 @@ jobs:
         assert!(jct < 3600.0 && jct > 3600.0 / 4f64.powf(0.86), "{jct}");
         // Restarts do no work: GPUs held but not training during them.
         assert!(s.gpu_alloc > s.gpu_util);
+    }
+
+    #[test]
+    fn a_run_resumed_from_a_recording_starts_with_its_running_jobs_in_place() {
+        use crate::record::Replayer;
+        let trace = Trace::load("paper").unwrap();
+        let dragon = wasm("dragon", "");
+        let mut frames = Vec::new();
+        let mut sink = |f: crate::record::Frame| frames.push(f);
+        let options = SimOptions {
+            horizon_ms: 3_000_000,
+        };
+        let first = simulate_recorded(&trace, &dragon, options, None, &mut sink);
+        let mut replayer = Replayer::new(sim_config());
+        for frame in &frames {
+            replayer.step(frame, &dragon, None);
+        }
+        let assumed = resume::Assumed {
+            remaining_ms: 600_000,
+            duration_ms: 1_200_000,
+        };
+        let resumed = resume::from_cluster(&replayer.sched.cluster, "run.rec", assumed).unwrap();
+        let unfinished: Vec<_> = first
+            .jobs
+            .iter()
+            .filter(|j| j.finished_ms.is_none())
+            .collect();
+        let running = unfinished.iter().filter(|j| j.started_ms.is_some()).count();
+        assert!(running > 0 && running < unfinished.len(), "{running}");
+        assert_eq!(resumed.trace.jobs.len(), unfinished.len());
+        assert_eq!(resumed.running, running);
+        assert_eq!(resumed.lone_pending, 0);
+
+        // The baseline takes over: no scale step, so what ran goes on
+        // untouched and finishes when assumed; the GPUs held at the start
+        // are those held when the recording ended.
+        let baseline = wasm("baseline", "");
+        let (after, _) = run(&resumed.trace, &baseline);
+        assert_eq!(
+            after.timeline[0].gpus_allocated,
+            first.timeline.last().unwrap().gpus_allocated
+        );
+        let resumed_running: Vec<_> = after
+            .jobs
+            .iter()
+            .filter(|j| j.started_ms == Some(0))
+            .collect();
+        assert_eq!(resumed_running.len(), running);
+        for j in &resumed_running {
+            assert_eq!(j.finished_ms, Some(600_000), "{j:?}");
+            assert_eq!(j.restarts, 0, "{j:?}");
+        }
+        assert!(after.jobs.iter().all(|j| j.finished_ms.is_some()));
     }
 }

@@ -2,7 +2,7 @@
 //! JSON, validated into what the engine runs. Every error names the file,
 //! the job or node group (index and name) and the field.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -107,6 +107,12 @@ pub struct TraceJob {
     /// The framework's job record and the job's pods as submitted.
     pub job: Job,
     pub pods: Vec<Pod>,
+    /// Pods already bound when it arrives, by key: node name (a trace
+    /// that resumes a recorded cluster).
+    pub placed: BTreeMap<String, String>,
+    /// It had started before the run began (it runs as soon as all its
+    /// pods are bound, and the scale step may resize it).
+    pub started: bool,
 }
 
 impl TraceJob {
@@ -128,6 +134,8 @@ pub struct Trace {
     pub nodes: Vec<Node>,
     /// Jobs in arrival order (ties: trace order).
     pub jobs: Vec<TraceJob>,
+    /// Pods outside any job bound to a node (by name) for the whole run.
+    pub background: Vec<(Pod, String)>,
     pub scale_interval_ms: u64,
     pub stall_ms: u64,
 }
@@ -362,6 +370,8 @@ impl Trace {
                 speed,
                 job: jp.job,
                 pods: jp.pods,
+                placed: BTreeMap::new(),
+                started: false,
             });
         }
         // Arrival order, ties in trace order (a stable sort).
@@ -371,6 +381,7 @@ impl Trace {
             description: file.description.unwrap_or_default(),
             nodes,
             jobs,
+            background: Vec::new(),
             scale_interval_ms,
             stall_ms,
         })
