@@ -225,9 +225,8 @@ impl FlightRecorder {
 
     fn note_size(&mut self) {
         let Some(open) = &self.open else { return };
-        let size = std::fs::metadata(&open.path).map(|m| m.len()).unwrap_or(0);
         if let Some(last) = self.files.back_mut() {
-            last.1 = size;
+            last.1 = open.recorder.bytes();
         }
     }
 

@@ -179,6 +179,9 @@ pub enum RecordError {
 pub struct Recorder {
     path: PathBuf,
     out: BufWriter<File>,
+    /// Bytes written so far (buffered included): the file's size once
+    /// flushed, known without asking the file system.
+    written: u64,
 }
 
 impl Recorder {
@@ -195,6 +198,7 @@ impl Recorder {
         let mut r = Recorder {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
+            written: MAGIC.len() as u64,
         };
         r.out.write_all(MAGIC).map_err(io)?;
         r.record(header)?;
@@ -229,7 +233,14 @@ impl Recorder {
             source,
         };
         self.out.write_all(&len.to_le_bytes()).map_err(io)?;
-        self.out.write_all(&bytes).map_err(io)
+        self.out.write_all(&bytes).map_err(io)?;
+        self.written += 4 + u64::from(len);
+        Ok(())
+    }
+
+    /// The recording's size, bytes, once what is buffered is flushed.
+    pub fn bytes(&self) -> u64 {
+        self.written
     }
 
     /// Write what is buffered to the file, so that a crash loses at most
