@@ -91,7 +91,6 @@ impl CurrentFile {
 
 struct Open {
     recorder: Recorder,
-    path: PathBuf,
     /// Whom the file records: a change starts a new file.
     policy: (String, String),
 }
@@ -252,7 +251,6 @@ impl FlightRecorder {
         self.files.push_back((path.clone(), 0));
         self.open = Some(Open {
             recorder,
-            path: path.clone(),
             policy: who,
         });
         self.current.set(Some(path));
