@@ -48,6 +48,10 @@ pub struct GenerateOpts {
     /// Offered load: GPU demand at the requested sizes over capacity (1 = equal).
     #[arg(long, default_value_t = 0.9)]
     pub load: f64,
+    /// Share of the jobs that are elastic (the others run at exactly their
+    /// requested size), in [0, 1].
+    #[arg(long, default_value_t = 1.0)]
+    pub elastic_share: f64,
     /// Write the trace here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -63,6 +67,7 @@ impl TraceCommand {
                     gpus_per_node: o.gpus_per_node,
                     jobs: o.jobs,
                     load: o.load,
+                    elastic_share: o.elastic_share,
                 };
                 let text = generate(&options).map_err(|e| anyhow!(e))?;
                 match &o.out {

@@ -22,6 +22,7 @@ pub struct Summary {
     /// Waiting time (first moment all tasks ran − submission), seconds.
     pub avg_wait_s: f64,
     pub p95_wait_s: f64,
+    pub p99_wait_s: f64,
     /// From t = 0 to the last completion (or the end of the run), seconds.
     pub makespan_s: f64,
     /// Time-averaged share of GPUs held by pods.
@@ -125,6 +126,7 @@ impl Summary {
             p95_jct_s: round(percentile(&jct, 95.0), 1),
             avg_wait_s: round(mean(&wait), 1),
             p95_wait_s: round(percentile(&wait, 95.0), 1),
+            p99_wait_s: round(percentile(&wait, 99.0), 1),
             makespan_s: round(end as f64 / 1e3, 1),
             gpu_alloc: share(run.gpu_alloc_integral),
             gpu_util: share(run.gpu_busy_integral),

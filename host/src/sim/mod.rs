@@ -206,6 +206,7 @@ jobs:
             gpus_per_node: 4,
             jobs: 40,
             load: 1.2,
+            elastic_share: 1.0,
         })
         .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
