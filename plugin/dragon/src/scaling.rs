@@ -78,10 +78,13 @@ fn shrink_for_starving_head(settings: &Settings, input: &ScaleInput) -> Option<V
     None
 }
 
-/// Grow running jobs by one worker each, in running order, up to `max`, while
-/// free resources allow, once nothing was admitted or shrunk for the idle
-/// threshold. The new worker's room is checked on the PS node first (growth
-/// prefers the PS node), then anywhere.
+/// Grow running jobs, in running order, up to `max`, while free resources
+/// allow, once nothing was admitted or shrunk for the idle threshold: by
+/// one worker each (the original), or with `grow_to_fill` by as many as the
+/// room left allows, handed out one worker per job per turn, so that each
+/// job pays one restart for what one-at-a-time growth spreads over several
+/// passes. A new worker's room is looked for on the job's PS and worker
+/// nodes first (growth keeps the job together), then anywhere.
 fn grow_when_idle(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
     if !settings.grow_while_waiting && !input.waiting.is_empty() {
         return Vec::new();
@@ -92,37 +95,50 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision>
         return Vec::new();
     }
     let mut free = input.nodes.clone();
-    let mut decisions = Vec::new();
-    for job in &input.running {
-        if job.workers >= job.max_workers {
-            continue;
+    let mut target: Vec<u32> = input.running.iter().map(|j| j.workers).collect();
+    loop {
+        let mut grew = false;
+        for (job, workers) in input.running.iter().zip(&mut target) {
+            if *workers >= job.max_workers {
+                continue;
+            }
+            let req = job.worker_request;
+            let fits = |n: usize, free: &Capacity| n < free.len() && req.fits_in(&free.free(n));
+            let node = job
+                .ps_nodes
+                .iter()
+                .chain(job.worker_nodes.iter())
+                .map(|&n| n as usize)
+                .find(|&n| fits(n, &free))
+                .or_else(|| (0..free.len()).find(|&n| fits(n, &free)));
+            if let Some(n) = node {
+                let r = free.free(n).minus(&req);
+                free.set_free(n, r);
+                *workers += 1;
+                grew = true;
+            }
         }
-        let req = job.worker_request;
-        let fits = |n: usize, free: &Capacity| n < free.len() && req.fits_in(&free.free(n));
-        let node = job
-            .ps_nodes
-            .iter()
-            .chain(job.worker_nodes.iter())
-            .map(|&n| n as usize)
-            .find(|&n| fits(n, &free))
-            .or_else(|| (0..free.len()).find(|&n| fits(n, &free)));
-        if let Some(n) = node {
-            let r = free.free(n).minus(&req);
-            free.set_free(n, r);
-            decisions.push(ScaleDecision {
-                id: job.id,
-                workers: job.workers + 1,
-                reason: format!(
-                    "idle: nothing admitted or shrunk for {} s (threshold {} s); {} -> {} workers",
-                    idle / 1000,
-                    settings.idle_threshold_s,
-                    job.workers,
-                    job.workers + 1
-                ),
-            });
+        if !grew || !settings.grow_to_fill {
+            break;
         }
     }
-    decisions
+    input
+        .running
+        .iter()
+        .zip(target)
+        .filter(|(job, workers)| *workers > job.workers)
+        .map(|(job, workers)| ScaleDecision {
+            id: job.id,
+            workers,
+            reason: format!(
+                "idle: nothing admitted or shrunk for {} s (threshold {} s); {} -> {} workers",
+                idle / 1000,
+                settings.idle_threshold_s,
+                job.workers,
+                workers
+            ),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -242,6 +258,36 @@ mod tests {
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
             vec![(1, 3)]
+        );
+    }
+
+    #[test]
+    fn growing_to_fill_hands_out_the_free_room_one_worker_per_job_per_turn_in_one_step() {
+        let nodes = capacity(&[(32_000, 128_000, 8)]);
+        let jobs = vec![
+            running(1, 2, 1, 3, vec![0, 0]),
+            running(2, 1, 1, 8, vec![0]),
+            running(3, 1, 1, 8, vec![0]),
+        ];
+        let mut i = input(61_000, nodes, jobs, vec![]);
+        i.nodes.free_gpus = vec![6];
+        let s = Settings {
+            grow_to_fill: true,
+            ..Settings::default()
+        };
+        let d = decide(&s, &i);
+        // Turns: +1 each (3 GPUs), then job 1 is at max: +1 to jobs 2 and 3
+        // (5), then +1 to job 2 (6).
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(1, 3), (2, 4), (3, 3)]
+        );
+        assert!(d[1].reason.ends_with("1 -> 4 workers"), "{}", d[1].reason);
+        // One at a time, the original: +1 each.
+        let d = decide(&Settings::default(), &i);
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(1, 3), (2, 2), (3, 2)]
         );
     }
 

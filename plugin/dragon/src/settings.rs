@@ -20,6 +20,9 @@ pub struct Settings {
     /// while others wait only sets up the next starvation shrink (and its
     /// restart cost); the original left this case unspecified.
     pub grow_while_waiting: bool,
+    /// Grow each job by as many workers as the idle room allows in one
+    /// step (one restart) instead of one worker per step (the original).
+    pub grow_to_fill: bool,
     /// Admit a gang at `min` workers when it does not fit as requested.
     pub admit_at_min: bool,
     /// How long a gang waits in permit for members that do not exist yet.
@@ -37,6 +40,7 @@ impl Default for Settings {
             scale_down: true,
             scale_up: true,
             grow_while_waiting: false,
+            grow_to_fill: false,
             admit_at_min: true,
             gang_timeout_s: 60.0,
             ignore_priority: false,
