@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
+use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
 use crate::sim::{SimOptions, Summary, Trace};
 
@@ -40,6 +41,27 @@ fn split(spec: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Load each of `specs` (`NAME[=SETTINGS]`), labelled by the policy's name
+/// (`dragon#2` for the second `dragon`).
+pub(crate) fn labeled_policies(
+    specs: &[String],
+    run: &RunArgs,
+) -> Result<Vec<(String, WasmPolicy)>> {
+    let mut out = Vec::new();
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    for spec in specs {
+        let (name, settings) = split(spec);
+        let policy = load_policy(name, settings, run.deadline_ms, run.no_cache)
+            .with_context(|| format!("policy `{spec}`"))?;
+        let base = policy.info().name.clone();
+        let n = seen.entry(base.clone()).or_insert(0);
+        *n += 1;
+        let label = if *n == 1 { base } else { format!("{base}#{n}") };
+        out.push((label, policy));
+    }
+    Ok(out)
+}
+
 fn dir_name(label: &str) -> String {
     label
         .chars()
@@ -63,15 +85,7 @@ impl CompareOpts {
             horizon_ms: self.run.horizon_s.saturating_mul(1000),
         };
         let mut runs = Vec::new();
-        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
-        for spec in &self.policies {
-            let (name, settings) = split(spec);
-            let policy = load_policy(name, settings, self.run.deadline_ms, self.run.no_cache)
-                .with_context(|| format!("policy `{spec}`"))?;
-            let base = policy.info().name.clone();
-            let n = seen.entry(base.clone()).or_insert(0);
-            *n += 1;
-            let label = if *n == 1 { base } else { format!("{base}#{n}") };
+        for (label, policy) in labeled_policies(&self.policies, &self.run)? {
             let run = run_with_progress(&trace, &policy, options, &label, None);
             runs.push((label, run));
         }

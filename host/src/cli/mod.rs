@@ -5,6 +5,7 @@ mod gate;
 mod policy;
 mod replay;
 mod simulate;
+mod sweep;
 mod trace;
 
 use anyhow::Result;
@@ -28,6 +29,8 @@ enum Command {
     Simulate(simulate::SimulateOpts),
     /// Compare policies over one trace (default: baseline vs dragon on the bundled trace).
     Compare(compare::CompareOpts),
+    /// Compare policies over generated traces across offered loads and seeds.
+    Sweep(sweep::SweepOpts),
     /// Run a recording's rounds again, through its policy or another, and
     /// show where the decisions differ.
     Replay(replay::ReplayOpts),
@@ -46,6 +49,7 @@ impl Cli {
             Command::Policy(cmd) => cmd.run(),
             Command::Simulate(o) => o.run(),
             Command::Compare(o) => o.run(),
+            Command::Sweep(o) => o.run(),
             Command::Replay(o) => o.run(),
             Command::Trace(cmd) => cmd.run(),
         }

@@ -194,7 +194,10 @@ pub fn generate(o: &GenerateOptions) -> Result<String, String> {
             .round()
             .max(1.0);
         let (min, max) = match elastic.uniform() < o.elastic_share {
-            true => (workers.div_ceil(2), (workers * 2).min(max_gpus).max(workers)),
+            true => (
+                workers.div_ceil(2),
+                (workers * 2).min(max_gpus).max(workers),
+            ),
             false => (workers, workers),
         };
         let _ = writeln!(

@@ -7,6 +7,7 @@
 //!
 //! - [`trace`]: the trace format and its validation.
 //! - [`resume`]: a trace that starts from a recorded cluster.
+//! - [`sweep`]: policies over generated traces across loads and seeds.
 //! - [`generate`]: the seeded synthetic-trace generator.
 //! - [`speed`]: how fast a job trains at a given size and placement.
 //! - [`engine`]: the discrete-event loop.
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod report;
 pub mod resume;
 pub mod speed;
+pub mod sweep;
 pub mod trace;
 
 pub use engine::{
@@ -441,5 +443,75 @@ jobs:
             assert_eq!(j.restarts, 0, "{j:?}");
         }
         assert!(after.jobs.iter().all(|j| j.finished_ms.is_some()));
+    }
+
+    #[test]
+    fn a_sweep_averages_each_policy_per_load_over_the_seeds() {
+        let dragon = wasm("dragon", "");
+        let baseline = wasm("baseline", "");
+        let policies: Vec<(String, &dyn Hooks)> = vec![
+            ("baseline".into(), &baseline as &dyn Hooks),
+            ("dragon".into(), &dragon as &dyn Hooks),
+        ];
+        let options = sweep::SweepOptions {
+            loads: vec![0.5, 1.2],
+            seeds: vec![1, 2],
+            generate: GenerateOptions {
+                seed: 0,
+                nodes: 4,
+                gpus_per_node: 4,
+                jobs: 30,
+                load: 1.0,
+                elastic_share: 1.0,
+            },
+            sim: SimOptions::default(),
+        };
+        let mut seen = Vec::new();
+        let cells = sweep::sweep(&options, &policies, &mut |d, t| seen.push((d, t))).unwrap();
+        assert_eq!(seen, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
+        let shape: Vec<(f64, &str, u32)> = cells
+            .iter()
+            .map(|c| (c.load, c.policy.as_str(), c.runs))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0.5, "baseline", 2),
+                (0.5, "dragon", 2),
+                (1.2, "baseline", 2),
+                (1.2, "dragon", 2)
+            ]
+        );
+        // Each cell is the mean of its seeds' runs, the ratio per seed.
+        let trace = |seed| {
+            let o = GenerateOptions {
+                seed,
+                load: 1.2,
+                ..options.generate.clone()
+            };
+            Trace::parse(&generate(&o).unwrap(), "t", false).unwrap()
+        };
+        let (_, b1) = run(&trace(1), &baseline);
+        let (_, b2) = run(&trace(2), &baseline);
+        let (_, d1) = run(&trace(1), &dragon);
+        let (_, d2) = run(&trace(2), &dragon);
+        let c = &cells[3];
+        assert!((c.avg_jct_s - (d1.avg_jct_s + d2.avg_jct_s) / 2.0).abs() < 1e-9);
+        let ratio = (d1.avg_jct_s / b1.avg_jct_s + d2.avg_jct_s / b2.avg_jct_s) / 2.0;
+        assert!((c.jct_vs_first - ratio).abs() < 1e-9, "{c:?}");
+        assert!((c.p99_wait_s - (d1.p99_wait_s + d2.p99_wait_s) / 2.0).abs() < 1e-9);
+        assert_eq!(cells[2].jct_vs_first, 1.0);
+        let table = sweep::table(&cells);
+        assert!(
+            table.lines().last().unwrap().contains("all  dragon"),
+            "{table}"
+        );
+
+        let too_many = sweep::SweepOptions {
+            seeds: (0..600).collect(),
+            ..options
+        };
+        let e = sweep::sweep(&too_many, &policies, &mut |_, _| {}).unwrap_err();
+        assert!(e.contains("1200 traces"), "{e}");
     }
 }

@@ -1,0 +1,101 @@
+//! `dragon sweep`: policies over generated traces across offered loads
+//! and seeds.
+
+use std::io::IsTerminal;
+
+use anyhow::{Result, anyhow, bail};
+use clap::Args;
+
+use super::compare::labeled_policies;
+use super::simulate::RunArgs;
+use crate::runtime::Hooks;
+use crate::sim::sweep::{self, SweepOptions};
+use crate::sim::{GenerateOptions, SimOptions};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  dragon sweep\n  dragon sweep --loads 0.5,0.9,1.2 --seeds 1,2,3,4,5 baseline dragon 'dragon={\"scale_up\": false}'\n  dragon sweep --elastic-share 0.5 --json"
+)]
+pub struct SweepOpts {
+    /// Policies: `dragon`, `baseline` or a `.wasm` file, each optionally
+    /// `=SETTINGS`. JCT ratios are against the first.
+    #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
+    pub policies: Vec<String>,
+    /// Offered loads, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2])]
+    pub loads: Vec<f64>,
+    /// Seeds of the generated traces, comma-separated: one trace per load
+    /// and seed.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 3])]
+    pub seeds: Vec<u64>,
+    /// Nodes of each generated cluster.
+    #[arg(long, default_value_t = 32)]
+    pub nodes: u32,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// Jobs per trace.
+    #[arg(long, default_value_t = 1000)]
+    pub jobs: u32,
+    /// Share of the jobs that are elastic, in [0, 1].
+    #[arg(long, default_value_t = 1.0)]
+    pub elastic_share: f64,
+    /// Print the cells as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl SweepOpts {
+    pub fn run(self) -> Result<()> {
+        if self.policies.is_empty() {
+            bail!("name at least one policy");
+        }
+        let loaded = labeled_policies(&self.policies, &self.run)?;
+        let policies: Vec<(String, &dyn Hooks)> = loaded
+            .iter()
+            .map(|(l, p)| (l.clone(), p as &dyn Hooks))
+            .collect();
+        let options = SweepOptions {
+            loads: self.loads.clone(),
+            seeds: self.seeds.clone(),
+            generate: GenerateOptions {
+                seed: 0,
+                nodes: self.nodes,
+                gpus_per_node: self.gpus_per_node,
+                jobs: self.jobs,
+                load: 1.0,
+                elastic_share: self.elastic_share,
+            },
+            sim: SimOptions {
+                horizon_ms: self.run.horizon_s.saturating_mul(1000),
+            },
+        };
+        let terminal = std::io::stderr().is_terminal();
+        let mut progress = |done: usize, total: usize| {
+            if terminal {
+                eprint!("\r{done}/{total} traces");
+                if done == total {
+                    eprintln!();
+                }
+            }
+        };
+        let cells = sweep::sweep(&options, &policies, &mut progress).map_err(|e| anyhow!(e))?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&cells)?);
+        } else {
+            println!(
+                "{} traces per load ({} jobs, {} nodes x {} GPUs, elastic share {}), seeds {:?}; each row the mean over them",
+                self.seeds.len(),
+                self.jobs,
+                self.nodes,
+                self.gpus_per_node,
+                self.elastic_share,
+                self.seeds
+            );
+            print!("{}", sweep::table(&cells));
+        }
+        Ok(())
+    }
+}
