@@ -23,6 +23,10 @@ use crate::sim::{
 /// error that depends on the machine, and simulations must be reproducible.
 pub(crate) const SIM_DEADLINE_MS: u64 = 10_000;
 
+/// The longest work `--from-recording` may assume of a job, seconds (as a
+/// trace's durations).
+const MAX_ASSUMED_S: u64 = 1_000_000_000;
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  dragon simulate --policy dragon --trace paper\n  dragon simulate --policy candidate.wasm --from-recording dragon-1796195909493-0000.rec\n  dragon simulate --policy baseline --trace my-trace.yaml --json\n  dragon simulate --policy dragon --trace large --out results/"
@@ -42,11 +46,13 @@ pub struct SimulateOpts {
     /// With `--from-recording`: the time each running job is assumed to
     /// need to finish at its present size, seconds (a recording does not
     /// know it).
-    #[arg(long, default_value_t = 3600, requires = "from_recording")]
+    #[arg(long, default_value_t = 3600, requires = "from_recording",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_ASSUMED_S))]
     pub assume_remaining_s: u64,
     /// With `--from-recording`: the run time each waiting job is assumed
     /// to need at its requested size, seconds.
-    #[arg(long, default_value_t = 3600, requires = "from_recording")]
+    #[arg(long, default_value_t = 3600, requires = "from_recording",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_ASSUMED_S))]
     pub assume_duration_s: u64,
     /// With `--from-recording`: a copy of the recorded policy (a `.wasm`
     /// file), when it is no longer where it was recorded from (a path in
@@ -236,8 +242,8 @@ impl SimulateOpts {
             last.now_ms() as f64 / 1e3
         );
         let assumed = Assumed {
-            remaining_ms: self.assume_remaining_s.saturating_mul(1000).max(1),
-            duration_ms: self.assume_duration_s.saturating_mul(1000).max(1),
+            remaining_ms: self.assume_remaining_s * 1000,
+            duration_ms: self.assume_duration_s * 1000,
         };
         let resumed = resume::from_cluster(&replayer.sched.cluster, &origin, assumed)?;
         eprintln!(
