@@ -269,14 +269,6 @@ pub fn golden_cases(policy: &Path) -> Vec<PathBuf> {
 /// At most this many characters of a decision are quoted in a refusal.
 const QUOTED_CHARS: usize = 300;
 
-fn quote(v: &serde_json::Value) -> String {
-    let s = v.to_string();
-    match s.char_indices().nth(QUOTED_CHARS) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s,
-    }
-}
-
 /// Run `candidate` on each golden case in `cases` (at most
 /// [`MAX_GOLDEN_CASES`]): the rules of [`check`] on its steps (with its
 /// own recorded framework settings), and every step deciding as recorded.
@@ -323,8 +315,8 @@ pub fn golden(
                     replay.differences.len(),
                     rec.frames.len(),
                     secs(d.now_ms),
-                    quote(&d.recorded),
-                    quote(&d.replayed)
+                    record::clipped(&d.recorded, QUOTED_CHARS),
+                    record::clipped(&d.replayed, QUOTED_CHARS)
                 ),
             ));
         }

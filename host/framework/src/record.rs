@@ -365,6 +365,16 @@ fn parse_answers(json: &str) -> Result<Answers, serde_json::Error> {
     }
 }
 
+/// A step's decisions as JSON of at most `chars` characters (then `…`),
+/// to quote in a message.
+pub fn clipped(decisions: &serde_json::Value, chars: usize) -> String {
+    let s = decisions.to_string();
+    match s.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s,
+    }
+}
+
 /// A step whose decisions differ between the recording and the replay.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {

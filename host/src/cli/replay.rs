@@ -41,14 +41,6 @@ pub struct ReplayOpts {
 /// At most this many characters of a step's decisions are shown.
 const SHOWN_CHARS: usize = 400;
 
-fn clip(v: &serde_json::Value) -> String {
-    let s = v.to_string();
-    match s.char_indices().nth(SHOWN_CHARS) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s,
-    }
-}
-
 /// A recording opened for a command: read (a torn last record skipped
 /// with a warning), with its framework settings and its fallback policy
 /// loaded.
@@ -177,8 +169,8 @@ impl ReplayOpts {
                 } in replay.differences.iter().take(self.show)
                 {
                     println!("t = {:.1} s (step {frame}):", *now_ms as f64 / 1e3);
-                    println!("  recorded: {}", clip(recorded));
-                    println!("  replayed: {}", clip(replayed));
+                    println!("  recorded: {}", record::clipped(recorded, SHOWN_CHARS));
+                    println!("  replayed: {}", record::clipped(replayed, SHOWN_CHARS));
                 }
             }
         }
