@@ -213,6 +213,7 @@ pub fn job_pods(
             min_resources: None,
             hold: None,
             declared: false,
+            progress_permille: None,
         },
         pods,
     })

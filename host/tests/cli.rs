@@ -37,7 +37,7 @@ fn policy_check_accepts_both_bundled_policies_and_prints_the_interface_version()
             "{out}"
         );
         assert!(
-            out.contains("interface:         dragon:scheduler@0.1.0"),
+            out.contains("interface:         dragon:scheduler@0.2.0"),
             "{out}"
         );
         assert!(out.contains("compile:"), "{out}");

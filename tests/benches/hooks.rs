@@ -5,18 +5,18 @@
 //!
 //!     cargo bench -p dragon-tests --bench hooks
 //!
-//! The native side gets its inputs already converted to the SDK's types: it
-//! measures the policy's own code, the wasm side that code plus the
-//! boundary.
+//! The native side gets its inputs already converted to the SDK's types and
+//! its view already built: it measures the policy's own code, the wasm side
+//! that code plus the boundary (the view is sent once, then unchanged).
 
 use std::sync::LazyLock;
 
 use divan::Bencher;
-use dragon_host::runtime::{Hooks, WasmPolicy, wit};
+use dragon_host::runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
 use dragon_tests::workload::{placement, scale_input};
-use dragon_tests::{Lift, Native, engine};
+use dragon_tests::{Lift, Native, candidates, engine, sdk_view};
 
 const NODES: &[usize] = &[100, 1000, 5000];
 
@@ -38,14 +38,17 @@ mod score {
     #[divan::bench(args = NODES)]
     fn native(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
-        let (pod, cands) = (pod.lift(), cands.lift());
-        b.bench(|| NATIVE.policy().score(&pod, &cands));
+        let view = FixedView::from_candidates(&cands);
+        let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+        let view = sdk_view(&view);
+        b.bench(|| NATIVE.policy().score(&pod, &cands, &view));
     }
 
     #[divan::bench(args = NODES)]
     fn wasm(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
-        b.bench(|| WASM.score(&pod, &cands).expect("score"));
+        let view = FixedView::from_candidates(&cands);
+        b.bench(|| WASM.score(&pod, &cands, &view).expect("score"));
     }
 }
 
@@ -56,14 +59,17 @@ mod filter {
     #[divan::bench(args = NODES)]
     fn native(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
-        let (pod, cands) = (pod.lift(), cands.lift());
-        b.bench(|| NATIVE.policy().filter(&pod, &cands));
+        let view = FixedView::from_candidates(&cands);
+        let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+        let view = sdk_view(&view);
+        b.bench(|| NATIVE.policy().filter(&pod, &cands, &view));
     }
 
     #[divan::bench(args = NODES)]
     fn wasm(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
-        b.bench(|| WASM.filter(&pod, &cands).expect("filter"));
+        let view = FixedView::from_candidates(&cands);
+        b.bench(|| WASM.filter(&pod, &cands, &view).expect("filter"));
     }
 }
 
@@ -101,14 +107,18 @@ mod scale {
 
     #[divan::bench]
     fn native(b: Bencher) {
-        let input = scale_input(100, 1000).lift();
-        b.bench(|| NATIVE.policy().scale(&input));
+        let input = scale_input(100, 1000);
+        let view = FixedView::from_capacity(&input.nodes);
+        let input = dragon_tests::scale_input(&input, &view);
+        let view = sdk_view(&view);
+        b.bench(|| NATIVE.policy().scale(&input, &view));
     }
 
     #[divan::bench]
     fn wasm(b: Bencher) {
         let input = scale_input(100, 1000);
-        b.bench(|| WASM.scale(&input).expect("scale"));
+        let view = FixedView::from_capacity(&input.nodes);
+        b.bench(|| WASM.scale(&input, &view).expect("scale"));
     }
 }
 
@@ -122,15 +132,17 @@ mod instantiate {
     #[divan::bench]
     fn live_call(b: Bencher) {
         let (pod, cands) = placement(100);
-        b.bench(|| WASM.score(&pod, &cands).expect("score"));
+        let view = FixedView::from_candidates(&cands);
+        b.bench(|| WASM.score(&pod, &cands, &view).expect("score"));
     }
 
     #[divan::bench]
     fn call_after_reset(b: Bencher) {
         let (pod, cands) = placement(100);
+        let view = FixedView::from_candidates(&cands);
         b.bench(|| {
             WASM.reset();
-            WASM.score(&pod, &cands).expect("score")
+            WASM.score(&pod, &cands, &view).expect("score")
         });
     }
 }

@@ -14,11 +14,11 @@ use std::hint::black_box;
 
 use baseline_policy::Baseline;
 use dragon_host::framework::Scheduler;
-use dragon_host::runtime::{Hooks, WasmPolicy, wit};
+use dragon_host::runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
 use dragon_tests::workload::{pending, placement, schedule_all};
-use dragon_tests::{Lift, Native, engine};
+use dragon_tests::{Native, candidates, engine, sdk_view};
 use gungraun::{library_benchmark, library_benchmark_group, main};
 
 const NODES: usize = 5000;
@@ -30,39 +30,43 @@ fn dragon_wasm() -> WasmPolicy {
 
 /// The wasm policy with one call made, so the count is of a call on a
 /// warm instance.
-fn score_wasm_setup() -> (WasmPolicy, wit::Placement, wit::Candidates) {
+/// The view goes to the instance with that first call; the counted one
+/// carries no changes.
+fn score_wasm_setup() -> (WasmPolicy, wit::Placement, wit::Candidates, FixedView) {
     let (pod, cands) = placement(NODES);
+    let view = FixedView::from_candidates(&cands);
     let wasm = dragon_wasm();
-    wasm.score(&pod, &cands).expect("score");
-    (wasm, pod, cands)
+    wasm.score(&pod, &cands, &view).expect("score");
+    (wasm, pod, cands, view)
 }
 
 #[library_benchmark(setup = score_wasm_setup)]
-fn score_wasm((wasm, pod, cands): (WasmPolicy, wit::Placement, wit::Candidates)) -> Vec<u32> {
-    black_box(wasm.score(&pod, &cands).expect("score"))
+fn score_wasm(
+    (wasm, pod, cands, view): (WasmPolicy, wit::Placement, wit::Candidates, FixedView),
+) -> Vec<u32> {
+    black_box(wasm.score(&pod, &cands, &view).expect("score"))
 }
 
-fn score_native_setup() -> (
+type SdkScore = (
     Native<Dragon>,
     dragon_policy_sdk::types::Placement,
     dragon_policy_sdk::types::Candidates,
-) {
+    dragon_policy_sdk::types::View,
+);
+
+fn score_native_setup() -> SdkScore {
     let (pod, cands) = placement(NODES);
+    let view = FixedView::from_candidates(&cands);
     let native = Native::<Dragon>::new("");
-    let (pod, cands) = (pod.lift(), cands.lift());
-    native.policy().score(&pod, &cands);
-    (native, pod, cands)
+    let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+    let view = sdk_view(&view);
+    native.policy().score(&pod, &cands, &view);
+    (native, pod, cands, view)
 }
 
 #[library_benchmark(setup = score_native_setup)]
-fn score_native(
-    (native, pod, cands): (
-        Native<Dragon>,
-        dragon_policy_sdk::types::Placement,
-        dragon_policy_sdk::types::Candidates,
-    ),
-) -> Vec<u32> {
-    black_box(native.policy().score(&pod, &cands))
+fn score_native((native, pod, cands, view): SdkScore) -> Vec<u32> {
+    black_box(native.policy().score(&pod, &cands, &view))
 }
 
 fn run<P: Hooks>((mut s, policy): (Scheduler, P)) -> usize {

@@ -3,33 +3,26 @@
 //! [`Hooks`] trait (for native-vs-wasm conformance), and loaders for the
 //! bundled components.
 
+use dragon_host::runtime::view::{ClusterView, Delta, JobStats, Seen};
 use dragon_host::runtime::{
     CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource,
     WasmPolicy, wit,
 };
 use dragon_policy_sdk::Policy;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use dragon_policy_sdk::types as sdk;
 
 pub mod lift;
 pub mod workload;
 pub use lift::Lift;
 
-/// Convert between the host's and the SDK's generated types: both are
-/// generated from the same WIT with serde derives, so JSON maps one to the
-/// other field for field.
-pub fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> B {
-    serde_json::from_value(serde_json::to_value(a).expect("serialize")).expect("same WIT shape")
-}
-
-/// A policy run natively (no wasm) behind the host's [`Hooks`] trait.
+/// A policy run natively (no wasm) behind the host's [`Hooks`] trait, with
+/// its view of the cluster kept by the same change log a wasm instance
+/// follows.
 pub struct Native<P: Policy> {
     policy: P,
     info: PolicyInfo,
-    /// The SDK-typed candidate columns, refilled per call rather than
-    /// allocated: native is the yardstick for wasm, so it should not pay for
-    /// fresh 5,000-node buffers (and their page faults) the host never pays.
-    columns: std::sync::Mutex<Option<dragon_policy_sdk::types::Candidates>>,
+    /// The policy's view and how far it has followed the cluster's log.
+    view: std::sync::Mutex<(sdk::View, Option<Seen>)>,
 }
 
 impl<P: Policy> Native<P> {
@@ -42,7 +35,7 @@ impl<P: Policy> Native<P> {
             name: meta.name.clone(),
             version: meta.version.clone(),
             interface_version: dragon_policy_sdk::INTERFACE_VERSION.into(),
-            hooks: convert(&meta.hooks),
+            hooks: meta.hooks.iter().map(Lift::lift).collect(),
             origin: "native".into(),
             sha256: String::new(),
             size_bytes: 0,
@@ -53,32 +46,16 @@ impl<P: Policy> Native<P> {
         Native {
             policy,
             info,
-            columns: std::sync::Mutex::new(None),
+            view: std::sync::Mutex::new((sdk::View::default(), None)),
         }
     }
 
-    /// `nodes` in the SDK's types, in reused buffers, for `f`.
-    fn with_columns<R>(
-        &self,
-        nodes: &wit::Candidates,
-        f: impl FnOnce(&dragon_policy_sdk::types::Candidates) -> R,
-    ) -> R {
-        fn refill<T: Copy>(to: &mut Vec<T>, from: &[T]) {
-            to.clear();
-            to.extend_from_slice(from);
-        }
-        let mut guard = self.columns.lock().unwrap_or_else(|p| p.into_inner());
-        let c = guard.get_or_insert_with(|| nodes.lift());
-        let (to, from) = (&mut c.capacity, &nodes.capacity);
-        refill(&mut to.alloc_cpu_milli, &from.alloc_cpu_milli);
-        refill(&mut to.alloc_memory_mib, &from.alloc_memory_mib);
-        refill(&mut to.alloc_gpus, &from.alloc_gpus);
-        refill(&mut to.free_cpu_milli, &from.free_cpu_milli);
-        refill(&mut to.free_memory_mib, &from.free_memory_mib);
-        refill(&mut to.free_gpus, &from.free_gpus);
-        refill(&mut c.index, &nodes.index);
-        refill(&mut c.siblings, &nodes.siblings);
-        f(c)
+    /// Bring the view up to date with `cluster`, then run `f` with it.
+    fn with_view<R>(&self, cluster: &dyn ClusterView, f: impl FnOnce(&sdk::View) -> R) -> R {
+        let mut guard = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        let (view, seen) = &mut *guard;
+        follow(view, seen, cluster);
+        f(view)
     }
 
     /// The policy value itself.
@@ -87,42 +64,200 @@ impl<P: Policy> Native<P> {
     }
 }
 
+/// Apply to `view` what `cluster` changed since `seen`.
+fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterView) {
+    let delta = Delta::since(cluster, *seen);
+    view.apply(&sdk::Changes {
+        reset: delta.reset,
+        count: delta.count,
+        nodes: delta
+            .indices
+            .iter()
+            .map(|&index| {
+                let row = cluster.node(index);
+                sdk::NodeChange {
+                    index,
+                    node: sdk::Node {
+                        allocatable: row.allocatable.lift(),
+                        free: row.free.lift(),
+                        open: row.open,
+                        zone: row.zone,
+                        rack: row.rack,
+                        host: row.host,
+                    },
+                }
+            })
+            .collect(),
+    });
+    *seen = Some(delta.seen);
+}
+
+/// The SDK's view of `cluster`, as a policy would hold it.
+pub fn sdk_view(cluster: &dyn ClusterView) -> sdk::View {
+    let mut view = sdk::View::default();
+    follow(&mut view, &mut None, cluster);
+    view
+}
+
+fn stats(s: JobStats) -> sdk::JobStats {
+    sdk::JobStats {
+        attained_gpu_ms: s.attained_gpu_ms,
+        running_ms: s.running_ms,
+        restarts: s.restarts,
+        placed_workers: s.placed_workers,
+        requested_workers: s.requested_workers,
+        progress_permille: s.progress_permille,
+    }
+}
+
+/// A unit in the SDK's shape, with its job's history.
+pub fn unit(u: &wit::Unit, cluster: &dyn ClusterView, now_ms: u64) -> sdk::Unit {
+    sdk::Unit {
+        id: u.id,
+        arrival_ms: u.arrival_ms,
+        priority: u.priority,
+        gang: u.gang,
+        tasks: u.tasks.lift(),
+        workers: u.workers,
+        min_workers: u.min_workers,
+        max_workers: u.max_workers,
+        running: u.running,
+        stats: stats(cluster.job_stats(now_ms, u.id)),
+    }
+}
+
+/// A placement in the SDK's shape.
+pub fn placement(p: &wit::Placement, cluster: &dyn ClusterView) -> sdk::Placement {
+    sdk::Placement {
+        unit: unit(&p.unit, cluster, p.now_ms),
+        task: p.task,
+        now_ms: p.now_ms,
+    }
+}
+
+/// Candidates in the SDK's shape: indices, and siblings where there are some.
+pub fn candidates(c: &wit::Candidates) -> sdk::Candidates {
+    sdk::Candidates {
+        index: c.index.clone(),
+        siblings: c
+            .siblings
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, &n)| (i as u32, n))
+            .collect(),
+    }
+}
+
+/// The scale step's input in the SDK's shape.
+pub fn scale_input(i: &wit::ScaleInput, cluster: &dyn ClusterView) -> sdk::ScaleInput {
+    let now = i.now_ms;
+    sdk::ScaleInput {
+        now_ms: now,
+        running: i
+            .running
+            .iter()
+            .map(|j| sdk::RunningJob {
+                id: j.id,
+                arrival_ms: j.arrival_ms,
+                started_ms: j.started_ms,
+                scaled_ms: j.scaled_ms,
+                workers: j.workers,
+                min_workers: j.min_workers,
+                max_workers: j.max_workers,
+                worker_request: j.worker_request.lift(),
+                worker_nodes: j.worker_nodes.clone(),
+                ps_nodes: j.ps_nodes.clone(),
+                stats: stats(cluster.job_stats(now, j.id)),
+            })
+            .collect(),
+        waiting: i
+            .waiting
+            .iter()
+            .map(|w| sdk::WaitingJob {
+                id: w.id,
+                arrival_ms: w.arrival_ms,
+                unit: unit(&w.unit, cluster, now),
+            })
+            .collect(),
+        last_admit_ms: i.last_admit_ms,
+        last_scale_down_ms: i.last_scale_down_ms,
+    }
+}
+
 impl<P: Policy> Hooks for Native<P> {
     fn info(&self) -> &PolicyInfo {
         &self.info
     }
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        let units: Vec<dragon_policy_sdk::types::Queued> = units.iter().map(Lift::lift).collect();
+    fn queue_order(
+        &self,
+        now_ms: u64,
+        units: &[wit::Queued],
+        cluster: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        let units: Vec<sdk::Queued> = units
+            .iter()
+            .map(|q| sdk::Queued {
+                id: q.id,
+                arrival_ms: q.arrival_ms,
+                priority: q.priority,
+                pods: q.pods,
+                total: q.total.lift(),
+                stats: stats(cluster.job_stats(now_ms, q.id)),
+            })
+            .collect();
         Ok(self.policy.queue_order(now_ms, &units))
     }
     fn pre_filter(
         &self,
         now_ms: u64,
-        unit: &wit::Unit,
-        nodes: &wit::Capacity,
+        u: &wit::Unit,
+        _nodes: &wit::Capacity,
+        cluster: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError> {
+        let u = unit(u, cluster, now_ms);
         Ok(self
-            .policy
-            .pre_filter(now_ms, &unit.lift(), &nodes.lift())
+            .with_view(cluster, |v| self.policy.pre_filter(now_ms, &u, v))
             .lift())
     }
     fn filter(
         &self,
         pod: &wit::Placement,
         nodes: &wit::Candidates,
+        cluster: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
-        Ok(self.with_columns(nodes, |c| self.policy.filter(&pod.lift(), c)))
+        let (pod, c) = (placement(pod, cluster), candidates(nodes));
+        Ok(self.with_view(cluster, |v| self.policy.filter(&pod, &c, v)))
     }
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        Ok(self.with_columns(nodes, |c| self.policy.score(&pod.lift(), c)))
+    fn score(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        cluster: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        let (pod, c) = (placement(pod, cluster), candidates(nodes));
+        Ok(self.with_view(cluster, |v| self.policy.score(&pod, &c, v)))
     }
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
         Ok(self.policy.permit(now_ms, &gang.lift()).lift())
     }
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        Ok(self.policy.scale(&input.lift()).lift())
+    fn scale(
+        &self,
+        input: &wit::ScaleInput,
+        cluster: &dyn ClusterView,
+    ) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        let input = scale_input(input, cluster);
+        Ok(self
+            .with_view(cluster, |v| self.policy.scale(&input, v))
+            .lift())
     }
 }
+
+/// The bundled `dragon` as built against interface 0.1 (see
+/// `tests/fixtures/interface-0.1`).
+pub const DRAGON_V0_1: &[u8] = include_bytes!("../fixtures/interface-0.1/dragon.wasm");
+/// The bundled `baseline` as built against interface 0.1.
+pub const BASELINE_V0_1: &[u8] = include_bytes!("../fixtures/interface-0.1/baseline.wasm");
 
 /// A fresh engine (each test gets its own epoch ticker).
 pub fn engine() -> PolicyEngine {

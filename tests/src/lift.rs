@@ -1,7 +1,9 @@
-//! Field-for-field conversion between the host's and the SDK's generated
-//! types (both come from the same WIT). The native adapter uses it so that
-//! "native" in a benchmark costs what native code costs, a copy of the inputs,
-//! not a serde round trip.
+//! Field-for-field conversion from the framework's shapes (interface 0.1's
+//! records) to the SDK's (0.2's), for the shapes both versions share, and
+//! back for the answers. The native adapter uses it so that "native" in a
+//! benchmark costs what native code costs, a copy of the inputs, not a serde
+//! round trip. The records 0.2 extends (job history, candidates as indices)
+//! are built by the adapter with the cluster at hand.
 
 use dragon_host::runtime::wit;
 use dragon_policy_sdk::types as sdk;
@@ -81,69 +83,12 @@ record!(Task {
     index,
     request
 });
-record!(Unit {
-    id,
-    arrival_ms,
-    priority,
-    gang,
-    tasks,
-    workers,
-    min_workers,
-    max_workers,
-    running
-});
-record!(Capacity {
-    alloc_cpu_milli,
-    alloc_memory_mib,
-    alloc_gpus,
-    free_cpu_milli,
-    free_memory_mib,
-    free_gpus
-});
-record!(Candidates {
-    index,
-    capacity,
-    siblings
-});
-record!(Placement { unit, task, now_ms });
-record!(Queued {
-    id,
-    arrival_ms,
-    priority,
-    pods,
-    total
-});
 record!(GangState {
     id,
     reserved,
     min_member,
     present,
     waited_ms
-});
-record!(RunningJob {
-    id,
-    arrival_ms,
-    started_ms,
-    scaled_ms,
-    workers,
-    min_workers,
-    max_workers,
-    worker_request,
-    worker_nodes,
-    ps_nodes
-});
-record!(WaitingJob {
-    id,
-    arrival_ms,
-    unit
-});
-record!(ScaleInput {
-    now_ms,
-    running,
-    waiting,
-    nodes,
-    last_admit_ms,
-    last_scale_down_ms
 });
 record!(ScaleDecision {
     id,

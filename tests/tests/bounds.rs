@@ -348,6 +348,7 @@ impl dragon_policy_sdk::Policy for Slow {
         &self,
         _: &dragon_policy_sdk::types::Placement,
         nodes: &dragon_policy_sdk::types::Candidates,
+        _: &dragon_policy_sdk::types::View,
     ) -> Vec<bool> {
         // Stands in for a policy that computes for 30 ms per call.
         std::thread::sleep(std::time::Duration::from_millis(30));

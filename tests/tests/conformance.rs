@@ -3,9 +3,10 @@
 
 use baseline_policy::Baseline;
 use dragon_host::framework::{Cluster, Node, RecordingIo, Resources, Scheduler, SchedulerConfig};
-use dragon_host::runtime::{Hooks, wit};
+use dragon_host::runtime::LoadOptions;
+use dragon_host::runtime::{FixedView, Hooks, wit};
 use dragon_policy::Dragon;
-use dragon_tests::{Native, add_job, bundled, engine};
+use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, Native, add_job, bundled, engine, load};
 
 /// A small deterministic generator (no dependency needed for fixtures).
 struct Lcg(u64);
@@ -83,10 +84,11 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
     for case in 0..200u64 {
         let n = 1 + rng.next(40) as usize;
         let cap = capacity(&mut rng, n);
+        let view = FixedView::from_capacity(&cap);
         let u = unit(&mut rng, case);
         assert_eq!(
-            native.pre_filter(case, &u, &cap).unwrap(),
-            wasm.pre_filter(case, &u, &cap).unwrap(),
+            native.pre_filter(case, &u, &cap, &view).unwrap(),
+            wasm.pre_filter(case, &u, &cap, &view).unwrap(),
             "pre-filter case {case}"
         );
         let task = rng.next(u.tasks.len() as u64) as u32;
@@ -101,13 +103,13 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
             siblings: (0..n).map(|_| rng.next(3) as u32).collect(),
         };
         assert_eq!(
-            native.filter(&pod, &cands).unwrap(),
-            wasm.filter(&pod, &cands).unwrap(),
+            native.filter(&pod, &cands, &view).unwrap(),
+            wasm.filter(&pod, &cands, &view).unwrap(),
             "filter case {case}"
         );
         assert_eq!(
-            native.score(&pod, &cands).unwrap(),
-            wasm.score(&pod, &cands).unwrap(),
+            native.score(&pod, &cands, &view).unwrap(),
+            wasm.score(&pod, &cands, &view).unwrap(),
             "score case {case}"
         );
         let gang = wit::GangState {
@@ -136,8 +138,8 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
             })
             .collect();
         assert_eq!(
-            native.queue_order(case, &queued).unwrap(),
-            wasm.queue_order(case, &queued).unwrap()
+            native.queue_order(case, &queued, &view).unwrap(),
+            wasm.queue_order(case, &queued, &view).unwrap()
         );
         let running: Vec<wit::RunningJob> = (0..rng.next(4))
             .map(|i| {
@@ -175,8 +177,8 @@ fn check_hooks(native: &dyn Hooks, wasm: &dyn Hooks) {
             last_scale_down_ms: 0,
         };
         assert_eq!(
-            native.scale(&input).unwrap(),
-            wasm.scale(&input).unwrap(),
+            native.scale(&input, &view).unwrap(),
+            wasm.scale(&input, &view).unwrap(),
             "scale case {case}"
         );
     }
@@ -192,6 +194,18 @@ fn dragon_hooks_agree_natively_and_through_wasm() {
 fn baseline_hooks_agree_natively_and_through_wasm() {
     let e = engine();
     check_hooks(&Native::<Baseline>::new(""), &bundled(&e, "baseline", ""));
+}
+
+/// Components built against interface 0.1 decide as the same policies
+/// built against 0.2, on the same corpus.
+#[test]
+fn interface_0_1_builds_agree_with_0_2_builds_hook_by_hook() {
+    let e = engine();
+    for (name, bytes) in [("dragon", DRAGON_V0_1), ("baseline", BASELINE_V0_1)] {
+        let old = load(&e, name, bytes, &LoadOptions::default());
+        assert_eq!(old.info().interface_version, "0.1.0");
+        check_hooks(&old, &bundled(&e, name, ""));
+    }
 }
 
 fn cluster(rng: &mut Lcg) -> Scheduler {

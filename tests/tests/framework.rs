@@ -652,6 +652,7 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
         min_resources: None,
         hold: None,
         declared: true,
+        progress_permille: None,
     };
     job(&mut j);
     s.cluster.upsert_job(j);

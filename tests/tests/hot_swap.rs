@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use dragon_host::runtime::{ComponentCache, Hooks, LoadOptions, PolicySlot, PolicySource};
+use dragon_host::runtime::{
+    ComponentCache, FixedView, Hooks, LoadOptions, PolicySlot, PolicySource,
+};
 use dragon_tests::{bundled, engine, lone_pod_on};
 
 #[test]
@@ -31,7 +33,7 @@ fn a_swap_under_load_fails_no_call_and_later_calls_see_the_new_policy() {
                 let was_swapped = swapped.load(Ordering::SeqCst);
                 let policy = slot.current();
                 let scores = policy
-                    .score(&pod, &nodes)
+                    .score(&pod, &nodes, &FixedView::from_candidates(&nodes))
                     .expect("no call fails across a swap");
                 assert_eq!(scores.len(), 64);
                 calls[t].fetch_add(1, Ordering::Relaxed);
@@ -106,6 +108,9 @@ fn a_call_in_flight_keeps_its_policy_while_the_slot_moves_on() {
     let (pod, nodes) = lone_pod_on(64);
     // The held Arc still answers as baseline; the slot answers as dragon.
     assert_eq!(held.info().name, "baseline");
-    assert!(held.score(&pod, &nodes).is_ok());
+    assert!(
+        held.score(&pod, &nodes, &FixedView::from_candidates(&nodes))
+            .is_ok()
+    );
     assert_eq!(slot.current().info().name, "dragon");
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use dragon_host::runtime::{Failure, Hooks, Limits, LoadOptions, wit};
+use dragon_host::runtime::{Failure, FixedView, Hooks, Limits, LoadOptions, wit};
 use dragon_tests::{engine, hostile, lone_pod_on};
 
 fn limits(deadline_ms: u64, memory_bytes: usize) -> LoadOptions {
@@ -27,7 +27,9 @@ fn an_infinite_loop_is_interrupted_at_the_deadline() {
     .unwrap();
     let (pod, nodes) = lone_pod_on(3);
     let started = Instant::now();
-    let err = p.score(&pod, &nodes).unwrap_err();
+    let err = p
+        .score(&pod, &nodes, &FixedView::from_candidates(&nodes))
+        .unwrap_err();
     let took = started.elapsed();
     assert_eq!(err.failure, Failure::Timeout { deadline_ms: 100 });
     assert_eq!((err.policy.as_str(), err.hook), ("hostile", "score"));
@@ -51,7 +53,9 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
     )
     .unwrap();
     let (pod, nodes) = lone_pod_on(3);
-    let err = p.score(&pod, &nodes).unwrap_err();
+    let err = p
+        .score(&pod, &nodes, &FixedView::from_candidates(&nodes))
+        .unwrap_err();
     assert_eq!(
         err.failure,
         Failure::MemoryLimit { bytes: 16 << 20 },
@@ -68,7 +72,9 @@ fn a_panic_becomes_a_trap_that_carries_the_panic_message() {
     )
     .unwrap();
     let (pod, nodes) = lone_pod_on(3);
-    let err = p.filter(&pod, &nodes).unwrap_err();
+    let err = p
+        .filter(&pod, &nodes, &FixedView::from_candidates(&nodes))
+        .unwrap_err();
     let Failure::Trap(msg) = &err.failure else {
         panic!("expected a trap, got {err}")
     };
@@ -105,8 +111,15 @@ fn after_a_failed_call_the_policy_keeps_answering_other_hooks() {
     .unwrap();
     let (pod, nodes) = lone_pod_on(4);
     for _ in 0..3 {
-        assert!(p.score(&pod, &nodes).is_err());
+        assert!(
+            p.score(&pod, &nodes, &FixedView::from_candidates(&nodes))
+                .is_err()
+        );
         // A fresh, reconfigured instance serves the next call.
-        assert_eq!(p.filter(&pod, &nodes).unwrap(), vec![true; 4]);
+        assert_eq!(
+            p.filter(&pod, &nodes, &FixedView::from_candidates(&nodes))
+                .unwrap(),
+            vec![true; 4]
+        );
     }
 }

@@ -38,11 +38,13 @@ fn dummy_component(text: &str, world: &str) -> Vec<u8> {
 
 /// A component whose world is the policy world at another interface version.
 fn component_at_version(version: &str) -> Vec<u8> {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/scheduler.wit"))
-            .unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../wit/v0.2/scheduler.wit"
+    ))
+    .unwrap();
     let text = text.replace(
-        "package dragon:scheduler@0.1.0;",
+        "package dragon:scheduler@0.2.0;",
         &format!("package dragon:scheduler@{version};"),
     );
     dummy_component(&text, "scheduling-policy")
@@ -54,7 +56,7 @@ fn both_bundled_policies_load_and_report_their_interface_version() {
     for name in ["dragon", "baseline"] {
         let p = bundled(&e, name, "");
         assert_eq!(p.info().name, name);
-        assert_eq!(p.info().interface_version, "0.1.0");
+        assert_eq!(p.info().interface_version, "0.2.0");
         assert!(!p.info().hooks.is_empty());
     }
 }
@@ -96,8 +98,8 @@ fn a_truncated_component_is_invalid() {
 }
 
 #[test]
-fn a_component_built_against_another_interface_version_is_refused_naming_both() {
-    for v in ["0.2.0", "1.0.0"] {
+fn a_component_built_against_another_interface_version_is_refused_naming_the_served_ones() {
+    for v in ["0.3.0", "1.0.0"] {
         let err = load_bytes("future.wasm", &component_at_version(v))
             .err()
             .unwrap();
@@ -105,7 +107,7 @@ fn a_component_built_against_another_interface_version_is_refused_naming_both() 
         let msg = err.to_string();
         assert!(
             msg.contains(&format!("dragon:scheduler@{v}"))
-                && msg.contains("dragon:scheduler@0.1.0"),
+                && msg.contains("dragon:scheduler@0.1.0 and dragon:scheduler@0.2.0"),
             "{msg}"
         );
     }

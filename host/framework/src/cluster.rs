@@ -7,6 +7,7 @@ use super::constraints::HostPort;
 use super::journal::ClusterOp;
 use super::model::{Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars};
 use super::queue::Changes;
+use super::view::{ChangeLog, Interned, Service, Topology};
 use dragon_runtime::wit;
 
 /// Where a pod stands.
@@ -44,6 +45,8 @@ pub(crate) struct JobEntry {
     pub(crate) unit_id: u64,
     pub(crate) started_ms: Option<u64>,
     pub(crate) scaled_ms: Option<u64>,
+    /// GPUs held over time, and restarts.
+    pub(crate) service: Service,
 }
 
 /// Bad input from a driver.
@@ -76,6 +79,8 @@ pub(crate) struct Columns {
     /// Live, schedulable and without a NoSchedule/NoExecute taint: a pod
     /// with no node selector needs only the resource fit here.
     pub(crate) open: Vec<bool>,
+    /// Which rows changed, for policies that keep a copy.
+    pub(crate) log: ChangeLog,
 }
 
 impl Columns {
@@ -99,6 +104,7 @@ impl Columns {
             self.free_memory_mib[i] = free.memory_mib;
             self.free_gpus[i] = free.gpus;
         }
+        self.log.note(i, self.free_gpus.len());
     }
 }
 
@@ -225,6 +231,14 @@ pub struct Cluster {
     budgets: BTreeMap<String, DisruptionBudget>,
     /// The drivers' changes since the journal was last taken, when kept.
     journal: Option<Vec<ClusterOp>>,
+    /// Each node's topology labels, interned.
+    topology: Vec<Topology>,
+    interned: Interned,
+    /// Job names by unit id.
+    unit_jobs: HashMap<u64, String>,
+    /// The latest time drivers or rounds have told, ms: when a job's
+    /// holding changes, its attained service is integrated up to here.
+    clock_ms: u64,
 }
 
 impl Cluster {
@@ -297,6 +311,7 @@ impl Cluster {
         if let Some(&i) = self.node_index.get(&node.name) {
             if self.gone[i] {
                 self.gone[i] = false;
+                self.topology[i] = self.interned.topology(&node);
                 self.nodes[i] = node;
                 self.sync_columns(i);
                 return Ok(i);
@@ -308,6 +323,7 @@ impl Cluster {
         }
         let i = self.nodes.len();
         self.node_index.insert(node.name.clone(), i);
+        self.topology.push(self.interned.topology(&node));
         self.nodes.push(node);
         self.gone.push(false);
         self.used.push(Resources::default());
@@ -326,6 +342,7 @@ impl Cluster {
         if node.may_admit_more_than(&self.nodes[i]) {
             self.changes.room = true;
         }
+        self.topology[i] = self.interned.topology(&node);
         self.nodes[i] = node;
         self.sync_columns(i);
         Ok(())
@@ -341,9 +358,13 @@ impl Cluster {
         self.gone[i] = true;
         // Fewer domains can satisfy a spread's skew or minDomains.
         self.changes.room = true;
+        let now = self.clock_ms;
         for e in self.pods.values_mut() {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
+                if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
+                    j.service.hold(e.pod.request.gpus, false, now);
+                }
                 self.affine.note(&e.pod, false);
                 if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
                     *n -= 1;
@@ -384,6 +405,7 @@ impl Cluster {
             e.job = job;
         } else {
             let unit_id = self.unit_id();
+            self.unit_jobs.insert(unit_id, job.name.clone());
             self.jobs.insert(
                 job.name.clone(),
                 JobEntry {
@@ -391,6 +413,7 @@ impl Cluster {
                     unit_id,
                     started_ms: None,
                     scaled_ms: None,
+                    service: Service::default(),
                 },
             );
         }
@@ -441,7 +464,9 @@ impl Cluster {
     /// Remove a job record (its pods are removed separately).
     pub fn remove_job(&mut self, name: &str) {
         self.journal(|| ClusterOp::RemoveJob(name.to_string()));
-        self.jobs.remove(name);
+        if let Some(e) = self.jobs.remove(name) {
+            self.unit_jobs.remove(&e.unit_id);
+        }
     }
 
     /// Add a pod, pending or already on `node`.
@@ -620,9 +645,50 @@ impl Cluster {
                 true,
             );
         }
+        if old.is_some() != state.node().is_some()
+            && pod.request.gpus > 0
+            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
+        {
+            j.service
+                .hold(pod.request.gpus, state.node().is_some(), self.clock_ms);
+        }
         for n in [old, state.node()].into_iter().flatten() {
             self.sync_columns(n);
         }
+    }
+
+    /// A pod of `job` starts (`add`) or stops holding `gpus` GPUs.
+    fn serve(&mut self, job: Option<&str>, gpus: u32, add: bool) {
+        if gpus == 0 {
+            return;
+        }
+        let now = self.clock_ms;
+        if let Some(e) = job.and_then(|j| self.jobs.get_mut(j)) {
+            e.service.hold(gpus, add, now);
+        }
+    }
+
+    /// Time moves on to `now_ms` (never back): what attained service is
+    /// integrated up to when a job's holding changes. Rounds and the scale
+    /// step set it; drivers set it before applying what happened at a time.
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
+    /// `job` started again after its first start (a resize, or a
+    /// re-admission after losing its pods).
+    pub(crate) fn note_restart(&mut self, job: &str) {
+        if let Some(e) = self.jobs.get_mut(job) {
+            e.service.restarts = e.service.restarts.saturating_add(1);
+        }
+    }
+
+    pub(crate) fn job_by_unit(&self, unit: u64) -> Option<&JobEntry> {
+        self.unit_jobs.get(&unit).and_then(|j| self.jobs.get(j))
+    }
+
+    pub(crate) fn topology(&self, i: usize) -> Topology {
+        self.topology.get(i).copied().unwrap_or_default()
     }
 
     /// `pod` starts (`add`) or stops holding room on node `i`.
@@ -634,6 +700,7 @@ impl Cluster {
             pod,
             add,
         );
+        self.serve(pod.job.as_deref(), pod.request.gpus, add);
         self.sync_columns(i);
     }
 

@@ -509,31 +509,33 @@ impl Scheduler {
                 ),
             })
             .collect();
-        let result = policy.queue_order(now_ms, &queued).and_then(|order| {
-            let mut seen = vec![false; units.len()];
-            for &i in &order {
-                let i = i as usize;
-                if i >= units.len() || seen[i] {
+        let result = policy
+            .queue_order(now_ms, &queued, &self.cluster)
+            .and_then(|order| {
+                let mut seen = vec![false; units.len()];
+                for &i in &order {
+                    let i = i as usize;
+                    if i >= units.len() || seen[i] {
+                        return Err(invalid(
+                            policy,
+                            "queue-order",
+                            format!(
+                                "not a permutation of 0..{}: index {i} is out of range or repeated",
+                                units.len()
+                            ),
+                        ));
+                    }
+                    seen[i] = true;
+                }
+                if order.len() != units.len() {
                     return Err(invalid(
                         policy,
                         "queue-order",
-                        format!(
-                            "not a permutation of 0..{}: index {i} is out of range or repeated",
-                            units.len()
-                        ),
+                        format!("{} indices for {} units", order.len(), units.len()),
                     ));
                 }
-                seen[i] = true;
-            }
-            if order.len() != units.len() {
-                return Err(invalid(
-                    policy,
-                    "queue-order",
-                    format!("{} indices for {} units", order.len(), units.len()),
-                ));
-            }
-            Ok(order.into_iter().map(|i| i as usize).collect())
-        });
+                Ok(order.into_iter().map(|i| i as usize).collect())
+            });
         // A failure counts towards suspending the policy; a success does
         // not reset the count (units' attempts do).
         if result.is_err()
@@ -692,6 +694,7 @@ impl Scheduler {
             now_ms,
             ..RoundReport::default()
         };
+        self.cluster.set_clock(now_ms);
         self.expire_waits(now_ms, &mut report);
         let changes = self.cluster.take_changes();
         self.queue.wake(&changes, now_ms);
@@ -976,6 +979,13 @@ impl Scheduler {
     /// victims do: their preemptor waits for them, so it is not placed, nor
     /// does it shrink the job again, while they still run.
     pub fn scaled(&mut self, request: &ScaleRequest, now_ms: u64) {
+        self.cluster.set_clock(now_ms);
+        // A running job resized restarts with its new size.
+        if request.cause != ScaleCause::Admission
+            && self.cluster.job_started_ms(&request.job).is_some()
+        {
+            self.cluster.note_restart(&request.job);
+        }
         match request.cause {
             ScaleCause::Policy => self.apply_scale(&request.job, request.workers, now_ms),
             ScaleCause::Preemption => {
@@ -1019,7 +1029,11 @@ impl Scheduler {
         if let Some(e) = self.cluster.jobs.get_mut(&job)
             && (unit.wit.running == 0 || e.started_ms.is_none())
         {
+            let again = e.started_ms.is_some();
             e.started_ms = Some(now_ms);
+            if again {
+                self.cluster.note_restart(&job);
+            }
         }
         report.decisions.push(Decision::Admitted {
             unit: unit.key.clone(),
@@ -1474,7 +1488,7 @@ impl Scheduler {
             return Ok(Sizes::Try(vec![None]));
         }
         let capacity = self.cluster.capacity();
-        match policy.pre_filter(now_ms, &unit.wit, &capacity)? {
+        match policy.pre_filter(now_ms, &unit.wit, &capacity, &self.cluster)? {
             wit::PreFilterResult::Skip(reason) => Ok(Sizes::Skip(policy_text(reason))),
             wit::PreFilterResult::Proceed(list) if list.is_empty() => Ok(Sizes::Try(vec![None])),
             wit::PreFilterResult::Proceed(list) => gang_sizes(&unit.wit, &list)
@@ -1562,7 +1576,7 @@ impl Scheduler {
             let mut cands = self.columns.take().unwrap_or_else(no_candidates);
             fill_candidates(&self.cluster, &index, &siblings, &mut cands);
             if info.implements(wit::Hook::Filter) {
-                let pass = match policy.filter(&placement, &cands) {
+                let pass = match policy.filter(&placement, &cands, &self.cluster) {
                     Ok(p) if p.len() == index.len() => p,
                     Ok(p) => {
                         undo(self, &placed);
@@ -1602,7 +1616,7 @@ impl Scheduler {
                 }
             }
             let scores = if info.implements(wit::Hook::Score) && index.len() > 1 {
-                match policy.score(&placement, &cands) {
+                match policy.score(&placement, &cands, &self.cluster) {
                     Ok(s) if s.len() == index.len() => Some(s),
                     Ok(s) => {
                         undo(self, &placed);

@@ -23,6 +23,7 @@ mod scale;
 mod selector;
 pub mod shadow;
 mod unit;
+mod view;
 
 pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};
@@ -45,3 +46,4 @@ pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };
 pub use unit::{UnitKey, subject};
+pub use view::{HOST_LABEL, RACK_LABEL, ZONE_LABEL};

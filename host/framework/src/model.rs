@@ -327,6 +327,10 @@ pub struct Job {
     /// baseline can stand for kube-scheduler without a gang plugin.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub declared: bool,
+    /// How far the workload says it is, in thousandths (0..=1000), when it
+    /// reports it (a PodGroup's `dragon.dev/progress` annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_permille: Option<u32>,
 }
 
 /// An amount of every kind of resource, as a PodGroup's `minResources`

@@ -181,6 +181,7 @@ impl Scheduler {
     /// driver to apply (each reported with [`Scheduler::scaled`]).
     pub fn plan_scale(&mut self, now_ms: u64, policy: &dyn Hooks) -> ScaleReport {
         let mut report = ScaleReport::default();
+        self.cluster.set_clock(now_ms);
         if !policy.info().implements(wit::Hook::Scale) {
             return report;
         }
@@ -203,7 +204,7 @@ impl Scheduler {
             return report;
         }
         let checked = policy
-            .scale(&input)
+            .scale(&input, &self.cluster)
             .map_err(|e| e.to_string())
             .and_then(|decisions| checked_decisions(policy, &running, decisions));
         report.breaker = self.breaker.record(checked.is_ok(), now_ms, &info.name);

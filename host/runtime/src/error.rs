@@ -31,8 +31,8 @@ pub enum LoadError {
     NotAPolicy { origin: String, exports: String },
     /// Built against an interface version this host does not speak.
     #[error(
-        "{origin} was built against dragon:scheduler@{found}, but this host supports dragon:scheduler@{supported} \
-         (policies must match the major and minor version)"
+        "{origin} was built against dragon:scheduler@{found}, but this host serves {supported} \
+         (a policy must match one of them in major and minor version)"
     )]
     Version {
         origin: String,

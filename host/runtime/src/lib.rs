@@ -1,6 +1,8 @@
 //! The wasm side of the host: one shared engine, loading and validating
-//! policy components, per-call limits, and the hot-swappable policy slot.
+//! policy components of every served interface version, per-call limits,
+//! and the hot-swappable policy slot.
 
+mod adapt;
 mod bindings;
 pub mod bounds;
 mod cache;
@@ -11,13 +13,15 @@ mod load;
 mod observed;
 mod policy;
 mod slot;
+pub mod view;
 
 pub use bindings::wit;
 pub use cache::ComponentCache;
 pub use engine::PolicyEngine;
 pub use error::{CallError, Failure, LoadError};
 pub use limits::Limits;
-pub use load::{INTERFACE_VERSION, PolicySource, sha256_hex};
+pub use load::{INTERFACE_VERSION, INTERFACE_VERSIONS, PolicySource, sha256_hex};
 pub use observed::{Observed, Observer};
 pub use policy::{Hooks, LoadOptions, PolicyInfo, WasmPolicy, hook_name};
 pub use slot::{PolicySlot, SwapReport};
+pub use view::{ClusterView, FixedView};

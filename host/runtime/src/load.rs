@@ -8,8 +8,20 @@ use wasmtime::component::Component;
 use super::engine::PolicyEngine;
 use super::error::LoadError;
 
-/// The interface version this host implements.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+/// The newest interface version this host implements: what the SDK builds.
+pub const INTERFACE_VERSION: &str = "0.2.0";
+
+/// Every interface version this host serves, oldest first.
+pub const INTERFACE_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+
+/// An interface version the host serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// `dragon:scheduler@0.1.x`: node columns in every call.
+    V0_1,
+    /// `dragon:scheduler@0.2.x`: the policy keeps a view; calls carry changes.
+    V0_2,
+}
 
 const POLICY_EXPORT: &str = "dragon:scheduler/policy";
 const ALLOWED_IMPORTS: &[&str] = &["dragon:scheduler/host", "dragon:scheduler/types"];
@@ -76,16 +88,15 @@ pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), LoadError> 
     Ok(())
 }
 
-/// Whether a policy built against interface version `found` can be served
-/// by this host: the same major and minor version (a 0.x minor is a
-/// breaking change under semver).
-pub fn compatible(found: &str) -> bool {
-    match (
-        semver::Version::parse(found),
-        semver::Version::parse(INTERFACE_VERSION),
-    ) {
-        (Ok(f), Ok(h)) => f.major == h.major && f.minor == h.minor,
-        _ => false,
+/// Which served interface a policy built against version `found` speaks:
+/// one with the same major and minor version (a 0.x minor is a breaking
+/// change under semver).
+pub fn interface(found: &str) -> Option<Interface> {
+    let f = semver::Version::parse(found).ok()?;
+    match (f.major, f.minor) {
+        (0, 1) => Some(Interface::V0_1),
+        (0, 2) => Some(Interface::V0_2),
+        _ => None,
     }
 }
 
@@ -95,7 +106,7 @@ pub(crate) fn check_world(
     origin: &str,
     engine: &PolicyEngine,
     component: &Component,
-) -> Result<String, LoadError> {
+) -> Result<(Interface, String), LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine.engine())
@@ -115,7 +126,7 @@ pub(crate) fn check_world(
             exports: listed,
         });
     };
-    if !compatible(&found) {
+    let Some(served) = interface(&found) else {
         let found = if found.is_empty() {
             "(unversioned)".to_string()
         } else {
@@ -124,12 +135,19 @@ pub(crate) fn check_world(
         return Err(LoadError::Version {
             origin: origin.to_string(),
             found,
-            supported: INTERFACE_VERSION.to_string(),
+            supported: INTERFACE_VERSIONS
+                .iter()
+                .map(|v| format!("dragon:scheduler@{v}"))
+                .collect::<Vec<_>>()
+                .join(" and "),
         });
-    }
+    };
     for (name, _) in ty.imports(engine.engine()) {
         let iface = name.split_once('@').map(|(i, _)| i).unwrap_or(name);
-        let version_ok = name.split_once('@').is_some_and(|(_, v)| compatible(v));
+        // Imports come from the same version as the export.
+        let version_ok = name
+            .split_once('@')
+            .is_some_and(|(_, v)| interface(v) == Some(served));
         if !ALLOWED_IMPORTS.contains(&iface) || !version_ok {
             return Err(LoadError::Import {
                 origin: origin.to_string(),
@@ -137,7 +155,7 @@ pub(crate) fn check_world(
             });
         }
     }
-    Ok(found)
+    Ok((served, found))
 }
 
 #[cfg(test)]
@@ -145,18 +163,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_interface_version_is_served_when_its_major_and_minor_match() {
-        let h = semver::Version::parse(INTERFACE_VERSION).unwrap();
-        let v = |major: u64, minor: u64, rest: &str| format!("{major}.{minor}.{rest}");
-        assert!(compatible(INTERFACE_VERSION));
-        assert!(compatible(&v(h.major, h.minor, "99")));
-        assert!(compatible(&v(h.major, h.minor, "0-rc.1")));
-        assert!(!compatible(&v(h.major, h.minor + 1, "0")));
-        assert!(!compatible(&v(h.major + 1, h.minor, "0")));
-        assert!(
-            !compatible(&format!("{}.{}", h.major, h.minor)),
-            "not semver"
-        );
-        assert!(!compatible(""));
+    fn an_interface_version_is_served_when_its_major_and_minor_match_one_served() {
+        for v in INTERFACE_VERSIONS {
+            assert!(interface(v).is_some(), "{v}");
+        }
+        assert_eq!(interface("0.1.99"), Some(Interface::V0_1));
+        assert_eq!(interface("0.2.0-rc.1"), Some(Interface::V0_2));
+        assert_eq!(interface("0.3.0"), None);
+        assert_eq!(interface("1.2.0"), None);
+        assert_eq!(interface("0.2"), None, "not semver");
+        assert_eq!(interface(""), None);
+        assert_eq!(interface(INTERFACE_VERSION), Some(Interface::V0_2));
     }
 }

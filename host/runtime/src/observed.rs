@@ -5,6 +5,7 @@
 
 use crate::error::CallError;
 use crate::policy::{Hooks, PolicyInfo};
+use crate::view::ClusterView;
 use crate::wit;
 
 /// Watches hook calls.
@@ -30,9 +31,14 @@ impl<O: Observer> Hooks for Observed<'_, O> {
     fn begin_round(&self) {
         self.inner.begin_round()
     }
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+    fn queue_order(
+        &self,
+        now_ms: u64,
+        units: &[wit::Queued],
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
         self.observer.call(wit::Hook::QueueOrder, || {
-            self.inner.queue_order(now_ms, units)
+            self.inner.queue_order(now_ms, units, view)
         })
     }
     fn pre_filter(
@@ -40,29 +46,40 @@ impl<O: Observer> Hooks for Observed<'_, O> {
         now_ms: u64,
         unit: &wit::Unit,
         nodes: &wit::Capacity,
+        view: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError> {
         self.observer.call(wit::Hook::PreFilter, || {
-            self.inner.pre_filter(now_ms, unit, nodes)
+            self.inner.pre_filter(now_ms, unit, nodes, view)
         })
     }
     fn filter(
         &self,
         pod: &wit::Placement,
         nodes: &wit::Candidates,
+        view: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
         self.observer
-            .call(wit::Hook::Filter, || self.inner.filter(pod, nodes))
+            .call(wit::Hook::Filter, || self.inner.filter(pod, nodes, view))
     }
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
+    fn score(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
         self.observer
-            .call(wit::Hook::Score, || self.inner.score(pod, nodes))
+            .call(wit::Hook::Score, || self.inner.score(pod, nodes, view))
     }
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
         self.observer
             .call(wit::Hook::Permit, || self.inner.permit(now_ms, gang))
     }
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+    fn scale(
+        &self,
+        input: &wit::ScaleInput,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<wit::ScaleDecision>, CallError> {
         self.observer
-            .call(wit::Hook::Scale, || self.inner.scale(input))
+            .call(wit::Hook::Scale, || self.inner.scale(input, view))
     }
 }

@@ -7,13 +7,15 @@ use serde::Serialize;
 use wasmtime::component::HasSelf;
 use wasmtime::{Store, Trap};
 
-use super::bindings::{SchedulingPolicy, SchedulingPolicyPre, dragon, wit};
+use super::adapt;
+use super::bindings::{v0_1, v0_2, wit};
 use super::bounds::{self, LogBudget};
 use super::cache::ComponentCache;
 use super::engine::{PolicyEngine, TICK};
 use super::error::{CallError, Failure, LoadError};
 use super::limits::{Limiter, Limits};
-use super::load::{PolicySource, check_header, check_world, sha256_hex};
+use super::load::{Interface, PolicySource, check_header, check_world, sha256_hex};
+use super::view::{ClusterView, Delta, Seen};
 
 /// The scheduling hooks, as the framework calls them. [`WasmPolicy`] is the
 /// production implementation; tests and benchmarks also run policies natively
@@ -24,24 +26,44 @@ pub trait Hooks {
     /// A scheduling round starts: per-round budgets (log lines) reset.
     /// Wrappers must forward it.
     fn begin_round(&self) {}
-    /// See `queue-order` in the WIT file.
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError>;
-    /// See `pre-filter` in the WIT file.
+    /// See `queue-order` in the WIT files.
+    fn queue_order(
+        &self,
+        now_ms: u64,
+        units: &[wit::Queued],
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError>;
+    /// See `pre-filter` in the WIT files; `nodes` and `view` describe the
+    /// same cluster.
     fn pre_filter(
         &self,
         now_ms: u64,
         unit: &wit::Unit,
         nodes: &wit::Capacity,
+        view: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError>;
-    /// See `filter` in the WIT file.
-    fn filter(&self, pod: &wit::Placement, nodes: &wit::Candidates)
-    -> Result<Vec<bool>, CallError>;
-    /// See `score` in the WIT file.
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError>;
-    /// See `permit` in the WIT file.
+    /// See `filter` in the WIT files.
+    fn filter(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<bool>, CallError>;
+    /// See `score` in the WIT files.
+    fn score(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError>;
+    /// See `permit` in the WIT files.
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError>;
-    /// See `scale` in the WIT file.
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError>;
+    /// See `scale` in the WIT files.
+    fn scale(
+        &self,
+        input: &wit::ScaleInput,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<wit::ScaleDecision>, CallError>;
 }
 
 /// What is known about a loaded policy.
@@ -112,10 +134,23 @@ pub(crate) struct HostState {
     last_error: Option<String>,
 }
 
-impl dragon::scheduler::types::Host for HostState {}
+impl v0_1::dragon::scheduler::types::Host for HostState {}
+impl v0_2::dragon::scheduler::types::Host for HostState {}
 
-impl dragon::scheduler::host::Host for HostState {
+impl v0_1::dragon::scheduler::host::Host for HostState {
     fn log(&mut self, level: wit::Level, message: String) {
+        self.log_line(level, message);
+    }
+}
+
+impl v0_2::dragon::scheduler::host::Host for HostState {
+    fn log(&mut self, level: v0_2::dragon::scheduler::types::Level, message: String) {
+        self.log_line(adapt::level(level), message);
+    }
+}
+
+impl HostState {
+    fn log_line(&mut self, level: wit::Level, message: String) {
         // A policy controls how many lines and how long: both are capped.
         if !self.log_budget.admit(self.call_lines) {
             return;
@@ -136,9 +171,60 @@ impl dragon::scheduler::host::Host for HostState {
     }
 }
 
+/// A compiled policy ready to instantiate, per interface version.
+#[derive(Clone)]
+enum Pre {
+    V0_1(v0_1::SchedulingPolicyPre<HostState>),
+    V0_2(v0_2::SchedulingPolicyPre<HostState>),
+}
+
+/// An instance's exports, per interface version.
+enum Bindings {
+    V0_1(v0_1::SchedulingPolicy),
+    V0_2(v0_2::SchedulingPolicy),
+}
+
 struct Live {
     store: Store<HostState>,
-    bindings: SchedulingPolicy,
+    bindings: Bindings,
+    /// How much of the cluster's change log this instance has applied to
+    /// its view (0.2; `None`: nothing yet, the next call sends every node).
+    seen: Option<Seen>,
+}
+
+impl Live {
+    fn configure(&mut self, settings: &str) -> wasmtime::Result<Result<(), String>> {
+        match &self.bindings {
+            Bindings::V0_1(b) => b
+                .dragon_scheduler_policy()
+                .call_configure(&mut self.store, settings),
+            Bindings::V0_2(b) => b
+                .dragon_scheduler_policy()
+                .call_configure(&mut self.store, settings),
+        }
+    }
+
+    /// Run a 0.2 call that carries changes to the instance's view; the
+    /// instance counts as having seen them only if the call succeeds (a
+    /// failed call discards the instance anyway).
+    fn with_changes<R>(
+        &mut self,
+        view: &dyn ClusterView,
+        f: impl FnOnce(
+            &mut Store<HostState>,
+            &v0_2::SchedulingPolicy,
+            &v0_2::dragon::scheduler::types::Changes,
+        ) -> wasmtime::Result<R>,
+    ) -> wasmtime::Result<R> {
+        let Bindings::V0_2(b) = &self.bindings else {
+            unreachable!("changes go to 0.2 instances only");
+        };
+        let delta = Delta::since(view, self.seen);
+        let changes = adapt::changes(view, &delta);
+        let r = f(&mut self.store, b, &changes)?;
+        self.seen = Some(delta.seen);
+        Ok(r)
+    }
 }
 
 /// A policy component, compiled, validated and configured, with one reused
@@ -147,7 +233,7 @@ struct Live {
 pub struct WasmPolicy {
     info: PolicyInfo,
     engine: PolicyEngine,
-    pre: SchedulingPolicyPre<HostState>,
+    pre: Pre,
     limits: Limits,
     live: Mutex<Option<Live>>,
     log_budget: Arc<LogBudget>,
@@ -268,17 +354,32 @@ impl WasmPolicy {
                     cause: format!("{e:?}"),
                 })?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-        let interface_version = check_world(origin, engine, &component)?;
+        let (interface, interface_version) = check_world(origin, engine, &component)?;
 
         let mut linker = wasmtime::component::Linker::new(engine.engine());
-        SchedulingPolicy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(|e| LoadError::Instantiate {
-                origin: origin.into(),
-                cause: e.to_string(),
-            })?;
+        let linked =
+            match interface {
+                Interface::V0_1 => v0_1::SchedulingPolicy::add_to_linker::<
+                    HostState,
+                    HasSelf<HostState>,
+                >(&mut linker, |s| s),
+                Interface::V0_2 => v0_2::SchedulingPolicy::add_to_linker::<
+                    HostState,
+                    HasSelf<HostState>,
+                >(&mut linker, |s| s),
+            };
+        linked.map_err(|e| LoadError::Instantiate {
+            origin: origin.into(),
+            cause: e.to_string(),
+        })?;
         let pre = linker
             .instantiate_pre(&component)
-            .and_then(SchedulingPolicyPre::new)
+            .and_then(|pre| {
+                Ok(match interface {
+                    Interface::V0_1 => Pre::V0_1(v0_1::SchedulingPolicyPre::new(pre)?),
+                    Interface::V0_2 => Pre::V0_2(v0_2::SchedulingPolicyPre::new(pre)?),
+                })
+            })
             .map_err(|e| LoadError::Instantiate {
                 origin: origin.into(),
                 cause: format!("{e:?}"),
@@ -308,8 +409,12 @@ impl WasmPolicy {
             cause,
         };
         let metadata = policy
-            .call("metadata", |s, b| {
-                b.dragon_scheduler_policy().call_metadata(s)
+            .call("metadata", |live| match &live.bindings {
+                Bindings::V0_1(b) => b.dragon_scheduler_policy().call_metadata(&mut live.store),
+                Bindings::V0_2(b) => b
+                    .dragon_scheduler_policy()
+                    .call_metadata(&mut live.store)
+                    .map(adapt::info),
             })
             .map_err(smoke)?;
         let (name, version, hooks) = checked_metadata(origin, metadata)?;
@@ -321,9 +426,7 @@ impl WasmPolicy {
         policy.reset();
         let mut live = policy.instantiate().map_err(smoke)?;
         let settings = options.settings.clone();
-        let configured = policy.run(&mut live, "configure", |s, b| {
-            b.dragon_scheduler_policy().call_configure(s, &settings)
-        });
+        let configured = policy.run(&mut live, "configure", |live| live.configure(&settings));
         match configured {
             Ok(Ok(())) => {}
             Ok(Err(message)) => {
@@ -338,8 +441,15 @@ impl WasmPolicy {
         *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
         // Smoke: the cheapest hook on empty input must answer sensibly.
         let order = policy
-            .call("queue-order", |s, b| {
-                b.dragon_scheduler_policy().call_queue_order(s, 0, &[])
+            .call("queue-order", |live| match &live.bindings {
+                Bindings::V0_1(b) => {
+                    b.dragon_scheduler_policy()
+                        .call_queue_order(&mut live.store, 0, &[])
+                }
+                Bindings::V0_2(b) => {
+                    b.dragon_scheduler_policy()
+                        .call_queue_order(&mut live.store, 0, &[])
+                }
             })
             .map_err(smoke)?;
         if !order.is_empty() {
@@ -419,12 +529,20 @@ impl WasmPolicy {
     fn instantiate(&self) -> Result<Live, CallError> {
         let mut store = self.new_store();
         store.set_epoch_deadline(self.deadline_ticks());
-        let bindings = self.pre.instantiate(&mut store).map_err(|e| CallError {
+        let bindings = match &self.pre {
+            Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
+            Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
+        }
+        .map_err(|e| CallError {
             policy: self.info.name.clone(),
             hook: "instantiate",
             failure: Failure::Trap(describe(&e)),
         })?;
-        Ok(Live { store, bindings })
+        Ok(Live {
+            store,
+            bindings,
+            seen: None,
+        })
     }
 
     fn deadline_ticks(&self) -> u64 {
@@ -436,14 +554,14 @@ impl WasmPolicy {
         &self,
         live: &mut Live,
         hook: &'static str,
-        f: impl FnOnce(&mut Store<HostState>, &SchedulingPolicy) -> wasmtime::Result<R>,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         live.store.set_epoch_deadline(self.deadline_ticks());
         let data = live.store.data_mut();
         data.limiter.memory_cap_hit = false;
         data.last_error = None;
         data.call_lines = 0;
-        f(&mut live.store, &live.bindings).map_err(|e| {
+        f(live).map_err(|e| {
             let data = live.store.data();
             let failure = if data.limiter.memory_cap_hit {
                 Failure::MemoryLimit {
@@ -473,16 +591,15 @@ impl WasmPolicy {
     fn call<R>(
         &self,
         hook: &'static str,
-        f: impl FnOnce(&mut Store<HostState>, &SchedulingPolicy) -> wasmtime::Result<R>,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let mut guard = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let mut live = self.instantiate()?;
             if hook != "metadata" {
                 let settings = self.info.settings.clone();
-                let configured = self.run(&mut live, "configure", |s, b| {
-                    b.dragon_scheduler_policy().call_configure(s, &settings)
-                })?;
+                let configured =
+                    self.run(&mut live, "configure", |live| live.configure(&settings))?;
                 configured.map_err(|msg| {
                     self.invalid(
                         "configure",
@@ -521,10 +638,22 @@ impl Hooks for WasmPolicy {
         self.report_dropped_lines(self.log_budget.new_round());
     }
 
-    fn queue_order(&self, now_ms: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
-        self.call("queue-order", |s, b| {
-            b.dragon_scheduler_policy()
-                .call_queue_order(s, now_ms, units)
+    fn queue_order(
+        &self,
+        now_ms: u64,
+        units: &[wit::Queued],
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        self.call("queue-order", |live| match &live.bindings {
+            Bindings::V0_1(b) => {
+                b.dragon_scheduler_policy()
+                    .call_queue_order(&mut live.store, now_ms, units)
+            }
+            Bindings::V0_2(b) => b.dragon_scheduler_policy().call_queue_order(
+                &mut live.store,
+                now_ms,
+                &adapt::queued(units, view, now_ms),
+            ),
         })
     }
 
@@ -533,10 +662,21 @@ impl Hooks for WasmPolicy {
         now_ms: u64,
         unit: &wit::Unit,
         nodes: &wit::Capacity,
+        view: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError> {
-        self.call("pre-filter", |s, b| {
-            b.dragon_scheduler_policy()
-                .call_pre_filter(s, now_ms, unit, nodes)
+        self.call("pre-filter", |live| match &live.bindings {
+            Bindings::V0_1(b) => {
+                b.dragon_scheduler_policy()
+                    .call_pre_filter(&mut live.store, now_ms, unit, nodes)
+            }
+            Bindings::V0_2(_) => {
+                let unit = adapt::unit(unit, view, now_ms);
+                live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_pre_filter(s, changes, now_ms, &unit)
+                        .map(adapt::pre_filter_result)
+                })
+            }
         })
     }
 
@@ -544,27 +684,80 @@ impl Hooks for WasmPolicy {
         &self,
         pod: &wit::Placement,
         nodes: &wit::Candidates,
+        view: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
-        self.call("filter", |s, b| {
-            b.dragon_scheduler_policy().call_filter(s, pod, nodes)
-        })
+        let refused = self.call("filter", |live| match &live.bindings {
+            Bindings::V0_1(b) => b
+                .dragon_scheduler_policy()
+                .call_filter(&mut live.store, pod, nodes)
+                .map(Ok),
+            Bindings::V0_2(_) => {
+                let (pod, candidates) = (adapt::placement(pod, view), adapt::candidates(nodes));
+                live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_filter(s, changes, &pod, &candidates)
+                        .map(Err)
+                })
+            }
+        })?;
+        match refused {
+            Ok(verdicts) => Ok(verdicts),
+            Err(positions) => adapt::verdicts(&positions, nodes.index.len())
+                .map_err(|msg| self.invalid("filter", msg)),
+        }
     }
 
-    fn score(&self, pod: &wit::Placement, nodes: &wit::Candidates) -> Result<Vec<u32>, CallError> {
-        self.call("score", |s, b| {
-            b.dragon_scheduler_policy().call_score(s, pod, nodes)
+    fn score(
+        &self,
+        pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        self.call("score", |live| match &live.bindings {
+            Bindings::V0_1(b) => {
+                b.dragon_scheduler_policy()
+                    .call_score(&mut live.store, pod, nodes)
+            }
+            Bindings::V0_2(_) => {
+                let (pod, candidates) = (adapt::placement(pod, view), adapt::candidates(nodes));
+                live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_score(s, changes, &pod, &candidates)
+                })
+            }
         })
     }
 
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        self.call("permit", |s, b| {
-            b.dragon_scheduler_policy().call_permit(s, now_ms, *gang)
+        self.call("permit", |live| match &live.bindings {
+            Bindings::V0_1(b) => {
+                b.dragon_scheduler_policy()
+                    .call_permit(&mut live.store, now_ms, *gang)
+            }
+            Bindings::V0_2(b) => b
+                .dragon_scheduler_policy()
+                .call_permit(&mut live.store, now_ms, adapt::gang(gang))
+                .map(adapt::permit_result),
         })
     }
 
-    fn scale(&self, input: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        self.call("scale", |s, b| {
-            b.dragon_scheduler_policy().call_scale(s, input)
+    fn scale(
+        &self,
+        input: &wit::ScaleInput,
+        view: &dyn ClusterView,
+    ) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        self.call("scale", |live| match &live.bindings {
+            Bindings::V0_1(b) => b
+                .dragon_scheduler_policy()
+                .call_scale(&mut live.store, input),
+            Bindings::V0_2(_) => {
+                let input = adapt::scale_input(input, view);
+                live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_scale(s, changes, &input)
+                        .map(adapt::decisions)
+                })
+            }
         })
     }
 }

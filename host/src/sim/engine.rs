@@ -460,6 +460,9 @@ impl Sim<'_> {
             self.integrals.queue += queued as f64 * dtf;
         }
         self.now = t;
+        // What happens at `t` happens on the cluster's clock too (jobs'
+        // attained service is integrated on it).
+        self.sched.cluster.set_clock(t);
     }
 
     fn mark_change(&mut self) {

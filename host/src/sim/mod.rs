@@ -36,8 +36,8 @@ pub use trace::{BUNDLED, Trace, TraceJob};
 mod tests {
     use super::*;
     use crate::runtime::{
-        CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource,
-        WasmPolicy, wit,
+        CallError, ClusterView, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo,
+        PolicySource, WasmPolicy, wit,
     };
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {
@@ -270,7 +270,12 @@ jobs:
         fn info(&self) -> &PolicyInfo {
             &self.info
         }
-        fn queue_order(&self, _: u64, units: &[wit::Queued]) -> Result<Vec<u32>, CallError> {
+        fn queue_order(
+            &self,
+            _: u64,
+            units: &[wit::Queued],
+            _: &dyn ClusterView,
+        ) -> Result<Vec<u32>, CallError> {
             Ok((0..units.len() as u32).collect())
         }
         fn pre_filter(
@@ -278,6 +283,7 @@ jobs:
             _: u64,
             _: &wit::Unit,
             _: &wit::Capacity,
+            _: &dyn ClusterView,
         ) -> Result<wit::PreFilterResult, CallError> {
             Ok(wit::PreFilterResult::Proceed(Vec::new()))
         }
@@ -285,6 +291,7 @@ jobs:
             &self,
             pod: &wit::Placement,
             nodes: &wit::Candidates,
+            _: &dyn ClusterView,
         ) -> Result<Vec<bool>, CallError> {
             let t = pod.unit.tasks[pod.task as usize];
             let refuse = pod.unit.workers == 3 && t.role == wit::Role::Worker && t.index >= 1;
@@ -294,13 +301,18 @@ jobs:
             &self,
             _: &wit::Placement,
             nodes: &wit::Candidates,
+            _: &dyn ClusterView,
         ) -> Result<Vec<u32>, CallError> {
             Ok(vec![0; nodes.index.len()])
         }
         fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
             Ok(wit::PermitResult::Allow)
         }
-        fn scale(&self, _: &wit::ScaleInput) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        fn scale(
+            &self,
+            _: &wit::ScaleInput,
+            _: &dyn ClusterView,
+        ) -> Result<Vec<wit::ScaleDecision>, CallError> {
             Ok(Vec::new())
         }
     }

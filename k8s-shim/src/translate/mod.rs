@@ -33,6 +33,10 @@ pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index
 /// Elastic bounds on a PodGroup (annotations).
 pub const MIN_WORKERS: &str = "dragon.dev/min-workers";
 pub const MAX_WORKERS: &str = "dragon.dev/max-workers";
+/// How far the job is, as a fraction from 0 to 1, on a PodGroup: for
+/// workloads that report it, a hint policies may use (interface 0.2's
+/// `progress-permille`).
+pub const PROGRESS: &str = "dragon.dev/progress";
 /// The workload whose `/scale` sets the worker count, on a PodGroup:
 /// `apps/v1/statefulsets/NAME` or `GROUP/VERSION/PLURAL/NAME`.
 pub const SCALE_TARGET: &str = "dragon.dev/scale-target";
@@ -451,6 +455,16 @@ pub fn job(
     let workers = worker_pods;
     let min = num(MIN_WORKERS)?.unwrap_or(workers).min(workers.max(1));
     let max = num(MAX_WORKERS)?.unwrap_or(workers).max(workers);
+    let progress_permille = annotations
+        .get(PROGRESS)
+        .map(|v| match v.trim().parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok((x * 1000.0).round() as u32),
+            _ => Err(err(
+                &object,
+                format!("{PROGRESS} must be a fraction from 0 to 1, got {v:?}"),
+            )),
+        })
+        .transpose()?;
     Ok(Job {
         name: key.to_string(),
         min_member: spec.min_member,
@@ -463,6 +477,7 @@ pub fn job(
         min_resources: spec.min_resources.clone(),
         hold: None,
         declared: true,
+        progress_permille,
     })
 }
 
@@ -623,6 +638,24 @@ spec:
         ]);
         let j = job("ml/train", &PodGroupSpec::default(), &ann, 0, 4).unwrap();
         assert_eq!((j.min_workers, j.max_workers), (2, 8));
+        assert_eq!(j.progress_permille, None);
+    }
+
+    #[test]
+    fn podgroup_progress_is_a_fraction_kept_in_thousandths() {
+        let at = |v: &str| {
+            let ann = BTreeMap::from([(PROGRESS.to_string(), v.to_string())]);
+            job("ml/train", &PodGroupSpec::default(), &ann, 0, 4)
+        };
+        assert_eq!(at("0.4215").unwrap().progress_permille, Some(422));
+        assert_eq!(at("1").unwrap().progress_permille, Some(1000));
+        for bad in ["1.5", "-0.1", "NaN", "half"] {
+            let e = at(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("podgroup ml/train") && e.contains(PROGRESS),
+                "{e}"
+            );
+        }
     }
 
     #[test]

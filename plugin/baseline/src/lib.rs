@@ -48,13 +48,16 @@ impl Policy for Baseline {
         PolicyInfo::new("baseline", env!("CARGO_PKG_VERSION"), &[Hook::Score])
     }
 
-    fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+    fn score(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
         let Some(task) = pod.unit.tasks.get(pod.task as usize) else {
             return vec![0; nodes.index.len()];
         };
-        let c = &nodes.capacity;
-        (0..nodes.index.len())
-            .map(|i| {
+        let c = view.capacity();
+        nodes
+            .index
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
                 let used_cpu = c.alloc_cpu_milli[i].saturating_sub(c.free_cpu_milli[i])
                     + task.request.cpu_milli;
                 let used_mem = c.alloc_memory_mib[i].saturating_sub(c.free_memory_mib[i])
@@ -78,20 +81,38 @@ export_policy!(Baseline);
 mod tests {
     use super::*;
 
-    fn cands(free: &[(u64, u64)]) -> Candidates {
-        let n = free.len();
-        Candidates {
-            index: (0..n as u32).collect(),
-            capacity: Capacity {
-                alloc_cpu_milli: vec![10_000; n],
-                alloc_memory_mib: vec![10_000; n],
-                alloc_gpus: vec![4; n],
-                free_cpu_milli: free.iter().map(|f| f.0).collect(),
-                free_memory_mib: free.iter().map(|f| f.1).collect(),
-                free_gpus: vec![4; n],
-            },
-            siblings: vec![0; n],
-        }
+    /// Every node a candidate: 10 cores, 10,000 MiB and 4 GPUs each, with
+    /// `free` CPU and memory.
+    fn cands(free: &[(u64, u64)]) -> (Candidates, View) {
+        let nodes: Vec<Node> = free
+            .iter()
+            .map(|&(cpu, mem)| Node {
+                allocatable: Resources {
+                    cpu_milli: 10_000,
+                    memory_mib: 10_000,
+                    gpus: 4,
+                },
+                free: Resources {
+                    cpu_milli: cpu,
+                    memory_mib: mem,
+                    gpus: 4,
+                },
+                open: true,
+                zone: 0,
+                rack: 0,
+                host: 0,
+            })
+            .collect();
+        let c = Candidates {
+            index: (0..free.len() as u32).collect(),
+            siblings: Vec::new(),
+        };
+        (c, View::of(&nodes))
+    }
+
+    fn score(pod: &Placement, free: &[(u64, u64)]) -> Vec<u32> {
+        let (c, v) = cands(free);
+        Baseline.score(pod, &c, &v)
     }
 
     fn pod(cpu: u64, mem: u64) -> Placement {
@@ -114,6 +135,7 @@ mod tests {
                 min_workers: 0,
                 max_workers: 0,
                 running: 0,
+                stats: JobStats::NONE,
             },
             task: 0,
             now_ms: 0,
@@ -122,10 +144,7 @@ mod tests {
 
     #[test]
     fn least_allocated_prefers_the_emptier_node() {
-        let s = Baseline.score(
-            &pod(1_000, 1_000),
-            &cands(&[(2_000, 2_000), (9_000, 9_000)]),
-        );
+        let s = score(&pod(1_000, 1_000), &[(2_000, 2_000), (9_000, 9_000)]);
         assert!(s[1] > s[0], "{s:?}");
     }
 
@@ -133,17 +152,14 @@ mod tests {
     fn scores_match_kube_scheduler_arithmetic() {
         // Empty 10-core/10000-MiB node, pod 1 core / 5000 MiB:
         // LeastAllocated = (90 + 50) / 2 = 70; fractions 0.1 and 0.5 → std 0.2 → 80.
-        let s = Baseline.score(&pod(1_000, 5_000), &cands(&[(10_000, 10_000)]));
+        let s = score(&pod(1_000, 5_000), &[(10_000, 10_000)]);
         assert_eq!(s, vec![150]);
     }
 
     #[test]
     fn balanced_allocation_prefers_even_use_of_cpu_and_memory() {
         // Both nodes have the same total free share; node 1 ends up balanced.
-        let s = Baseline.score(
-            &pod(1_000, 1_000),
-            &cands(&[(9_000, 5_000), (7_000, 7_000)]),
-        );
+        let s = score(&pod(1_000, 1_000), &[(9_000, 5_000), (7_000, 7_000)]);
         assert!(s[1] > s[0], "{s:?}");
     }
 

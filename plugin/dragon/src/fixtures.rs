@@ -13,12 +13,36 @@ pub fn capacity(nodes: &[(u64, u64, u32)]) -> Capacity {
     }
 }
 
-pub fn candidates(nodes: &[(u64, u64, u32)]) -> Candidates {
-    Candidates {
+/// Every node, all free and open.
+pub fn view(nodes: &[(u64, u64, u32)]) -> View {
+    let nodes: Vec<Node> = nodes
+        .iter()
+        .map(|&(cpu_milli, memory_mib, gpus)| {
+            let r = Resources {
+                cpu_milli,
+                memory_mib,
+                gpus,
+            };
+            Node {
+                allocatable: r,
+                free: r,
+                open: true,
+                zone: 0,
+                rack: 0,
+                host: 0,
+            }
+        })
+        .collect();
+    View::of(&nodes)
+}
+
+/// Every node a candidate, none with siblings.
+pub fn candidates(nodes: &[(u64, u64, u32)]) -> (Candidates, View) {
+    let c = Candidates {
         index: (0..nodes.len() as u32).collect(),
-        capacity: capacity(nodes),
-        siblings: vec![0; nodes.len()],
-    }
+        siblings: Vec::new(),
+    };
+    (c, view(nodes))
 }
 
 pub fn gpu_worker() -> Resources {
@@ -72,6 +96,7 @@ pub fn gang_unit(
         min_workers: min,
         max_workers: max,
         running: 0,
+        stats: JobStats::NONE,
     }
 }
 

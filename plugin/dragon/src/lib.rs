@@ -73,7 +73,8 @@ impl Policy for Dragon {
     // Admission: the requested worker count first, then `min`. A size is
     // offered only if the locality packing finds room for every task, so a
     // gang that cannot fit is skipped with a reason instead of half-placed.
-    fn pre_filter(&self, _now_ms: u64, unit: &Unit, nodes: &Capacity) -> PreFilterResult {
+    fn pre_filter(&self, _now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
+        let nodes = view.capacity();
         if !unit.gang || unit.running > 0 {
             // A lone pod, or new workers of a running job (a scale-up whose
             // room the scale step already checked).
@@ -115,8 +116,8 @@ impl Policy for Dragon {
         }
     }
 
-    fn score(&self, pod: &Placement, nodes: &Candidates) -> Vec<u32> {
-        locality::score(pod, nodes)
+    fn score(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
+        locality::score(pod, nodes, view)
     }
 
     // Every task of the chosen size is reserved when permit is asked; wait
@@ -136,8 +137,8 @@ impl Policy for Dragon {
         }
     }
 
-    fn scale(&self, input: &ScaleInput) -> Vec<ScaleDecision> {
-        scaling::decide(&self.settings, input)
+    fn scale(&self, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
+        scaling::decide(&self.settings, input, view.capacity())
     }
 }
 
@@ -157,6 +158,7 @@ mod tests {
             priority,
             pods: 1,
             total: Resources::ZERO,
+            stats: JobStats::NONE,
         }
     }
 
@@ -178,7 +180,7 @@ mod tests {
     }
 
     fn skipped(unit: &Unit) -> String {
-        let full = crate::fixtures::capacity(&[(1_000, 1_024, 0)]);
+        let full = crate::fixtures::view(&[(1_000, 1_024, 0)]);
         match Dragon::default().pre_filter(0, unit, &full) {
             PreFilterResult::Skip(reason) => reason,
             other => panic!("not skipped: {other:?}"),

@@ -70,17 +70,18 @@ pub fn pack(tasks: &[Task], nodes: &Capacity) -> Option<Packing> {
 ///   to place fit on the node, bits 0–11 = best fit;
 /// - parameter server: bits 12–30 = number of siblings (workers of the job on
 ///   the node), bits 0–11 = best fit.
-pub fn score(pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
     let tasks = &pod.unit.tasks[(pod.task as usize).min(pod.unit.tasks.len())..];
     let Some(this) = tasks.first() else {
         return vec![0; nodes.index.len()];
     };
-    // Columns zipped rather than indexed, and the role decided once: this
-    // loop is the policy's hottest, and in wasm every live value that does
-    // not fit in a register is a stack reload per node.
-    let free = nodes.capacity.free_iter();
-    let siblings = nodes.siblings.iter().copied().chain(std::iter::repeat(0));
-    let per_node = free.zip(siblings).take(nodes.index.len());
+    // The role is decided once and siblings are made dense once: this loop
+    // is the policy's hottest, and in wasm every live value that does not
+    // fit in a register is a stack reload per node.
+    let capacity = view.capacity();
+    let free = nodes.index.iter().map(|&i| capacity.free(i as usize));
+    let siblings = nodes.siblings_dense();
+    let per_node = free.zip(siblings);
     match this.role {
         Role::Ps => per_node
             .map(|(free, siblings)| (siblings.min(0x7_ffff) << 12) | best_fit(&free))
@@ -133,21 +134,21 @@ mod tests {
     #[test]
     fn workers_prefer_the_node_their_siblings_are_on() {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
-        let mut c = candidates(&[(32_000, 128_000, 8), (32_000, 128_000, 4)]);
-        c.siblings = vec![0, 1];
-        let s = score(&placement(&unit, 1), &c);
+        let (mut c, v) = candidates(&[(32_000, 128_000, 8), (32_000, 128_000, 4)]);
+        c.siblings = vec![(1, 1)];
+        let s = score(&placement(&unit, 1), &c, &v);
         assert!(s[1] > s[0], "{s:?}");
     }
 
     #[test]
     fn the_first_worker_goes_where_the_whole_job_fits() {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
-        let c = candidates(&[
+        let (c, v) = candidates(&[
             (32_000, 128_000, 2),
             (32_000, 128_000, 4),
             (32_000, 128_000, 3),
         ]);
-        let s = score(&placement(&unit, 0), &c);
+        let s = score(&placement(&unit, 0), &c, &v);
         let best = (0..3)
             .max_by_key(|&i| (s[i], std::cmp::Reverse(i)))
             .unwrap();
@@ -157,13 +158,13 @@ mod tests {
     #[test]
     fn the_parameter_server_goes_to_the_node_with_the_most_workers() {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
-        let mut c = candidates(&[
+        let (mut c, v) = candidates(&[
             (32_000, 128_000, 4),
             (32_000, 128_000, 4),
             (32_000, 128_000, 4),
         ]);
-        c.siblings = vec![1, 3, 0];
-        let s = score(&placement(&unit, 4), &c);
+        c.siblings = vec![(0, 1), (1, 3)];
+        let s = score(&placement(&unit, 4), &c, &v);
         assert_eq!(unit.tasks[4].role, Role::Ps);
         assert!(s[1] > s[0] && s[1] > s[2], "{s:?}");
     }

@@ -8,14 +8,14 @@ use crate::settings::Settings;
 use crate::tasks_at;
 
 /// The scale step: a starvation shrink takes precedence over growth.
-pub fn decide(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
+pub fn decide(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
     if settings.scale_down
-        && let Some(decisions) = shrink_for_starving_head(settings, input)
+        && let Some(decisions) = shrink_for_starving_head(settings, input, nodes)
     {
         return decisions;
     }
     if settings.scale_up {
-        return grow_when_idle(settings, input);
+        return grow_when_idle(settings, input, nodes);
     }
     Vec::new()
 }
@@ -25,14 +25,18 @@ pub fn decide(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
 /// until the starving head of the queue fits at its `min`. If even shrinking
 /// every job to its `min` would not make room, shrink nothing: restarts that
 /// help nobody are pure loss.
-fn shrink_for_starving_head(settings: &Settings, input: &ScaleInput) -> Option<Vec<ScaleDecision>> {
+fn shrink_for_starving_head(
+    settings: &Settings,
+    input: &ScaleInput,
+    nodes: &Capacity,
+) -> Option<Vec<ScaleDecision>> {
     let head = input.waiting.first()?;
     let waited = input.now_ms.saturating_sub(head.arrival_ms);
     if waited < settings.starvation_ms() {
         return None;
     }
     let need = tasks_at(&head.unit, head.unit.min_workers);
-    let mut free = input.nodes.clone();
+    let mut free = nodes.clone();
     if pack(&need, &free).is_some() {
         // It already fits at min; the next scheduling round admits it.
         return None;
@@ -85,7 +89,7 @@ fn shrink_for_starving_head(settings: &Settings, input: &ScaleInput) -> Option<V
 /// job pays one restart for what one-at-a-time growth spreads over several
 /// passes. A new worker's room is looked for on the job's PS and worker
 /// nodes first (growth keeps the job together), then anywhere.
-fn grow_when_idle(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision> {
+fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
     if !settings.grow_while_waiting && !input.waiting.is_empty() {
         return Vec::new();
     }
@@ -94,7 +98,7 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput) -> Vec<ScaleDecision>
     if idle < settings.idle_ms() {
         return Vec::new();
     }
-    let mut free = input.nodes.clone();
+    let mut free = nodes.clone();
     let mut target: Vec<u32> = input.running.iter().map(|j| j.workers).collect();
     loop {
         let mut grew = false;
@@ -158,6 +162,7 @@ mod tests {
             worker_request: gpu_worker(),
             worker_nodes,
             ps_nodes: vec![0],
+            stats: JobStats::NONE,
         }
     }
 
@@ -166,15 +171,19 @@ mod tests {
         nodes: Capacity,
         running: Vec<RunningJob>,
         waiting: Vec<WaitingJob>,
-    ) -> ScaleInput {
-        ScaleInput {
+    ) -> (ScaleInput, Capacity) {
+        let input = ScaleInput {
             now_ms,
             running,
             waiting,
-            nodes,
             last_admit_ms: 0,
             last_scale_down_ms: 0,
-        }
+        };
+        (input, nodes)
+    }
+
+    fn step(settings: &Settings, (input, nodes): &(ScaleInput, Capacity)) -> Vec<ScaleDecision> {
+        decide(settings, input, nodes)
     }
 
     fn waiting(id: u64, workers: u32, min: u32) -> WaitingJob {
@@ -198,7 +207,7 @@ mod tests {
     fn a_starving_head_shrinks_a_running_job_just_enough_to_fit_at_its_min() {
         let (nodes, job) = full_cluster();
         let s = Settings::default();
-        let d = decide(
+        let d = step(
             &s,
             &input(121_000, nodes, vec![job], vec![waiting(9, 4, 2)]),
         );
@@ -210,7 +219,7 @@ mod tests {
     #[test]
     fn no_shrink_before_the_starvation_threshold() {
         let (nodes, job) = full_cluster();
-        let d = decide(
+        let d = step(
             &Settings::default(),
             &input(119_000, nodes, vec![job], vec![waiting(9, 4, 2)]),
         );
@@ -222,7 +231,7 @@ mod tests {
         let (nodes, mut job) = full_cluster();
         job.min_workers = 0; // even a zero min keeps worker 0
         // The waiting job needs 8 GPUs at min: shrinking to one worker frees 7.
-        let d = decide(
+        let d = step(
             &Settings::default(),
             &input(
                 200_000,
@@ -236,7 +245,7 @@ mod tests {
             "a shrink that cannot make room must not happen: {d:?}"
         );
         job.min_workers = 6;
-        let d = decide(
+        let d = step(
             &Settings::default(),
             &input(200_000, nodes, vec![job], vec![waiting(9, 4, 3)]),
         );
@@ -252,8 +261,8 @@ mod tests {
             running(3, 1, 1, 8, vec![0]),
         ];
         let mut i = input(61_000, nodes, jobs, vec![]);
-        i.nodes.free_gpus = vec![1];
-        let d = decide(&Settings::default(), &i);
+        i.1.free_gpus = vec![1];
+        let d = step(&Settings::default(), &i);
         // Only one GPU is free: the first job in running order gets it; job 2 is at max.
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
@@ -270,12 +279,12 @@ mod tests {
             running(3, 1, 1, 8, vec![0]),
         ];
         let mut i = input(61_000, nodes, jobs, vec![]);
-        i.nodes.free_gpus = vec![6];
+        i.1.free_gpus = vec![6];
         let s = Settings {
             grow_to_fill: true,
             ..Settings::default()
         };
-        let d = decide(&s, &i);
+        let d = step(&s, &i);
         // Turns: +1 each (3 GPUs), then job 1 is at max: +1 to jobs 2 and 3
         // (5), then +1 to job 2 (6).
         assert_eq!(
@@ -284,7 +293,7 @@ mod tests {
         );
         assert!(d[1].reason.ends_with("1 -> 4 workers"), "{}", d[1].reason);
         // One at a time, the original: +1 each.
-        let d = decide(&Settings::default(), &i);
+        let d = step(&Settings::default(), &i);
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
             vec![(1, 3), (2, 2), (3, 2)]
@@ -296,7 +305,7 @@ mod tests {
         let nodes = capacity(&[(32_000, 128_000, 8)]);
         let jobs = vec![running(1, 2, 1, 3, vec![0, 0])];
         assert!(
-            decide(
+            step(
                 &Settings::default(),
                 &input(59_000, nodes.clone(), jobs.clone(), vec![])
             )
@@ -304,6 +313,6 @@ mod tests {
         );
         let mut s = Settings::default();
         s.scale_down = false;
-        assert!(decide(&s, &input(61_000, nodes, jobs, vec![waiting(9, 64, 64)])).is_empty());
+        assert!(step(&s, &input(61_000, nodes, jobs, vec![waiting(9, 64, 64)])).is_empty());
     }
 }

@@ -5,9 +5,12 @@ use std::any::Any;
 use std::cell::RefCell;
 
 use crate::Policy;
+use crate::types::Changes;
+use crate::view::View;
 
 thread_local! {
     static STATE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    static VIEW: RefCell<View> = RefCell::new(View::default());
 }
 
 fn with_state<P: Policy, R>(f: impl FnOnce(&mut P) -> R) -> R {
@@ -28,6 +31,34 @@ fn with_state<P: Policy, R>(f: impl FnOnce(&mut P) -> R) -> R {
 #[doc(hidden)]
 pub fn __policy_call<P: Policy, R>(f: impl FnOnce(&P) -> R) -> R {
     with_state::<P, R>(|p| f(p))
+}
+
+/// Apply `changes` to the instance's view, then run `f` with it.
+#[doc(hidden)]
+pub fn __policy_view<P: Policy, R>(changes: &Changes, f: impl FnOnce(&P, &View) -> R) -> R {
+    VIEW.with(|cell| {
+        let mut view = cell.borrow_mut();
+        view.apply(changes);
+        with_state::<P, R>(|p| f(p, &view))
+    })
+}
+
+/// `filter`'s verdicts as the interface returns them: the positions refused.
+/// A verdict list of the wrong length is a bug in the policy, and the
+/// interface cannot carry it: it traps, with the lengths in the message.
+#[doc(hidden)]
+pub fn __refused(verdicts: Vec<bool>, candidates: usize) -> Vec<u32> {
+    assert!(
+        verdicts.len() == candidates,
+        "filter returned {} results for {candidates} candidates",
+        verdicts.len()
+    );
+    verdicts
+        .iter()
+        .enumerate()
+        .filter(|(_, pass)| !**pass)
+        .map(|(i, _)| i as u32)
+        .collect()
 }
 
 #[doc(hidden)]

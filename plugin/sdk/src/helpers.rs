@@ -36,55 +36,38 @@ impl Resources {
     }
 }
 
-impl Capacity {
-    /// Number of nodes described.
+impl JobStats {
+    /// No history: a lone pod, or a job the host knows nothing of yet.
+    pub const NONE: JobStats = JobStats {
+        attained_gpu_ms: 0,
+        running_ms: 0,
+        restarts: 0,
+        placed_workers: 0,
+        requested_workers: 0,
+        progress_permille: None,
+    };
+}
+
+impl Candidates {
+    /// Number of candidates.
     pub fn len(&self) -> usize {
-        self.free_gpus.len()
+        self.index.len()
     }
 
-    /// True when no node is described.
+    /// True when there is no candidate.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.index.is_empty()
     }
 
-    /// Free resources of node `i`.
-    pub fn free(&self, i: usize) -> Resources {
-        Resources {
-            cpu_milli: self.free_cpu_milli[i],
-            memory_mib: self.free_memory_mib[i],
-            gpus: self.free_gpus[i],
+    /// Siblings on each candidate, by position (0 where none).
+    pub fn siblings_dense(&self) -> Vec<u32> {
+        let mut dense = vec![0; self.index.len()];
+        for &(at, n) in &self.siblings {
+            if let Some(d) = dense.get_mut(at as usize) {
+                *d = n;
+            }
         }
-    }
-
-    /// Free resources of every node, in order. Cheaper than calling
-    /// [`Capacity::free`] per index in a hot loop: no bounds checks, and
-    /// fewer live values for the wasm compiler to keep in registers.
-    pub fn free_iter(&self) -> impl Iterator<Item = Resources> + '_ {
-        self.free_cpu_milli
-            .iter()
-            .zip(&self.free_memory_mib)
-            .zip(&self.free_gpus)
-            .map(|((&cpu_milli, &memory_mib), &gpus)| Resources {
-                cpu_milli,
-                memory_mib,
-                gpus,
-            })
-    }
-
-    /// Allocatable resources of node `i`.
-    pub fn allocatable(&self, i: usize) -> Resources {
-        Resources {
-            cpu_milli: self.alloc_cpu_milli[i],
-            memory_mib: self.alloc_memory_mib[i],
-            gpus: self.alloc_gpus[i],
-        }
-    }
-
-    /// Set node `i`'s free resources.
-    pub fn set_free(&mut self, i: usize, r: Resources) {
-        self.free_cpu_milli[i] = r.cpu_milli;
-        self.free_memory_mib[i] = r.memory_mib;
-        self.free_gpus[i] = r.gpus;
+        dense
     }
 }
 

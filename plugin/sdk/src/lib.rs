@@ -14,8 +14,9 @@
 //!     fn metadata(&self) -> PolicyInfo {
 //!         PolicyInfo::new("spread", "0.1.0", &[Hook::Score])
 //!     }
-//!     fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
-//!         nodes.capacity.free_gpus.clone()
+//!     // The emptiest node first: `view` holds every node's row.
+//!     fn score(&self, _pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
+//!         nodes.index.iter().map(|&i| view.free(i as usize).gpus).collect()
 //!     }
 //! }
 //!
@@ -27,11 +28,11 @@
 //! how; `dragon policy check` validates the result).
 
 pub mod bindings {
-    //! Bindings generated from `wit/scheduler.wit`. Policy authors rarely
-    //! need this module: [`crate::types`] re-exports the shapes.
+    //! Bindings generated from `wit/v0.2/scheduler.wit`. Policy authors
+    //! rarely need this module: [`crate::types`] re-exports the shapes.
     wit_bindgen::generate!({
         world: "scheduling-policy",
-        path: "../../wit",
+        path: "../../wit/v0.2",
         pub_export_macro: true,
         export_macro_name: "__export_scheduling_policy",
         default_bindings_module: "dragon_policy_sdk::bindings",
@@ -43,21 +44,23 @@ mod glue;
 mod helpers;
 mod log;
 mod policy;
+mod view;
 
 pub use log::log;
 pub use policy::Policy;
 
 #[doc(hidden)]
-pub use glue::{__policy_call, __policy_call_mut};
+pub use glue::{__policy_call, __policy_call_mut, __policy_view, __refused};
 
 /// The interface version this SDK builds policies against.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+pub const INTERFACE_VERSION: &str = "0.2.0";
 
-/// The shapes a policy receives and returns (see `wit/scheduler.wit` for
-/// every field's meaning).
+/// The shapes a policy receives and returns (see `wit/v0.2/scheduler.wit`
+/// for every field's meaning), and the view of the cluster it keeps.
 pub mod types {
     pub use crate::bindings::dragon::scheduler::types::*;
     pub use crate::helpers::fits_count;
+    pub use crate::view::{Capacity, View};
 }
 
 /// Export a type implementing [`Policy`] + `Default` as the component's
@@ -83,20 +86,21 @@ macro_rules! export_policy {
                 fn queue_order(now_ms: u64, units: Vec<Queued>) -> Vec<u32> {
                     $crate::__policy_call::<$policy, _>(|p| $crate::Policy::queue_order(p, now_ms, &units))
                 }
-                fn pre_filter(now_ms: u64, unit: Unit, nodes: Capacity) -> PreFilterResult {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::pre_filter(p, now_ms, &unit, &nodes))
+                fn pre_filter(changes: Changes, now_ms: u64, unit: Unit) -> PreFilterResult {
+                    $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::pre_filter(p, now_ms, &unit, v))
                 }
-                fn filter(pod: Placement, nodes: Candidates) -> Vec<bool> {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::filter(p, &pod, &nodes))
+                fn filter(changes: Changes, pod: Placement, nodes: Candidates) -> Vec<u32> {
+                    let verdicts = $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::filter(p, &pod, &nodes, v));
+                    $crate::__refused(verdicts, nodes.index.len())
                 }
-                fn score(pod: Placement, nodes: Candidates) -> Vec<u32> {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::score(p, &pod, &nodes))
+                fn score(changes: Changes, pod: Placement, nodes: Candidates) -> Vec<u32> {
+                    $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::score(p, &pod, &nodes, v))
                 }
                 fn permit(now_ms: u64, gang: GangState) -> PermitResult {
                     $crate::__policy_call::<$policy, _>(|p| $crate::Policy::permit(p, now_ms, &gang))
                 }
-                fn scale(input: ScaleInput) -> Vec<ScaleDecision> {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::scale(p, &input))
+                fn scale(changes: Changes, input: ScaleInput) -> Vec<ScaleDecision> {
+                    $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::scale(p, &input, v))
                 }
             }
 

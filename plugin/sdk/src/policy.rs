@@ -31,18 +31,19 @@ pub trait Policy: Default + 'static {
         order
     }
 
-    /// Whether and at which worker counts to try a unit. Default: as submitted.
-    fn pre_filter(&self, _now_ms: u64, _unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
+    /// Whether and at which worker counts to try a unit, with every node
+    /// in `view`. Default: as submitted.
+    fn pre_filter(&self, _now_ms: u64, _unit: &Unit, _view: &View) -> PreFilterResult {
         PreFilterResult::Proceed(Vec::new())
     }
 
-    /// One bool per candidate node. Default: all pass.
-    fn filter(&self, _pod: &Placement, nodes: &Candidates) -> Vec<bool> {
+    /// One bool per candidate node (`view` has their rows). Default: all pass.
+    fn filter(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<bool> {
         vec![true; nodes.index.len()]
     }
 
     /// One score per candidate node; highest wins. Default: all equal.
-    fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+    fn score(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<u32> {
         vec![0; nodes.index.len()]
     }
 
@@ -51,8 +52,8 @@ pub trait Policy: Default + 'static {
         PermitResult::Allow
     }
 
-    /// Scaling decisions. Default: none.
-    fn scale(&self, _input: &ScaleInput) -> Vec<ScaleDecision> {
+    /// Scaling decisions, with every node in `view`. Default: none.
+    fn scale(&self, _input: &ScaleInput, _view: &View) -> Vec<ScaleDecision> {
         Vec::new()
     }
 }

@@ -64,7 +64,8 @@ fn swap_to_first_decision(slot: &PolicySlot, file: &Path) -> Result<f64> {
         &LoadOptions::default(),
     )
     .with_context(|| format!("reloading {}", file.display()))?;
-    slot.current().score(&pod, &cands)?;
+    let view = dragon_host::runtime::FixedView::from_candidates(&cands);
+    slot.current().score(&pod, &cands, &view)?;
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 

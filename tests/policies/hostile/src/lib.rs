@@ -213,7 +213,7 @@ impl Policy for Hostile {
         (0..self.len("queue-order", units.len()) as u32).collect()
     }
 
-    fn pre_filter(&self, _now_ms: u64, unit: &Unit, _nodes: &Capacity) -> PreFilterResult {
+    fn pre_filter(&self, _now_ms: u64, unit: &Unit, _view: &View) -> PreFilterResult {
         self.strike("pre-filter");
         if self.hook == "pre-filter" && self.fault == Fault::Repeated {
             return PreFilterResult::Proceed(vec![unit.workers; 1_000_000]);
@@ -230,12 +230,12 @@ impl Policy for Hostile {
         PreFilterResult::Proceed(Vec::new())
     }
 
-    fn filter(&self, _pod: &Placement, nodes: &Candidates) -> Vec<bool> {
+    fn filter(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<bool> {
         self.strike("filter");
         vec![true; self.len("filter", nodes.index.len())]
     }
 
-    fn score(&self, _pod: &Placement, nodes: &Candidates) -> Vec<u32> {
+    fn score(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<u32> {
         self.strike("score");
         let n = nodes.index.len();
         if self.hook == "score" && self.fault == Fault::Drift {
@@ -259,7 +259,7 @@ impl Policy for Hostile {
         PermitResult::Allow
     }
 
-    fn scale(&self, input: &ScaleInput) -> Vec<ScaleDecision> {
+    fn scale(&self, input: &ScaleInput, _view: &View) -> Vec<ScaleDecision> {
         self.strike("scale");
         if self.bad("scale") {
             return vec![ScaleDecision {

@@ -1,0 +1,286 @@
+//! The cluster as policies that keep a view of it (interface 0.2) see it:
+//! a log of which node rows changed, topology labels as interned ids, and
+//! each job's history.
+
+use std::collections::HashMap;
+
+use dragon_runtime::view::{ClusterView, JobStats, NOTHING, NodeRow, new_log_id};
+use dragon_runtime::wit;
+
+use super::cluster::Cluster;
+use super::model::{Node, Role};
+
+/// The topology labels a node row carries.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub const RACK_LABEL: &str = "dragon.dev/rack";
+pub const HOST_LABEL: &str = "kubernetes.io/hostname";
+
+/// Which node rows changed, in order. A follower that fell further behind
+/// than the log keeps starts over from every row, so the log is bounded: it
+/// drops its past once it holds four entries per node (at least 4,096).
+#[derive(Debug)]
+pub(crate) struct ChangeLog {
+    id: u64,
+    /// Position of `entries[0]`.
+    base: u64,
+    entries: Vec<u32>,
+}
+
+impl Default for ChangeLog {
+    fn default() -> ChangeLog {
+        ChangeLog {
+            id: new_log_id(),
+            base: 0,
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// A copy of a cluster goes its own way: its log is a new one, so nothing
+/// that followed the original mistakes the copy's rows for its own.
+impl Clone for ChangeLog {
+    fn clone(&self) -> ChangeLog {
+        ChangeLog::default()
+    }
+}
+
+impl ChangeLog {
+    pub(crate) fn note(&mut self, index: usize, nodes: usize) {
+        if self.entries.len() >= (4 * nodes).max(4096) {
+            self.base += self.entries.len() as u64;
+            self.entries.clear();
+        }
+        self.entries.push(index as u32);
+    }
+}
+
+/// Topology label values as small ids (0: absent), the same value the same
+/// id for the cluster's life.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Interned {
+    ids: HashMap<String, u32>,
+}
+
+/// A node's interned zone, rack and host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Topology {
+    zone: u32,
+    rack: u32,
+    host: u32,
+}
+
+impl Interned {
+    fn id(&mut self, value: Option<&String>) -> u32 {
+        let Some(value) = value else { return 0 };
+        if let Some(&id) = self.ids.get(value) {
+            return id;
+        }
+        let id = self.ids.len() as u32 + 1;
+        self.ids.insert(value.clone(), id);
+        id
+    }
+
+    pub(crate) fn topology(&mut self, node: &Node) -> Topology {
+        Topology {
+            zone: self.id(node.labels.get(ZONE_LABEL)),
+            rack: self.id(node.labels.get(RACK_LABEL)),
+            host: self.id(node.labels.get(HOST_LABEL).or(Some(&node.name))),
+        }
+    }
+}
+
+/// A job's GPU holding over time: attained service is integrated at each
+/// change of holding, on the cluster's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Service {
+    held_gpus: u32,
+    since_ms: u64,
+    attained_gpu_ms: u64,
+    pub(crate) restarts: u32,
+}
+
+impl Service {
+    /// The job's pods now hold `gpus` more (`add`) or fewer, at `now_ms`.
+    pub(crate) fn hold(&mut self, gpus: u32, add: bool, now_ms: u64) {
+        self.attained_gpu_ms = self.attained(now_ms);
+        self.since_ms = now_ms.max(self.since_ms);
+        self.held_gpus = if add {
+            self.held_gpus.saturating_add(gpus)
+        } else {
+            self.held_gpus.saturating_sub(gpus)
+        };
+    }
+
+    fn attained(&self, now_ms: u64) -> u64 {
+        let span = now_ms.saturating_sub(self.since_ms);
+        self.attained_gpu_ms
+            .saturating_add(u64::from(self.held_gpus).saturating_mul(span))
+    }
+}
+
+impl ClusterView for Cluster {
+    fn log_id(&self) -> u64 {
+        self.columns().log.id
+    }
+
+    fn log_end(&self) -> u64 {
+        let log = &self.columns().log;
+        log.base + log.entries.len() as u64
+    }
+
+    fn changed_since(&self, since: u64) -> Option<&[u32]> {
+        let log = &self.columns().log;
+        let from = usize::try_from(since.checked_sub(log.base)?).ok()?;
+        log.entries.get(from..)
+    }
+
+    fn node_count(&self) -> u32 {
+        self.nodes().len() as u32
+    }
+
+    /// The row 0.1's whole-cluster columns give a node (a cordoned node has
+    /// nothing), with whether it is open and its topology.
+    fn node(&self, index: u32) -> NodeRow {
+        let i = index as usize;
+        let cols = self.columns();
+        let topology = self.topology(i);
+        let cordoned = self.nodes().get(i).is_none_or(|n| n.unschedulable);
+        let (allocatable, free) = if cordoned || i >= cols.free_gpus.len() {
+            (NOTHING, NOTHING)
+        } else {
+            (
+                wit::Resources {
+                    cpu_milli: cols.alloc_cpu_milli[i],
+                    memory_mib: cols.alloc_memory_mib[i],
+                    gpus: cols.alloc_gpus[i],
+                },
+                wit::Resources {
+                    cpu_milli: cols.free_cpu_milli[i],
+                    memory_mib: cols.free_memory_mib[i],
+                    gpus: cols.free_gpus[i],
+                },
+            )
+        };
+        NodeRow {
+            allocatable,
+            free,
+            open: cols.open.get(i).copied().unwrap_or(false),
+            zone: topology.zone,
+            rack: topology.rack,
+            host: topology.host,
+        }
+    }
+
+    fn job_stats(&self, now_ms: u64, unit: u64) -> JobStats {
+        let Some(e) = self.job_by_unit(unit) else {
+            return JobStats::default();
+        };
+        let placed_workers = self
+            .job_pods(&e.job.name)
+            .filter(|(p, s)| p.role == Role::Worker && s.node().is_some())
+            .count() as u32;
+        JobStats {
+            attained_gpu_ms: e.service.attained(now_ms),
+            running_ms: e.started_ms.map_or(0, |s| now_ms.saturating_sub(s)),
+            restarts: e.service.restarts,
+            placed_workers,
+            requested_workers: e.job.workers,
+            progress_permille: e.job.progress_permille,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Job, Pod, Resources};
+    use crate::{Cluster, PodState};
+    use dragon_runtime::view::Delta;
+
+    fn gpus(n: u32) -> Resources {
+        Resources {
+            cpu_milli: 1_000,
+            memory_mib: 1_024,
+            gpus: n,
+        }
+    }
+
+    fn cluster() -> Cluster {
+        let mut c = Cluster::new();
+        for (name, zone) in [("a", "z1"), ("b", "z2"), ("c", "z1")] {
+            let mut n = Node::new(name, gpus(4));
+            n.labels.insert(ZONE_LABEL.into(), zone.into());
+            c.add_node(n).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn rows_follow_the_columns_and_topology_is_interned() {
+        let c = cluster();
+        let (a, b, cc) = (c.node(0), c.node(1), c.node(2));
+        assert_eq!(a.zone, cc.zone);
+        assert_ne!(a.zone, b.zone);
+        assert_ne!(a.host, b.host, "hosts default to node names");
+        assert_eq!(a.rack, 0, "no rack label");
+        assert_eq!(a.free.gpus, 4);
+        assert!(a.open);
+    }
+
+    #[test]
+    fn a_follower_learns_exactly_the_rows_a_placement_changed() {
+        let mut c = cluster();
+        let seen = Delta::since(&c, None).seen;
+        c.add_pod(Pod::new("p", gpus(1)), Some("b")).unwrap();
+        let d = Delta::since(&c, Some(seen));
+        assert!(!d.reset);
+        assert_eq!(d.indices, [1]);
+        assert_eq!(c.node(1).free.gpus, 3);
+        let copy = c.clone();
+        assert!(
+            Delta::since(&copy, Some(d.seen)).reset,
+            "a copy is a new log"
+        );
+    }
+
+    #[test]
+    fn attained_service_integrates_the_gpus_a_job_holds_on_the_clock() {
+        let mut c = cluster();
+        c.upsert_job(Job {
+            name: "j".into(),
+            min_member: 2,
+            workers: 2,
+            min_workers: 2,
+            max_workers: 2,
+            priority: 0,
+            arrival_ms: 0,
+            schedule_timeout_ms: None,
+            min_resources: None,
+            hold: None,
+            declared: false,
+            progress_permille: None,
+        });
+        let unit = c.job_unit("j").unwrap();
+        let worker = |i: u32| {
+            let mut p = Pod::new(format!("j-worker-{i}"), gpus(2));
+            p.job = Some("j".into());
+            p.role = Role::Worker;
+            p.index = i;
+            p
+        };
+        c.add_pod(worker(0), None).unwrap();
+        c.add_pod(worker(1), None).unwrap();
+        c.set_clock(1_000);
+        c.set_state("j-worker-0", PodState::Bound(0));
+        c.set_state("j-worker-1", PodState::Bound(1));
+        c.set_clock(4_000);
+        // 4 GPUs for 3 s.
+        assert_eq!(c.job_stats(4_000, unit).attained_gpu_ms, 12_000);
+        c.remove_pod("j-worker-1").unwrap();
+        // Then 2 GPUs for 1 s more.
+        let s = c.job_stats(5_000, unit);
+        assert_eq!(s.attained_gpu_ms, 14_000);
+        assert_eq!(s.placed_workers, 1);
+        assert_eq!(s.requested_workers, 2);
+    }
+}

@@ -1,0 +1,246 @@
+//! The policy's copy of the cluster's nodes, kept current by the changes
+//! every node-aware call carries. Authors read it; the SDK applies the
+//! changes before a hook runs.
+
+use crate::types::{Changes, Node, Resources};
+
+/// Allocatable and free resources of nodes as parallel columns: element `i`
+/// of every list describes node `i`. Columns keep a scan over thousands of
+/// nodes to a few tight loops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Capacity {
+    pub alloc_cpu_milli: Vec<u64>,
+    pub alloc_memory_mib: Vec<u64>,
+    pub alloc_gpus: Vec<u32>,
+    pub free_cpu_milli: Vec<u64>,
+    pub free_memory_mib: Vec<u64>,
+    pub free_gpus: Vec<u32>,
+}
+
+impl Capacity {
+    /// Number of nodes described.
+    pub fn len(&self) -> usize {
+        self.free_gpus.len()
+    }
+
+    /// True when no node is described.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Free resources of node `i`.
+    pub fn free(&self, i: usize) -> Resources {
+        Resources {
+            cpu_milli: self.free_cpu_milli[i],
+            memory_mib: self.free_memory_mib[i],
+            gpus: self.free_gpus[i],
+        }
+    }
+
+    /// Free resources of every node, in order. Cheaper than calling
+    /// [`Capacity::free`] per index in a hot loop: no bounds checks, and
+    /// fewer live values for the wasm compiler to keep in registers.
+    pub fn free_iter(&self) -> impl Iterator<Item = Resources> + '_ {
+        self.free_cpu_milli
+            .iter()
+            .zip(&self.free_memory_mib)
+            .zip(&self.free_gpus)
+            .map(|((&cpu_milli, &memory_mib), &gpus)| Resources {
+                cpu_milli,
+                memory_mib,
+                gpus,
+            })
+    }
+
+    /// Allocatable resources of node `i`.
+    pub fn allocatable(&self, i: usize) -> Resources {
+        Resources {
+            cpu_milli: self.alloc_cpu_milli[i],
+            memory_mib: self.alloc_memory_mib[i],
+            gpus: self.alloc_gpus[i],
+        }
+    }
+
+    /// Set node `i`'s free resources.
+    pub fn set_free(&mut self, i: usize, r: Resources) {
+        self.free_cpu_milli[i] = r.cpu_milli;
+        self.free_memory_mib[i] = r.memory_mib;
+        self.free_gpus[i] = r.gpus;
+    }
+
+    /// Set node `i`'s allocatable resources.
+    pub fn set_allocatable(&mut self, i: usize, r: Resources) {
+        self.alloc_cpu_milli[i] = r.cpu_milli;
+        self.alloc_memory_mib[i] = r.memory_mib;
+        self.alloc_gpus[i] = r.gpus;
+    }
+
+    /// Keep `n` nodes (new ones have nothing).
+    pub fn resize(&mut self, n: usize) {
+        self.alloc_cpu_milli.resize(n, 0);
+        self.alloc_memory_mib.resize(n, 0);
+        self.alloc_gpus.resize(n, 0);
+        self.free_cpu_milli.resize(n, 0);
+        self.free_memory_mib.resize(n, 0);
+        self.free_gpus.resize(n, 0);
+    }
+}
+
+/// Every node of the cluster, by index: resources as [`Capacity`] columns,
+/// whether it is open to new pods, and its topology as interned ids (0 when
+/// the label is absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    capacity: Capacity,
+    open: Vec<bool>,
+    zone: Vec<u32>,
+    rack: Vec<u32>,
+    host: Vec<u32>,
+}
+
+impl View {
+    /// A view of `nodes`, node `i` at index `i` (for tests).
+    pub fn of(nodes: &[Node]) -> View {
+        let mut v = View::default();
+        v.apply(&Changes {
+            reset: true,
+            count: nodes.len() as u32,
+            nodes: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| crate::types::NodeChange {
+                    index: i as u32,
+                    node: *n,
+                })
+                .collect(),
+        });
+        v
+    }
+
+    /// Apply what changed. Indices at or past `changes.count` are ignored:
+    /// the host never sends them.
+    pub fn apply(&mut self, changes: &Changes) {
+        if changes.reset {
+            *self = View::default();
+        }
+        let n = changes.count as usize;
+        self.capacity.resize(n);
+        self.open.resize(n, false);
+        self.zone.resize(n, 0);
+        self.rack.resize(n, 0);
+        self.host.resize(n, 0);
+        for c in &changes.nodes {
+            let i = c.index as usize;
+            if i >= n {
+                continue;
+            }
+            self.capacity.set_allocatable(i, c.node.allocatable);
+            self.capacity.set_free(i, c.node.free);
+            self.open[i] = c.node.open;
+            self.zone[i] = c.node.zone;
+            self.rack[i] = c.node.rack;
+            self.host[i] = c.node.host;
+        }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.capacity.len()
+    }
+
+    /// True when the cluster has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Resources of every node as columns.
+    pub fn capacity(&self) -> &Capacity {
+        &self.capacity
+    }
+
+    /// Free resources of node `i`.
+    pub fn free(&self, i: usize) -> Resources {
+        self.capacity.free(i)
+    }
+
+    /// Allocatable resources of node `i`.
+    pub fn allocatable(&self, i: usize) -> Resources {
+        self.capacity.allocatable(i)
+    }
+
+    /// Node `i` as one record.
+    pub fn node(&self, i: usize) -> Node {
+        Node {
+            allocatable: self.allocatable(i),
+            free: self.free(i),
+            open: self.open[i],
+            zone: self.zone[i],
+            rack: self.rack[i],
+            host: self.host[i],
+        }
+    }
+
+    /// Whether node `i` takes new pods.
+    pub fn open(&self, i: usize) -> bool {
+        self.open[i]
+    }
+
+    /// Node `i`'s zone, rack and host ids.
+    pub fn zone(&self, i: usize) -> u32 {
+        self.zone[i]
+    }
+    pub fn rack(&self, i: usize) -> u32 {
+        self.rack[i]
+    }
+    pub fn host(&self, i: usize) -> u32 {
+        self.host[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::NodeChange;
+
+    fn node(gpus: u32, zone: u32) -> Node {
+        let r = Resources {
+            cpu_milli: 1_000,
+            memory_mib: 1_024,
+            gpus,
+        };
+        Node {
+            allocatable: r,
+            free: r,
+            open: true,
+            zone,
+            rack: 0,
+            host: 0,
+        }
+    }
+
+    #[test]
+    fn changes_update_rows_resize_and_reset() {
+        let mut v = View::of(&[node(4, 1), node(8, 2)]);
+        assert_eq!(v.len(), 2);
+        v.apply(&Changes {
+            reset: false,
+            count: 3,
+            nodes: vec![NodeChange {
+                index: 2,
+                node: node(2, 1),
+            }],
+        });
+        assert_eq!(v.len(), 3);
+        assert_eq!(v.free(1).gpus, 8, "untouched rows stay");
+        assert_eq!(v.node(2), node(2, 1));
+        v.apply(&Changes {
+            reset: true,
+            count: 1,
+            nodes: vec![NodeChange {
+                index: 0,
+                node: node(1, 3),
+            }],
+        });
+        assert_eq!(v, View::of(&[node(1, 3)]));
+    }
+}

@@ -1,0 +1,176 @@
+//! Policies built against interface 0.1 keep loading and deciding exactly as
+//! the same policies built against 0.2, and 0.2's view of the cluster stays
+//! current across changes, traps and clusters.
+
+use dragon_host::framework::{Cluster, Node, Pod, Resources};
+use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy, wit};
+use dragon_host::sim::{SimOptions, Trace, simulate};
+use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, bundled, engine, hostile, load};
+
+fn v0_1(name: &str) -> WasmPolicy {
+    let bytes = match name {
+        "dragon" => DRAGON_V0_1,
+        _ => BASELINE_V0_1,
+    };
+    load(
+        &engine(),
+        &format!("{name}.wasm (0.1)"),
+        bytes,
+        &LoadOptions::default(),
+    )
+}
+
+#[test]
+fn the_host_names_the_version_each_component_was_built_against() {
+    assert_eq!(INTERFACE_VERSIONS, ["0.1.0", "0.2.0"]);
+    for name in ["dragon", "baseline"] {
+        assert_eq!(v0_1(name).info().interface_version, "0.1.0");
+        assert_eq!(
+            bundled(&engine(), name, "").info().interface_version,
+            "0.2.0"
+        );
+    }
+}
+
+/// Every bundled trace gives the same `dragon simulate --json` summary,
+/// per-job records and timeline under a policy's 0.1 and 0.2 builds.
+#[test]
+fn bundled_traces_simulate_identically_under_both_interfaces() {
+    for (trace_name, _) in dragon_host::sim::BUNDLED {
+        let trace = Trace::load(trace_name).expect("bundled trace");
+        for name in ["dragon", "baseline"] {
+            let old = simulate(&trace, &v0_1(name), SimOptions::default(), None);
+            let new = simulate(
+                &trace,
+                &bundled(&engine(), name, ""),
+                SimOptions::default(),
+                None,
+            );
+            let json = |r: &dragon_host::sim::SimRun| {
+                serde_json::to_string(&dragon_host::sim::Summary::of(r)).expect("json")
+            };
+            assert_eq!(json(&old), json(&new), "{name} on {trace_name}");
+            assert_eq!(old.jobs, new.jobs, "{name} on {trace_name}");
+            assert_eq!(old.timeline, new.timeline, "{name} on {trace_name}");
+        }
+    }
+}
+
+fn node(name: &str, gpus: u32, zone: &str) -> Node {
+    let mut n = Node::new(
+        name,
+        Resources {
+            cpu_milli: 16_000,
+            memory_mib: 65_536,
+            gpus,
+        },
+    );
+    n.labels
+        .insert(dragon_host::framework::ZONE_LABEL.into(), zone.into());
+    n
+}
+
+fn lone_pod(gpus: u32) -> wit::Placement {
+    wit::Placement {
+        unit: wit::Unit {
+            id: 1,
+            arrival_ms: 0,
+            priority: 0,
+            gang: false,
+            tasks: vec![wit::Task {
+                role: wit::Role::Other,
+                index: 0,
+                request: wit::Resources {
+                    cpu_milli: 1_000,
+                    memory_mib: 1_024,
+                    gpus,
+                },
+            }],
+            workers: 0,
+            min_workers: 0,
+            max_workers: 0,
+            running: 0,
+        },
+        task: 0,
+        now_ms: 0,
+    }
+}
+
+/// Every node of `c` as candidates, columns from the cluster's own rows.
+fn all_candidates(c: &Cluster) -> wit::Candidates {
+    use dragon_host::runtime::ClusterView;
+    let n = c.node_count();
+    let rows: Vec<_> = (0..n).map(|i| c.node(i)).collect();
+    wit::Candidates {
+        index: (0..n).collect(),
+        capacity: wit::Capacity {
+            alloc_cpu_milli: rows.iter().map(|r| r.allocatable.cpu_milli).collect(),
+            alloc_memory_mib: rows.iter().map(|r| r.allocatable.memory_mib).collect(),
+            alloc_gpus: rows.iter().map(|r| r.allocatable.gpus).collect(),
+            free_cpu_milli: rows.iter().map(|r| r.free.cpu_milli).collect(),
+            free_memory_mib: rows.iter().map(|r| r.free.memory_mib).collect(),
+            free_gpus: rows.iter().map(|r| r.free.gpus).collect(),
+        },
+        siblings: vec![0; n as usize],
+    }
+}
+
+/// The view a 0.2 instance keeps follows each change the cluster logs, and
+/// a trap (which discards the instance) is followed by the whole view sent
+/// again: scores after either equal those a fresh instance gives.
+#[test]
+fn the_view_follows_changes_and_is_sent_whole_after_a_trap() {
+    let e = engine();
+    let live = bundled(&e, "baseline", "");
+    let mut c = Cluster::new();
+    for (i, gpus) in [4, 8, 8].into_iter().enumerate() {
+        c.add_node(node(&format!("n{i}"), gpus, "z1")).unwrap();
+    }
+    let pod = lone_pod(1);
+    let fresh = |c: &Cluster| {
+        bundled(&e, "baseline", "")
+            .score(&pod, &all_candidates(c), c)
+            .unwrap()
+    };
+    let first = live.score(&pod, &all_candidates(&c), &c).unwrap();
+    assert_eq!(first, fresh(&c));
+    // A pod lands on node 1: only its row goes to the instance.
+    let mut big = Pod::new(
+        "p",
+        Resources {
+            cpu_milli: 12_000,
+            memory_mib: 60_000,
+            gpus: 0,
+        },
+    );
+    big.index = 0;
+    c.add_pod(big, Some("n1")).unwrap();
+    let after = live.score(&pod, &all_candidates(&c), &c).unwrap();
+    assert_eq!(after, fresh(&c));
+    assert_ne!(after, first, "the busier node scores lower now");
+    // A trap discards the instance; the next call sends everything.
+    live.reset();
+    c.add_node(node("n3", 8, "z2")).unwrap();
+    assert_eq!(
+        live.score(&pod, &all_candidates(&c), &c).unwrap(),
+        fresh(&c)
+    );
+}
+
+#[test]
+fn a_trapping_0_2_policy_is_answered_again_on_a_fresh_view() {
+    let e = engine();
+    let flaky = hostile(
+        &e,
+        r#"{"hook": "score", "fault": "trap"}"#,
+        LoadOptions::default(),
+    );
+    let Ok(flaky) = flaky else {
+        panic!("the hostile policy loads");
+    };
+    let (pod, cands) = dragon_tests::lone_pod_on(4);
+    let view = FixedView::from_candidates(&cands);
+    assert!(flaky.score(&pod, &cands, &view).is_err());
+    // The discarded instance's successor gets the whole view: no stale rows.
+    assert!(flaky.filter(&pod, &cands, &view).is_ok());
+}
