@@ -1,7 +1,9 @@
 //! What a hook call costs through the wasm boundary next to the same
 //! policy's Rust code run natively, at 100, 1,000 and 5,000 candidate nodes.
 //! Native and wasm run in one process, one after the other, so their ratio
-//! holds on a loaded machine even when the absolute times drift.
+//! holds on a loaded machine even when the absolute times drift. `wasm_0_1`
+//! is the same policy built against interface 0.1, which lowers every
+//! node's columns into each call.
 //!
 //!     cargo bench -p dragon-tests --bench hooks
 //!
@@ -23,11 +25,21 @@ const NODES: &[usize] = &[100, 1000, 5000];
 static WASM: LazyLock<WasmPolicy> =
     LazyLock::new(|| dragon_tests::bundled(&engine(), "dragon", ""));
 static NATIVE: LazyLock<Native<Dragon>> = LazyLock::new(|| Native::new(""));
+/// The same policy built against interface 0.1 (node columns in every call).
+static WASM_0_1: LazyLock<WasmPolicy> = LazyLock::new(|| {
+    dragon_tests::load(
+        &engine(),
+        "dragon.wasm (0.1)",
+        dragon_tests::DRAGON_V0_1,
+        &Default::default(),
+    )
+});
 
 fn main() {
     // Compiled before timing starts, not in the first sample.
     LazyLock::force(&WASM);
     LazyLock::force(&NATIVE);
+    LazyLock::force(&WASM_0_1);
     divan::main();
 }
 
@@ -50,6 +62,13 @@ mod score {
         let view = FixedView::from_candidates(&cands);
         b.bench(|| WASM.score(&pod, &cands, &view).expect("score"));
     }
+
+    #[divan::bench(args = NODES)]
+    fn wasm_0_1(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        let view = FixedView::from_candidates(&cands);
+        b.bench(|| WASM_0_1.score(&pod, &cands, &view).expect("score"));
+    }
 }
 
 #[divan::bench_group]
@@ -70,6 +89,13 @@ mod filter {
         let (pod, cands) = placement(nodes);
         let view = FixedView::from_candidates(&cands);
         b.bench(|| WASM.filter(&pod, &cands, &view).expect("filter"));
+    }
+
+    #[divan::bench(args = NODES)]
+    fn wasm_0_1(b: Bencher, nodes: usize) {
+        let (pod, cands) = placement(nodes);
+        let view = FixedView::from_candidates(&cands);
+        b.bench(|| WASM_0_1.filter(&pod, &cands, &view).expect("filter"));
     }
 }
 
