@@ -2,7 +2,8 @@
 //! reserve → permit → bind to memory) until every pod is bound, on 5,000
 //! nodes. 10,000 lone pods under `baseline`, 1,000 gangs of 8 under
 //! `dragon`, each policy run natively and through wasm in one process, so
-//! the wasm/native ratio is measured in one run. Divan reports pods/s.
+//! the wasm/native ratio is measured in one run; `wasm_0_1` is the same
+//! policy built against interface 0.1. Divan reports pods/s.
 //! And one preemption: a gang of 8 whole-node workers on 5,000 full nodes
 //! choosing its 8 victims among 5,000 running gangs. And the flight
 //! recorder's cost: the gangs again, with and without every round written
@@ -30,11 +31,22 @@ static WASM_BASELINE: LazyLock<WasmPolicy> =
     LazyLock::new(|| dragon_tests::bundled(&engine(), "baseline", ""));
 static WASM_DRAGON: LazyLock<WasmPolicy> =
     LazyLock::new(|| dragon_tests::bundled(&engine(), "dragon", ""));
+/// The same policies built against interface 0.1.
+static WASM_BASELINE_0_1: LazyLock<WasmPolicy> =
+    LazyLock::new(|| v0_1("baseline", dragon_tests::BASELINE_V0_1));
+static WASM_DRAGON_0_1: LazyLock<WasmPolicy> =
+    LazyLock::new(|| v0_1("dragon", dragon_tests::DRAGON_V0_1));
+
+fn v0_1(name: &str, bytes: &[u8]) -> WasmPolicy {
+    dragon_tests::load(&engine(), name, bytes, &Default::default())
+}
 
 fn main() {
     // Compiled before timing starts, not in the first sample.
     LazyLock::force(&WASM_BASELINE);
     LazyLock::force(&WASM_DRAGON);
+    LazyLock::force(&WASM_BASELINE_0_1);
+    LazyLock::force(&WASM_DRAGON_0_1);
     // One run schedules tens of thousands of pods; a few samples of one
     // run each are enough, and their median is what divan shows.
     Divan::from_args().sample_count(5).sample_size(1).main();
@@ -59,6 +71,11 @@ mod lone_pods_baseline {
     fn wasm(b: Bencher) {
         run(b, LONE_PODS, 1, &*WASM_BASELINE);
     }
+
+    #[divan::bench]
+    fn wasm_0_1(b: Bencher) {
+        run(b, LONE_PODS, 1, &*WASM_BASELINE_0_1);
+    }
 }
 
 #[divan::bench_group]
@@ -73,6 +90,11 @@ mod gangs_of_8_dragon {
     #[divan::bench]
     fn wasm(b: Bencher) {
         run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+
+    #[divan::bench]
+    fn wasm_0_1(b: Bencher) {
+        run(b, GANGS, 8, &*WASM_DRAGON_0_1);
     }
 }
 
