@@ -78,6 +78,25 @@ pub fn capacity(n: usize) -> wit::Capacity {
     }
 }
 
+/// Every node of `c` as the candidates of a pod, with their columns.
+pub fn all_candidates(c: &Cluster) -> wit::Candidates {
+    use dragon_host::runtime::ClusterView;
+    let n = c.node_count();
+    let rows: Vec<_> = (0..n).map(|i| c.node(i)).collect();
+    wit::Candidates {
+        index: (0..n).collect(),
+        capacity: wit::Capacity {
+            alloc_cpu_milli: rows.iter().map(|r| r.allocatable.cpu_milli).collect(),
+            alloc_memory_mib: rows.iter().map(|r| r.allocatable.memory_mib).collect(),
+            alloc_gpus: rows.iter().map(|r| r.allocatable.gpus).collect(),
+            free_cpu_milli: rows.iter().map(|r| r.free.cpu_milli).collect(),
+            free_memory_mib: rows.iter().map(|r| r.free.memory_mib).collect(),
+            free_gpus: rows.iter().map(|r| r.free.gpus).collect(),
+        },
+        siblings: vec![0; n as usize],
+    }
+}
+
 /// A scale pass: `jobs` running elastic jobs of four workers on `n` nodes
 /// and a quarter as many waiting.
 pub fn scale_input(jobs: usize, n: usize) -> wit::ScaleInput {

@@ -17,7 +17,14 @@ fn dragon_bench_quick_reports_every_figure_and_no_failed_swap_cycles() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    for key in ["swap_cached_ms", "swap_cold_ms", "snapshot_rss_mib"] {
+    for key in [
+        "swap_cached_ms",
+        "swap_cold_ms",
+        "snapshot_rss_mib",
+        "guest_memory_mib",
+        "live_score_ms",
+        "resend_score_ms",
+    ] {
         let x = v[key]
             .as_f64()
             .unwrap_or_else(|| panic!("{key} missing: {v}"));

@@ -5,6 +5,7 @@
 use dragon_host::framework::{Cluster, Node, Pod, Resources};
 use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy, wit};
 use dragon_host::sim::{SimOptions, Trace, simulate};
+use dragon_tests::workload::all_candidates;
 use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, bundled, engine, hostile, load};
 
 fn v0_1(name: &str) -> WasmPolicy {
@@ -93,25 +94,6 @@ fn lone_pod(gpus: u32) -> wit::Placement {
         },
         task: 0,
         now_ms: 0,
-    }
-}
-
-/// Every node of `c` as candidates, columns from the cluster's own rows.
-fn all_candidates(c: &Cluster) -> wit::Candidates {
-    use dragon_host::runtime::ClusterView;
-    let n = c.node_count();
-    let rows: Vec<_> = (0..n).map(|i| c.node(i)).collect();
-    wit::Candidates {
-        index: (0..n).collect(),
-        capacity: wit::Capacity {
-            alloc_cpu_milli: rows.iter().map(|r| r.allocatable.cpu_milli).collect(),
-            alloc_memory_mib: rows.iter().map(|r| r.allocatable.memory_mib).collect(),
-            alloc_gpus: rows.iter().map(|r| r.allocatable.gpus).collect(),
-            free_cpu_milli: rows.iter().map(|r| r.free.cpu_milli).collect(),
-            free_memory_mib: rows.iter().map(|r| r.free.memory_mib).collect(),
-            free_gpus: rows.iter().map(|r| r.free.gpus).collect(),
-        },
-        siblings: vec![0; n as usize],
     }
 }
 

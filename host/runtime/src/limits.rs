@@ -32,6 +32,8 @@ pub(crate) struct Limiter {
     pub(crate) memory_bytes: usize,
     pub(crate) table_elements: usize,
     pub(crate) memory_cap_hit: bool,
+    /// The linear memory's size after its last growth, bytes.
+    pub(crate) memory_size: usize,
 }
 
 impl wasmtime::ResourceLimiter for Limiter {
@@ -48,6 +50,7 @@ impl wasmtime::ResourceLimiter for Limiter {
                 self.memory_bytes
             );
         }
+        self.memory_size = desired;
         Ok(true)
     }
 

@@ -494,6 +494,12 @@ impl WasmPolicy {
         }
     }
 
+    /// The live instance's linear memory, bytes (`None` without one).
+    pub fn memory_bytes(&self) -> Option<usize> {
+        let guard = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map(|l| l.store.data().limiter.memory_size)
+    }
+
     /// Drop the live instance: the next call instantiates and configures a
     /// fresh one (what happens after a failed call; benchmarks use it to
     /// price instantiation).
@@ -515,6 +521,7 @@ impl WasmPolicy {
                 memory_bytes: self.limits.memory_bytes,
                 table_elements: self.limits.table_elements,
                 memory_cap_hit: false,
+                memory_size: 0,
             },
             policy: self.info.name.clone(),
             log_budget: self.log_budget.clone(),
