@@ -8,7 +8,7 @@ use dragon_host::framework::{
     Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
     Taint, UnitKey,
 };
-use dragon_host::runtime::{Hooks, LoadOptions};
+use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
 use dragon_tests::{add_job, bundled, engine, hostile};
 
 fn node(name: &str, gpus: u32) -> Node {
@@ -352,6 +352,23 @@ fn a_starving_job_shrinks_a_running_elastic_job_and_then_runs() {
         "admitted at its min of 2 workers: {d:?}"
     );
     assert_eq!(bound_nodes(&s, "running").len(), 7);
+    // What interface 0.2 tells policies of both jobs' histories.
+    let stats = |s: &Scheduler, job: &str, now: u64| {
+        let unit = s.cluster.job_unit(job).expect("a job");
+        ClusterView::job_stats(&s.cluster, now, unit)
+    };
+    let running = stats(&s, "running", 130_000);
+    assert_eq!(running.restarts, 1, "the shrink restarted it");
+    assert_eq!(running.running_ms, 130_000);
+    assert_eq!(running.requested_workers, 6);
+    assert_eq!(running.placed_workers, 6);
+    // 8 GPUs until the round at 122 s took two workers away, then 6.
+    assert_eq!(running.attained_gpu_ms, 8 * 122_000 + 6 * 8_000);
+    let waiting = stats(&s, "waiting", 130_000);
+    assert_eq!(waiting.restarts, 0);
+    assert_eq!(waiting.running_ms, 8_000);
+    assert_eq!(waiting.attained_gpu_ms, 2 * 8_000);
+    assert_eq!(waiting.progress_permille, None);
 }
 
 #[test]
