@@ -3,7 +3,7 @@
 //! current across changes, traps and clusters.
 
 use dragon_host::framework::{Cluster, Node, Pod, Resources};
-use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy, wit};
+use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy};
 use dragon_host::sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::all_candidates;
 use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, bundled, engine, hostile, load};
@@ -71,32 +71,6 @@ fn node(name: &str, gpus: u32, zone: &str) -> Node {
     n
 }
 
-fn lone_pod(gpus: u32) -> wit::Placement {
-    wit::Placement {
-        unit: wit::Unit {
-            id: 1,
-            arrival_ms: 0,
-            priority: 0,
-            gang: false,
-            tasks: vec![wit::Task {
-                role: wit::Role::Other,
-                index: 0,
-                request: wit::Resources {
-                    cpu_milli: 1_000,
-                    memory_mib: 1_024,
-                    gpus,
-                },
-            }],
-            workers: 0,
-            min_workers: 0,
-            max_workers: 0,
-            running: 0,
-        },
-        task: 0,
-        now_ms: 0,
-    }
-}
-
 /// The view a 0.2 instance keeps follows each change the cluster logs, and
 /// a trap (which discards the instance) is followed by the whole view sent
 /// again: scores after either equal those a fresh instance gives.
@@ -108,7 +82,7 @@ fn the_view_follows_changes_and_is_sent_whole_after_a_trap() {
     for (i, gpus) in [4, 8, 8].into_iter().enumerate() {
         c.add_node(node(&format!("n{i}"), gpus, "z1")).unwrap();
     }
-    let pod = lone_pod(1);
+    let (pod, _) = dragon_tests::lone_pod_on(1);
     let fresh = |c: &Cluster| {
         bundled(&e, "baseline", "")
             .score(&pod, &all_candidates(c), c)
