@@ -51,7 +51,10 @@ mod score {
     fn native(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
         let view = FixedView::from_candidates(&cands);
-        let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+        let (pod, cands) = (
+            dragon_tests::placement(&pod, &view),
+            candidates(&cands, &view),
+        );
         let view = sdk_view(&view);
         b.bench(|| NATIVE.policy().score(&pod, &cands, &view));
     }
@@ -79,7 +82,10 @@ mod filter {
     fn native(b: Bencher, nodes: usize) {
         let (pod, cands) = placement(nodes);
         let view = FixedView::from_candidates(&cands);
-        let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+        let (pod, cands) = (
+            dragon_tests::placement(&pod, &view),
+            candidates(&cands, &view),
+        );
         let view = sdk_view(&view);
         b.bench(|| NATIVE.policy().filter(&pod, &cands, &view));
     }

@@ -58,7 +58,10 @@ fn score_native_setup() -> SdkScore {
     let (pod, cands) = placement(NODES);
     let view = FixedView::from_candidates(&cands);
     let native = Native::<Dragon>::new("");
-    let (pod, cands) = (dragon_tests::placement(&pod, &view), candidates(&cands));
+    let (pod, cands) = (
+        dragon_tests::placement(&pod, &view),
+        candidates(&cands, &view),
+    );
     let view = sdk_view(&view);
     native.policy().score(&pod, &cands, &view);
     (native, pod, cands, view)

@@ -135,9 +135,11 @@ pub fn placement(p: &wit::Placement, cluster: &dyn ClusterView) -> sdk::Placemen
     }
 }
 
-/// Candidates in the SDK's shape: indices, and siblings where there are some.
-pub fn candidates(c: &wit::Candidates) -> sdk::Candidates {
+/// Candidates in the SDK's shape: indices, siblings where there are some,
+/// and the pod's preferences (none outside a cluster's `score`).
+pub fn candidates(c: &wit::Candidates, cluster: &dyn ClusterView) -> sdk::Candidates {
     sdk::Candidates {
+        preference: cluster.preference().to_vec(),
         index: c.index.clone(),
         siblings: c
             .siblings
@@ -226,7 +228,7 @@ impl<P: Policy> Hooks for Native<P> {
         nodes: &wit::Candidates,
         cluster: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
-        let (pod, c) = (placement(pod, cluster), candidates(nodes));
+        let (pod, c) = (placement(pod, cluster), candidates(nodes, cluster));
         Ok(self.with_view(cluster, |v| self.policy.filter(&pod, &c, v)))
     }
     fn score(
@@ -235,7 +237,7 @@ impl<P: Policy> Hooks for Native<P> {
         nodes: &wit::Candidates,
         cluster: &dyn ClusterView,
     ) -> Result<Vec<u32>, CallError> {
-        let (pod, c) = (placement(pod, cluster), candidates(nodes));
+        let (pod, c) = (placement(pod, cluster), candidates(nodes, cluster));
         Ok(self.with_view(cluster, |v| self.policy.score(&pod, &c, v)))
     }
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {

@@ -130,3 +130,76 @@ fn a_trapping_0_2_policy_is_answered_again_on_a_fresh_view() {
     // The discarded instance's successor gets the whole view: no stale rows.
     assert!(flaky.filter(&pod, &cands, &view).is_ok());
 }
+
+/// What the last `score` call saw of the pod's preferences.
+static SEEN: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+
+/// Scores nothing; remembers the preferences it was given.
+#[derive(Default)]
+struct Echo;
+
+impl dragon_policy_sdk::Policy for Echo {
+    fn metadata(&self) -> dragon_policy_sdk::types::PolicyInfo {
+        use dragon_policy_sdk::types::{Hook, PolicyInfo};
+        PolicyInfo::new("echo", "0.1.0", &[Hook::Score])
+    }
+    fn score(
+        &self,
+        _: &dragon_policy_sdk::types::Placement,
+        nodes: &dragon_policy_sdk::types::Candidates,
+        _: &dragon_policy_sdk::types::View,
+    ) -> Vec<u32> {
+        SEEN.lock().unwrap().push(nodes.preference.clone());
+        vec![0; nodes.index.len()]
+    }
+}
+
+#[test]
+fn score_is_given_the_pods_preferences_as_kube_weighs_them() {
+    use dragon_host::framework::{
+        NodeSelectorTerm, Operator, PreferredTerm, RecordingIo, Requirement, Scheduler,
+        SchedulerConfig,
+    };
+    let mut c = Cluster::new();
+    for (name, zone) in [("a", "z1"), ("b", "z2"), ("c", "z1")] {
+        c.add_node(node(name, 4, zone)).unwrap();
+    }
+    let gpu = Resources {
+        cpu_milli: 1_000,
+        memory_mib: 1_024,
+        gpus: 1,
+    };
+    let mut plain = Pod::new("plain", gpu);
+    plain.index = 0;
+    let mut picky = Pod::new("picky", gpu);
+    picky.constraints.preferred_node_affinity = vec![PreferredTerm {
+        weight: 10,
+        term: NodeSelectorTerm {
+            match_expressions: vec![Requirement {
+                key: dragon_host::framework::ZONE_LABEL.into(),
+                operator: Operator::In,
+                values: vec!["z2".into()],
+            }],
+            match_fields: vec![],
+        },
+    }];
+    c.add_pod(plain, None).unwrap();
+    c.add_pod(picky, None).unwrap();
+    let mut s = Scheduler::new(c, SchedulerConfig::default());
+    let echo = dragon_tests::Native::<Echo>::new("");
+    s.schedule_round(
+        0,
+        &echo,
+        &mut RecordingIo::default(),
+        &mut RecordingIo::default(),
+    );
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.contains(&Vec::new()),
+        "the plain pod has none: {seen:?}"
+    );
+    // Node affinity (weight 2, scaled to 0–100) for zone z2 alone, on top of
+    // TaintToleration's full 100 at weight 3 for every untainted node.
+    assert!(seen.contains(&vec![300, 500, 300]), "{seen:?}");
+}

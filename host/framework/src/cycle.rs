@@ -15,6 +15,7 @@ use super::preemption::Room;
 use super::preferences;
 use super::queue::{Queue, Setback};
 use super::unit::UnitKey;
+use super::view::Scoring;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, Hooks, wit};
 
@@ -1615,8 +1616,12 @@ impl Scheduler {
                     fill_candidates(&self.cluster, &index, &siblings, &mut cands);
                 }
             }
+            let pod = &self.cluster.pods[key].pod;
+            let weighed = preferences::weigh(&self.cluster, pod, &index);
             let scores = if info.implements(wit::Hook::Score) && index.len() > 1 {
-                match policy.score(&placement, &cands, &self.cluster) {
+                let view = Scoring::new(&self.cluster, weighed.as_deref());
+                let answer = policy.score(&placement, &cands, &view);
+                match answer {
                     Ok(s) if s.len() == index.len() => Some(s),
                     Ok(s) => {
                         undo(self, &placed);
@@ -1634,8 +1639,7 @@ impl Scheduler {
             } else {
                 None
             };
-            let pod = &self.cluster.pods[key].pod;
-            let best = match preferences::choose(&self.cluster, pod, &index, scores.as_deref()) {
+            let best = match preferences::choose(weighed.as_deref(), scores.as_deref()) {
                 Some(j) => index[j] as usize,
                 None => match &scores {
                     // Highest score; ties to the lowest node index (the

@@ -252,15 +252,10 @@ fn spread(cluster: &Cluster, pod: &Pod, index: &[u32]) -> Vec<u64> {
         .collect()
 }
 
-/// The position in `index` (candidate node indices) to place `pod` on,
-/// when preferences apply; `None` leaves the choice to the policy's scores
-/// (or the first candidate).
-pub(crate) fn choose(
-    cluster: &Cluster,
-    pod: &Pod,
-    index: &[u32],
-    policy_scores: Option<&[u32]>,
-) -> Option<usize> {
+/// How much `pod`'s soft constraints favour each candidate (node indices
+/// `index`), each preference scaled to 0–100 and weighted as kube weighs
+/// it; `None` when none applies.
+pub(crate) fn weigh(cluster: &Cluster, pod: &Pod, index: &[u32]) -> Option<Vec<u64>> {
     let preferred = &pod.constraints.preferred_node_affinity;
     let soft_spread = !pod.constraints.preferred_spread.is_empty();
     let pod_affinity = weighs_pod_affinity(cluster, pod);
@@ -292,10 +287,6 @@ pub(crate) fn choose(
                 .sum()
         })
         .collect();
-    let policy: Vec<u64> = match policy_scores {
-        Some(scores) => min_max(&scores.iter().map(|&s| i64::from(s)).collect::<Vec<_>>()),
-        None => vec![0; index.len()],
-    };
     let affinity = normalize(&affinity, false);
     let taints = normalize(&taints, true);
     let inter_pod = inter_pod.map_or_else(|| vec![0; index.len()], |raw| min_max(&raw));
@@ -304,14 +295,32 @@ pub(crate) fn choose(
     } else {
         vec![0; index.len()]
     };
+    Some(
+        (0..index.len())
+            .map(|j| {
+                NODE_AFFINITY_WEIGHT * affinity[j]
+                    + TAINT_WEIGHT * taints[j]
+                    + INTER_POD_AFFINITY_WEIGHT * inter_pod[j]
+                    + SPREAD_WEIGHT * spread[j]
+            })
+            .collect(),
+    )
+}
+
+/// The position in the candidates to place the pod on, given what its
+/// preferences weigh (`weighed`, from [`weigh`]); `None` (no preference
+/// applies) leaves the choice to the policy's scores (or the first
+/// candidate).
+pub(crate) fn choose(weighed: Option<&[u64]>, policy_scores: Option<&[u32]>) -> Option<usize> {
+    let weighed = weighed?;
+    let policy: Vec<u64> = match policy_scores {
+        Some(scores) => min_max(&scores.iter().map(|&s| i64::from(s)).collect::<Vec<_>>()),
+        None => vec![0; weighed.len()],
+    };
     let mut best = 0;
     let mut best_total = 0;
-    for j in 0..index.len() {
-        let total = policy[j]
-            + NODE_AFFINITY_WEIGHT * affinity[j]
-            + TAINT_WEIGHT * taints[j]
-            + INTER_POD_AFFINITY_WEIGHT * inter_pod[j]
-            + SPREAD_WEIGHT * spread[j];
+    for (j, w) in weighed.iter().enumerate() {
+        let total = policy[j] + w;
         // Ties to the lowest node index, as without preferences.
         if j == 0 || total > best_total {
             best = j;
@@ -328,6 +337,11 @@ mod tests {
     use crate::fixtures::*;
     use crate::model::{Node, Resources, Taint, Toleration};
     use crate::selector::{LabelSelector, Labels};
+
+    /// The choice for `pod` among `index` given the policy's scores.
+    fn choose(c: &Cluster, pod: &Pod, index: &[u32], scores: Option<&[u32]>) -> Option<usize> {
+        super::choose(weigh(c, pod, index).as_deref(), scores)
+    }
     use crate::selector::{NodeSelectorTerm, Operator, Requirement};
 
     /// n0 (hdd), n1 (ssd), n2 (ssd, `PreferNoSchedule`).

@@ -190,6 +190,51 @@ impl ClusterView for Cluster {
     }
 }
 
+/// The cluster as one `score` call sees it: with the preferences of the pod
+/// being placed among its candidates.
+pub(crate) struct Scoring<'a> {
+    cluster: &'a Cluster,
+    preference: Vec<u32>,
+}
+
+impl<'a> Scoring<'a> {
+    pub(crate) fn new(cluster: &'a Cluster, weighed: Option<&[u64]>) -> Scoring<'a> {
+        let preference = weighed
+            .unwrap_or_default()
+            .iter()
+            .map(|&w| u32::try_from(w).unwrap_or(u32::MAX))
+            .collect();
+        Scoring {
+            cluster,
+            preference,
+        }
+    }
+}
+
+impl ClusterView for Scoring<'_> {
+    fn log_id(&self) -> u64 {
+        self.cluster.log_id()
+    }
+    fn log_end(&self) -> u64 {
+        self.cluster.log_end()
+    }
+    fn changed_since(&self, since: u64) -> Option<&[u32]> {
+        self.cluster.changed_since(since)
+    }
+    fn node_count(&self) -> u32 {
+        self.cluster.node_count()
+    }
+    fn node(&self, index: u32) -> NodeRow {
+        self.cluster.node(index)
+    }
+    fn job_stats(&self, now_ms: u64, unit: u64) -> JobStats {
+        self.cluster.job_stats(now_ms, unit)
+    }
+    fn preference(&self) -> &[u32] {
+        &self.preference
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

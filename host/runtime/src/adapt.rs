@@ -87,9 +87,11 @@ pub(crate) fn placement(p: &wit::Placement, view: &dyn ClusterView) -> v2::Place
     }
 }
 
-/// Candidates as indices, siblings only where there are some.
-pub(crate) fn candidates(c: &wit::Candidates) -> v2::Candidates {
+/// Candidates as indices, siblings only where there are some, and the
+/// pod's preferences among them.
+pub(crate) fn candidates(c: &wit::Candidates, view: &dyn ClusterView) -> v2::Candidates {
     v2::Candidates {
+        preference: view.preference().to_vec(),
         index: c.index.clone(),
         siblings: c
             .siblings
@@ -260,7 +262,7 @@ mod tests {
             },
             siblings: vec![0, 2, 0],
         };
-        let v = candidates(&c);
+        let v = candidates(&c, &crate::FixedView::from_candidates(&c));
         assert_eq!(v.index, [4, 7, 9]);
         assert_eq!(v.siblings, [(1, 2)]);
     }

@@ -699,7 +699,8 @@ impl Hooks for WasmPolicy {
                 .call_filter(&mut live.store, pod, nodes)
                 .map(Ok),
             Bindings::V0_2(_) => {
-                let (pod, candidates) = (adapt::placement(pod, view), adapt::candidates(nodes));
+                let (pod, candidates) =
+                    (adapt::placement(pod, view), adapt::candidates(nodes, view));
                 live.with_changes(view, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_filter(s, changes, &pod, &candidates)
@@ -726,7 +727,8 @@ impl Hooks for WasmPolicy {
                     .call_score(&mut live.store, pod, nodes)
             }
             Bindings::V0_2(_) => {
-                let (pod, candidates) = (adapt::placement(pod, view), adapt::candidates(nodes));
+                let (pod, candidates) =
+                    (adapt::placement(pod, view), adapt::candidates(nodes, view));
                 live.with_changes(view, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_score(s, changes, &pod, &candidates)

@@ -68,6 +68,11 @@ pub trait ClusterView {
     fn node(&self, index: u32) -> NodeRow;
     /// The history of the job behind unit `unit` (zero for a lone pod).
     fn job_stats(&self, now_ms: u64, unit: u64) -> JobStats;
+    /// In `score`: how much the pod's soft constraints favour each
+    /// candidate (empty when it has none).
+    fn preference(&self) -> &[u32] {
+        &[]
+    }
 }
 
 /// A fresh id for a change log.

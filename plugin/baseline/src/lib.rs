@@ -106,6 +106,7 @@ mod tests {
         let c = Candidates {
             index: (0..free.len() as u32).collect(),
             siblings: Vec::new(),
+            preference: Vec::new(),
         };
         (c, View::of(&nodes))
     }

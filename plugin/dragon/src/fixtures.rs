@@ -41,6 +41,7 @@ pub fn candidates(nodes: &[(u64, u64, u32)]) -> (Candidates, View) {
     let c = Candidates {
         index: (0..nodes.len() as u32).collect(),
         siblings: Vec::new(),
+        preference: Vec::new(),
     };
     (c, view(nodes))
 }
