@@ -14,8 +14,8 @@ use std::sync::LazyLock;
 
 use arbitrary::{Arbitrary, Unstructured};
 use dragon_host::runtime::{
-    CallError, ComponentCache, Hooks, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy,
-    wit,
+    CallError, ComponentCache, FixedView, Hooks, Limits, LoadOptions, PolicyEngine, PolicySource,
+    WasmPolicy, wit,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -307,16 +307,23 @@ fn run(policy: &dyn Hooks, call: &Call) {
                     total: q.total.wit(),
                 })
                 .collect();
-            note(call, policy.queue_order(now_ms.0, &units));
+            let none = Nodes {
+                rows: Vec::new(),
+                ragged: None,
+            };
+            let view = FixedView::from_capacity(&none.capacity());
+            note(call, policy.queue_order(now_ms.0, &units, &view));
         }
         Call::PreFilter {
             now_ms,
             unit,
             nodes,
         } => {
+            let capacity = nodes.capacity();
+            let view = FixedView::from_capacity(&capacity);
             note(
                 call,
-                policy.pre_filter(now_ms.0, &unit.wit(), &nodes.capacity()),
+                policy.pre_filter(now_ms.0, &unit.wit(), &capacity, &view),
             );
         }
         Call::Filter {
@@ -337,10 +344,13 @@ fn run(policy: &dyn Hooks, call: &Call) {
                 now_ms: now_ms.0,
             };
             let candidates = nodes.candidates();
+            // Arbitrary indices may lie outside the view: an 0.2 policy
+            // then traps, which is an error like any other.
+            let view = FixedView::from_capacity(&candidates.capacity);
             if matches!(call, Call::Filter { .. }) {
-                note(call, policy.filter(&placement, &candidates));
+                note(call, policy.filter(&placement, &candidates, &view));
             } else {
-                note(call, policy.score(&placement, &candidates));
+                note(call, policy.score(&placement, &candidates, &view));
             }
         }
         Call::Permit {
@@ -397,7 +407,8 @@ fn run(policy: &dyn Hooks, call: &Call) {
                 last_admit_ms: last_admit_ms.0,
                 last_scale_down_ms: last_scale_down_ms.0,
             };
-            note(call, policy.scale(&input));
+            let view = FixedView::from_capacity(&input.nodes);
+            note(call, policy.scale(&input, &view));
         }
     }
 }
