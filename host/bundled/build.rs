@@ -10,8 +10,15 @@ fn main() {
     components::build(
         &root,
         &[
-            ("dragon-policy", "dragon_policy", "DRAGON"),
-            ("baseline-policy", "baseline_policy", "BASELINE"),
+            &[
+                ("dragon-policy", "dragon_policy", "DRAGON"),
+                ("baseline-policy", "baseline_policy", "BASELINE"),
+                ("tiresias-policy", "tiresias_policy", "TIRESIAS"),
+                ("pollux-policy", "pollux_policy", "POLLUX"),
+                ("backfill-policy", "backfill_policy", "BACKFILL"),
+            ],
+            // Links `dragon-policy` without its export.
+            &[("dragon-plus-policy", "dragon_plus_policy", "DRAGON_PLUS")],
         ],
         &["plugin", "wit", "Cargo.toml", "Cargo.lock"],
     );

@@ -1,21 +1,33 @@
 //! The policy components bundled with Dragon, built from `plugin/` by this
-//! crate's build script: the names `dragon` and `baseline` select them
-//! wherever a policy file is expected.
+//! crate's build script: their names (`dragon`, `baseline`, `dragon-plus`
+//! and the zoo: `tiresias`, `pollux`, `backfill`) select them wherever a
+//! policy file is expected.
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 
-pub use generated::{BASELINE, DRAGON};
+pub use generated::{BACKFILL, BASELINE, DRAGON, DRAGON_PLUS, POLLUX, TIRESIAS};
 
 /// The bundled component called `name`, if there is one.
 pub fn by_name(name: &str) -> Option<&'static [u8]> {
     match name {
         "dragon" => Some(DRAGON),
         "baseline" => Some(BASELINE),
+        "dragon-plus" => Some(DRAGON_PLUS),
+        "tiresias" => Some(TIRESIAS),
+        "pollux" => Some(POLLUX),
+        "backfill" => Some(BACKFILL),
         _ => None,
     }
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: &[&str] = &["dragon", "baseline"];
+pub const NAMES: &[&str] = &[
+    "dragon",
+    "baseline",
+    "dragon-plus",
+    "tiresias",
+    "pollux",
+    "backfill",
+];

@@ -585,8 +585,34 @@ impl Sim<'_> {
         }
     }
 
+    /// Each started job reports how far it is, as a workload does through
+    /// its pod group's `dragon.dev/progress`: policies that estimate time
+    /// left (backfilling, goodput) read it in the scale step.
+    fn report_progress(&mut self) {
+        let started: Vec<usize> = self
+            .active
+            .iter()
+            .copied()
+            .filter(|&i| self.jobs[i].record.started_ms.is_some())
+            .collect();
+        for i in started {
+            let tj = &self.trace.jobs[i];
+            let done = 1.0 - self.jobs[i].remaining.max(0.0) / tj.work_ms.max(1.0);
+            let permille = (done * 1000.0).floor().clamp(0.0, 1000.0) as u32;
+            let Some(job) = self.sched.cluster.job(&tj.name) else {
+                continue;
+            };
+            if job.progress_permille != Some(permille) {
+                let mut job = job.clone();
+                job.progress_permille = Some(permille);
+                self.sched.cluster.upsert_job(job);
+            }
+        }
+    }
+
     fn scale_step(&mut self, t: u64) {
         self.run.scale_steps += 1;
+        self.report_progress();
         let mut io = SimIo;
         let ops = self.sched.cluster.take_journal();
         let report = self.sched.scale_step(t, self.policy, &mut io);

@@ -7,39 +7,52 @@ mod locality;
 mod scaling;
 mod settings;
 
+use dragon_policy_sdk::packing::total;
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, export_policy};
 
-pub use locality::{Packing, pack};
+pub use dragon_policy_sdk::packing::{Packing, pack, tasks_at};
 pub use settings::Settings;
 
 /// The DRAGON policy.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Dragon {
+    /// The name it reports, and the settings `configure` starts from.
+    name: &'static str,
+    base: Settings,
     settings: Settings,
+}
+
+impl Default for Dragon {
+    fn default() -> Self {
+        Dragon::with_settings(Settings::default())
+    }
 }
 
 impl Dragon {
     /// A policy with the given settings (for native tests and benchmarks).
     pub fn with_settings(settings: Settings) -> Dragon {
-        Dragon { settings }
+        Dragon {
+            name: "dragon",
+            base: Settings::default(),
+            settings,
+        }
     }
-}
 
-/// The tasks of `unit` at `workers` workers: workers below that index plus
-/// every non-worker task, in the unit's placement order.
-pub fn tasks_at(unit: &Unit, workers: u32) -> Vec<Task> {
-    unit.tasks
-        .iter()
-        .filter(|t| t.role != Role::Worker || t.index < workers)
-        .copied()
-        .collect()
+    /// `dragon-plus`: the same rules from [`Settings::plus`].
+    pub fn plus() -> Dragon {
+        Dragon {
+            name: "dragon-plus",
+            base: Settings::plus(),
+            settings: Settings::plus(),
+        }
+    }
 }
 
 impl Policy for Dragon {
     fn metadata(&self) -> PolicyInfo {
         PolicyInfo::new(
-            "dragon",
+            self.name,
             env!("CARGO_PKG_VERSION"),
             &[
                 Hook::QueueOrder,
@@ -52,7 +65,7 @@ impl Policy for Dragon {
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse(settings)?;
+        self.settings = Settings::parse_over(&self.base, settings)?;
         Ok(())
     }
 
@@ -89,9 +102,7 @@ impl Policy for Dragon {
             .filter(|&w| pack(&tasks_at(unit, w), nodes).is_some())
             .collect();
         if fitting.is_empty() {
-            let need = tasks_at(unit, unit.min_workers.min(unit.workers))
-                .iter()
-                .fold(Resources::ZERO, |acc, t| acc.plus(&t.request));
+            let need = total(&tasks_at(unit, unit.min_workers.min(unit.workers)));
             // A gang of pods without the worker role has no size to speak
             // of: name its pods instead.
             let what = if unit.tasks.iter().all(|t| t.role != Role::Worker) {
@@ -142,10 +153,10 @@ impl Policy for Dragon {
     }
 }
 
+// `dragon-plus` links this crate without its export (`default-features =
+// false`): a component exports one policy.
+#[cfg(feature = "component")]
 export_policy!(Dragon);
-
-#[cfg(test)]
-pub(crate) mod fixtures;
 
 #[cfg(test)]
 mod tests {
@@ -180,7 +191,7 @@ mod tests {
     }
 
     fn skipped(unit: &Unit) -> String {
-        let full = crate::fixtures::view(&[(1_000, 1_024, 0)]);
+        let full = dragon_policy_sdk::testing::view(&[(1_000, 1_024, 0)]);
         match Dragon::default().pre_filter(0, unit, &full) {
             PreFilterResult::Skip(reason) => reason,
             other => panic!("not skipped: {other:?}"),
@@ -189,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_gang_that_does_not_fit_is_named_by_workers_or_by_pods() {
-        use crate::fixtures::{gang_unit, gpu_worker, ps};
+        use dragon_policy_sdk::testing::{gang_unit, gpu_worker, ps};
         let elastic = gang_unit(1, 4, 2, 4, gpu_worker(), ps());
         assert!(
             skipped(&elastic).starts_with(

@@ -1,66 +1,12 @@
 //! Locality-aware placement: one node when one node fits the whole job,
 //! otherwise as few nodes as possible, filling first the node that alone fits
-//! the most tasks; a parameter server follows its workers.
+//! the most tasks; a parameter server follows its workers. The packing
+//! itself is the SDK's [`pack`]; [`score`] follows the same greedy rule pod by
+//! pod, so a size that `pre-filter` admits is the size the per-pod cycle
+//! places.
 
+use dragon_policy_sdk::packing::best_fit;
 use dragon_policy_sdk::types::*;
-
-/// Where each task of a job would go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packing {
-    /// Node index per task, parallel to the tasks given to [`pack`].
-    pub nodes: Vec<u32>,
-}
-
-impl Packing {
-    /// How many distinct nodes the job spans.
-    pub fn span(&self) -> usize {
-        let mut n = self.nodes.clone();
-        n.sort_unstable();
-        n.dedup();
-        n.len()
-    }
-}
-
-/// Tie-break between equally good nodes: the one left with the fewest free
-/// GPUs (best fit keeps whole nodes free for the next gang), then the lowest
-/// index (the framework's rule).
-fn best_fit(free: &Resources) -> u32 {
-    4095 - free.gpus.min(4095)
-}
-
-/// Pack `tasks` onto `nodes` by DRAGON's locality rule, or `None` when they
-/// cannot all fit. The same greedy rule drives [`score`], so a size that
-/// `pre-filter` admits is the size the per-pod cycle places.
-pub fn pack(tasks: &[Task], nodes: &Capacity) -> Option<Packing> {
-    let mut free: Vec<Resources> = (0..nodes.len()).map(|i| nodes.free(i)).collect();
-    let mut placed: Vec<Option<u32>> = vec![None; tasks.len()];
-    let mut left: Vec<usize> = (0..tasks.len()).collect();
-    while !left.is_empty() {
-        let remaining: Vec<Task> = left.iter().map(|&i| tasks[i]).collect();
-        let (node, fits) = free
-            .iter()
-            .enumerate()
-            .map(|(n, f)| (n, fits_count(&remaining, *f), best_fit(f)))
-            .max_by(|a, b| (a.1, a.2).cmp(&(b.1, b.2)).then(b.0.cmp(&a.0)))
-            .map(|(n, fits, _)| (n, fits))?;
-        if fits == 0 {
-            return None;
-        }
-        let mut still = Vec::with_capacity(left.len());
-        for &i in &left {
-            if tasks[i].request.fits_in(&free[node]) {
-                free[node] = free[node].minus(&tasks[i].request);
-                placed[i] = Some(node as u32);
-            } else {
-                still.push(i);
-            }
-        }
-        left = still;
-    }
-    Some(Packing {
-        nodes: placed.into_iter().map(|n| n.unwrap_or(0)).collect(),
-    })
-}
 
 /// Per-candidate scores for the pod `pod.task` of `pod.unit`.
 ///
@@ -99,37 +45,7 @@ pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::*;
-
-    #[test]
-    fn a_job_that_fits_on_one_node_is_packed_on_one_node() {
-        let nodes = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 8)]);
-        let tasks = job_tasks(1, 4, gpu_worker(), ps());
-        let p = pack(&tasks, &nodes).unwrap();
-        assert_eq!(p.span(), 1);
-        // Best fit: the 4-GPU node is used up exactly, the 8-GPU node stays whole.
-        assert!(p.nodes.iter().all(|&n| n == 0), "{p:?}");
-    }
-
-    #[test]
-    fn a_job_too_big_for_one_node_fills_the_node_that_fits_the_most_first() {
-        // Node 1 fits 3 workers, node 0 two, node 2 one: 5 workers take nodes 1 and 0.
-        let nodes = capacity(&[
-            (32_000, 128_000, 2),
-            (32_000, 128_000, 3),
-            (32_000, 128_000, 1),
-        ]);
-        let tasks = job_tasks(0, 5, gpu_worker(), ps());
-        let p = pack(&tasks, &nodes).unwrap();
-        assert_eq!(p.nodes, vec![1, 1, 1, 0, 0]);
-        assert_eq!(p.span(), 2);
-    }
-
-    #[test]
-    fn a_job_that_cannot_fit_is_not_packed() {
-        let nodes = capacity(&[(32_000, 128_000, 2), (32_000, 128_000, 2)]);
-        assert!(pack(&job_tasks(1, 5, gpu_worker(), ps()), &nodes).is_none());
-    }
+    use dragon_policy_sdk::testing::*;
 
     #[test]
     fn workers_prefer_the_node_their_siblings_are_on() {

@@ -1,11 +1,11 @@
 //! Load-aware scaling: shrink running jobs when the head of the queue
 //! starves, grow them when the cluster has been idle.
 
+use dragon_policy_sdk::elastic::{self, job_by_job, least_loss_order};
+use dragon_policy_sdk::packing::{pack, reserve, room_for_worker, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
 
-use crate::locality::pack;
 use crate::settings::Settings;
-use crate::tasks_at;
 
 /// The scale step: a starvation shrink takes precedence over growth.
 pub fn decide(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
@@ -36,59 +36,57 @@ fn shrink_for_starving_head(
         return None;
     }
     let need = tasks_at(&head.unit, head.unit.min_workers);
-    let mut free = nodes.clone();
-    if pack(&need, &free).is_some() {
+    if pack(&need, nodes).is_some() {
         // It already fits at min; the next scheduling round admits it.
         return None;
     }
-    let mut decisions = Vec::new();
-    for job in &input.running {
-        let floor = job.min_workers.max(1);
-        let mut workers = job.workers;
-        let mut fits = false;
-        while workers > floor {
-            workers -= 1;
-            if let Some(&node) = job.worker_nodes.get(workers as usize) {
-                let node = node as usize;
-                if node < free.len() {
-                    let r = free.free(node).plus(&job.worker_request);
-                    free.set_free(node, r);
-                }
-            }
-            if pack(&need, &free).is_some() {
-                fits = true;
-                break;
-            }
-        }
-        if workers != job.workers {
-            decisions.push(ScaleDecision {
-                id: job.id,
+    let order = victims(settings, input);
+    let (target, _) = shrink_until_fits(&need, nodes, &input.running, order)?;
+    let decisions = input
+        .running
+        .iter()
+        .zip(target)
+        .filter(|(job, workers)| *workers != job.workers)
+        .map(|(job, workers)| ScaleDecision {
+            id: job.id,
+            workers,
+            reason: format!(
+                "starvation: job {} waited {} s (threshold {} s); {} -> {} workers to admit it at its min of {}",
+                head.id,
+                waited / 1000,
+                settings.starvation_threshold_s,
+                job.workers,
                 workers,
-                reason: format!(
-                    "starvation: job {} waited {} s (threshold {} s); {} -> {} workers to admit it at its min of {}",
-                    head.id,
-                    waited / 1000,
-                    settings.starvation_threshold_s,
-                    job.workers,
-                    workers,
-                    head.unit.min_workers
-                ),
-            });
-        }
-        if fits {
-            return Some(decisions);
-        }
-    }
-    None
+                head.unit.min_workers
+            ),
+        })
+        .collect();
+    Some(decisions)
 }
 
-/// Grow running jobs, in running order, up to `max`, while free resources
-/// allow, once nothing was admitted or shrunk for the idle threshold: by
-/// one worker each (the original), or with `grow_to_fill` by as many as the
+/// The order workers are taken in, one entry per worker (an index into
+/// `input.running`). DRAGON's: each job in running order down to its `min`
+/// before the next. With `shrink_least_loss`: always from the job that loses
+/// the least throughput by giving up one worker (`1 − ((w−1)/w)^α`, so the
+/// widest jobs first), the one with the most attained GPU-time among equals
+/// (the likeliest to run longest, as least-attained-service reasons).
+fn victims(settings: &Settings, input: &ScaleInput) -> Vec<usize> {
+    if settings.shrink_least_loss {
+        least_loss_order(settings.scaling_exponent, &input.running)
+    } else {
+        job_by_job(&input.running, 0..input.running.len())
+    }
+}
+
+/// Grow running jobs up to `max`, while free resources allow, once nothing
+/// was admitted or shrunk for the idle threshold: by one worker each in
+/// running order (the original), or with `grow_to_fill` by as many as the
 /// room left allows, handed out one worker per job per turn, so that each
 /// job pays one restart for what one-at-a-time growth spreads over several
-/// passes. A new worker's room is looked for on the job's PS and worker
-/// nodes first (growth keeps the job together), then anywhere.
+/// passes. With `grow_by_gain` the room goes worker by worker to the job
+/// whose throughput gains the most from it (see [`elastic::gain`]). A new worker's
+/// room is looked for on the job's PS and worker nodes first (growth keeps
+/// the job together), then anywhere.
 fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
     if !settings.grow_while_waiting && !input.waiting.is_empty() {
         return Vec::new();
@@ -99,33 +97,15 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> 
         return Vec::new();
     }
     let mut free = nodes.clone();
-    let mut target: Vec<u32> = input.running.iter().map(|j| j.workers).collect();
-    loop {
-        let mut grew = false;
-        for (job, workers) in input.running.iter().zip(&mut target) {
-            if *workers >= job.max_workers {
-                continue;
-            }
-            let req = job.worker_request;
-            let fits = |n: usize, free: &Capacity| n < free.len() && req.fits_in(&free.free(n));
-            let node = job
-                .ps_nodes
-                .iter()
-                .chain(job.worker_nodes.iter())
-                .map(|&n| n as usize)
-                .find(|&n| fits(n, &free))
-                .or_else(|| (0..free.len()).find(|&n| fits(n, &free)));
-            if let Some(n) = node {
-                let r = free.free(n).minus(&req);
-                free.set_free(n, r);
-                *workers += 1;
-                grew = true;
-            }
-        }
-        if !grew || !settings.grow_to_fill {
-            break;
-        }
+    // Room the waiting jobs need at their min stays theirs.
+    for w in &input.waiting {
+        reserve(&tasks_at(&w.unit, w.unit.min_workers), &mut free);
     }
+    let target = if settings.grow_by_gain {
+        grow_by_gain(settings, input, &mut free)
+    } else {
+        grow_in_turns(settings, input, &mut free)
+    };
     input
         .running
         .iter()
@@ -145,10 +125,55 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> 
         .collect()
 }
 
+fn grow_in_turns(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -> Vec<u32> {
+    let mut target: Vec<u32> = input.running.iter().map(|j| j.workers).collect();
+    loop {
+        let mut grew = false;
+        for (job, workers) in input.running.iter().zip(&mut target) {
+            if *workers >= job.max_workers {
+                continue;
+            }
+            if let Some(n) = room_for_worker(job, free) {
+                let r = free.free(n).minus(&job.worker_request);
+                free.set_free(n, r);
+                *workers += 1;
+                grew = true;
+            }
+        }
+        if !grew || !settings.grow_to_fill {
+            return target;
+        }
+    }
+}
+
+/// Worker by worker, to the job whose throughput gains the most per GPU from
+/// one more worker (a job resized within `resize_interval_s` waits); a job
+/// grows only if the time its growth saves on its remaining work (estimated
+/// from its progress and running time) exceeds `restart_margin` times
+/// `restart_cost_s`, since each resize restarts it.
+fn grow_by_gain(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -> Vec<u32> {
+    let a = settings.scaling_exponent;
+    let settled = |j: &RunningJob| {
+        j.scaled_ms <= j.started_ms
+            || input.now_ms.saturating_sub(j.scaled_ms) >= settings.resize_interval_ms()
+    };
+    let current = input.running.iter().map(|j| j.workers).collect();
+    let mut target = elastic::grow_by_gain(a, &input.running, current, free, settled);
+    let restart_ms = settings.restart_cost_s * 1000.0;
+    for (job, workers) in input.running.iter().zip(&mut target) {
+        if *workers > job.workers
+            && !elastic::repays_restart(a, job, *workers, restart_ms, settings.restart_margin)
+        {
+            *workers = job.workers;
+        }
+    }
+    target
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::*;
+    use dragon_policy_sdk::testing::*;
 
     fn running(id: u64, workers: u32, min: u32, max: u32, worker_nodes: Vec<u32>) -> RunningJob {
         RunningJob {

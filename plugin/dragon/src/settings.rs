@@ -1,9 +1,9 @@
 //! DRAGON's settings. Defaults follow the final original code (see dragon.md).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Thresholds and switches, from the policy's JSON settings.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Scale running jobs down when the head of the queue has waited this
@@ -30,6 +30,22 @@ pub struct Settings {
     /// Order the queue by arrival alone (the original), not by priority
     /// first.
     pub ignore_priority: bool,
+    /// Hand idle room out worker by worker to the job whose throughput gains
+    /// most from it, and only where the time saved repays the restart,
+    /// instead of in running order.
+    pub grow_by_gain: bool,
+    /// Shrink the jobs that lose the least throughput by giving up a worker
+    /// (the widest first), instead of in running order.
+    pub shrink_least_loss: bool,
+    /// `α` of the throughput model `throughput ∝ workers^α` that gains and
+    /// losses are weighed with, in (0, 1].
+    pub scaling_exponent: f64,
+    /// What one resize costs a running job (checkpoint and restart), s.
+    pub restart_cost_s: f64,
+    /// A growth is made only if it saves this many times its restart cost.
+    pub restart_margin: f64,
+    /// A job resized less than this long ago is not grown again, s.
+    pub resize_interval_s: f64,
 }
 
 impl Default for Settings {
@@ -44,6 +60,12 @@ impl Default for Settings {
             admit_at_min: true,
             gang_timeout_s: 60.0,
             ignore_priority: false,
+            grow_by_gain: false,
+            shrink_least_loss: false,
+            scaling_exponent: 0.86,
+            restart_cost_s: 30.0,
+            restart_margin: 2.0,
+            resize_interval_s: 300.0,
         }
     }
 }
@@ -60,6 +82,9 @@ impl Settings {
             ("starvation_threshold_s", settings.starvation_threshold_s),
             ("idle_threshold_s", settings.idle_threshold_s),
             ("gang_timeout_s", settings.gang_timeout_s),
+            ("restart_cost_s", settings.restart_cost_s),
+            ("restart_margin", settings.restart_margin),
+            ("resize_interval_s", settings.resize_interval_s),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!(
@@ -67,7 +92,43 @@ impl Settings {
                 ));
             }
         }
+        let a = settings.scaling_exponent;
+        if !(a > 0.0 && a <= 1.0) {
+            return Err(format!(
+                "invalid dragon settings: scaling_exponent must lie in (0, 1], got {a}"
+            ));
+        }
         Ok(settings)
+    }
+
+    /// The settings of `dragon-plus`: DRAGON's rules with growth by marginal
+    /// gain that repays its restart, shrinking where it costs least, a
+    /// shorter starvation threshold, and growth that leaves waiting jobs
+    /// their room.
+    pub fn plus() -> Settings {
+        Settings {
+            starvation_threshold_s: 30.0,
+            idle_threshold_s: 0.0,
+            grow_while_waiting: true,
+            grow_by_gain: true,
+            shrink_least_loss: true,
+            ..Settings::default()
+        }
+    }
+
+    /// Parse JSON settings over `base` (keys given replace its values).
+    pub fn parse_over(base: &Settings, text: &str) -> Result<Settings, String> {
+        if text.trim().is_empty() {
+            return Ok(base.clone());
+        }
+        let mut value = serde_json::to_value(base).map_err(|e| e.to_string())?;
+        let given: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("invalid dragon settings: {e}"))?;
+        let (Some(into), serde_json::Value::Object(from)) = (value.as_object_mut(), given) else {
+            return Err("invalid dragon settings: expected a JSON object".to_string());
+        };
+        into.extend(from);
+        Settings::parse(&value.to_string())
     }
 
     pub(crate) fn starvation_ms(&self) -> u64 {
@@ -76,6 +137,10 @@ impl Settings {
 
     pub(crate) fn idle_ms(&self) -> u64 {
         (self.idle_threshold_s * 1000.0) as u64
+    }
+
+    pub(crate) fn resize_interval_ms(&self) -> u64 {
+        (self.resize_interval_s * 1000.0) as u64
     }
 
     pub(crate) fn gang_timeout_ms(&self) -> u64 {

@@ -40,10 +40,13 @@ pub mod bindings {
     });
 }
 
+pub mod elastic;
 mod glue;
 mod helpers;
 mod log;
+pub mod packing;
 mod policy;
+pub mod testing;
 mod view;
 
 pub use log::log;

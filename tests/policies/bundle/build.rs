@@ -9,7 +9,7 @@ fn main() {
     let root = manifest.join("../../..").canonicalize().unwrap();
     components::build(
         &root,
-        &[("hostile-policy", "hostile_policy", "HOSTILE")],
+        &[&[("hostile-policy", "hostile_policy", "HOSTILE")]],
         &[
             "plugin/sdk",
             "wit",

@@ -1,6 +1,6 @@
-//! Small builders for the unit tests.
+//! Small builders of hook inputs for policies' native unit tests.
 
-use dragon_policy_sdk::types::*;
+use crate::types::*;
 
 pub fn capacity(nodes: &[(u64, u64, u32)]) -> Capacity {
     Capacity {
@@ -106,5 +106,51 @@ pub fn placement(unit: &Unit, task: u32) -> Placement {
         unit: unit.clone(),
         task,
         now_ms: 0,
+    }
+}
+
+/// A view whose nodes have `c`'s allocatable and free resources, all open.
+pub fn view_of(c: &Capacity) -> View {
+    let nodes: Vec<Node> = (0..c.len())
+        .map(|i| Node {
+            allocatable: c.allocatable(i),
+            free: c.free(i),
+            open: true,
+            zone: 0,
+            rack: 0,
+            host: 0,
+        })
+        .collect();
+    View::of(&nodes)
+}
+
+/// A running job of `workers` one-GPU workers on `node` (its PS there too),
+/// elastic within `[min, max]`.
+pub fn running_job(id: u64, workers: u32, min: u32, max: u32, node: u32) -> RunningJob {
+    RunningJob {
+        id,
+        arrival_ms: 0,
+        started_ms: 0,
+        scaled_ms: 0,
+        workers,
+        min_workers: min,
+        max_workers: max,
+        worker_request: gpu_worker(),
+        worker_nodes: vec![node; workers as usize],
+        ps_nodes: vec![node],
+        stats: JobStats::NONE,
+    }
+}
+
+/// A job waiting at `workers` one-GPU workers (elastic down to `min`) with
+/// one PS.
+pub fn waiting_job(id: u64, arrival_ms: u64, workers: u32, min: u32) -> WaitingJob {
+    let mut unit = gang_unit(1, workers, min, workers, gpu_worker(), ps());
+    unit.id = id;
+    unit.arrival_ms = arrival_ms;
+    WaitingJob {
+        id,
+        arrival_ms,
+        unit,
     }
 }

@@ -1,0 +1,158 @@
+//! Weighing a resize of an elastic job under the power-law throughput model
+//! `throughput ∝ workers^α` (sub-linear for `α < 1`): what one more worker
+//! gains, what one fewer loses, and whether a resize repays its restart.
+
+use crate::types::RunningJob;
+
+/// Relative throughput gained by one more worker at `w` workers.
+pub fn gain(alpha: f64, w: u32) -> f64 {
+    let w = f64::from(w.max(1));
+    ((w + 1.0) / w).powf(alpha) - 1.0
+}
+
+/// Share of throughput lost by giving up one worker at `w` workers (1 at
+/// one worker: the job would stop).
+pub fn loss(alpha: f64, w: u32) -> f64 {
+    if w <= 1 {
+        return 1.0;
+    }
+    1.0 - (f64::from(w - 1) / f64::from(w)).powf(alpha)
+}
+
+/// Time left of `job` at its current size, ms, from its progress and the
+/// time it has run since it (last) started; `None` while it reports no
+/// progress.
+pub fn remaining_ms(job: &RunningJob) -> Option<u64> {
+    let p = u64::from(job.stats.progress_permille?);
+    if p == 0 {
+        return None;
+    }
+    Some(job.stats.running_ms.saturating_mul(1000u64.saturating_sub(p)) / p)
+}
+
+/// Time a resize of `job` to `workers` saves on its remaining work, ms
+/// (negative for a shrink); `None` without an estimate of its time left.
+pub fn time_saved_ms(alpha: f64, job: &RunningJob, workers: u32) -> Option<f64> {
+    let left = remaining_ms(job)? as f64;
+    let speedup = (f64::from(workers.max(1)) / f64::from(job.workers.max(1))).powf(alpha);
+    Some(left * (1.0 - 1.0 / speedup))
+}
+
+/// Whether growing `job` to `workers` saves more than `margin` times a
+/// restart of `restart_ms`. A job without an estimate yet is taken to have
+/// its work ahead of it.
+pub fn repays_restart(alpha: f64, job: &RunningJob, workers: u32, restart_ms: f64, margin: f64) -> bool {
+    time_saved_ms(alpha, job, workers).is_none_or(|saved| saved > restart_ms * margin)
+}
+
+/// The order to take workers from `running` in, one entry per worker: each
+/// job of `jobs` (indices into `running`) down to its `min` (never below
+/// one) before the next.
+pub fn job_by_job(running: &[RunningJob], jobs: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    jobs.into_iter()
+        .filter_map(|i| {
+            let j = running.get(i)?;
+            Some(std::iter::repeat_n(i, j.workers.saturating_sub(j.min_workers.max(1)) as usize))
+        })
+        .flatten()
+        .collect()
+}
+
+/// The order to take workers from `running` in, one entry per worker (an
+/// index into `running`, each job down to its `min`, never below one):
+/// always from the job that loses the least throughput by giving one up —
+/// the widest first — and among equals the one with the most attained
+/// GPU-time (the likeliest to run longest, as least-attained-service
+/// scheduling reasons).
+pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
+    let floor = |j: &RunningJob| j.min_workers.max(1);
+    let mut left: Vec<u32> = running.iter().map(|j| j.workers).collect();
+    let mut order = Vec::new();
+    loop {
+        let next = running
+            .iter()
+            .enumerate()
+            .filter(|(i, j)| left[*i] > floor(j))
+            .min_by(|(a, ja), (b, jb)| {
+                loss(alpha, left[*a])
+                    .total_cmp(&loss(alpha, left[*b]))
+                    .then(jb.stats.attained_gpu_ms.cmp(&ja.stats.attained_gpu_ms))
+                    .then(a.cmp(b))
+            })
+            .map(|(i, _)| i);
+        let Some(i) = next else {
+            return order;
+        };
+        left[i] -= 1;
+        order.push(i);
+    }
+}
+
+/// Hand room in `free` out worker by worker to the job of `running` (with
+/// `target` workers now) whose throughput gains the most per GPU from one
+/// more, while `may_grow` allows the job and room is found next to it
+/// (see [`crate::packing::room_for_worker`]). Returns the new targets.
+pub fn grow_by_gain(
+    alpha: f64,
+    running: &[RunningJob],
+    mut target: Vec<u32>,
+    free: &mut crate::types::Capacity,
+    may_grow: impl Fn(&RunningJob) -> bool,
+) -> Vec<u32> {
+    let mut closed: Vec<bool> = running.iter().map(|j| !may_grow(j)).collect();
+    loop {
+        let best = running
+            .iter()
+            .enumerate()
+            .filter(|(i, j)| !closed[*i] && target[*i] < j.max_workers)
+            .map(|(i, j)| (i, gain(alpha, target[i]) / f64::from(j.worker_request.gpus.max(1))))
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+        let Some((i, _)) = best else {
+            return target;
+        };
+        let job = &running[i];
+        match crate::packing::room_for_worker(job, free) {
+            Some(n) => {
+                let r = free.free(n).minus(&job.worker_request);
+                free.set_free(n, r);
+                target[i] += 1;
+            }
+            None => closed[i] = true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::running_job;
+
+    #[test]
+    fn gains_fall_and_losses_rise_as_jobs_narrow() {
+        assert!(gain(0.86, 1) > gain(0.86, 2) && gain(0.86, 2) > gain(0.86, 8));
+        assert!((gain(1.0, 1) - 1.0).abs() < 1e-12);
+        assert!(loss(0.86, 8) < loss(0.86, 2));
+        assert_eq!(loss(0.86, 1), 1.0);
+    }
+
+    #[test]
+    fn time_left_comes_from_progress_and_running_time() {
+        let mut j = running_job(1, 2, 1, 4, 0);
+        assert_eq!(remaining_ms(&j), None);
+        j.stats.progress_permille = Some(250);
+        j.stats.running_ms = 1_000_000;
+        assert_eq!(remaining_ms(&j), Some(3_000_000));
+        // Doubling at α = 1 halves the time left: saves 1.5e6 ms.
+        assert_eq!(time_saved_ms(1.0, &j, 4), Some(1_500_000.0));
+        assert!(repays_restart(1.0, &j, 4, 30_000.0, 2.0));
+        j.stats.progress_permille = Some(999);
+        assert!(!repays_restart(1.0, &j, 4, 30_000.0, 2.0));
+    }
+
+    #[test]
+    fn workers_are_taken_from_the_widest_jobs_first() {
+        let running = [running_job(1, 2, 1, 2, 0), running_job(2, 4, 1, 4, 1)];
+        // 4 -> 3 loses least, then 3 -> 2, then the 2-worker jobs in turn.
+        assert_eq!(least_loss_order(0.86, &running), [1, 1, 0, 1]);
+    }
+}
