@@ -10,7 +10,7 @@ use super::compare::labeled_policies;
 use super::simulate::RunArgs;
 use crate::runtime::Hooks;
 use crate::sim::sweep::{self, SweepOptions};
-use crate::sim::{GenerateOptions, SimOptions};
+use crate::sim::{GenerateOptions, Mix, SimOptions};
 
 #[derive(Debug, Args)]
 #[command(
@@ -40,6 +40,9 @@ pub struct SweepOpts {
     /// Share of the jobs that are elastic, in [0, 1].
     #[arg(long, default_value_t = 1.0)]
     pub elastic_share: f64,
+    /// Job sizes and run times: `philly` or `helios` (see `trace generate`).
+    #[arg(long, value_enum, default_value_t = Mix::Philly)]
+    pub mix: Mix,
     /// Print the cells as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -67,6 +70,7 @@ impl SweepOpts {
                 jobs: self.jobs,
                 load: 1.0,
                 elastic_share: self.elastic_share,
+                mix: self.mix,
             },
             sim: SimOptions {
                 horizon_ms: self.run.horizon_s.saturating_mul(1000),
@@ -86,9 +90,10 @@ impl SweepOpts {
             println!("{}", serde_json::to_string_pretty(&cells)?);
         } else {
             println!(
-                "{} traces per load ({} jobs, {} nodes x {} GPUs, elastic share {}), seeds {:?}; each row the mean over them",
+                "{} traces per load ({} jobs, {} mix, {} nodes x {} GPUs, elastic share {}), seeds {:?}; each row the mean over them",
                 self.seeds.len(),
                 self.jobs,
+                self.mix.name(),
                 self.nodes,
                 self.gpus_per_node,
                 self.elastic_share,

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 
 use crate::sim::report::human;
-use crate::sim::{BUNDLED, GenerateOptions, Trace, generate};
+use crate::sim::{BUNDLED, GenerateOptions, Mix, Trace, generate};
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
@@ -52,6 +52,10 @@ pub struct GenerateOpts {
     /// requested size), in [0, 1].
     #[arg(long, default_value_t = 1.0)]
     pub elastic_share: f64,
+    /// Job sizes and run times: `philly` (Philly-derived) or `helios`
+    /// (Helios-like: more wide jobs, shorter run times).
+    #[arg(long, value_enum, default_value_t = Mix::Philly)]
+    pub mix: Mix,
     /// Write the trace here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -68,6 +72,7 @@ impl TraceCommand {
                     jobs: o.jobs,
                     load: o.load,
                     elastic_share: o.elastic_share,
+                    mix: o.mix,
                 };
                 let text = generate(&options).map_err(|e| anyhow!(e))?;
                 match &o.out {

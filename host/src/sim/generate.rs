@@ -3,10 +3,14 @@
 //! - Arrivals: a Poisson process (exponential inter-arrival times) whose rate
 //!   makes the offered load — GPU-seconds demanded at the requested sizes per
 //!   GPU-second of capacity — equal `load`.
-//! - Job size (workers, one GPU each) and duration: the distributions Gavel
-//!   (Narayanan et al., OSDI'20) derived from Microsoft's Philly trace
-//!   (Jeon et al., ATC'19): 70 % 1 worker, 10 % 2, 15 % 4, 5 % 8; run time
-//!   `60 × 10^U(1.5, 3)` s with probability 0.8, else `60 × 10^U(3, 4)` s.
+//! - Job size (workers, one GPU each) and duration, by [`Mix`]: `philly`,
+//!   the distributions Gavel (Narayanan et al., OSDI'20) derived from
+//!   Microsoft's Philly trace (Jeon et al., ATC'19): 70 % 1 worker, 10 % 2,
+//!   15 % 4, 5 % 8; run time `60 × 10^U(1.5, 3)` s with probability 0.8,
+//!   else `60 × 10^U(3, 4)` s. `helios`, shaped after the characterisation
+//!   of SenseTime's Helios clusters (Hu et al., SC'21): more single-GPU jobs
+//!   and a heavier tail of wide ones, which hold most of the GPU time, and
+//!   shorter typical run times (our parameters, not fitted to the data).
 //! - Every job has one parameter server. A share `elastic_share` of the
 //!   jobs (all by default) is elastic, with bounds `min = ⌈n/2⌉`, `max = 2n`
 //!   (the traces report no elasticity; this is our assumption); the others
@@ -20,6 +24,57 @@
 
 use std::fmt::Write as _;
 
+/// A distribution of job sizes and run times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mix {
+    /// Philly-derived (Gavel's): mostly 1-GPU jobs of hours, a tail of days.
+    #[default]
+    Philly,
+    /// Helios-like: 1 GPU for most, a tail up to 16, mostly minutes to hours.
+    Helios,
+}
+
+/// The shape of one [`Mix`].
+struct Shape {
+    /// Worker-count distribution: `(workers, cumulative probability)`.
+    sizes: &'static [(u32, f64)],
+    /// Probability of a "short" job, and the log10-minute ranges of both kinds.
+    short_p: f64,
+    short_log10_min: (f64, f64),
+    long_log10_min: (f64, f64),
+}
+
+const PHILLY: Shape = Shape {
+    sizes: &[(1, 0.70), (2, 0.80), (4, 0.95), (8, 1.0)],
+    short_p: 0.8,
+    short_log10_min: (1.5, 3.0),
+    long_log10_min: (3.0, 4.0),
+};
+
+const HELIOS: Shape = Shape {
+    sizes: &[(1, 0.75), (2, 0.83), (4, 0.90), (8, 0.97), (16, 1.0)],
+    short_p: 0.85,
+    short_log10_min: (0.5, 2.5),
+    long_log10_min: (2.5, 4.0),
+};
+
+impl Mix {
+    fn shape(self) -> &'static Shape {
+        match self {
+            Mix::Philly => &PHILLY,
+            Mix::Helios => &HELIOS,
+        }
+    }
+
+    /// The name the command line takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::Philly => "philly",
+            Mix::Helios => "helios",
+        }
+    }
+}
+
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateOptions {
@@ -31,6 +86,8 @@ pub struct GenerateOptions {
     pub load: f64,
     /// Share of the jobs that are elastic, in [0, 1].
     pub elastic_share: f64,
+    /// Sizes and run times.
+    pub mix: Mix,
 }
 
 /// The seed of the elastic draws is the trace's, mixed with this.
@@ -69,28 +126,21 @@ impl SplitMix64 {
     }
 }
 
-/// Worker-count distribution: `(workers, cumulative probability)`.
-const SIZES: &[(u32, f64)] = &[(1, 0.70), (2, 0.80), (4, 0.95), (8, 1.0)];
-/// Probability of a "short" job, and the log10-minute ranges of both kinds.
-const SHORT_P: f64 = 0.8;
-const SHORT_LOG10_MIN: (f64, f64) = (1.5, 3.0);
-const LONG_LOG10_MIN: (f64, f64) = (3.0, 4.0);
-
 /// Mean of `60 × 10^U(a, b)` seconds.
 fn mean_log_uniform_minutes((a, b): (f64, f64)) -> f64 {
     60.0 * (10f64.powf(b) - 10f64.powf(a)) / ((b - a) * std::f64::consts::LN_10)
 }
 
 /// Expected GPU-seconds of one job, for the arrival rate.
-fn mean_gpu_seconds() -> f64 {
+fn mean_gpu_seconds(s: &Shape) -> f64 {
     let mut mean_workers = 0.0;
     let mut prev = 0.0;
-    for &(w, c) in SIZES {
+    for &(w, c) in s.sizes {
         mean_workers += f64::from(w) * (c - prev);
         prev = c;
     }
-    let mean_duration = SHORT_P * mean_log_uniform_minutes(SHORT_LOG10_MIN)
-        + (1.0 - SHORT_P) * mean_log_uniform_minutes(LONG_LOG10_MIN);
+    let mean_duration = s.short_p * mean_log_uniform_minutes(s.short_log10_min)
+        + (1.0 - s.short_p) * mean_log_uniform_minutes(s.long_log10_min);
     mean_workers * mean_duration
 }
 
@@ -103,6 +153,9 @@ impl GenerateOptions {
         );
         if self.elastic_share != 1.0 {
             c.push_str(&format!(" --elastic-share {}", self.elastic_share));
+        }
+        if self.mix != Mix::Philly {
+            c.push_str(&format!(" --mix {}", self.mix.name()));
         }
         c
     }
@@ -151,7 +204,8 @@ pub fn generate(o: &GenerateOptions) -> Result<String, String> {
     let mut rng = SplitMix64::new(o.seed);
     let mut elastic = SplitMix64::new(o.seed ^ ELASTIC_STREAM);
     let total_gpus = f64::from(o.nodes) * f64::from(o.gpus_per_node);
-    let mean_interarrival = mean_gpu_seconds() / (o.load * total_gpus);
+    let shape = o.mix.shape();
+    let mean_interarrival = mean_gpu_seconds(shape) / (o.load * total_gpus);
     // Per GPU: 8 cores and 64 GiB, the shape of common 8-GPU servers.
     let (node_cpu, node_mem) = (8 * o.gpus_per_node, 64 * o.gpus_per_node);
     let max_gpus = o.nodes.saturating_mul(o.gpus_per_node);
@@ -164,8 +218,16 @@ pub fn generate(o: &GenerateOptions) -> Result<String, String> {
     );
     let _ = writeln!(
         out,
-        "description: \"Synthetic: {} jobs on {} nodes x {} GPUs, Poisson arrivals at offered load {}, Philly-derived sizes and durations (seed {})\"",
-        o.jobs, o.nodes, o.gpus_per_node, o.load, o.seed
+        "description: \"Synthetic: {} jobs on {} nodes x {} GPUs, Poisson arrivals at offered load {}, {} sizes and durations (seed {})\"",
+        o.jobs,
+        o.nodes,
+        o.gpus_per_node,
+        o.load,
+        match o.mix {
+            Mix::Philly => "Philly-derived",
+            Mix::Helios => "Helios-like",
+        },
+        o.seed
     );
     let _ = writeln!(out, "cluster:\n  nodes:");
     let _ = writeln!(
@@ -180,15 +242,16 @@ pub fn generate(o: &GenerateOptions) -> Result<String, String> {
             t += rng.exponential(mean_interarrival);
         }
         let u = rng.uniform();
-        let workers = SIZES
+        let workers = shape
+            .sizes
             .iter()
             .find(|&&(_, c)| u < c)
             .map_or(1, |&(w, _)| w)
             .min(max_gpus);
-        let range = if rng.uniform() < SHORT_P {
-            SHORT_LOG10_MIN
+        let range = if rng.uniform() < shape.short_p {
+            shape.short_log10_min
         } else {
-            LONG_LOG10_MIN
+            shape.long_log10_min
         };
         let duration = (60.0 * 10f64.powf(rng.range(range.0, range.1)))
             .round()
@@ -222,6 +285,7 @@ mod tests {
             jobs: 200,
             load: 1.0,
             elastic_share: 1.0,
+            mix: Mix::Philly,
         }
     }
 
@@ -323,6 +387,37 @@ mod tests {
                 .iter()
                 .all(|j| j.job.min_workers == j.job.max_workers)
         );
+    }
+
+    #[test]
+    fn the_helios_mix_has_wider_jobs_and_shorter_run_times() {
+        let parse = |mix| {
+            let o = GenerateOptions {
+                jobs: 4000,
+                mix,
+                ..opts(2)
+            };
+            Trace::parse(&generate(&o).unwrap(), "gen", false).unwrap()
+        };
+        let (philly, helios) = (parse(Mix::Philly), parse(Mix::Helios));
+        let wide = |t: &Trace| t.jobs.iter().filter(|j| j.job.workers >= 8).count() as f64 / 4000.0;
+        let median = |t: &Trace| {
+            let mut d: Vec<f64> = t.jobs.iter().map(|j| j.work_ms).collect();
+            d.sort_by(f64::total_cmp);
+            d[d.len() / 2]
+        };
+        assert!((wide(&helios) - 0.10).abs() < 0.02, "{}", wide(&helios));
+        assert!(helios.jobs.iter().any(|j| j.job.workers == 16));
+        assert!(median(&helios) < median(&philly) / 3.0);
+        // Both at the offered load asked for.
+        for t in [&philly, &helios] {
+            let span_s = t.jobs.last().unwrap().arrival_ms as f64 / 1e3;
+            let demand: f64 = t.jobs.iter().map(|j| f64::from(j.job.workers) * j.work_ms / 1e3).sum();
+            assert!((0.7..1.4).contains(&(demand / (span_s * 32.0))), "{}", t.origin);
+        }
+        assert!(generate(&GenerateOptions { mix: Mix::Helios, ..opts(2) }).unwrap().starts_with(
+            "# Generated by: dragon trace generate --seed 2 --nodes 4 --gpus-per-node 8 --jobs 200 --load 1 --mix helios\n"
+        ));
     }
 
     #[test]

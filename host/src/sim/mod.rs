@@ -27,7 +27,7 @@ pub use engine::{
     DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, sim_config, simulate,
     simulate_recorded,
 };
-pub use generate::{GenerateOptions, generate};
+pub use generate::{GenerateOptions, Mix, generate};
 pub use metrics::Summary;
 pub use speed::SpeedModel;
 pub use trace::{BUNDLED, Trace, TraceJob};
@@ -209,6 +209,7 @@ jobs:
             jobs: 40,
             load: 1.2,
             elastic_share: 1.0,
+            mix: Mix::Philly,
         })
         .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
@@ -475,6 +476,7 @@ jobs:
                 jobs: 30,
                 load: 1.0,
                 elastic_share: 1.0,
+                mix: Mix::Philly,
             },
             sim: SimOptions::default(),
         };

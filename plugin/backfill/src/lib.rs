@@ -21,7 +21,7 @@
 use std::cell::RefCell;
 
 use dragon_policy_sdk::elastic::remaining_ms;
-use dragon_policy_sdk::packing::{consolidating_score, pack, tasks_at};
+use dragon_policy_sdk::packing::{consolidating_score, pack, partial, tasks_at};
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, export_policy};
 
@@ -141,6 +141,9 @@ impl Policy for Backfill {
     fn pre_filter(&self, now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
         if !unit.gang || unit.running > 0 {
             return PreFilterResult::Proceed(Vec::new());
+        }
+        if let Some(reason) = partial(unit) {
+            return PreFilterResult::Skip(reason);
         }
         if self.state.borrow().round_ms != Some(now_ms) {
             let mut state = self.state.borrow_mut();

@@ -73,6 +73,20 @@ pub fn tasks_at(unit: &Unit, workers: u32) -> Vec<Task> {
         .collect()
 }
 
+/// Why a new gang offered with fewer workers than it asks for (as the host
+/// offers just `minMember` of a gang's pods when the whole does not fit)
+/// should not start so: a policy that runs jobs at their requested size
+/// only skips it with this reason. `None` for a whole gang.
+pub fn partial(unit: &Unit) -> Option<String> {
+    let workers = unit.tasks.iter().filter(|t| t.role == Role::Worker).count() as u32;
+    (unit.running == 0 && workers < unit.workers).then(|| {
+        format!(
+            "runs at its {} workers only: {workers} of them are not enough",
+            unit.workers
+        )
+    })
+}
+
 /// The sum of the tasks' requests.
 pub fn total(tasks: &[Task]) -> Resources {
     tasks
@@ -184,6 +198,14 @@ mod tests {
         let p = pack(&tasks, &nodes).unwrap();
         assert_eq!(p.nodes, vec![1, 1, 1, 0, 0]);
         assert_eq!(p.span(), 2);
+    }
+
+    #[test]
+    fn a_gang_offered_with_part_of_its_workers_is_partial() {
+        let mut unit = gang_unit(1, 4, 2, 4, gpu_worker(), ps());
+        assert_eq!(partial(&unit), None);
+        unit.tasks.retain(|t| t.role != Role::Worker || t.index < 2);
+        assert!(partial(&unit).unwrap().contains("2 of them"));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! penalises every job that spans nodes.
 
 use dragon_policy_sdk::elastic::job_by_job;
-use dragon_policy_sdk::packing::{consolidating_score, pack, shrink_until_fits, tasks_at};
+use dragon_policy_sdk::packing::{consolidating_score, pack, partial, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, export_policy};
 use serde::Deserialize;
@@ -124,7 +124,13 @@ impl Policy for Tiresias {
         PolicyInfo::new(
             "tiresias",
             env!("CARGO_PKG_VERSION"),
-            &[Hook::QueueOrder, Hook::Score, Hook::Permit, Hook::Scale],
+            &[
+                Hook::QueueOrder,
+                Hook::PreFilter,
+                Hook::Score,
+                Hook::Permit,
+                Hook::Scale,
+            ],
         )
     }
 
@@ -142,6 +148,18 @@ impl Policy for Tiresias {
             (std::cmp::Reverse(u.priority), queue, u.arrival_ms, u.id)
         });
         order
+    }
+
+    // At its requested size, every pod or none: a job does not train on
+    // part of its workers.
+    fn pre_filter(&self, _now_ms: u64, unit: &Unit, _view: &View) -> PreFilterResult {
+        if !unit.gang || unit.running > 0 {
+            return PreFilterResult::Proceed(Vec::new());
+        }
+        if let Some(reason) = partial(unit) {
+            return PreFilterResult::Skip(reason);
+        }
+        PreFilterResult::Proceed(vec![unit.workers])
     }
 
     fn score(&self, _pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
