@@ -28,8 +28,15 @@ fn scratch(name: &str, bytes: &[u8]) -> String {
 }
 
 #[test]
-fn policy_check_accepts_both_bundled_policies_and_prints_the_interface_version() {
-    for name in ["dragon", "baseline"] {
+fn policy_check_accepts_every_bundled_policy_and_prints_the_interface_version() {
+    for name in [
+        "dragon",
+        "baseline",
+        "dragon-plus",
+        "tiresias",
+        "pollux",
+        "backfill",
+    ] {
         let (ok, out, err) = dragon(&["policy", "check", name]);
         assert!(ok, "{err}");
         assert!(
@@ -437,4 +444,26 @@ fn a_simulation_resumes_from_where_a_recording_ends() {
             && err.contains("resume-bad.rec: not a Dragon recording"),
         "{err}"
     );
+}
+
+#[test]
+fn compare_puts_the_zoo_side_by_side_in_one_table_and_one_report() {
+    let zoo = ["baseline", "dragon", "tiresias", "pollux", "backfill", "dragon-plus"];
+    let dir = std::env::temp_dir().join(format!("dragon-cli-test-zoo-{}", std::process::id()));
+    let out_dir = dir.display().to_string();
+    let mut args = vec!["compare", "--trace", "paper", "--out", &out_dir];
+    args.extend(zoo);
+    let (ok, out, err) = dragon(&args);
+    assert!(ok, "{err}");
+    let header = out.lines().find(|l| l.contains("baseline")).unwrap_or_default();
+    for name in zoo {
+        assert!(header.contains(name), "{name} missing: {out}");
+        assert!(out.contains(&format!("{name}: all jobs finished")), "{out}");
+        assert!(dir.join(name).join("jobs.csv").exists(), "{name}");
+    }
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for name in zoo {
+        assert!(report.contains(name), "{name} not in report.html");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

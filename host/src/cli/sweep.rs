@@ -85,9 +85,11 @@ impl SweepOpts {
                 }
             }
         };
-        let cells = sweep::sweep(&options, &policies, &mut progress).map_err(|e| anyhow!(e))?;
+        let (cells, bounds) =
+            sweep::sweep(&options, &policies, &mut progress).map_err(|e| anyhow!(e))?;
         if self.json {
-            println!("{}", serde_json::to_string_pretty(&cells)?);
+            let out = serde_json::json!({ "cells": cells, "bounds": bounds });
+            println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             println!(
                 "{} traces per load ({} jobs, {} mix, {} nodes x {} GPUs, elastic share {}), seeds {:?}; each row the mean over them",
@@ -99,7 +101,7 @@ impl SweepOpts {
                 self.elastic_share,
                 self.seeds
             );
-            print!("{}", sweep::table(&cells));
+            print!("{}", sweep::table(&cells, &bounds));
         }
         Ok(())
     }

@@ -481,7 +481,8 @@ jobs:
             sim: SimOptions::default(),
         };
         let mut seen = Vec::new();
-        let cells = sweep::sweep(&options, &policies, &mut |d, t| seen.push((d, t))).unwrap();
+        let (cells, bounds) =
+            sweep::sweep(&options, &policies, &mut |d, t| seen.push((d, t))).unwrap();
         assert_eq!(seen, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
         let shape: Vec<(f64, &str, u32)> = cells
             .iter()
@@ -515,9 +516,17 @@ jobs:
         assert!((c.jct_vs_first - ratio).abs() < 1e-9, "{c:?}");
         assert!((c.p99_wait_s - (d1.p99_wait_s + d2.p99_wait_s) / 2.0).abs() < 1e-9);
         assert_eq!(cells[2].jct_vs_first, 1.0);
-        let table = sweep::table(&cells);
+        // The bound: below every policy's average JCT at each load.
+        assert_eq!(bounds.len(), 2);
+        for b in &bounds {
+            for c in cells.iter().filter(|c| c.load == b.load) {
+                assert!(b.avg_jct_s <= c.avg_jct_s, "{b:?} {c:?}");
+            }
+        }
+        let table = sweep::table(&cells, &bounds);
+        assert!(table.contains("  all  dragon"), "{table}");
         assert!(
-            table.lines().last().unwrap().contains("all  dragon"),
+            table.lines().last().unwrap().contains("all  (bound)"),
             "{table}"
         );
 

@@ -44,8 +44,47 @@ pub struct Cell {
     pub stuck_runs: u32,
 }
 
+/// What no policy can beat at one load: every job from its arrival at the
+/// size that runs it fastest, on one node if that size fits one, never
+/// waiting or restarting (means over the seeds, as [`Cell`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bound {
+    pub load: f64,
+    pub avg_jct_s: f64,
+    /// Over the first policy's average JCT at the same seed, averaged.
+    pub jct_vs_first: f64,
+}
+
+/// The average of [`Bound`]'s job completion time over `trace`'s jobs, s.
+pub fn jct_bound_s(trace: &Trace) -> f64 {
+    let node_gpus = trace.nodes.iter().map(|n| n.allocatable.gpus).max().unwrap_or(0);
+    let best = |j: &super::trace::TraceJob| {
+        let worker_gpus = j
+            .pods
+            .iter()
+            .find(|p| p.role == crate::framework::Role::Worker)
+            .map_or(0, |p| p.request.gpus);
+        let other_gpus: u32 = j
+            .pods
+            .iter()
+            .filter(|p| p.role != crate::framework::Role::Worker)
+            .map(|p| p.request.gpus)
+            .sum();
+        (j.job.min_workers..=j.job.max_workers)
+            .map(|w| {
+                let one_node = w.saturating_mul(worker_gpus).saturating_add(other_gpus) <= node_gpus;
+                let span = if one_node { 1 } else { 2 };
+                j.work_ms / j.speed.rate(w, span, j.job.workers)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let n = trace.jobs.len().max(1) as f64;
+    trace.jobs.iter().map(best).sum::<f64>() / n / 1e3
+}
+
 /// Simulate each of `policies` (label, policy) on the trace of every load
-/// and seed; one [`Cell`] per load and policy, loads in the order given.
+/// and seed; one [`Cell`] per load and policy, loads in the order given,
+/// and the [`Bound`] of each load.
 ///
 /// # Errors
 /// Too many traces, or options the generator refuses.
@@ -53,7 +92,7 @@ pub fn sweep(
     options: &SweepOptions,
     policies: &[(String, &dyn Hooks)],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<Cell>, String> {
+) -> Result<(Vec<Cell>, Vec<Bound>), String> {
     let traces = options.loads.len().saturating_mul(options.seeds.len());
     if traces == 0 || policies.is_empty() {
         return Err("a sweep needs at least one load, one seed and one policy".into());
@@ -64,9 +103,11 @@ pub fn sweep(
         ));
     }
     let mut cells = Vec::new();
+    let mut bounds = Vec::new();
     let mut done = 0;
     for &load in &options.loads {
         let mut summaries: Vec<Vec<Summary>> = vec![Vec::new(); policies.len()];
+        let mut bound: Vec<f64> = Vec::new();
         for &seed in &options.seeds {
             let o = GenerateOptions {
                 seed,
@@ -75,6 +116,7 @@ pub fn sweep(
             };
             let text = generate(&o)?;
             let trace = Trace::parse(&text, &o.command(), false).map_err(|e| format!("{e:#}"))?;
+            bound.push(jct_bound_s(&trace));
             for (i, (_, policy)) in policies.iter().enumerate() {
                 summaries[i].push(Summary::of(&simulate(&trace, *policy, options.sim, None)));
             }
@@ -84,8 +126,19 @@ pub fn sweep(
         for (i, (label, _)) in policies.iter().enumerate() {
             cells.push(cell(label, load, &summaries[i], &summaries[0]));
         }
+        let ratios: Vec<f64> = bound
+            .iter()
+            .zip(&summaries[0])
+            .filter(|(_, f)| f.avg_jct_s > 0.0)
+            .map(|(b, f)| b / f.avg_jct_s)
+            .collect();
+        bounds.push(Bound {
+            load,
+            avg_jct_s: bound.iter().sum::<f64>() / bound.len().max(1) as f64,
+            jct_vs_first: ratios.iter().sum::<f64>() / ratios.len().max(1) as f64,
+        });
     }
-    Ok(cells)
+    Ok((cells, bounds))
 }
 
 fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary]) -> Cell {
@@ -118,9 +171,10 @@ fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary]) -> Cell {
     }
 }
 
-/// The sweep as a table: one row per load and policy, and a last row per
-/// policy with its JCT ratio to the first policy averaged over the loads.
-pub fn table(cells: &[Cell]) -> String {
+/// The sweep as a table: one row per load and policy, then the load's
+/// bound, and a last row per policy with its JCT ratio to the first policy
+/// averaged over the loads.
+pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
     use super::report::human;
     use std::fmt::Write as _;
     let mut out = format!(
@@ -152,6 +206,23 @@ pub fn table(cells: &[Cell]) -> String {
             c.stuck_runs,
             c.runs
         );
+        let last_of_load = cells
+            .iter()
+            .rev()
+            .find(|o| o.load == c.load)
+            .is_some_and(|o| std::ptr::eq(o, c));
+        if let Some(b) = bounds.iter().find(|b| b.load == c.load)
+            && last_of_load
+        {
+            let _ = writeln!(
+                out,
+                "{:>5}  {:<12} {:>10} {:>8.2}x",
+                b.load,
+                "(bound)",
+                human(b.avg_jct_s),
+                b.jct_vs_first
+            );
+        }
     }
     let mut policies: Vec<&str> = Vec::new();
     for c in cells {
@@ -173,6 +244,10 @@ pub fn table(cells: &[Cell]) -> String {
             "",
             ratios.iter().sum::<f64>() / ratios.len().max(1) as f64
         );
+    }
+    if !bounds.is_empty() {
+        let mean = bounds.iter().map(|b| b.jct_vs_first).sum::<f64>() / bounds.len() as f64;
+        let _ = writeln!(out, "{:>5}  {:<12} {:>10} {:>8.2}x", "all", "(bound)", "", mean);
     }
     out
 }

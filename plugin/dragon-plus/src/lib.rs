@@ -1,8 +1,10 @@
 //! `dragon-plus`: DRAGON's gangs, admission and locality with the scale step
-//! of [`Settings::plus`] — idle room handed to the job whose throughput gains
-//! most from it (only where the time saved repays the restart), workers taken
-//! from the jobs that lose least, a 30 s starvation threshold, and growth
-//! that leaves waiting jobs their room. `docs/dragon.md` has the rules and
+//! of [`Settings::plus`] — idle room handed at once to the job whose
+//! throughput gains most from it (only where the time saved repays the
+//! restart, and off a job's node only where it beats the cross-node
+//! penalty), workers taken from the jobs that lose least as soon as the
+//! head of the queue does not fit, and growth that leaves waiting jobs
+//! their room and the two emptiest nodes free. `docs/dragon.md` has the rules and
 //! `docs/results.md` what they buy. Every setting of `dragon` applies.
 
 use dragon_policy::{Dragon, Settings};

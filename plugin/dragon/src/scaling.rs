@@ -101,6 +101,7 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> 
     for w in &input.waiting {
         reserve(&tasks_at(&w.unit, w.unit.min_workers), &mut free);
     }
+    keep_headroom(settings.headroom_nodes, &mut free);
     let target = if settings.grow_by_gain {
         grow_by_gain(settings, input, &mut free)
     } else {
@@ -123,6 +124,17 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> 
             ),
         })
         .collect()
+}
+
+/// Leave the `n` emptiest nodes out of growth (by free GPUs, the lowest
+/// index among equals), so that a job arriving next starts at once instead
+/// of waiting for a shrink.
+fn keep_headroom(n: u32, free: &mut Capacity) {
+    let mut order: Vec<usize> = (0..free.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(free.free_gpus[i]), i));
+    for &i in order.iter().take(n as usize) {
+        free.set_free(i, Resources::ZERO);
+    }
 }
 
 fn grow_in_turns(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -> Vec<u32> {
@@ -158,7 +170,11 @@ fn grow_by_gain(settings: &Settings, input: &ScaleInput, free: &mut Capacity) ->
             || input.now_ms.saturating_sub(j.scaled_ms) >= settings.resize_interval_ms()
     };
     let current = input.running.iter().map(|j| j.workers).collect();
-    let mut target = elastic::grow_by_gain(a, &input.running, current, free, settled);
+    let model = elastic::GrowthModel {
+        alpha: a,
+        cross_node_penalty: settings.cross_node_penalty,
+    };
+    let mut target = elastic::grow_by_gain(model, &input.running, current, free, settled);
     let restart_ms = settings.restart_cost_s * 1000.0;
     for (job, workers) in input.running.iter().zip(&mut target) {
         if *workers > job.workers

@@ -46,6 +46,12 @@ pub struct Settings {
     pub restart_margin: f64,
     /// A job resized less than this long ago is not grown again, s.
     pub resize_interval_s: f64,
+    /// Share of throughput a job is taken to lose once it spans nodes, in
+    /// [0, 1): with `grow_by_gain`, a worker that would take a job off its
+    /// only node must gain more than this.
+    pub cross_node_penalty: f64,
+    /// Nodes left out of growth, the emptiest: room for the next arrival.
+    pub headroom_nodes: u32,
 }
 
 impl Default for Settings {
@@ -66,6 +72,8 @@ impl Default for Settings {
             restart_cost_s: 30.0,
             restart_margin: 2.0,
             resize_interval_s: 300.0,
+            cross_node_penalty: 0.2,
+            headroom_nodes: 0,
         }
     }
 }
@@ -92,6 +100,12 @@ impl Settings {
                 ));
             }
         }
+        let p = settings.cross_node_penalty;
+        if !(0.0..1.0).contains(&p) {
+            return Err(format!(
+                "invalid dragon settings: cross_node_penalty must lie in [0, 1), got {p}"
+            ));
+        }
         let a = settings.scaling_exponent;
         if !(a > 0.0 && a <= 1.0) {
             return Err(format!(
@@ -102,16 +116,18 @@ impl Settings {
     }
 
     /// The settings of `dragon-plus`: DRAGON's rules with growth by marginal
-    /// gain that repays its restart, shrinking where it costs least, a
-    /// shorter starvation threshold, and growth that leaves waiting jobs
-    /// their room.
+    /// gain that repays its restart and stays on a job's node, shrinking
+    /// where it costs least as soon as the head of the queue does not fit,
+    /// growth at once that leaves waiting jobs their room and the two
+    /// emptiest nodes free for the next arrivals.
     pub fn plus() -> Settings {
         Settings {
-            starvation_threshold_s: 30.0,
+            starvation_threshold_s: 0.0,
             idle_threshold_s: 0.0,
             grow_while_waiting: true,
             grow_by_gain: true,
             shrink_least_loss: true,
+            headroom_nodes: 2,
             ..Settings::default()
         }
     }

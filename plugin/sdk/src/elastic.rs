@@ -88,36 +88,72 @@ pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
     }
 }
 
+/// How growth weighs a worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrowthModel {
+    /// `α` of `throughput ∝ workers^α`.
+    pub alpha: f64,
+    /// Share of throughput a job loses once it spans more than one node
+    /// (0: placement does not matter).
+    pub cross_node_penalty: f64,
+}
+
 /// Hand room in `free` out worker by worker to the job of `running` (with
 /// `target` workers now) whose throughput gains the most per GPU from one
-/// more, while `may_grow` allows the job and room is found next to it
-/// (see [`crate::packing::room_for_worker`]). Returns the new targets.
+/// more, while `may_grow` allows the job and room is found next to it (see
+/// [`crate::packing::room_for_worker`]). A worker that would take a job
+/// off its only node counts the cross-node penalty against its gain, so a
+/// growth that would slow the job is not made. Returns the new targets.
 pub fn grow_by_gain(
-    alpha: f64,
+    model: GrowthModel,
     running: &[RunningJob],
     mut target: Vec<u32>,
     free: &mut crate::types::Capacity,
     may_grow: impl Fn(&RunningJob) -> bool,
 ) -> Vec<u32> {
+    // Nodes each job is on, growth included.
+    let mut nodes: Vec<Vec<u32>> = running
+        .iter()
+        .map(|j| {
+            let mut n: Vec<u32> = j.ps_nodes.iter().chain(&j.worker_nodes).copied().collect();
+            n.sort_unstable();
+            n.dedup();
+            n
+        })
+        .collect();
     let mut closed: Vec<bool> = running.iter().map(|j| !may_grow(j)).collect();
     loop {
-        let best = running
-            .iter()
-            .enumerate()
-            .filter(|(i, j)| !closed[*i] && target[*i] < j.max_workers)
-            .map(|(i, j)| (i, gain(alpha, target[i]) / f64::from(j.worker_request.gpus.max(1))))
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-        let Some((i, _)) = best else {
+        let mut best: Option<(usize, usize, f64)> = None;
+        for (i, j) in running.iter().enumerate() {
+            if closed[i] || target[i] >= j.max_workers {
+                continue;
+            }
+            let Some(n) = crate::packing::room_for_worker(j, free) else {
+                closed[i] = true;
+                continue;
+            };
+            let leaves_node = nodes[i].len() == 1 && nodes[i][0] != n as u32;
+            let mut g = gain(model.alpha, target[i]);
+            if leaves_node {
+                g = (1.0 + g) * (1.0 - model.cross_node_penalty) - 1.0;
+            }
+            if g <= 0.0 {
+                closed[i] = true;
+                continue;
+            }
+            let per_gpu = g / f64::from(j.worker_request.gpus.max(1));
+            if best.is_none_or(|(_, _, b)| per_gpu > b) {
+                best = Some((i, n, per_gpu));
+            }
+        }
+        let Some((i, n, _)) = best else {
             return target;
         };
-        let job = &running[i];
-        match crate::packing::room_for_worker(job, free) {
-            Some(n) => {
-                let r = free.free(n).minus(&job.worker_request);
-                free.set_free(n, r);
-                target[i] += 1;
-            }
-            None => closed[i] = true,
+        let r = free.free(n).minus(&running[i].worker_request);
+        free.set_free(n, r);
+        target[i] += 1;
+        if !nodes[i].contains(&(n as u32)) {
+            nodes[i].push(n as u32);
         }
     }
 }
@@ -147,6 +183,25 @@ mod tests {
         assert!(repays_restart(1.0, &j, 4, 30_000.0, 2.0));
         j.stats.progress_permille = Some(999);
         assert!(!repays_restart(1.0, &j, 4, 30_000.0, 2.0));
+    }
+
+    #[test]
+    fn growth_that_would_take_a_job_off_its_node_must_beat_the_penalty() {
+        use crate::testing::capacity;
+        // Node 0 full, node 1 empty: job 1 (2 workers on node 0) could
+        // only grow onto node 1.
+        let mut free = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
+        free.free_gpus = vec![0, 4];
+        let jobs = [running_job(1, 2, 1, 4, 0)];
+        let model = |p| GrowthModel {
+            alpha: 0.86,
+            cross_node_penalty: p,
+        };
+        // (3/2)^0.86 × 0.8 < 1: no growth with the penalty, +2 without.
+        let t = grow_by_gain(model(0.2), &jobs, vec![2], &mut free.clone(), |_| true);
+        assert_eq!(t, [2]);
+        let t = grow_by_gain(model(0.0), &jobs, vec![2], &mut free, |_| true);
+        assert_eq!(t, [4]);
     }
 
     #[test]
