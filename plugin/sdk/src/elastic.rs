@@ -188,19 +188,24 @@ mod tests {
     #[test]
     fn growth_that_would_take_a_job_off_its_node_must_beat_the_penalty() {
         use crate::testing::capacity;
-        // Node 0 full, node 1 empty: job 1 (2 workers on node 0) could
+        // Node 0 full, node 1 empty: job 1 (4 workers on node 0) could
         // only grow onto node 1.
         let mut free = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
         free.free_gpus = vec![0, 4];
-        let jobs = [running_job(1, 2, 1, 4, 0)];
+        let jobs = [running_job(1, 4, 1, 8, 0)];
         let model = |p| GrowthModel {
             alpha: 0.86,
             cross_node_penalty: p,
         };
-        // (3/2)^0.86 × 0.8 < 1: no growth with the penalty, +2 without.
-        let t = grow_by_gain(model(0.2), &jobs, vec![2], &mut free.clone(), |_| true);
-        assert_eq!(t, [2]);
-        let t = grow_by_gain(model(0.0), &jobs, vec![2], &mut free, |_| true);
+        // (5/4)^0.86 × 0.8 < 1: no growth with the penalty, +4 without.
+        let t = grow_by_gain(model(0.2), &jobs, vec![4], &mut free.clone(), |_| true);
+        assert_eq!(t, [4]);
+        let t = grow_by_gain(model(0.0), &jobs, vec![4], &mut free.clone(), |_| true);
+        assert_eq!(t, [8]);
+        // From 2 workers the first worker off the node still pays:
+        // (3/2)^0.86 × 0.8 > 1.
+        let small = [running_job(1, 2, 1, 4, 0)];
+        let t = grow_by_gain(model(0.2), &small, vec![2], &mut free, |_| true);
         assert_eq!(t, [4]);
     }
 
