@@ -448,14 +448,24 @@ fn a_simulation_resumes_from_where_a_recording_ends() {
 
 #[test]
 fn compare_puts_the_zoo_side_by_side_in_one_table_and_one_report() {
-    let zoo = ["baseline", "dragon", "tiresias", "pollux", "backfill", "dragon-plus"];
+    let zoo = [
+        "baseline",
+        "dragon",
+        "tiresias",
+        "pollux",
+        "backfill",
+        "dragon-plus",
+    ];
     let dir = std::env::temp_dir().join(format!("dragon-cli-test-zoo-{}", std::process::id()));
     let out_dir = dir.display().to_string();
     let mut args = vec!["compare", "--trace", "paper", "--out", &out_dir];
     args.extend(zoo);
     let (ok, out, err) = dragon(&args);
     assert!(ok, "{err}");
-    let header = out.lines().find(|l| l.contains("baseline")).unwrap_or_default();
+    let header = out
+        .lines()
+        .find(|l| l.contains("baseline"))
+        .unwrap_or_default();
     for name in zoo {
         assert!(header.contains(name), "{name} missing: {out}");
         assert!(out.contains(&format!("{name}: all jobs finished")), "{out}");

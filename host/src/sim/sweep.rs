@@ -57,7 +57,12 @@ pub struct Bound {
 
 /// The average of [`Bound`]'s job completion time over `trace`'s jobs, s.
 pub fn jct_bound_s(trace: &Trace) -> f64 {
-    let node_gpus = trace.nodes.iter().map(|n| n.allocatable.gpus).max().unwrap_or(0);
+    let node_gpus = trace
+        .nodes
+        .iter()
+        .map(|n| n.allocatable.gpus)
+        .max()
+        .unwrap_or(0);
     let best = |j: &super::trace::TraceJob| {
         let worker_gpus = j
             .pods
@@ -72,7 +77,8 @@ pub fn jct_bound_s(trace: &Trace) -> f64 {
             .sum();
         (j.job.min_workers..=j.job.max_workers)
             .map(|w| {
-                let one_node = w.saturating_mul(worker_gpus).saturating_add(other_gpus) <= node_gpus;
+                let one_node =
+                    w.saturating_mul(worker_gpus).saturating_add(other_gpus) <= node_gpus;
                 let span = if one_node { 1 } else { 2 };
                 j.work_ms / j.speed.rate(w, span, j.job.workers)
             })
@@ -247,7 +253,11 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
     }
     if !bounds.is_empty() {
         let mean = bounds.iter().map(|b| b.jct_vs_first).sum::<f64>() / bounds.len() as f64;
-        let _ = writeln!(out, "{:>5}  {:<12} {:>10} {:>8.2}x", "all", "(bound)", "", mean);
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<12} {:>10} {:>8.2}x",
+            "all", "(bound)", "", mean
+        );
     }
     out
 }

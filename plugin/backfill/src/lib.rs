@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use dragon_policy_sdk::elastic::remaining_ms;
 use dragon_policy_sdk::packing::{consolidating_score, pack, partial, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, export_policy, rules};
 
 /// Room a running job gives back, and when.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,16 +130,11 @@ impl Policy for Backfill {
         let mut state = self.state.borrow_mut();
         state.round_ms = Some(now_ms);
         state.reservation = None;
-        let mut order: Vec<u32> = (0..units.len() as u32).collect();
-        order.sort_by_key(|&i| {
-            let u = &units[i as usize];
-            (std::cmp::Reverse(u.priority), u.arrival_ms, u.id)
-        });
-        order
+        rules::priority_then_fifo(units)
     }
 
     fn pre_filter(&self, now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
-        if !unit.gang || unit.running > 0 {
+        if !rules::is_new_gang(unit) {
             return PreFilterResult::Proceed(Vec::new());
         }
         if let Some(reason) = partial(unit) {
@@ -196,12 +191,9 @@ impl Policy for Backfill {
         consolidating_score(nodes, view)
     }
 
+    // Members that do not exist yet are waited for 60 s, as Coscheduling does.
     fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
-        if gang.reserved >= gang.min_member {
-            PermitResult::Allow
-        } else {
-            PermitResult::Wait(60_000u64.saturating_sub(gang.waited_ms))
-        }
+        rules::permit_when_reserved(gang, 60_000)
     }
 
     // Never resizes: it only learns when running jobs will end.

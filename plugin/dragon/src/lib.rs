@@ -9,7 +9,7 @@ mod settings;
 
 use dragon_policy_sdk::packing::total;
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, export_policy, rules};
 
 pub use dragon_policy_sdk::packing::{Packing, pack, tasks_at};
 pub use settings::Settings;
@@ -73,14 +73,17 @@ impl Policy for Dragon {
     // never reordered by size, only skipped past (the framework tries every
     // unit in this order).
     fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..units.len() as u32).collect();
-        let honour = !self.settings.ignore_priority;
-        order.sort_by_key(|&i| {
-            let u = &units[i as usize];
-            let priority = if honour { u.priority } else { 0 };
-            (std::cmp::Reverse(priority), u.arrival_ms, u.id)
-        });
-        order
+        if self.settings.ignore_priority {
+            let flat: Vec<Queued> = units
+                .iter()
+                .map(|u| Queued {
+                    priority: 0,
+                    ..u.clone()
+                })
+                .collect();
+            return rules::priority_then_fifo(&flat);
+        }
+        rules::priority_then_fifo(units)
     }
 
     // Admission: the requested worker count first, then `min`. A size is
@@ -88,9 +91,7 @@ impl Policy for Dragon {
     // gang that cannot fit is skipped with a reason instead of half-placed.
     fn pre_filter(&self, _now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
         let nodes = view.capacity();
-        if !unit.gang || unit.running > 0 {
-            // A lone pod, or new workers of a running job (a scale-up whose
-            // room the scale step already checked).
+        if !rules::is_new_gang(unit) {
             return PreFilterResult::Proceed(Vec::new());
         }
         let mut sizes = vec![unit.workers];
@@ -132,20 +133,10 @@ impl Policy for Dragon {
     }
 
     // Every task of the chosen size is reserved when permit is asked; wait
-    // only for members that do not exist yet, up to the gang timeout. The
-    // host releases the gang when the wait runs out (or when its PodGroup's
-    // own timeout does, which replaces this one), so a wait already spent
-    // asks for nothing more rather than rejecting.
+    // only for members that do not exist yet, up to the gang timeout (a
+    // wait already spent asks for nothing more rather than rejecting).
     fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
-        if gang.reserved >= gang.min_member {
-            PermitResult::Allow
-        } else {
-            PermitResult::Wait(
-                self.settings
-                    .gang_timeout_ms()
-                    .saturating_sub(gang.waited_ms),
-            )
-        }
+        rules::permit_when_reserved(gang, self.settings.gang_timeout_ms())
     }
 
     fn scale(&self, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {

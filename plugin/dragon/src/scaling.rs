@@ -193,17 +193,8 @@ mod tests {
 
     fn running(id: u64, workers: u32, min: u32, max: u32, worker_nodes: Vec<u32>) -> RunningJob {
         RunningJob {
-            id,
-            arrival_ms: 0,
-            started_ms: 0,
-            scaled_ms: 0,
-            workers,
-            min_workers: min,
-            max_workers: max,
-            worker_request: gpu_worker(),
             worker_nodes,
-            ps_nodes: vec![0],
-            stats: JobStats::NONE,
+            ..running_job(id, workers, min, max, 0)
         }
     }
 
@@ -228,13 +219,7 @@ mod tests {
     }
 
     fn waiting(id: u64, workers: u32, min: u32) -> WaitingJob {
-        let mut unit = gang_unit(1, workers, min, workers, gpu_worker(), ps());
-        unit.id = id;
-        WaitingJob {
-            id,
-            arrival_ms: 0,
-            unit,
-        }
+        waiting_job(id, 0, workers, min)
     }
 
     /// Two 4-GPU nodes, fully used by one 8-worker job.

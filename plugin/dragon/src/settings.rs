@@ -1,5 +1,6 @@
 //! DRAGON's settings. Defaults follow the final original code (see dragon.md).
 
+use dragon_policy_sdk::rules;
 use serde::{Deserialize, Serialize};
 
 /// Thresholds and switches, from the policy's JSON settings.
@@ -86,32 +87,24 @@ impl Settings {
         } else {
             serde_json::from_str(text).map_err(|e| format!("invalid dragon settings: {e}"))?
         };
-        for (name, v) in [
-            ("starvation_threshold_s", settings.starvation_threshold_s),
-            ("idle_threshold_s", settings.idle_threshold_s),
-            ("gang_timeout_s", settings.gang_timeout_s),
-            ("restart_cost_s", settings.restart_cost_s),
-            ("restart_margin", settings.restart_margin),
-            ("resize_interval_s", settings.resize_interval_s),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "invalid dragon settings: {name} must be a non-negative number of seconds, got {v}"
-                ));
-            }
-        }
+        rules::non_negative(
+            "dragon",
+            &[
+                ("starvation_threshold_s", settings.starvation_threshold_s),
+                ("idle_threshold_s", settings.idle_threshold_s),
+                ("gang_timeout_s", settings.gang_timeout_s),
+                ("restart_cost_s", settings.restart_cost_s),
+                ("restart_margin", settings.restart_margin),
+                ("resize_interval_s", settings.resize_interval_s),
+            ],
+        )?;
         let p = settings.cross_node_penalty;
         if !(0.0..1.0).contains(&p) {
             return Err(format!(
                 "invalid dragon settings: cross_node_penalty must lie in [0, 1), got {p}"
             ));
         }
-        let a = settings.scaling_exponent;
-        if !(a > 0.0 && a <= 1.0) {
-            return Err(format!(
-                "invalid dragon settings: scaling_exponent must lie in (0, 1], got {a}"
-            ));
-        }
+        rules::scaling_exponent("dragon", settings.scaling_exponent)?;
         Ok(settings)
     }
 

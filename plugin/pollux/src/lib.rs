@@ -19,7 +19,7 @@
 use dragon_policy_sdk::elastic::{GrowthModel, grow_by_gain, least_loss_order, repays_restart};
 use dragon_policy_sdk::packing::{consolidating_score, pack, reserve, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, export_policy, rules};
 use serde::Deserialize;
 
 /// The knobs.
@@ -59,24 +59,16 @@ impl Settings {
         } else {
             serde_json::from_str(text).map_err(|e| format!("invalid pollux settings: {e}"))?
         };
-        if !(s.scaling_exponent > 0.0 && s.scaling_exponent <= 1.0) {
-            return Err(format!(
-                "invalid pollux settings: scaling_exponent must lie in (0, 1], got {}",
-                s.scaling_exponent
-            ));
-        }
-        for (name, v) in [
-            ("restart_cost_s", s.restart_cost_s),
-            ("restart_margin", s.restart_margin),
-            ("resize_interval_s", s.resize_interval_s),
-            ("gang_timeout_s", s.gang_timeout_s),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "invalid pollux settings: {name} must be a non-negative number, got {v}"
-                ));
-            }
-        }
+        rules::scaling_exponent("pollux", s.scaling_exponent)?;
+        rules::non_negative(
+            "pollux",
+            &[
+                ("restart_cost_s", s.restart_cost_s),
+                ("restart_margin", s.restart_margin),
+                ("resize_interval_s", s.resize_interval_s),
+                ("gang_timeout_s", s.gang_timeout_s),
+            ],
+        )?;
         Ok(s)
     }
 }
@@ -114,17 +106,12 @@ impl Policy for Pollux {
     }
 
     fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..units.len() as u32).collect();
-        order.sort_by_key(|&i| {
-            let u = &units[i as usize];
-            (std::cmp::Reverse(u.priority), u.arrival_ms, u.id)
-        });
-        order
+        rules::priority_then_fifo(units)
     }
 
     // As requested, else at `min`: the scale step sizes it from there.
     fn pre_filter(&self, _now_ms: u64, unit: &Unit, _view: &View) -> PreFilterResult {
-        if !unit.gang || unit.running > 0 {
+        if !rules::is_new_gang(unit) {
             return PreFilterResult::Proceed(Vec::new());
         }
         PreFilterResult::Proceed(vec![unit.workers, unit.min_workers.min(unit.workers)])
@@ -135,12 +122,7 @@ impl Policy for Pollux {
     }
 
     fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
-        if gang.reserved >= gang.min_member {
-            PermitResult::Allow
-        } else {
-            let timeout = (self.settings.gang_timeout_s * 1000.0) as u64;
-            PermitResult::Wait(timeout.saturating_sub(gang.waited_ms))
-        }
+        rules::permit_when_reserved(gang, (self.settings.gang_timeout_s * 1000.0) as u64)
     }
 
     fn scale(&self, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
@@ -173,7 +155,8 @@ impl Policy for Pollux {
         if all_admitted {
             let settled = |j: &RunningJob| {
                 j.scaled_ms <= j.started_ms
-                    || input.now_ms.saturating_sub(j.scaled_ms) >= (s.resize_interval_s * 1000.0) as u64
+                    || input.now_ms.saturating_sub(j.scaled_ms)
+                        >= (s.resize_interval_s * 1000.0) as u64
             };
             let current = jobs.iter().map(|j| j.workers).collect();
             // One power law, no placement term (see the module's note).
@@ -183,10 +166,16 @@ impl Policy for Pollux {
             };
             let target = grow_by_gain(model, &jobs, current, &mut free, |j| {
                 // Only a job this step leaves as it was may grow.
-                settled(j) && input.running.iter().any(|r| r.id == j.id && r.workers == j.workers)
+                settled(j)
+                    && input
+                        .running
+                        .iter()
+                        .any(|r| r.id == j.id && r.workers == j.workers)
             });
             for (j, t) in jobs.iter_mut().zip(target) {
-                if t > j.workers && repays_restart(a, j, t, s.restart_cost_s * 1000.0, s.restart_margin) {
+                if t > j.workers
+                    && repays_restart(a, j, t, s.restart_cost_s * 1000.0, s.restart_margin)
+                {
                     j.workers = t;
                 }
             }
@@ -267,24 +256,22 @@ mod tests {
         let mut c = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
         c.free_gpus = vec![0, 2];
         let jobs = vec![running_job(1, 2, 1, 4, 1), running_job(2, 4, 1, 4, 0)];
-        let d = Pollux::default().scale(
-            &input(jobs, vec![waiting_job(9, 0, 4, 2)]),
-            &view_of(&c),
-        );
+        let d = Pollux::default().scale(&input(jobs, vec![waiting_job(9, 0, 4, 2)]), &view_of(&c));
         // Node 1's 2 free GPUs fit it already: nothing shrinks, nothing
         // grows into its room.
         assert!(d.is_empty(), "{d:?}");
         c.free_gpus = vec![0, 0];
         let jobs = vec![running_job(1, 2, 1, 4, 1), running_job(2, 4, 1, 4, 0)];
-        let d = Pollux::default().scale(
-            &input(jobs, vec![waiting_job(9, 0, 4, 2)]),
-            &view_of(&c),
-        );
+        let d = Pollux::default().scale(&input(jobs, vec![waiting_job(9, 0, 4, 2)]), &view_of(&c));
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
             [(2, 2)],
             "{d:?}"
         );
-        assert!(d[0].reason.contains("admit waiting jobs"), "{}", d[0].reason);
+        assert!(
+            d[0].reason.contains("admit waiting jobs"),
+            "{}",
+            d[0].reason
+        );
     }
 }

@@ -27,7 +27,12 @@ pub fn remaining_ms(job: &RunningJob) -> Option<u64> {
     if p == 0 {
         return None;
     }
-    Some(job.stats.running_ms.saturating_mul(1000u64.saturating_sub(p)) / p)
+    Some(
+        job.stats
+            .running_ms
+            .saturating_mul(1000u64.saturating_sub(p))
+            / p,
+    )
 }
 
 /// Time a resize of `job` to `workers` saves on its remaining work, ms
@@ -41,7 +46,13 @@ pub fn time_saved_ms(alpha: f64, job: &RunningJob, workers: u32) -> Option<f64> 
 /// Whether growing `job` to `workers` saves more than `margin` times a
 /// restart of `restart_ms`. A job without an estimate yet is taken to have
 /// its work ahead of it.
-pub fn repays_restart(alpha: f64, job: &RunningJob, workers: u32, restart_ms: f64, margin: f64) -> bool {
+pub fn repays_restart(
+    alpha: f64,
+    job: &RunningJob,
+    workers: u32,
+    restart_ms: f64,
+    margin: f64,
+) -> bool {
     time_saved_ms(alpha, job, workers).is_none_or(|saved| saved > restart_ms * margin)
 }
 
@@ -52,7 +63,10 @@ pub fn job_by_job(running: &[RunningJob], jobs: impl IntoIterator<Item = usize>)
     jobs.into_iter()
         .filter_map(|i| {
             let j = running.get(i)?;
-            Some(std::iter::repeat_n(i, j.workers.saturating_sub(j.min_workers.max(1)) as usize))
+            Some(std::iter::repeat_n(
+                i,
+                j.workers.saturating_sub(j.min_workers.max(1)) as usize,
+            ))
         })
         .flatten()
         .collect()

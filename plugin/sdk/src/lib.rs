@@ -46,6 +46,7 @@ mod helpers;
 mod log;
 pub mod packing;
 mod policy;
+pub mod rules;
 pub mod testing;
 mod view;
 

@@ -20,7 +20,7 @@
 use dragon_policy_sdk::elastic::job_by_job;
 use dragon_policy_sdk::packing::{consolidating_score, pack, partial, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, export_policy, rules};
 use serde::Deserialize;
 
 /// Tiresias' knobs.
@@ -72,16 +72,13 @@ impl Settings {
                 MAX_QUEUES - 1
             ));
         }
-        for (name, v) in [
-            ("promote_factor", s.promote_factor),
-            ("gang_timeout_s", s.gang_timeout_s),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "invalid tiresias settings: {name} must be a non-negative number, got {v}"
-                ));
-            }
-        }
+        rules::non_negative(
+            "tiresias",
+            &[
+                ("promote_factor", s.promote_factor),
+                ("gang_timeout_s", s.gang_timeout_s),
+            ],
+        )?;
         Ok(s)
     }
 
@@ -153,7 +150,7 @@ impl Policy for Tiresias {
     // At its requested size, every pod or none: a job does not train on
     // part of its workers.
     fn pre_filter(&self, _now_ms: u64, unit: &Unit, _view: &View) -> PreFilterResult {
-        if !unit.gang || unit.running > 0 {
+        if !rules::is_new_gang(unit) {
             return PreFilterResult::Proceed(Vec::new());
         }
         if let Some(reason) = partial(unit) {
@@ -167,12 +164,7 @@ impl Policy for Tiresias {
     }
 
     fn permit(&self, _now_ms: u64, gang: &GangState) -> PermitResult {
-        if gang.reserved >= gang.min_member {
-            PermitResult::Allow
-        } else {
-            let timeout = (self.settings.gang_timeout_s * 1000.0) as u64;
-            PermitResult::Wait(timeout.saturating_sub(gang.waited_ms))
-        }
+        rules::permit_when_reserved(gang, (self.settings.gang_timeout_s * 1000.0) as u64)
     }
 
     // The demotion: for the first waiting job (in queue order) that does
@@ -276,7 +268,10 @@ mod tests {
         let late = queued(0, 0, 7_200_000);
         let fresh = queued(1, 100, 0);
         let before = 7_200_000 + 4 * 7_200_000 - 1;
-        assert_eq!(t.queue_order(before, &[late.clone(), fresh.clone()]), [1, 0]);
+        assert_eq!(
+            t.queue_order(before, &[late.clone(), fresh.clone()]),
+            [1, 0]
+        );
         assert_eq!(t.queue_order(before + 1, &[late, fresh]), [0, 1]);
     }
 
@@ -295,7 +290,10 @@ mod tests {
         let v = view_of(&full);
         let input = ScaleInput {
             now_ms: 10_000_000,
-            running: vec![running(1, 4, 1, 9_000_000_000, 0), running(2, 4, 1, 1_000, 1)],
+            running: vec![
+                running(1, 4, 1, 9_000_000_000, 0),
+                running(2, 4, 1, 1_000, 1),
+            ],
             waiting: vec![waiting_job(9, 9_000_000, 2, 2)],
             last_admit_ms: 0,
             last_scale_down_ms: 0,
