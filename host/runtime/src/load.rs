@@ -36,7 +36,7 @@ pub enum PolicySource {
 }
 
 impl PolicySource {
-    /// A bundled policy (`dragon`, `baseline`) by name, else a file path.
+    /// A bundled policy by name (`dragon_bundled::NAMES`), else a file path.
     pub fn named_or_file(spec: &str) -> PolicySource {
         match dragon_bundled::by_name(spec) {
             Some(bytes) if !Path::new(spec).exists() => PolicySource::Bytes {

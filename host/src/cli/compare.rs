@@ -19,7 +19,8 @@ pub struct CompareOpts {
     /// A trace file (YAML, or JSON by extension), or a bundled trace: `paper`, `large`, `deadlock`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
-    /// Policies: `dragon`, `baseline` or a `.wasm` file, each optionally
+    /// Policies: a bundled name (`dragon`, `baseline`, `dragon-plus`,
+    /// `tiresias`, `pollux`, `backfill`) or a `.wasm` file, each optionally
     /// `=SETTINGS` (inline JSON or a JSON file). Ratios are against the first.
     #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
     pub policies: Vec<String>,

@@ -17,7 +17,8 @@ use crate::sim::{GenerateOptions, Mix, SimOptions};
     after_help = "Examples:\n  dragon sweep\n  dragon sweep --loads 0.5,0.9,1.2 --seeds 1,2,3,4,5 baseline dragon 'dragon={\"scale_up\": false}'\n  dragon sweep --elastic-share 0.5 --json"
 )]
 pub struct SweepOpts {
-    /// Policies: `dragon`, `baseline` or a `.wasm` file, each optionally
+    /// Policies: a bundled name (`dragon`, `baseline`, `dragon-plus`,
+    /// `tiresias`, `pollux`, `backfill`) or a `.wasm` file, each optionally
     /// `=SETTINGS`. JCT ratios are against the first.
     #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
     pub policies: Vec<String>,
