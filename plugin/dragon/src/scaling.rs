@@ -341,4 +341,44 @@ mod tests {
         s.scale_down = false;
         assert!(step(&s, &input(61_000, nodes, jobs, vec![waiting(9, 64, 64)])).is_empty());
     }
+
+    #[test]
+    fn plus_grows_by_gain_around_the_waiting_jobs_room_and_the_headroom() {
+        // Three 8-GPU nodes: node 0 holds a 4-worker and a 1-worker job
+        // (3 GPUs free), node 1 has 4 free, node 2 is empty. A job waits
+        // for 2 GPUs at its min.
+        let mut nodes = capacity(&[
+            (64_000, 512_000, 8),
+            (64_000, 512_000, 8),
+            (64_000, 512_000, 8),
+        ]);
+        nodes.free_gpus = vec![3, 4, 8];
+        let jobs = vec![
+            running(1, 4, 2, 8, vec![0; 4]),
+            running(2, 1, 1, 2, vec![0]),
+        ];
+        let i = input(1_000, nodes.clone(), jobs.clone(), vec![waiting(9, 4, 2)]);
+        let d = step(&Settings::plus(), &i);
+        // The waiting job's 2 GPUs (best fit: node 0) and node 2 (headroom,
+        // the emptiest) are kept; job 2 gains most (1 -> 2) and takes node
+        // 0's last GPU, job 1 nothing off its node, as node 1 would cost it
+        // the cross-node penalty for 4 -> 5.
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(2, 2)],
+            "{d:?}"
+        );
+        // Without headroom nor waiting job, job 1 still does not leave its node.
+        let i = input(1_000, nodes, jobs, vec![]);
+        let s = Settings {
+            headroom_nodes: 0,
+            ..Settings::plus()
+        };
+        let d = step(&s, &i);
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(1, 6), (2, 2)],
+            "{d:?}"
+        );
+    }
 }
