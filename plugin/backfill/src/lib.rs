@@ -112,17 +112,7 @@ impl Backfill {
 
 impl Policy for Backfill {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(
-            "backfill",
-            env!("CARGO_PKG_VERSION"),
-            &[
-                Hook::QueueOrder,
-                Hook::PreFilter,
-                Hook::Score,
-                Hook::Permit,
-                Hook::Scale,
-            ],
-        )
+        PolicyInfo::new("backfill", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
     }
 
     // Priority, then FIFO; a new round forgets the last one's reservation.

@@ -51,17 +51,7 @@ impl Dragon {
 
 impl Policy for Dragon {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(
-            self.name,
-            env!("CARGO_PKG_VERSION"),
-            &[
-                Hook::QueueOrder,
-                Hook::PreFilter,
-                Hook::Score,
-                Hook::Permit,
-                Hook::Scale,
-            ],
-        )
+        PolicyInfo::new(self.name, env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {

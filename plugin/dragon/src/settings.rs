@@ -82,11 +82,7 @@ impl Default for Settings {
 impl Settings {
     /// Parse JSON settings; `""` and `"{}"` give the defaults.
     pub fn parse(text: &str) -> Result<Settings, String> {
-        let settings: Settings = if text.trim().is_empty() {
-            Settings::default()
-        } else {
-            serde_json::from_str(text).map_err(|e| format!("invalid dragon settings: {e}"))?
-        };
+        let settings: Settings = rules::parse_json("dragon", text)?;
         rules::non_negative(
             "dragon",
             &[

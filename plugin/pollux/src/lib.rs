@@ -54,11 +54,7 @@ impl Default for Settings {
 
 impl Settings {
     pub fn parse(text: &str) -> Result<Settings, String> {
-        let s: Settings = if text.trim().is_empty() {
-            Settings::default()
-        } else {
-            serde_json::from_str(text).map_err(|e| format!("invalid pollux settings: {e}"))?
-        };
+        let s: Settings = rules::parse_json("pollux", text)?;
         rules::scaling_exponent("pollux", s.scaling_exponent)?;
         rules::non_negative(
             "pollux",
@@ -87,17 +83,7 @@ impl Pollux {
 
 impl Policy for Pollux {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(
-            "pollux",
-            env!("CARGO_PKG_VERSION"),
-            &[
-                Hook::QueueOrder,
-                Hook::PreFilter,
-                Hook::Score,
-                Hook::Permit,
-                Hook::Scale,
-            ],
-        )
+        PolicyInfo::new("pollux", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {

@@ -1,7 +1,29 @@
 //! Rules many policies share: the queue order of Slurm and DRAGON, the
 //! gang permit of Coscheduling, and the checks on settings.
 
-use crate::types::{GangState, PermitResult, Queued, Unit};
+use crate::types::{GangState, Hook, PermitResult, Queued, Unit};
+
+/// The hooks of a policy that orders the queue, sizes gangs, places their
+/// pods, admits them whole and resizes running jobs.
+pub const GANG_HOOKS: &[Hook] = &[
+    Hook::QueueOrder,
+    Hook::PreFilter,
+    Hook::Score,
+    Hook::Permit,
+    Hook::Scale,
+];
+
+/// Settings from JSON (`""` gives the defaults), refused with the policy's
+/// name and serde's word on what is wrong (an unknown key, a wrong type).
+pub fn parse_json<T: serde::de::DeserializeOwned + Default>(
+    policy: &str,
+    text: &str,
+) -> Result<T, String> {
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    serde_json::from_str(text).map_err(|e| format!("invalid {policy} settings: {e}"))
+}
 
 /// Higher priority first, then first come, first served (then by id).
 pub fn priority_then_fifo(units: &[Queued]) -> Vec<u32> {

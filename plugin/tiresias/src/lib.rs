@@ -57,11 +57,7 @@ impl Default for Settings {
 
 impl Settings {
     pub fn parse(text: &str) -> Result<Settings, String> {
-        let s: Settings = if text.trim().is_empty() {
-            Settings::default()
-        } else {
-            serde_json::from_str(text).map_err(|e| format!("invalid tiresias settings: {e}"))?
-        };
+        let s: Settings = rules::parse_json("tiresias", text)?;
         let t = &s.queue_thresholds_gpu_s;
         if t.len() >= MAX_QUEUES
             || t.iter().any(|v| !v.is_finite() || *v <= 0.0)
@@ -118,17 +114,7 @@ impl Tiresias {
 
 impl Policy for Tiresias {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(
-            "tiresias",
-            env!("CARGO_PKG_VERSION"),
-            &[
-                Hook::QueueOrder,
-                Hook::PreFilter,
-                Hook::Score,
-                Hook::Permit,
-                Hook::Scale,
-            ],
-        )
+        PolicyInfo::new("tiresias", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
