@@ -29,14 +29,7 @@ fn scratch(name: &str, bytes: &[u8]) -> String {
 
 #[test]
 fn policy_check_accepts_every_bundled_policy_and_prints_the_interface_version() {
-    for name in [
-        "dragon",
-        "baseline",
-        "dragon-plus",
-        "tiresias",
-        "pollux",
-        "backfill",
-    ] {
+    for &name in dragon_bundled::NAMES {
         let (ok, out, err) = dragon(&["policy", "check", name]);
         assert!(ok, "{err}");
         assert!(

@@ -15,25 +15,7 @@ pub fn capacity(nodes: &[(u64, u64, u32)]) -> Capacity {
 
 /// Every node, all free and open.
 pub fn view(nodes: &[(u64, u64, u32)]) -> View {
-    let nodes: Vec<Node> = nodes
-        .iter()
-        .map(|&(cpu_milli, memory_mib, gpus)| {
-            let r = Resources {
-                cpu_milli,
-                memory_mib,
-                gpus,
-            };
-            Node {
-                allocatable: r,
-                free: r,
-                open: true,
-                zone: 0,
-                rack: 0,
-                host: 0,
-            }
-        })
-        .collect();
-    View::of(&nodes)
+    view_of(&capacity(nodes))
 }
 
 /// Every node a candidate, none with siblings.
