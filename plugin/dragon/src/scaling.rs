@@ -164,26 +164,25 @@ fn grow_in_turns(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -
 /// from its progress and running time) exceeds `restart_margin` times
 /// `restart_cost_s`, since each resize restarts it.
 fn grow_by_gain(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -> Vec<u32> {
-    let a = settings.scaling_exponent;
-    let settled = |j: &RunningJob| {
-        j.scaled_ms <= j.started_ms
-            || input.now_ms.saturating_sub(j.scaled_ms) >= settings.resize_interval_ms()
-    };
-    let current = input.running.iter().map(|j| j.workers).collect();
     let model = elastic::GrowthModel {
-        alpha: a,
+        alpha: settings.scaling_exponent,
         cross_node_penalty: settings.cross_node_penalty,
     };
-    let mut target = elastic::grow_by_gain(model, &input.running, current, free, settled);
-    let restart_ms = settings.restart_cost_s * 1000.0;
-    for (job, workers) in input.running.iter().zip(&mut target) {
-        if *workers > job.workers
-            && !elastic::repays_restart(a, job, *workers, restart_ms, settings.restart_margin)
-        {
-            *workers = job.workers;
-        }
-    }
-    target
+    let restarts = elastic::Restarts {
+        cost_ms: settings.restart_cost_s * 1000.0,
+        margin: settings.restart_margin,
+        interval_ms: settings.resize_interval_ms(),
+    };
+    let current = input.running.iter().map(|j| j.workers).collect();
+    elastic::grow_repaying(
+        model,
+        restarts,
+        input.now_ms,
+        &input.running,
+        current,
+        free,
+        |_| true,
+    )
 }
 
 #[cfg(test)]

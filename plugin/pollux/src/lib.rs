@@ -16,7 +16,7 @@
 //! here the greedy marginal-gain step stands for it. Gangs, all or nothing,
 //! admitted as requested or at `min`; FIFO with skipping; pods consolidated.
 
-use dragon_policy_sdk::elastic::{GrowthModel, grow_by_gain, least_loss_order, repays_restart};
+use dragon_policy_sdk::elastic::{GrowthModel, Restarts, grow_repaying, least_loss_order};
 use dragon_policy_sdk::packing::{consolidating_score, pack, reserve, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, export_policy, rules};
@@ -139,31 +139,34 @@ impl Policy for Pollux {
             reserve(&need, &mut free);
         }
         if all_admitted {
-            let settled = |j: &RunningJob| {
-                j.scaled_ms <= j.started_ms
-                    || input.now_ms.saturating_sub(j.scaled_ms)
-                        >= (s.resize_interval_s * 1000.0) as u64
-            };
-            let current = jobs.iter().map(|j| j.workers).collect();
             // One power law, no placement term (see the module's note).
             let model = GrowthModel {
                 alpha: a,
                 cross_node_penalty: 0.0,
             };
-            let target = grow_by_gain(model, &jobs, current, &mut free, |j| {
-                // Only a job this step leaves as it was may grow.
-                settled(j)
-                    && input
+            let restarts = Restarts {
+                cost_ms: s.restart_cost_s * 1000.0,
+                margin: s.restart_margin,
+                interval_ms: (s.resize_interval_s * 1000.0) as u64,
+            };
+            let current = jobs.iter().map(|j| j.workers).collect();
+            let target = grow_repaying(
+                model,
+                restarts,
+                input.now_ms,
+                &jobs,
+                current,
+                &mut free,
+                |j| {
+                    // Only a job this step leaves as it was may grow.
+                    input
                         .running
                         .iter()
                         .any(|r| r.id == j.id && r.workers == j.workers)
-            });
+                },
+            );
             for (j, t) in jobs.iter_mut().zip(target) {
-                if t > j.workers
-                    && repays_restart(a, j, t, s.restart_cost_s * 1000.0, s.restart_margin)
-                {
-                    j.workers = t;
-                }
+                j.workers = t;
             }
         }
         input

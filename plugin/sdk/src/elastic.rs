@@ -172,6 +172,52 @@ pub fn grow_by_gain(
     }
 }
 
+/// What a resize of a running job must repay, and how soon a job may be
+/// resized again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Restarts {
+    /// What one resize costs the job, ms.
+    pub cost_ms: f64,
+    /// A growth must save this many times `cost_ms`.
+    pub margin: f64,
+    /// A job resized less than this long ago (after it started) waits, ms.
+    pub interval_ms: u64,
+}
+
+/// [`grow_by_gain`] among the jobs `may_grow` allows that have not been
+/// resized within `restarts.interval_ms`, keeping only the growths whose
+/// time saved repays `restarts.margin` restarts (a job's `workers` is its
+/// size before the step).
+pub fn grow_repaying(
+    model: GrowthModel,
+    restarts: Restarts,
+    now_ms: u64,
+    running: &[RunningJob],
+    target: Vec<u32>,
+    free: &mut crate::types::Capacity,
+    may_grow: impl Fn(&RunningJob) -> bool,
+) -> Vec<u32> {
+    let settled = |j: &RunningJob| {
+        j.scaled_ms <= j.started_ms || now_ms.saturating_sub(j.scaled_ms) >= restarts.interval_ms
+    };
+    let before = target.clone();
+    let mut grown = grow_by_gain(model, running, target, free, |j| settled(j) && may_grow(j));
+    for ((job, workers), was) in running.iter().zip(&mut grown).zip(before) {
+        if *workers > was
+            && !repays_restart(
+                model.alpha,
+                job,
+                *workers,
+                restarts.cost_ms,
+                restarts.margin,
+            )
+        {
+            *workers = was;
+        }
+    }
+    grown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
