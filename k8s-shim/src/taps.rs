@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use dragon_framework::record::Frame;
-use dragon_framework::{Cluster, ClusterOp};
+use dragon_framework::{ClusterOp, Scheduler};
 use dragon_runtime::WasmPolicy;
 
 use crate::flight::FlightRecorder;
@@ -40,11 +40,11 @@ impl Taps {
     }
 
     /// The cluster changes to go with the step about to run under `live`.
-    pub fn begin(&mut self, cluster: &mut Cluster, live: &WasmPolicy) -> Option<Begun> {
+    pub fn begin(&mut self, sched: &mut Scheduler, live: &WasmPolicy) -> Option<Begun> {
         if !self.active() {
             return None;
         }
-        let ops = cluster.take_journal();
+        let ops = sched.take_journal();
         let file = self.recorder.as_ref().is_some_and(|r| r.due(live.info()));
         let shadow = self.shadow.as_ref().is_some_and(ShadowFeed::wants_rebuild);
         if !(file || shadow) {
@@ -57,7 +57,7 @@ impl Taps {
             r.rotate(live.info());
         }
         Some(Begun {
-            ops: cluster.as_ops(),
+            ops: sched.cluster().as_ops(),
             rebuild: true,
         })
     }
@@ -79,9 +79,9 @@ impl Taps {
     }
 
     /// Between steps: a journal past [`MAX_JOURNAL`] is dropped.
-    pub fn between(&mut self, cluster: &mut Cluster) {
-        if cluster.journal_len() > MAX_JOURNAL {
-            cluster.take_journal();
+    pub fn between(&mut self, sched: &mut Scheduler) {
+        if sched.cluster().journal_len() > MAX_JOURNAL {
+            sched.take_journal();
             if let Some(r) = self.recorder.as_mut() {
                 r.lost_track();
             }

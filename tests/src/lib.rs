@@ -12,8 +12,10 @@ use dragon_policy_sdk::Policy;
 use dragon_policy_sdk::types as sdk;
 
 pub mod lift;
+pub mod ops;
 pub mod workload;
 pub use lift::Lift;
+pub use ops::Ops;
 
 /// A policy run natively (no wasm) behind the host's [`Hooks`] trait, with
 /// its view of the cluster kept by the same change log a wasm instance
@@ -357,9 +359,10 @@ pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
 }
 
 /// Add a PS/worker job (one 2-CPU PS, `workers` 4-CPU/1-GPU workers with
-/// elastic bounds `min..=max`) and its pending pods to `cluster`.
+/// elastic bounds `min..=max`) and its pending pods to `cluster` (a
+/// cluster being built, or a scheduler's).
 pub fn add_job(
-    cluster: &mut dragon_host::framework::Cluster,
+    cluster: &mut impl Ops,
     name: &str,
     arrival_ms: u64,
     workers: u32,
@@ -390,7 +393,7 @@ pub fn add_job(
 /// them) and its pending pods to `cluster`; returns the worker pod template
 /// a driver clones for scale-ups.
 pub fn add_gang(
-    cluster: &mut dragon_host::framework::Cluster,
+    cluster: &mut impl Ops,
     name: &str,
     arrival_ms: u64,
     ps: Option<&dragon_host::spec::TaskSpec>,

@@ -13,7 +13,7 @@ use dragon_host::record::{Frame, Recorder};
 use dragon_host::runtime::{Hooks, wit};
 use dragon_host::spec::TaskSpec;
 
-use crate::add_gang;
+use crate::{Ops, add_gang};
 
 /// A gang's worker (of four, with a parameter server) about to be placed
 /// on `n` nodes of varied free room; every 97th node holds a sibling.
@@ -174,7 +174,7 @@ pub fn pending(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
     let mut s = Scheduler::new(cluster(nodes), config);
     for j in 0..jobs {
         add_gang(
-            &mut s.cluster,
+            &mut s,
             &format!("job-{j:05}"),
             j as u64,
             None,
@@ -201,10 +201,10 @@ pub fn schedule_all_recorded(
     mut recorder: Option<&mut Recorder>,
 ) -> Result<usize> {
     if recorder.is_some() {
-        s.cluster.keep_journal(true);
+        s.keep_journal(true);
     }
     let total = s
-        .cluster
+        .cluster()
         .pods()
         .filter(|(_, state)| *state == PodState::Pending)
         .count();
@@ -212,8 +212,8 @@ pub fn schedule_all_recorded(
     for round in 0..10 {
         let ops = match (&recorder, round) {
             (None, _) => Vec::new(),
-            (Some(_), 0) => s.cluster.as_ops(),
-            (Some(_), _) => s.cluster.take_journal(),
+            (Some(_), 0) => s.cluster().as_ops(),
+            (Some(_), _) => s.take_journal(),
         };
         let mut io = RecordingIo::default();
         let report = s.schedule_round(round, policy, &mut io, &mut RecordingIo::default());
@@ -252,7 +252,7 @@ pub fn schedule_all_recorded(
 /// 8 gangs are evicted.
 pub fn crowded(nodes: usize) -> Scheduler {
     let mut s = pending(nodes, 0, 0);
-    let names: Vec<String> = s.cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    let names: Vec<String> = s.cluster().nodes().iter().map(|n| n.name.clone()).collect();
     for (j, node) in names.iter().enumerate() {
         let jp = dragon_host::spec::job_pods(
             "bench",
@@ -263,9 +263,9 @@ pub fn crowded(nodes: usize) -> Scheduler {
             &worker_spec(8),
         )
         .expect("a valid job");
-        s.cluster.upsert_job(jp.job);
+        s.upsert_job(jp.job);
         for p in jp.pods {
-            s.cluster.add_pod(p, Some(node)).expect("a new pod");
+            s.add_pod(p, Some(node)).expect("a new pod");
         }
     }
     let urgent = TaskSpec {
@@ -274,9 +274,9 @@ pub fn crowded(nodes: usize) -> Scheduler {
     };
     let jp = dragon_host::spec::job_pods("bench", "urgent", nodes as u64, 100, None, &urgent)
         .expect("a valid job");
-    s.cluster.upsert_job(jp.job);
+    s.upsert_job(jp.job);
     for p in jp.pods {
-        s.cluster.add_pod(p, None).expect("a new pod");
+        s.add_pod(p, None).expect("a new pod");
     }
     s
 }

@@ -6,9 +6,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dragon_host::framework::record::{Frame, Replayer};
 use dragon_host::framework::{
-    BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo, Resources,
-    Scheduler, SchedulerConfig,
+    Answers, BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo,
+    Resources, Scheduler, SchedulerConfig,
 };
 use dragon_host::runtime::{
     CallError, ComponentCache, Limits, LoadError, LoadOptions, Observed, Observer, WasmPolicy,
@@ -46,7 +47,7 @@ fn ten_million_listed_hooks_are_kept_once_each() {
     assert_eq!(p.info().hooks.len(), 6, "{:?}", p.info().hooks);
     // And it schedules as usual: every "is this hook implemented?" is cheap.
     let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    add_job(&mut s, "j", 0, 3, 3, 3);
     s.schedule_round(
         0,
         &p,
@@ -54,7 +55,7 @@ fn ten_million_listed_hooks_are_kept_once_each() {
         &mut RecordingIo::default(),
     );
     assert_eq!(
-        s.cluster
+        s.cluster()
             .job_pods("j")
             .filter(|(_, st)| matches!(st, PodState::Bound(_)))
             .count(),
@@ -121,7 +122,7 @@ fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
     // One GPU in the cluster, three wanted: every size fails to fit, so each
     // size the framework tried would cost filter calls.
     let mut s = Scheduler::new(cluster(1, 1), SchedulerConfig::without_backoff());
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    add_job(&mut s, "j", 0, 3, 3, 3);
     let filters = FilterCalls::default();
     let counting = Observed {
         inner: &p,
@@ -203,7 +204,7 @@ fn a_log_flood_is_capped_per_call_and_the_drops_are_counted_in_one_line() {
             30_000,
         );
         let mut s = Scheduler::new(cluster(2, 4), SchedulerConfig::without_backoff());
-        add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+        add_job(&mut s, "j", 0, 3, 3, 3);
         s.schedule_round(
             0,
             &p,
@@ -245,12 +246,12 @@ fn a_scale_answer_with_any_invalid_decision_is_refused_whole() {
     for jobs in [1, 2] {
         let mut s = Scheduler::new(cluster(4, 4), SchedulerConfig::without_backoff());
         for j in 0..jobs {
-            add_job(&mut s.cluster, &format!("j{j}"), 0, 2, 1, 4);
+            add_job(&mut s, &format!("j{j}"), 0, 2, 1, 4);
         }
         let mut scaler = RecordingIo::default();
         s.schedule_round(0, &p, &mut RecordingIo::default(), &mut scaler);
         let before: Vec<u32> = (0..jobs)
-            .map(|j| s.cluster.job(&format!("j{j}")).unwrap().workers)
+            .map(|j| s.cluster().job(&format!("j{j}")).unwrap().workers)
             .collect();
         let report = s.scale_step(60_000, &p, &mut scaler);
         assert!(report.actions.is_empty(), "{jobs} job(s): {report:?}");
@@ -259,7 +260,7 @@ fn a_scale_answer_with_any_invalid_decision_is_refused_whole() {
             "{jobs} job(s): {report:?}"
         );
         let after: Vec<u32> = (0..jobs)
-            .map(|j| s.cluster.job(&format!("j{j}")).unwrap().workers)
+            .map(|j| s.cluster().job(&format!("j{j}")).unwrap().workers)
             .collect();
         assert_eq!(before, after, "{jobs} job(s)");
     }
@@ -269,7 +270,7 @@ fn a_scale_answer_with_any_invalid_decision_is_refused_whole() {
 fn twenty_units(config: SchedulerConfig) -> Scheduler {
     let mut s = Scheduler::new(cluster(4, 8), config);
     for j in 0..20 {
-        add_job(&mut s.cluster, &format!("j{j:02}"), j, 1, 1, 1);
+        add_job(&mut s, &format!("j{j:02}"), j, 1, 1, 1);
     }
     s
 }
@@ -328,7 +329,7 @@ fn a_policy_that_times_out_on_every_call_is_suspended_and_probed_and_a_swap_resu
     let good = bundled(&e, "dragon", "");
     s.schedule_round(1500, &good, &mut io, &mut RecordingIo::default());
     let bound = s
-        .cluster
+        .cluster()
         .pods()
         .filter(|(_, st)| matches!(st, PodState::Bound(_)))
         .count();
@@ -363,7 +364,7 @@ fn a_round_stops_trying_units_when_its_budget_is_spent_and_the_next_round_goes_o
         ..SchedulerConfig::without_backoff()
     });
     let bound = |s: &Scheduler| {
-        s.cluster
+        s.cluster()
             .pods()
             .filter(|(_, st)| matches!(st, PodState::Bound(_)))
             .count()
@@ -385,4 +386,33 @@ fn a_round_stops_trying_units_when_its_budget_is_spent_and_the_next_round_goes_o
         s.schedule_round(t, &slow, &mut io, &mut RecordingIo::default());
     }
     assert_eq!(bound(&s), 40);
+}
+
+#[test]
+fn a_replayed_round_defers_the_units_its_recorded_round_deferred() {
+    let config = SchedulerConfig {
+        round_budget_ms: 100,
+        ..SchedulerConfig::without_backoff()
+    };
+    let mut s = twenty_units(config);
+    let ops = s.cluster().as_ops();
+    let slow = Native::<Slow>::new("");
+    let r = s.schedule_round(
+        0,
+        &slow,
+        &mut RecordingIo::default(),
+        &mut RecordingIo::default(),
+    );
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Deferred { .. })),
+        "{:?}",
+        r.decisions
+    );
+    let frame = Frame::round(0, &ops, &Answers::default(), &r.decisions);
+    // The replay's machine is not the recording's: the clock is not asked.
+    let mut replayer = Replayer::new(config);
+    let step = replayer.step(&frame, &slow, None);
+    assert_eq!(step.replayed, step.recorded);
 }

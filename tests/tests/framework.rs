@@ -9,7 +9,7 @@ use dragon_host::framework::{
     Taint, UnitKey,
 };
 use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
-use dragon_tests::{add_job, bundled, engine, hostile};
+use dragon_tests::{Ops, add_job, bundled, engine, hostile};
 
 fn node(name: &str, gpus: u32) -> Node {
     Node::new(
@@ -31,10 +31,10 @@ fn sched(nodes: &[(&str, u32)]) -> Scheduler {
 }
 
 fn bound_nodes(s: &Scheduler, job: &str) -> Vec<String> {
-    s.cluster
+    s.cluster()
         .job_pods(job)
         .filter_map(|(_, st)| match st {
-            PodState::Bound(n) => Some(s.cluster.nodes()[n].name.clone()),
+            PodState::Bound(n) => Some(s.cluster().nodes()[n].name.clone()),
             _ => None,
         })
         .collect()
@@ -50,7 +50,7 @@ fn round(s: &mut Scheduler, now: u64, p: &dyn Hooks) -> (Vec<Decision>, Recordin
 fn a_gang_that_fits_on_one_node_lands_on_one_node() {
     let e = engine();
     let mut s = sched(&[("a", 2), ("b", 8), ("c", 4)]);
-    add_job(&mut s.cluster, "j", 0, 4, 4, 4);
+    add_job(&mut s, "j", 0, 4, 4, 4);
     let (d, io) = round(&mut s, 0, &bundled(&e, "dragon", ""));
     assert_eq!(io.binds.len(), 5, "{d:?}");
     let nodes: BTreeSet<String> = bound_nodes(&s, "j").into_iter().collect();
@@ -73,7 +73,7 @@ fn a_gang_that_fits_on_one_node_lands_on_one_node() {
 fn a_gang_too_big_for_one_node_uses_the_fewest_nodes_and_its_ps_follows_the_workers() {
     let e = engine();
     let mut s = sched(&[("a", 2), ("b", 4), ("c", 2), ("d", 1)]);
-    add_job(&mut s.cluster, "j", 0, 6, 6, 6);
+    add_job(&mut s, "j", 0, 6, 6, 6);
     round(&mut s, 0, &bundled(&e, "dragon", ""));
     let placed = bound_nodes(&s, "j");
     assert_eq!(placed.len(), 7);
@@ -83,10 +83,10 @@ fn a_gang_too_big_for_one_node_uses_the_fewest_nodes_and_its_ps_follows_the_work
         nodes.contains(&"b".to_string()),
         "the node that fits the most goes first: {placed:?}"
     );
-    let (ps, _) = s.cluster.pod("j-ps-0").unwrap();
+    let (ps, _) = s.cluster().pod("j-ps-0").unwrap();
     assert_eq!(ps.key, "j-ps-0");
-    let ps_node = match s.cluster.pod("j-ps-0").unwrap().1 {
-        PodState::Bound(n) => s.cluster.nodes()[n].name.clone(),
+    let ps_node = match s.cluster().pod("j-ps-0").unwrap().1 {
+        PodState::Bound(n) => s.cluster().nodes()[n].name.clone(),
         other => panic!("PS not bound: {other:?}"),
     };
     assert_eq!(ps_node, "b", "the PS goes where most workers are");
@@ -97,8 +97,8 @@ fn of_two_gangs_that_cannot_both_fit_one_runs_whole_and_the_other_has_nothing_bo
     let e = engine();
     for name in ["dragon"] {
         let mut s = sched(&[("a", 4), ("b", 4)]);
-        add_job(&mut s.cluster, "first", 0, 6, 6, 6);
-        add_job(&mut s.cluster, "second", 1, 6, 6, 6);
+        add_job(&mut s, "first", 0, 6, 6, 6);
+        add_job(&mut s, "second", 1, 6, 6, 6);
         let (d, _) = round(&mut s, 10, &bundled(&e, name, ""));
         assert_eq!(bound_nodes(&s, "first").len(), 7);
         assert!(bound_nodes(&s, "second").is_empty());
@@ -119,8 +119,8 @@ fn of_two_gangs_that_cannot_both_fit_one_runs_whole_and_the_other_has_nothing_bo
 fn the_baseline_places_pods_one_at_a_time_and_leaves_a_job_half_placed() {
     let e = engine();
     let mut s = sched(&[("a", 4), ("b", 4)]);
-    add_job(&mut s.cluster, "first", 0, 6, 6, 6);
-    add_job(&mut s.cluster, "second", 1, 6, 6, 6);
+    add_job(&mut s, "first", 0, 6, 6, 6);
+    add_job(&mut s, "second", 1, 6, 6, 6);
     round(&mut s, 10, &bundled(&e, "baseline", ""));
     let (first, second) = (
         bound_nodes(&s, "first").len(),
@@ -163,7 +163,7 @@ fn a_podgroups_gang_is_placed_whole_or_not_at_all_even_by_a_policy_without_gangs
 fn a_gang_that_does_not_fit_as_requested_is_admitted_at_its_min_and_shrunk() {
     let e = engine();
     let mut s = sched(&[("a", 4)]);
-    add_job(&mut s.cluster, "j", 0, 6, 3, 8);
+    add_job(&mut s, "j", 0, 6, 3, 8);
     let mut scaler = RecordingIo::default();
     let r = s.schedule_round(
         0,
@@ -174,9 +174,9 @@ fn a_gang_that_does_not_fit_as_requested_is_admitted_at_its_min_and_shrunk() {
     assert_eq!(bound_nodes(&s, "j").len(), 4, "{:?}", r.decisions);
     assert_eq!(scaler.scales.len(), 1);
     assert_eq!((scaler.scales[0].0.as_str(), scaler.scales[0].1), ("j", 3));
-    assert_eq!(s.cluster.job("j").unwrap().workers, 3);
+    assert_eq!(s.cluster().job("j").unwrap().workers, 3);
     assert!(
-        s.cluster.pod("j-worker-5").is_none(),
+        s.cluster().pod("j-worker-5").is_none(),
         "surplus pods are gone from the snapshot"
     );
 }
@@ -185,8 +185,8 @@ fn a_gang_that_does_not_fit_as_requested_is_admitted_at_its_min_and_shrunk() {
 fn fifo_with_skipping_lets_a_later_job_that_fits_start() {
     let e = engine();
     let mut s = sched(&[("a", 4)]);
-    add_job(&mut s.cluster, "big", 0, 8, 8, 8);
-    add_job(&mut s.cluster, "small", 5, 2, 2, 2);
+    add_job(&mut s, "big", 0, 8, 8, 8);
+    add_job(&mut s, "small", 5, 2, 2, 2);
     round(&mut s, 10, &bundled(&e, "dragon", ""));
     assert!(bound_nodes(&s, "big").is_empty());
     assert_eq!(bound_nodes(&s, "small").len(), 3);
@@ -196,11 +196,11 @@ fn fifo_with_skipping_lets_a_later_job_that_fits_start() {
 fn a_gang_missing_members_is_not_tried_until_they_exist() {
     let e = engine();
     let mut s = sched(&[("a", 8)]);
-    add_job(&mut s.cluster, "j", 0, 2, 2, 2);
+    add_job(&mut s, "j", 0, 2, 2, 2);
     // The PodGroup says 5 members; only 3 pods exist yet.
-    let mut job: Job = s.cluster.job("j").unwrap().clone();
+    let mut job: Job = s.cluster().job("j").unwrap().clone();
     job.min_member = 5;
-    s.cluster.upsert_job(job.clone());
+    s.upsert_job(job.clone());
     let p = bundled(&e, "dragon", "");
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
@@ -209,13 +209,13 @@ fn a_gang_missing_members_is_not_tried_until_they_exist() {
         "{d:?}"
     );
     assert_eq!(
-        s.cluster.free(0).gpus,
+        s.cluster().free(0).gpus,
         8,
         "nothing reserved while members are missing"
     );
     // Once enough members exist, the gang is placed whole.
     job.min_member = 3;
-    s.cluster.upsert_job(job);
+    s.upsert_job(job);
     let (_, io) = round(&mut s, 1_000, &p);
     assert_eq!(io.binds.len(), 3);
 }
@@ -224,7 +224,7 @@ fn a_gang_missing_members_is_not_tried_until_they_exist() {
 fn a_permit_wait_holds_the_reservation_until_the_policy_allows_or_the_wait_ends() {
     let e = engine();
     let mut s = sched(&[("a", 8)]);
-    add_job(&mut s.cluster, "j", 0, 2, 2, 2);
+    add_job(&mut s, "j", 0, 2, 2, 2);
     let p = hostile(
         &e,
         r#"{"fault": "bad-output", "hook": "permit"}"#,
@@ -246,7 +246,7 @@ fn a_permit_wait_holds_the_reservation_until_the_policy_allows_or_the_wait_ends(
         "{d:?}"
     );
     assert_eq!(
-        s.cluster.free(0).gpus,
+        s.cluster().free(0).gpus,
         6,
         "reservations hold room while waiting"
     );
@@ -267,11 +267,11 @@ fn a_policy_error_in_score_binds_nothing_and_says_why() {
     )
     .unwrap();
     let mut s = sched(&[("a", 4), ("b", 4)]);
-    add_job(&mut s.cluster, "j", 0, 2, 2, 2);
+    add_job(&mut s, "j", 0, 2, 2, 2);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
     assert!(
-        s.cluster
+        s.cluster()
             .job_pods("j")
             .all(|(_, st)| st == PodState::Pending)
     );
@@ -293,15 +293,15 @@ fn a_trap_in_permit_releases_the_whole_gang() {
     )
     .unwrap();
     let mut s = sched(&[("a", 8)]);
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    add_job(&mut s, "j", 0, 3, 3, 3);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
     assert!(
-        s.cluster
+        s.cluster()
             .job_pods("j")
             .all(|(_, st)| st == PodState::Pending)
     );
-    assert_eq!(s.cluster.free(0).gpus, 8);
+    assert_eq!(s.cluster().free(0).gpus, 8);
     assert!(
         matches!(d.last(), Some(Decision::PolicyError { .. })),
         "{d:?}"
@@ -318,7 +318,7 @@ fn out_of_bounds_scale_decisions_are_refused() {
     )
     .unwrap();
     let mut s = sched(&[("a", 8)]);
-    add_job(&mut s.cluster, "j", 0, 2, 1, 4);
+    add_job(&mut s, "j", 0, 2, 1, 4);
     round(&mut s, 0, &bundled(&e, "dragon", ""));
     let mut scaler = RecordingIo::default();
     let r = s.scale_step(1000, &p, &mut scaler);
@@ -332,10 +332,10 @@ fn a_starving_job_shrinks_a_running_elastic_job_and_then_runs() {
     let e = engine();
     let p = bundled(&e, "dragon", "");
     let mut s = sched(&[("a", 4), ("b", 4)]);
-    add_job(&mut s.cluster, "running", 0, 8, 2, 8);
+    add_job(&mut s, "running", 0, 8, 2, 8);
     round(&mut s, 0, &p);
     assert_eq!(bound_nodes(&s, "running").len(), 9);
-    add_job(&mut s.cluster, "waiting", 1_000, 4, 2, 4);
+    add_job(&mut s, "waiting", 1_000, 4, 2, 4);
     let (d, _) = round(&mut s, 1_000, &p);
     assert!(bound_nodes(&s, "waiting").is_empty(), "{d:?}");
     // Before the threshold nothing shrinks; after it, just enough to fit at min.
@@ -354,8 +354,8 @@ fn a_starving_job_shrinks_a_running_elastic_job_and_then_runs() {
     assert_eq!(bound_nodes(&s, "running").len(), 7);
     // What interface 0.2 tells policies of both jobs' histories.
     let stats = |s: &Scheduler, job: &str, now: u64| {
-        let unit = s.cluster.job_unit(job).expect("a job");
-        ClusterView::job_stats(&s.cluster, now, unit)
+        let unit = s.cluster().job_unit(job).expect("a job");
+        ClusterView::job_stats(s.cluster(), now, unit)
     };
     let running = stats(&s, "running", 130_000);
     assert_eq!(running.restarts, 1, "the shrink restarted it");
@@ -376,7 +376,7 @@ fn an_idle_cluster_grows_running_jobs_up_to_max() {
     let e = engine();
     let p = bundled(&e, "dragon", "");
     let mut s = sched(&[("a", 8)]);
-    add_job(&mut s.cluster, "j", 0, 2, 1, 3);
+    add_job(&mut s, "j", 0, 2, 1, 3);
     round(&mut s, 0, &p);
     let mut scaler = RecordingIo::default();
     assert!(s.scale_step(30_000, &p, &mut scaler).actions.is_empty());
@@ -426,8 +426,8 @@ fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
         memory_gib: 1.0,
         gpus: 1,
     };
-    dragon_tests::add_gang(&mut s.cluster, name, arrival_ms, None, &w);
-    let (p, _) = s.cluster.job_pods(name).next().expect("a pod");
+    dragon_tests::add_gang(s, name, arrival_ms, None, &w);
+    let (p, _) = s.cluster().job_pods(name).next().expect("a pod");
     p.key.clone()
 }
 
@@ -468,12 +468,12 @@ fn an_unschedulable_unit_waits_for_room_and_is_tried_the_moment_it_appears() {
         assert!(!tried(&d, &y), "tried at {at} with nothing changed: {d:?}");
     }
     // A status heartbeat (the same spec) is no reason to try again.
-    let same = s.cluster.nodes()[0].clone();
-    s.cluster.update_node(same).unwrap();
+    let same = s.cluster().nodes()[0].clone();
+    s.update_node(same).unwrap();
     let (d, _) = round(&mut s, 6_000, &base);
     assert!(!tried(&d, &y), "{d:?}");
     // x finishes: y is bound in the very next round, inside its backoff.
-    s.cluster.remove_pod(&x).unwrap();
+    s.remove_pod(&x).unwrap();
     let (d, _) = round(&mut s, 6_001, &base);
     assert_eq!(bound(&d), vec![y.as_str()], "{d:?}");
 }
@@ -483,11 +483,11 @@ fn a_node_that_grows_or_is_uncordoned_wakes_waiting_units() {
     let (mut s, base, _, y) = one_gpu_taken();
     let mut cordoned = node("b", 1);
     cordoned.unschedulable = true;
-    s.cluster.add_node(cordoned.clone()).unwrap();
+    s.add_node(cordoned.clone()).unwrap();
     let (d, _) = round(&mut s, 100, &base);
     assert!(tried(&d, &y) && bound(&d).is_empty(), "a node added: {d:?}");
     cordoned.unschedulable = false;
-    s.cluster.update_node(cordoned).unwrap();
+    s.update_node(cordoned).unwrap();
     let (d, _) = round(&mut s, 200, &base);
     assert_eq!(bound(&d), vec![y.as_str()], "uncordoned: {d:?}");
 }
@@ -515,7 +515,7 @@ fn a_unit_the_policy_fails_on_backs_off_doubling_and_room_does_not_shorten_it() 
     )
     .unwrap();
     let mut s = sched(&[("a", 4), ("b", 4)]);
-    add_job(&mut s.cluster, "j", 0, 1, 1, 1);
+    add_job(&mut s, "j", 0, 1, 1, 1);
     let failed = |d: &[Decision]| d.iter().any(|d| matches!(d, Decision::PolicyError { .. }));
     let (d, _) = round(&mut s, 0, &p);
     assert!(failed(&d), "{d:?}");
@@ -523,7 +523,7 @@ fn a_unit_the_policy_fails_on_backs_off_doubling_and_room_does_not_shorten_it() 
     for wait in [1000, 2000, 4000, 8000, 10_000, 10_000] {
         assert_eq!(s.next_retry_ms(at), Some(at + wait));
         // A node added frees room, which an error does not wait for.
-        s.cluster.add_node(node(&format!("n{at}"), 1)).unwrap();
+        s.add_node(node(&format!("n{at}"), 1)).unwrap();
         let (d, _) = round(&mut s, at + wait - 1, &p);
         assert!(!failed(&d), "tried during its backoff at {}", at + wait - 1);
         at += wait;
@@ -543,7 +543,7 @@ fn woken_units_keep_the_order_of_their_last_attempts() {
     let flush = SchedulerConfig::default().max_backoff_ms;
     let (d, _) = round(&mut s, flush, &base); // y tried again, alone
     assert!(tried(&d, &y) && !tried(&d, &z), "{d:?}");
-    s.cluster.remove_pod(&x).unwrap();
+    s.remove_pod(&x).unwrap();
     let (d, _) = round(&mut s, flush + 1, &base);
     // y arrived first, but its last attempt (10 s) came after z's (1.5 s).
     assert_eq!(bound(&d), vec![z.as_str()], "{d:?}");
@@ -556,13 +556,12 @@ fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
-    s.cluster
-        .update_node({
-            let mut n = node("a", 1);
-            n.labels.insert("kubernetes.io/hostname".into(), "a".into());
-            n
-        })
-        .unwrap();
+    s.update_node({
+        let mut n = node("a", 1);
+        n.labels.insert("kubernetes.io/hostname".into(), "a".into());
+        n
+    })
+    .unwrap();
     let mut follower = dragon_host::framework::Pod::new(
         "ns/follower",
         Resources {
@@ -581,14 +580,14 @@ fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
         all_namespaces: false,
         topology_key: "kubernetes.io/hostname".into(),
     }];
-    s.cluster.add_pod(follower, None).unwrap();
+    s.add_pod(follower, None).unwrap();
     let (d, _) = round(&mut s, 0, &base);
     assert!(bound(&d).is_empty(), "{d:?}");
     // Another scheduler binds the leader: a pod placed, no room freed.
     let mut leader = dragon_host::framework::Pod::new("ns/leader", Resources::default());
     leader.namespace = "ns".into();
     leader.labels.insert("app".into(), "leader".into());
-    s.cluster.add_pod(leader, Some("a")).unwrap();
+    s.add_pod(leader, Some("a")).unwrap();
     let (d, _) = round(&mut s, 100, &base);
     assert_eq!(bound(&d), vec!["ns/follower"], "{d:?}");
 }
@@ -606,7 +605,7 @@ fn trap_with_fallback(hook: &str, gpus: &[(&str, u32)]) -> (Scheduler, Vec<Decis
     )
     .unwrap();
     let mut s = sched(gpus);
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    add_job(&mut s, "j", 0, 3, 3, 3);
     let mut io = RecordingIo::default();
     let r =
         s.schedule_round_with_fallback(0, &p, Some(&base), &mut io, &mut RecordingIo::default());
@@ -644,7 +643,7 @@ fn with_a_fallback_a_gang_that_does_not_fit_is_not_half_placed() {
     let (s, d, io) = trap_with_fallback("score", &[("a", 1), ("b", 1)]);
     assert!(io.binds.is_empty(), "{d:?}");
     assert!(
-        s.cluster
+        s.cluster()
             .job_pods("j")
             .all(|(_, st)| st == PodState::Pending)
     );
@@ -672,9 +671,9 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
         progress_permille: None,
     };
     job(&mut j);
-    s.cluster.upsert_job(j);
+    s.upsert_job(j);
     for i in 0..pods {
-        s.cluster.add_pod(group_pod(name, i, gpus), None).unwrap();
+        s.add_pod(group_pod(name, i, gpus), None).unwrap();
     }
 }
 
@@ -694,7 +693,7 @@ fn group_pod(group: &str, i: u32, gpus: u32) -> dragon_host::framework::Pod {
 }
 
 fn pending_of(s: &Scheduler, job: &str) -> usize {
-    s.cluster
+    s.cluster()
         .job_pods(job)
         .filter(|(_, st)| *st == PodState::Pending)
         .count()
@@ -725,7 +724,7 @@ fn a_gang_with_more_pods_than_its_min_member_starts_with_those_that_fit() {
         "{d:?}"
     );
     // A member leaving makes room for one more.
-    s.cluster.remove_pod("g-0").unwrap();
+    s.remove_pod("g-0").unwrap();
     let (_, io) = round(&mut s, 3, &p);
     assert_eq!(io.binds.len(), 1);
 }
@@ -738,7 +737,7 @@ fn a_gang_whose_quorum_cannot_fit_binds_nothing() {
     add_pod_group(&mut s, "g", 6, 1, |j| j.min_member = 3);
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty(), "{d:?}");
-    assert_eq!(s.cluster.free(0).gpus, 2, "nothing left reserved");
+    assert_eq!(s.cluster().free(0).gpus, 2, "nothing left reserved");
     assert!(
         matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("gang of 6 pods does not fit")),
         "the whole gang's reason: {d:?}"
@@ -753,8 +752,8 @@ fn gang_missing_a_member(timeout_ms: Option<u64>) -> Scheduler {
         j.min_member = 3;
         j.schedule_timeout_ms = timeout_ms;
     });
-    s.cluster.add_pod(group_pod("j", 0, 1), Some("a")).unwrap();
-    s.cluster.add_pod(group_pod("j", 1, 1), None).unwrap();
+    s.add_pod(group_pod("j", 0, 1), Some("a")).unwrap();
+    s.add_pod(group_pod("j", 1, 1), None).unwrap();
     s
 }
 
@@ -779,14 +778,14 @@ fn a_podgroup_timeout_replaces_the_policys_wait_and_releases_the_gang_when_it_en
         "released, and not reserved again at once: {d:?}"
     );
     assert_eq!(pending_of(&s, "j"), 1);
-    assert_eq!(s.cluster.free(0).gpus, 7);
+    assert_eq!(s.cluster().free(0).gpus, 7);
 
     // Longer than the policy's own wait: still waiting after DRAGON's 60 s.
     let mut s = gang_missing_a_member(Some(120_000));
     round(&mut s, 0, &p);
     let (d, _) = round(&mut s, 90_000, &p);
     assert!(d.is_empty(), "{d:?}");
-    assert_eq!(s.cluster.free(0).gpus, 6, "still reserved");
+    assert_eq!(s.cluster().free(0).gpus, 6, "still reserved");
     let (d, _) = round(&mut s, 120_000, &p);
     assert!(matches!(&d[..], [Decision::TimedOut { .. }]), "{d:?}");
 
@@ -830,7 +829,7 @@ fn a_gang_whose_min_resources_are_not_free_is_not_tried_until_they_are() {
     );
     let mut b = node("b", 2);
     b.extended.insert("rdma/hca".into(), 1);
-    s.cluster.add_node(b).unwrap();
+    s.add_node(b).unwrap();
     let (d, io) = round(&mut s, 1, &p);
     assert_eq!(io.binds.len(), 2, "{d:?}");
 }
@@ -849,9 +848,9 @@ fn a_held_job_is_not_tried_and_its_pods_say_why() {
         matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("minMember must not be negative")),
         "{d:?}"
     );
-    let mut j = s.cluster.job("g").unwrap().clone();
+    let mut j = s.cluster().job("g").unwrap().clone();
     j.hold = None;
-    s.cluster.upsert_job(j);
+    s.upsert_job(j);
     let (_, io) = round(&mut s, 1, &p);
     assert_eq!(io.binds.len(), 2, "tried once the hold is lifted");
 }
@@ -863,10 +862,10 @@ fn a_quorum_of_a_ps_job_includes_its_parameter_server() {
     let e = engine();
     let p = bundled(&e, "dragon", "");
     let mut s = sched(&[("a", 2)]);
-    add_job(&mut s.cluster, "j", 0, 4, 4, 4);
-    let mut job = s.cluster.job("j").unwrap().clone();
+    add_job(&mut s, "j", 0, 4, 4, 4);
+    let mut job = s.cluster().job("j").unwrap().clone();
     job.min_member = 3;
-    s.cluster.upsert_job(job);
+    s.upsert_job(job);
     let (d, io) = round(&mut s, 0, &p);
     let bound: BTreeSet<&str> = io.binds.iter().map(|(pod, _)| pod.as_str()).collect();
     assert_eq!(bound.len(), 3, "{d:?}");
@@ -900,7 +899,7 @@ fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
             gpus: 1,
         };
         let jp = dragon_host::spec::job_pods("test", "j", 0, 0, None, &workers).unwrap();
-        s.cluster.upsert_job(jp.job);
+        s.upsert_job(jp.job);
         for mut p in jp.pods {
             p.labels.insert("job".into(), "j".into());
             if apart {
@@ -917,7 +916,7 @@ fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
                     },
                 }];
             }
-            s.cluster.add_pod(p, None).unwrap();
+            s.add_pod(p, None).unwrap();
         }
         let (d, io) = round(&mut s, 0, &dragon);
         assert_eq!(io.binds.len(), 4, "{d:?}");

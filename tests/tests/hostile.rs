@@ -37,12 +37,12 @@ fn scheduler() -> Scheduler {
         c.add_node(Node::new(name, r)).unwrap();
     }
     let mut s = Scheduler::new(c, SchedulerConfig::without_backoff());
-    add_job(&mut s.cluster, "j", 0, 3, 3, 3);
+    add_job(&mut s, "j", 0, 3, 3, 3);
     s
 }
 
 fn bound(s: &Scheduler) -> usize {
-    s.cluster
+    s.cluster()
         .job_pods("j")
         .filter(|(_, st)| matches!(st, PodState::Bound(_)))
         .count()

@@ -4,12 +4,12 @@
 //! `preemptionPolicy: Never` honoured.
 
 use dragon_host::framework::{
-    ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, PodState,
+    Answers, ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, PodState,
     Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
 };
 use dragon_host::runtime::Hooks;
 use dragon_host::spec::{TaskSpec, job_pods};
-use dragon_tests::{bundled, engine};
+use dragon_tests::{Ops, bundled, engine};
 
 /// Nodes of 4 GPUs each.
 fn sched(nodes: &[&str]) -> Scheduler {
@@ -37,11 +37,11 @@ fn job(s: &mut Scheduler, name: &str, at: u64, priority: i32, workers: u32, min:
         gpus: 1,
     };
     let jp = job_pods("test", name, at, priority, None, &w).unwrap();
-    s.cluster.upsert_job(jp.job);
+    s.upsert_job(jp.job);
     for mut p in jp.pods {
         p.namespace = "ml".into();
         p.labels.insert("job".into(), name.into());
-        s.cluster.add_pod(p, None).unwrap();
+        s.add_pod(p, None).unwrap();
     }
 }
 
@@ -65,7 +65,7 @@ fn round(s: &mut Scheduler, now: u64, p: &dyn Hooks) -> Round {
 }
 
 fn bound(s: &Scheduler, job: &str) -> usize {
-    s.cluster
+    s.cluster()
         .job_pods(job)
         .filter(|(_, st)| matches!(st, PodState::Bound(_)))
         .count()
@@ -80,8 +80,8 @@ fn evicted(r: &Round) -> Vec<UnitKey> {
 fn terminate(s: &mut Scheduler, r: &Round) {
     for e in &r.io.evictions {
         for key in &e.pods {
-            let pod = s.cluster.remove_pod(key).unwrap();
-            s.cluster.add_pod(pod, None).unwrap();
+            let pod = s.remove_pod(key).unwrap();
+            s.add_pod(pod, None).unwrap();
         }
     }
 }
@@ -203,9 +203,7 @@ fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
     assert!(r.scales.scales.is_empty(), "{:?}", r.decisions);
     // Their controller removes them: the next round places the preemptor.
     for i in 2..4 {
-        s.cluster
-            .remove_pod(&format!("elastic-worker-{i}"))
-            .unwrap();
+        s.remove_pod(&format!("elastic-worker-{i}")).unwrap();
     }
     let r = round(&mut s, 3000, &dragon);
     assert_eq!(bound(&s, "high"), 2, "{:?}", r.decisions);
@@ -263,14 +261,14 @@ fn a_unit_whose_preemption_policy_is_never_waits_for_room() {
     round(&mut s, 0, &dragon);
     job(&mut s, "polite", 10, 10, 2, 2);
     let keys: Vec<String> = s
-        .cluster
+        .cluster()
         .job_pods("polite")
         .map(|(p, _)| p.key.clone())
         .collect();
     for k in keys {
-        let mut p = s.cluster.remove_pod(&k).unwrap();
+        let mut p = s.remove_pod(&k).unwrap();
         p.preemption = Preemption::Never;
-        s.cluster.add_pod(p, None).unwrap();
+        s.add_pod(p, None).unwrap();
     }
     let r = round(&mut s, 1000, &dragon);
     assert_eq!(evicted(&r), vec![]);
@@ -298,7 +296,7 @@ fn a_disruption_budget_keeps_its_pods_and_another_victim_is_chosen() {
         allowed,
     };
     // Three of its four pods may go: evicting the gang whole would take four.
-    s.cluster.set_budget("ml/kept", budget("kept", 3));
+    s.set_budget("ml/kept", budget("kept", 3));
     job(&mut s, "high", 10, 10, 4, 4);
     let r = round(&mut s, 1000, &dragon);
     assert_eq!(
@@ -312,7 +310,7 @@ fn a_disruption_budget_keeps_its_pods_and_another_victim_is_chosen() {
     let mut s = sched(&["a"]);
     job(&mut s, "kept", 0, 0, 4, 4);
     round(&mut s, 0, &dragon);
-    s.cluster.set_budget("ml/kept", budget("kept", 0));
+    s.set_budget("ml/kept", budget("kept", 0));
     job(&mut s, "high", 10, 10, 4, 4);
     let r = round(&mut s, 1000, &dragon);
     assert_eq!(evicted(&r), vec![]);
@@ -332,21 +330,26 @@ fn a_refused_eviction_spares_its_victim_and_the_preemptor_looks_again() {
     job(&mut s, "low2", 1, 0, 4, 4);
     round(&mut s, 0, &dragon);
     job(&mut s, "high", 10, 10, 4, 4);
-    let r = round(&mut s, 1000, &dragon);
-    let first = r.io.evictions[0].clone();
-    s.evicted(
-        &first,
-        Err(ApiError::new(
-            ApiErrorKind::Refused,
-            "Cannot evict pod as it would violate the pod's disruption budget.",
-        )),
-        1000,
-    );
+    // The API server refuses the round's eviction.
+    let mut refusing = Answers::default();
+    refusing.evictions.push_back(Err(ApiError::new(
+        ApiErrorKind::Refused,
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+    )));
+    let r = s.schedule_round(1000, &dragon, &mut refusing, &mut RecordingIo::default());
+    let first = r
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Evict(eviction) => Some(eviction.victim.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no eviction: {:?}", r.decisions));
     // Spared for a backoff (at least a second).
     let r = round(&mut s, 1500, &dragon);
     let second = evicted(&r);
     assert_eq!(second.len(), 1, "{:?}", r.decisions);
-    assert_ne!(second[0], first.victim);
+    assert_ne!(second[0], first);
 }
 
 #[test]
@@ -377,7 +380,7 @@ fn with_preemption_off_nothing_is_evicted() {
     let dragon = bundled(&e, "dragon", "");
     let mut s = sched(&["a"]);
     s = Scheduler::new(
-        s.cluster.clone(),
+        s.cluster().clone(),
         SchedulerConfig {
             preemption: false,
             ..SchedulerConfig::without_backoff()

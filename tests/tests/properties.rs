@@ -21,7 +21,7 @@ use dragon_host::framework::{
 };
 use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
 use dragon_host::spec::{TaskSpec, worker_pod};
-use dragon_tests::{add_gang, bundled, engine};
+use dragon_tests::{Ops, add_gang, bundled, engine};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
@@ -384,7 +384,7 @@ fn forget_gone(io: &mut Bindings, c: &Cluster) {
 /// accounting agrees with a recount, the binder's record agrees with the
 /// snapshot, and no pod sits where the built-in filters forbid.
 fn check_capacity(s: &Scheduler, view: &BindView, when: &str) -> Result<(), String> {
-    let c = &s.cluster;
+    let c = s.cluster();
     let n = c.nodes().len();
     let mut held = vec![Resources::default(); n];
     let mut bound = vec![Resources::default(); n];
@@ -465,7 +465,7 @@ fn check_capacity(s: &Scheduler, view: &BindView, when: &str) -> Result<(), Stri
 /// (b): every gang has no pod bound or at least `minMember` bound, and
 /// reservations are held only by gangs waiting in permit.
 fn check_gangs(s: &Scheduler, when: &str) -> Result<(), String> {
-    let c = &s.cluster;
+    let c = s.cluster();
     let waiting: BTreeSet<&UnitKey> = s.waiting_gangs().collect();
     for job in c.jobs() {
         let states: Vec<PodState> = c.job_pods(&job.name).map(|(_, st)| st).collect();
@@ -493,7 +493,7 @@ fn check_gangs(s: &Scheduler, when: &str) -> Result<(), String> {
 /// (c): every job's worker count is within its bounds, and no worker pod
 /// beyond it exists.
 fn check_bounds(s: &Scheduler, when: &str) -> Result<(), String> {
-    let c = &s.cluster;
+    let c = s.cluster();
     for job in c.jobs() {
         if job.workers < job.min_workers.max(1) || job.workers > job.max_workers {
             return Err(format!(
@@ -550,19 +550,20 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         // pod once bound for its rounds. Their controllers delete the pods.
         for (i, g) in sc.gangs.iter().enumerate() {
             let name = job_name(i);
-            let (Some(runs), Some(started)) = (g.runs_for, s.cluster.job_started_ms(&name)) else {
+            let (Some(runs), Some(started)) = (g.runs_for, s.cluster().job_started_ms(&name))
+            else {
                 continue;
             };
             if now >= started + u64::from(runs) * sc.gap_ms {
                 let pods: Vec<String> = s
-                    .cluster
+                    .cluster()
                     .job_pods(&name)
                     .map(|(p, _)| p.key.clone())
                     .collect();
                 for p in pods {
-                    s.cluster.remove_pod(&p).expect("a pod of the job");
+                    s.remove_pod(&p).expect("a pod of the job");
                 }
-                s.cluster.remove_job(&name);
+                s.remove_job(&name);
                 out.finished += 1;
             }
         }
@@ -570,9 +571,9 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
             let key = format!("lone-{i:02}");
             if let (Some(runs), Some(&at)) = (l.runs_for, lone_bound_round.get(&i))
                 && round >= at + runs
-                && s.cluster.pod(&key).is_some()
+                && s.cluster().pod(&key).is_some()
             {
-                s.cluster.remove_pod(&key).expect("a lone pod");
+                s.remove_pod(&key).expect("a lone pod");
                 out.finished += 1;
             }
         }
@@ -598,17 +599,16 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 gpus: g.worker_gpus,
             };
             let ps = (g.ps > 0).then_some(&ps);
-            let t = add_gang(&mut s.cluster, &job_name(i), now + i as u64, ps, &workers);
+            let t = add_gang(&mut s, &job_name(i), now + i as u64, ps, &workers);
             templates.insert(job_name(i), t);
         }
         for (i, l) in sc.lones.iter().enumerate() {
             if l.arrive == round {
-                s.cluster
-                    .add_pod(lone_pod(i, l, now + i as u64), None)
+                s.add_pod(lone_pod(i, l, now + i as u64), None)
                     .expect("a new pod");
             }
         }
-        forget_gone(&mut io, &s.cluster);
+        forget_gone(&mut io, s.cluster());
         check(checks, &s, &io, &format!("before round {round}"))?;
 
         // A scheduling round.
@@ -631,7 +631,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         }
         out.transcript
             .extend(serde_json::to_vec(&report).expect("a report serializes"));
-        forget_gone(&mut io, &s.cluster);
+        forget_gone(&mut io, s.cluster());
         check(checks, &s, &io, &format!("after round {round} at {now} ms"))?;
 
         // A scale step halfway to the next round; scale-ups get their pods.
@@ -641,7 +641,11 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         out.transcript
             .extend(serde_json::to_vec(&step).expect("a report serializes"));
         for a in &step.actions {
-            let job = s.cluster.job(&a.job).cloned().expect("a scaled job exists");
+            let job = s
+                .cluster()
+                .job(&a.job)
+                .cloned()
+                .expect("a scaled job exists");
             if checks.bounds && (a.to < job.min_workers.max(1) || a.to > job.max_workers) {
                 return Err(TestCaseError::fail(format!(
                     "scale step at {at} ms: {a:?} is outside [{}, {}]",
@@ -652,8 +656,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 out.scale_ups += 1;
                 let template = &templates[&a.job];
                 for index in a.from..a.to {
-                    s.cluster
-                        .add_pod(worker_pod(&job, template, index), None)
+                    s.add_pod(worker_pod(&job, template, index), None)
                         .expect("a new worker");
                 }
             } else {
@@ -662,7 +665,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         }
         if checks.bounds {
             for (job, workers, reason) in &scaler.scales[before..] {
-                let j = s.cluster.job(job).expect("a scaled job exists");
+                let j = s.cluster().job(job).expect("a scaled job exists");
                 if *workers < j.min_workers.max(1) || *workers > j.max_workers {
                     return Err(TestCaseError::fail(format!(
                         "the scaler was asked for {workers} workers of {job} ({reason}), outside [{}, {}]",
@@ -671,16 +674,16 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 }
             }
         }
-        forget_gone(&mut io, &s.cluster);
+        forget_gone(&mut io, s.cluster());
         check(checks, &s, &io, &format!("after the scale step at {at} ms"))?;
     }
     let states: Vec<(String, Option<String>, bool)> = s
-        .cluster
+        .cluster()
         .pods()
         .map(|(p, st)| {
             (
                 p.key.clone(),
-                st.node().map(|n| s.cluster.nodes()[n].name.clone()),
+                st.node().map(|n| s.cluster().nodes()[n].name.clone()),
                 matches!(st, PodState::Bound(_)),
             )
         })
@@ -840,14 +843,14 @@ fn the_checks_catch_violations() {
     assert!(check(ALL, &s, &io, "empty").is_ok());
 
     // One member of a two-pod gang bound: not all or nothing.
-    s.cluster.observe_bound("j-worker-0", "small").unwrap();
+    s.observe_bound("j-worker-0", "small").unwrap();
     io.bind("j-worker-0", "small").unwrap();
     let e = check_gangs(&s, "half").unwrap_err();
     assert!(e.contains("fewer than its minMember 2"), "{e}");
     assert!(check_capacity(&s, &io.view, "half").is_ok());
 
     // Both bound: two GPUs on a one-GPU node.
-    s.cluster.observe_bound("j-worker-1", "small").unwrap();
+    s.observe_bound("j-worker-1", "small").unwrap();
     let e = check_capacity(&s, &io.view, "both").unwrap_err();
     assert!(e.contains("but the binder has None"), "{e}");
     io.bind("j-worker-1", "small").unwrap();
@@ -857,9 +860,9 @@ fn the_checks_catch_violations() {
     assert!(check(ALL, &s, &io, "twice").is_err());
 
     // A worker count beyond max.
-    let mut job = s.cluster.job("j").unwrap().clone();
+    let mut job = s.cluster().job("j").unwrap().clone();
     job.workers = 4;
-    s.cluster.upsert_job(job);
+    s.upsert_job(job);
     let e = check_bounds(&s, "grown").unwrap_err();
     assert!(e.contains("outside [2, 3]"), "{e}");
 }

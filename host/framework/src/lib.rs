@@ -1,12 +1,15 @@
 //! The scheduling framework: the cycle that calls a policy's hooks over a
 //! cluster snapshot, and the periodic scale step. It knows nothing of
-//! Kubernetes or of simulated time: drivers (the simulator, the shim) feed
-//! the snapshot and supply a [`Binder`] and a [`Scaler`].
+//! Kubernetes or of simulated time, and reads no clock: drivers (the
+//! simulator, the shim) feed the snapshot, send the calls a round or a
+//! scale step plans, and settle their answers through one path
+//! (`Scheduler::settle_round`, `settle_effects`, `settle_scale`).
 
 mod breaker;
 mod cluster;
 mod constraints;
 mod cycle;
+mod drive;
 mod filters;
 #[cfg(test)]
 mod fixtures;
@@ -31,7 +34,11 @@ pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
     WeightedPodAffinityTerm,
 };
-pub use cycle::{Decision, PlannedRound, RoundReport, Scheduler, SchedulerConfig};
+pub use cycle::{
+    Decision, DeferAt, PlannedRound, RoundBudget, RoundReport, Scheduler, SchedulerConfig,
+    Unbounded,
+};
+pub use drive::{WallBudget, apply_effects};
 pub use io::{
     Answers, ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
     ScaleRequest, Scaler,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cycle::{Decision, Scheduler, SchedulerConfig};
+use crate::cycle::{Decision, DeferAt, Scheduler, SchedulerConfig, Unbounded};
 use crate::io::Answers;
 use crate::journal::ClusterOp;
 use dragon_runtime::Hooks;
@@ -419,14 +419,10 @@ pub struct Step {
 
 impl Replayer {
     /// A replayer over an empty cluster with the framework settings
-    /// `config`, but for the round budget: wall-clock time is not part of
-    /// a recording, so a replayed round tries every unit (a live round
-    /// that ran out of its budget differs there).
+    /// `config`. Wall-clock time is not part of a recording: a replayed
+    /// round stops trying units where the recorded one ran out of its
+    /// budget, and otherwise tries every unit.
     pub fn new(config: SchedulerConfig) -> Replayer {
-        let config = SchedulerConfig {
-            round_budget_ms: 0,
-            ..config
-        };
         Replayer {
             sched: Scheduler::new(Default::default(), config),
             refused_ops: 0,
@@ -493,17 +489,29 @@ fn run_step(
     let now_ms = frame.now_ms();
     let round = matches!(frame, Frame::Round { .. });
     let mut policy_errors = Vec::new();
+    let recorded = serde_json::from_str(frame.outcome()).unwrap_or(serde_json::Value::Null);
     let replayed = match round {
         true => {
             let mut scaler = answers.clone();
             let mut binder = answers;
-            let report = sched.schedule_round_with_fallback(
-                now_ms,
-                policy,
-                fallback,
-                &mut binder,
-                &mut scaler,
-            );
+            let report = match recorded_deferral(&recorded) {
+                Some(mut budget) => sched.schedule_round_within(
+                    now_ms,
+                    policy,
+                    fallback,
+                    &mut budget,
+                    &mut binder,
+                    &mut scaler,
+                ),
+                None => sched.schedule_round_within(
+                    now_ms,
+                    policy,
+                    fallback,
+                    &mut Unbounded,
+                    &mut binder,
+                    &mut scaler,
+                ),
+            };
             policy_errors.extend(report.decisions.iter().filter_map(|d| match d {
                 Decision::PolicyError { error, .. } => Some(error.clone()),
                 _ => None,
@@ -518,7 +526,6 @@ fn run_step(
         }
     }
     .unwrap_or(serde_json::Value::Null);
-    let recorded = serde_json::from_str(frame.outcome()).unwrap_or(serde_json::Value::Null);
     Step {
         now_ms,
         round,
@@ -526,6 +533,20 @@ fn run_step(
         recorded,
         policy_errors,
     }
+}
+
+/// Where a recorded round's budget ran out, if it did: the replay defers
+/// the same number of units (the recorded run's clock is not replayed).
+fn recorded_deferral(decisions: &serde_json::Value) -> Option<DeferAt> {
+    decisions.as_array()?.iter().find_map(|d| {
+        if d.get("kind")?.as_str()? != "deferred" {
+            return None;
+        }
+        Some(DeferAt {
+            untried: usize::try_from(d.get("units")?.as_u64()?).ok()?,
+            budget_ms: d.get("budget_ms")?.as_u64()?,
+        })
+    })
 }
 
 /// Replay `recording` through `policy` (and `fallback`) with the framework

@@ -1,8 +1,8 @@
 //! The periodic scale step: the policy sees running and waiting jobs and free
 //! capacity and returns desired worker counts; the framework checks them
 //! against each job's bounds. [`Scheduler::plan_scale`] returns the checked
-//! changes for the driver to apply (reporting each with `scaled`);
-//! [`Scheduler::scale_step`] applies them through a [`Scaler`].
+//! changes for the driver to apply, and [`Scheduler::settle_scale`] takes
+//! their results (`crate::drive` applies them through a [`crate::Scaler`]).
 
 use std::collections::BTreeSet;
 
@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::cluster::PodState;
 use super::cycle::Scheduler;
-use super::io::{ScaleCause, ScaleRequest, Scaler};
+use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
 use dragon_runtime::{CallError, Failure, Hooks, wit};
 
@@ -41,6 +41,9 @@ impl From<ScaleRequest> for ScaleAction {
 /// What one scale step did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ScaleReport {
+    /// The step's time, ms.
+    #[serde(skip)]
+    pub now_ms: u64,
     /// Changes to apply, in the policy's order (from [`Scheduler::plan_scale`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<ScaleRequest>,
@@ -154,16 +157,21 @@ impl Scheduler {
         out
     }
 
-    /// Run the scale step at `now_ms` and apply it through `scaler`.
-    pub fn scale_step(
-        &mut self,
-        now_ms: u64,
-        policy: &dyn Hooks,
-        scaler: &mut dyn Scaler,
-    ) -> ScaleReport {
-        let mut report = self.plan_scale(now_ms, policy);
+    /// Settle a planned scale step with the results of its requests, one
+    /// per [`ScaleReport::requests`] entry in order (a missing result counts
+    /// as refused): each applied one resizes its job and becomes an
+    /// action, each refused one is named in [`ScaleReport::refused`].
+    pub fn settle_scale(&mut self, report: &mut ScaleReport, results: Vec<Result<(), ApiError>>) {
+        let now_ms = report.now_ms;
+        let mut results = results.into_iter();
         for request in std::mem::take(&mut report.requests) {
-            if let Err(e) = scaler.scale(&request.job, request.workers, &request.reason) {
+            let result = results.next().unwrap_or_else(|| {
+                Err(ApiError::new(
+                    ApiErrorKind::Unavailable,
+                    "the driver gave no answer",
+                ))
+            });
+            if let Err(e) = result {
                 report.refused.push(format!(
                     "scaling job {} to {} workers failed: {e}",
                     request.job, request.workers
@@ -173,14 +181,16 @@ impl Scheduler {
             self.scaled(&request, now_ms);
             report.actions.push(ScaleAction::from(request));
         }
-        report
     }
 
     /// Decide the scale step at `now_ms`: the policy's answer, checked
     /// whole against each job's bounds, as [`ScaleReport::requests`] for the
     /// driver to apply (each reported with [`Scheduler::scaled`]).
     pub fn plan_scale(&mut self, now_ms: u64, policy: &dyn Hooks) -> ScaleReport {
-        let mut report = ScaleReport::default();
+        let mut report = ScaleReport {
+            now_ms,
+            ..ScaleReport::default()
+        };
         self.cluster.set_clock(now_ms);
         if !policy.info().implements(wit::Hook::Scale) {
             return report;

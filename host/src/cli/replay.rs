@@ -199,7 +199,7 @@ fn explain(
     let mut lines = Lines::default();
     for frame in &rec.frames {
         let step = replayer.step(frame, policy, fallback);
-        let found = replayer.sched.cluster.pod(pod);
+        let found = replayer.sched.cluster().pod(pod);
         seen |= found.is_some();
         let job = found.and_then(|(p, _)| p.job.clone());
         let units = [Some(format!("pod/{pod}")), job.map(|j| format!("job/{j}"))];

@@ -245,7 +245,7 @@ impl SimulateOpts {
             remaining_ms: self.assume_remaining_s * 1000,
             duration_ms: self.assume_duration_s * 1000,
         };
-        let resumed = resume::from_cluster(&replayer.sched.cluster, &origin, assumed)?;
+        let resumed = resume::from_cluster(replayer.sched.cluster(), &origin, assumed)?;
         eprintln!(
             "starting from {origin}: {} nodes, {} jobs ({} running), {} pods of other owners holding room",
             resumed.trace.nodes.len(),

@@ -424,7 +424,7 @@ jobs:
             remaining_ms: 600_000,
             duration_ms: 1_200_000,
         };
-        let resumed = resume::from_cluster(&replayer.sched.cluster, "run.rec", assumed).unwrap();
+        let resumed = resume::from_cluster(replayer.sched.cluster(), "run.rec", assumed).unwrap();
         let unfinished: Vec<_> = first
             .jobs
             .iter()

@@ -126,13 +126,7 @@ fn hot_swap(quick: bool, r: &mut Report) -> Result<()> {
             std::thread::spawn(move || {
                 let mut base = Scheduler::new(cluster(50), SchedulerConfig::without_backoff());
                 for j in 0..8 {
-                    add_gang(
-                        &mut base.cluster,
-                        &format!("j{j}"),
-                        j,
-                        None,
-                        &worker_spec(4),
-                    );
+                    add_gang(&mut base, &format!("j{j}"), j, None, &worker_spec(4));
                 }
                 while !stop.load(Ordering::Relaxed) {
                     let mut s = base.clone();

@@ -1,0 +1,91 @@
+use super::*;
+
+fn r(cpu_milli: u64, memory_mib: u64, gpus: u32) -> Resources {
+    Resources {
+        cpu_milli,
+        memory_mib,
+        gpus,
+    }
+}
+
+#[test]
+fn the_lowest_priority_holding_a_node_follows_binds_and_removals() {
+    let mut c = Cluster::new();
+    c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
+    let pod = |key: &str, priority| Pod {
+        priority,
+        ..Pod::new(key, r(1000, 1024, 1))
+    };
+    c.add_pod(pod("low", 0), Some("a")).unwrap();
+    c.add_pod(pod("mid", 5), None).unwrap();
+    assert!(c.holds_below(1));
+    assert!(!c.holds_below(0));
+    c.set_state("mid", PodState::Reserved(0));
+    c.remove_pod("low").unwrap();
+    assert!(!c.holds_below(5), "the pending one never held a node");
+    assert!(c.holds_below(6));
+    c.set_state("mid", PodState::Pending);
+    assert!(!c.holds_below(i32::MAX));
+}
+
+/// The columns say what a recomputation from nodes and usage says.
+fn assert_columns_current(c: &Cluster) {
+    let cols = c.columns();
+    assert_eq!(cols.free_gpus.len(), c.nodes().len());
+    for i in 0..c.nodes().len() {
+        let alloc = if c.is_live(i) {
+            c.nodes()[i].allocatable
+        } else {
+            Resources::default()
+        };
+        let free = c.free(i);
+        let got_alloc = r(
+            cols.alloc_cpu_milli[i],
+            cols.alloc_memory_mib[i],
+            cols.alloc_gpus[i],
+        );
+        let got_free = r(
+            cols.free_cpu_milli[i],
+            cols.free_memory_mib[i],
+            cols.free_gpus[i],
+        );
+        assert_eq!((got_alloc, got_free), (alloc, free), "node {i}");
+    }
+}
+
+#[test]
+fn the_capacity_columns_follow_every_change() {
+    let mut c = Cluster::new();
+    for n in 0..3 {
+        c.add_node(Node::new(format!("n{n}"), r(8000, 32_000, 4)))
+            .unwrap();
+    }
+    assert_columns_current(&c);
+    c.add_pod(Pod::new("a", r(1000, 1000, 1)), Some("n0"))
+        .unwrap();
+    c.add_pod(Pod::new("b", r(2000, 2000, 2)), None).unwrap();
+    assert_columns_current(&c);
+    c.set_state("b", PodState::Reserved(1));
+    assert_columns_current(&c);
+    c.set_state("b", PodState::Bound(2));
+    assert_columns_current(&c);
+    c.update_node(Node::new("n2", r(16_000, 64_000, 8)))
+        .unwrap();
+    assert_columns_current(&c);
+    c.remove_node("n2").unwrap();
+    assert_columns_current(&c);
+    c.add_node(Node::new("n2", r(4000, 8000, 1))).unwrap();
+    assert_columns_current(&c);
+    c.remove_pod("a").unwrap();
+    assert_columns_current(&c);
+    c.observe_bound("b", "n0").unwrap();
+    assert_columns_current(&c);
+    // The policy's whole-cluster view counts a cordoned node as empty.
+    let mut cordoned = Node::new("n1", r(8000, 32_000, 4));
+    cordoned.unschedulable = true;
+    c.update_node(cordoned).unwrap();
+    assert_columns_current(&c);
+    let cap = c.capacity();
+    assert_eq!((cap.alloc_gpus[1], cap.free_gpus[1]), (0, 0));
+    assert_eq!((cap.alloc_gpus[0], cap.free_gpus[0]), (4, 2));
+}

@@ -1,0 +1,55 @@
+//! The framework's settings.
+
+use super::super::breaker::BreakerConfig;
+
+/// Framework settings that are not the policy's business.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "camelCase")]
+pub struct SchedulerConfig {
+    /// Longest a gang may wait in permit, whatever the policy asks
+    /// (kube-scheduler caps permit waits at 15 minutes).
+    pub max_permit_wait_ms: u64,
+    /// A unit whose attempt failed (the policy or a bind) is not tried
+    /// again for this long; the wait doubles with each failure up to
+    /// `max_backoff_ms` (kube-scheduler's podInitialBackoffSeconds /
+    /// podMaxBackoffSeconds: 1 s and 10 s).
+    pub initial_backoff_ms: u64,
+    /// The longest backoff, and the longest an unschedulable unit waits
+    /// for a cluster change before it is tried again anyway.
+    pub max_backoff_ms: u64,
+    /// When repeated policy failures suspend the policy.
+    pub breaker: BreakerConfig,
+    /// Wall-clock budget of one round's unit attempts, ms (0: none). Units
+    /// not tried when it runs out wait for the next round, so a policy that
+    /// is slow on every call (but within its deadline) cannot hold a round
+    /// for pods × deadline.
+    pub round_budget_ms: u64,
+    /// A unit that fits nowhere may evict lower-priority work (see
+    /// `preemption`), as kube-scheduler's DefaultPreemption does.
+    pub preemption: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_permit_wait_ms: 15 * 60 * 1000,
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 10_000,
+            breaker: BreakerConfig::default(),
+            round_budget_ms: 10_000,
+            preemption: true,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// No backoff: every pending unit is tried in every round (tests that
+    /// step rounds by hand).
+    pub fn without_backoff() -> SchedulerConfig {
+        SchedulerConfig {
+            initial_backoff_ms: 0,
+            max_backoff_ms: 0,
+            ..SchedulerConfig::default()
+        }
+    }
+}

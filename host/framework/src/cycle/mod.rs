@@ -1,0 +1,445 @@
+//! One scheduling round: queue order → pre-filter → built-in filters +
+//! policy filter → score → reserve → permit → bind, with unreserve on any
+//! failure. Gangs are bound together or not at all.
+
+mod budget;
+mod config;
+mod permit;
+mod place;
+mod report;
+mod settle;
+mod units;
+
+pub use budget::{DeferAt, RoundBudget, Unbounded};
+pub use config::SchedulerConfig;
+pub(crate) use place::{PlaceError, Sizes};
+pub use report::{Decision, PlannedRound, RoundReport};
+
+use std::collections::BTreeMap;
+
+use super::breaker::Breaker;
+use super::cluster::{Cluster, ClusterError, PodState};
+use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
+use super::io::{Effect, ScaleCause, ScaleRequest};
+use super::journal::ClusterOp;
+use super::model::Pod;
+use super::preemption::Room;
+use super::preferences;
+use super::queue::{Queue, Setback};
+use super::unit::UnitKey;
+use super::view::Scoring;
+use dragon_runtime::bounds::policy_text;
+use dragon_runtime::{CallError, Failure, Hooks, wit};
+
+/// What one attempt at a unit came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Attempt {
+    /// Admitted, or now waiting in permit.
+    Progress,
+    /// Placed and permitted: bound with the rest of the round at its end,
+    /// which settles the backoff.
+    Binding,
+    /// Not placed (unschedulable, rejected, bind failure): back off.
+    Failed,
+    /// Fits nowhere now: back off, unless preempting lower-priority work
+    /// makes room.
+    Unfit,
+    /// The policy failed a call (trap, deadline, invalid output): back off,
+    /// or try the fallback policy if the driver gave one.
+    PolicyFailed,
+    /// Not tried yet: the gang's pods do not all exist or are gated (no
+    /// backoff, as with a pre-enqueue gate; a change to its pods wakes it).
+    Gated,
+}
+
+/// What a round's unit attempts share: its time and the policies asked.
+#[derive(Clone, Copy)]
+struct Attempting<'a> {
+    now_ms: u64,
+    policy: &'a dyn Hooks,
+    fallback: Option<&'a dyn Hooks>,
+}
+
+/// Pods placed and permitted in this round: bound together at its end.
+#[derive(Debug)]
+struct ToBind {
+    /// Index of the unit in the round's units.
+    unit: usize,
+    /// `(pod, node index)`, all bound or none.
+    pods: Vec<(String, usize)>,
+    /// For a gang, the size it is admitted at (`None`: as requested); `None`
+    /// for a pod bound on its own.
+    gang: Option<Option<u32>>,
+}
+
+/// A gang holding reservations while permit waits.
+#[derive(Debug, Clone)]
+struct WaitingGang {
+    since_ms: u64,
+    deadline_ms: u64,
+    /// The deadline is the job's own `schedule_timeout_ms`.
+    group_timeout: bool,
+}
+
+/// A unit of scheduling built from the snapshot.
+#[derive(Debug, Clone)]
+pub(crate) struct UnitPlan {
+    pub(crate) key: UnitKey,
+    job: Option<String>,
+    /// Pending pods, in placement order.
+    pub(crate) pods: Vec<String>,
+    pub(crate) wit: wit::Unit,
+}
+
+/// The framework: a snapshot plus the state that lives between rounds
+/// (gangs waiting in permit, the times scaling looks at).
+#[derive(Debug, Clone, Default)]
+pub struct Scheduler {
+    /// The snapshot drivers keep current, through [`Scheduler::apply`].
+    pub(crate) cluster: Cluster,
+    config: SchedulerConfig,
+    waiting: BTreeMap<UnitKey, WaitingGang>,
+    /// Units that failed and wait for a change or a backoff.
+    queue: Queue,
+    pub(crate) last_admit_ms: u64,
+    pub(crate) last_scale_down_ms: u64,
+    /// Candidate columns kept between pods so their buffers are reused.
+    columns: Option<wit::Candidates>,
+    /// Suspends a policy that keeps failing.
+    pub(crate) breaker: Breaker,
+    /// Preemptions under way: each preemptor's victims' pods, until none
+    /// holds a node.
+    pub(crate) preempting: BTreeMap<UnitKey, Vec<String>>,
+    /// Victims whose eviction was refused, not chosen again before the
+    /// given time, ms.
+    pub(crate) protected: BTreeMap<UnitKey, u64>,
+    /// Jobs whose shrink was refused (no `/scale` to patch), not shrunk
+    /// again before the given time, ms.
+    pub(crate) unshrinkable: BTreeMap<String, u64>,
+}
+
+/// Report the policy's failure on `unit`; the attempt that failed.
+fn policy_failed(report: &mut RoundReport, unit: &UnitKey, e: CallError) -> Attempt {
+    report.decisions.push(Decision::PolicyError {
+        unit: Some(unit.clone()),
+        error: e.to_string(),
+    });
+    Attempt::PolicyFailed
+}
+
+fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
+    CallError {
+        policy: policy.info().name.clone(),
+        hook,
+        failure: Failure::InvalidOutput(msg),
+    }
+}
+
+impl Scheduler {
+    /// A framework over `cluster`.
+    pub fn new(cluster: Cluster, config: SchedulerConfig) -> Scheduler {
+        Scheduler {
+            cluster,
+            config,
+            breaker: Breaker::new(config.breaker),
+            ..Scheduler::default()
+        }
+    }
+
+    /// The framework's settings.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    /// The snapshot, to read.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Change the snapshot as the cluster changed: the one way a driver
+    /// does, so every change is a [`ClusterOp`] in the journal (and so in a
+    /// recording, which a replay meets in the same order).
+    ///
+    /// # Errors
+    /// The change does not fit the snapshot (an unknown pod or node, a
+    /// duplicate); nothing was changed.
+    pub fn apply(&mut self, op: ClusterOp) -> Result<(), ClusterError> {
+        op.apply(&mut self.cluster)
+    }
+
+    /// [`ClusterOp::RemovePod`], giving the pod back.
+    ///
+    /// # Errors
+    /// No such pod.
+    pub fn remove_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
+        self.cluster.remove_pod(key)
+    }
+
+    /// Time moves on to `now_ms` (never back): drivers set it before
+    /// applying what happened at a time, so attained service is integrated
+    /// up to then.
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.cluster.set_clock(now_ms);
+    }
+
+    /// Keep (or stop keeping) a journal of the drivers' changes.
+    pub fn keep_journal(&mut self, keep: bool) {
+        self.cluster.keep_journal(keep);
+    }
+
+    /// The changes journaled since the last call (none when no journal is
+    /// kept).
+    pub fn take_journal(&mut self) -> Vec<ClusterOp> {
+        self.cluster.take_journal()
+    }
+
+    /// The earliest time after `now_ms` at which a round has work with no
+    /// change to the cluster: a unit's backoff or longest wait ends, or a
+    /// gang's permit wait runs out. Drivers run rounds on cluster changes
+    /// and then; nothing else needs a timer.
+    pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
+        let permits = self
+            .waiting
+            .values()
+            .map(|w| w.deadline_ms)
+            .filter(|&t| t > now_ms);
+        self.queue
+            .next_retry_ms(now_ms)
+            .into_iter()
+            .chain(permits)
+            .min()
+    }
+
+    /// Gangs currently waiting in permit, by unit key.
+    pub fn waiting_gangs(&self) -> impl Iterator<Item = &UnitKey> {
+        self.waiting.keys()
+    }
+
+    /// Decide one round at `now_ms`: every pending unit the queue lets be
+    /// tried is placed against reservations, and what is placed and
+    /// permitted is to be bound: send [`PlannedRound::binds`] (together, if
+    /// the driver can: each is a round trip to the API server in
+    /// Kubernetes) and give their results to [`Scheduler::settle_round`].
+    /// Units are tried while `budget` allows; the rest wait for the next
+    /// round.
+    ///
+    /// A unit the policy fails on is tried again in the same round with
+    /// `fallback` (e.g. the built-in baseline), if given. Which units are
+    /// gangs is the policy's choice, not the fallback's, so a gang is still
+    /// placed whole or not at all.
+    pub fn plan_round(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        fallback: Option<&dyn Hooks>,
+        budget: &mut dyn RoundBudget,
+    ) -> PlannedRound {
+        let mut report = RoundReport {
+            now_ms,
+            ..RoundReport::default()
+        };
+        self.cluster.set_clock(now_ms);
+        self.expire_waits(now_ms, &mut report);
+        let changes = self.cluster.take_changes();
+        self.queue.wake(&changes, now_ms);
+        let gangs = policy.info().implements(wit::Hook::Permit);
+        let mut units = self.units(gangs);
+        // Units that are no longer pending leave the queue; the others are
+        // tried once ready (see `queue`).
+        let pending: std::collections::BTreeSet<&UnitKey> = units.iter().map(|u| &u.key).collect();
+        self.queue.retain(&pending);
+        // A victim seen pending or gone is forgotten: a copy its controller
+        // makes under the same name is not one to wait for.
+        let cluster = &self.cluster;
+        self.preempting.retain(|k, pods| {
+            pods.retain(|p| {
+                cluster
+                    .pod(p)
+                    .is_some_and(|(_, s)| matches!(s, PodState::Bound(_)))
+            });
+            pending.contains(k) && !pods.is_empty()
+        });
+        units.retain(|u| self.queue.ready(&u.key, now_ms));
+        let mut to_bind = Vec::new();
+        if !units.is_empty() {
+            let attempt = Attempting {
+                now_ms,
+                policy,
+                fallback,
+            };
+            self.attempt_units(attempt, budget, &units, &mut to_bind, &mut report);
+        }
+        let binds = to_bind
+            .iter()
+            .flat_map(|b: &ToBind| &b.pods)
+            .map(|(pod, node)| (pod.clone(), self.cluster.nodes()[*node].name.clone()))
+            .collect();
+        PlannedRound {
+            report,
+            units,
+            to_bind,
+            binds,
+        }
+    }
+
+    /// Try each unit in the policy's order while `budget` allows.
+    fn attempt_units(
+        &mut self,
+        attempt: Attempting<'_>,
+        budget: &mut dyn RoundBudget,
+        units: &[UnitPlan],
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) {
+        let Attempting {
+            now_ms,
+            policy,
+            fallback,
+        } = attempt;
+        policy.begin_round();
+        if let Some(f) = fallback {
+            f.begin_round();
+        }
+        let order = self.order(now_ms, policy, units, report);
+        for (position, &i) in order.iter().enumerate() {
+            let unit = &units[i];
+            let untried = order.len() - position;
+            if budget.spent(untried) {
+                report.decisions.push(Decision::Deferred {
+                    units: untried as u32,
+                    budget_ms: budget.budget_ms(),
+                });
+                break;
+            }
+            let mut attempt = self.guarded_attempt(now_ms, policy, i, unit, to_bind, report);
+            if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
+                report.decisions.push(Decision::FellBack {
+                    unit: unit.key.clone(),
+                    policy: fallback.info().name.clone(),
+                });
+                attempt = self.schedule_unit(now_ms, fallback, i, unit, to_bind, report);
+            }
+            match attempt {
+                Attempt::Progress => self.queue.settled(&unit.key),
+                Attempt::Failed | Attempt::Unfit => {
+                    self.set_back(unit, Setback::Unschedulable, now_ms)
+                }
+                Attempt::PolicyFailed => self.set_back(unit, Setback::Error, now_ms),
+                Attempt::Gated => self.set_back(unit, Setback::Gated, now_ms),
+                Attempt::Binding => {}
+            }
+        }
+    }
+
+    /// [`Scheduler::schedule_unit`] behind the policy's circuit breaker: a
+    /// suspended policy fails the unit at once (no call, no deadline paid).
+    fn guarded_attempt(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        index: usize,
+        unit: &UnitPlan,
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        let info = policy.info();
+        if self.breaker.admit(&info.sha256, now_ms).is_err() {
+            // The same text every round (no countdown): drivers publish an
+            // Event per pod each time the reason changes.
+            report.decisions.push(Decision::PolicyError {
+                unit: Some(unit.key.clone()),
+                error: format!(
+                    "policy `{}` is suspended after repeated failures until a probe call succeeds",
+                    info.name
+                ),
+            });
+            return Attempt::PolicyFailed;
+        }
+        let attempt = self.schedule_unit(now_ms, policy, index, unit, to_bind, report);
+        if attempt != Attempt::Gated
+            && let Some(change) =
+                self.breaker
+                    .record(attempt != Attempt::PolicyFailed, now_ms, &info.name)
+        {
+            report.decisions.push(Decision::Breaker(change));
+        }
+        attempt
+    }
+
+    /// The bookkeeping of a gang whose pods are all bound.
+    fn admitted(
+        &mut self,
+        now_ms: u64,
+        unit: &UnitPlan,
+        size: Option<u32>,
+        pods: &[(String, usize)],
+        report: &mut RoundReport,
+    ) {
+        let job = unit.job.clone().unwrap_or_default();
+        let nodes: std::collections::BTreeSet<usize> = pods.iter().map(|(_, n)| *n).collect();
+        let workers = self.cluster.job(&job).map(|j| j.workers).unwrap_or(0);
+        let admitted_workers = size.unwrap_or(workers);
+        // Started now, unless already running (a gang growing, or one whose
+        // members were kept bound when an earlier bind failed).
+        if let Some(e) = self.cluster.jobs.get_mut(&job)
+            && (unit.wit.running == 0 || e.started_ms.is_none())
+        {
+            let again = e.started_ms.is_some();
+            e.started_ms = Some(now_ms);
+            if again {
+                self.cluster.note_restart(&job);
+            }
+        }
+        report.decisions.push(Decision::Admitted {
+            unit: unit.key.clone(),
+            pods: pods.len() as u32,
+            workers: admitted_workers,
+            nodes: nodes.len() as u32,
+        });
+        if admitted_workers < workers {
+            report.effects.push(Effect::Scale(ScaleRequest {
+                job,
+                from: workers,
+                workers: admitted_workers,
+                reason: format!(
+                    "admitted at {admitted_workers} workers (its minimum) because the requested size did not fit"
+                ),
+                cause: ScaleCause::Admission,
+            }));
+        }
+    }
+
+    /// Put `unit` back in the queue after an attempt that did not bind it.
+    fn set_back(&mut self, unit: &UnitPlan, setback: Setback, now_ms: u64) {
+        let wants_placed = unit.pods.iter().any(|k| {
+            self.cluster.pod(k).is_some_and(|(p, _)| {
+                !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty()
+            })
+        });
+        let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
+        self.queue.set_back(
+            &unit.key,
+            unit.wit.id,
+            setback,
+            wants_placed,
+            now_ms,
+            backoff,
+        );
+    }
+
+    /// Try `unit` as it is, then with preemption when it fits nowhere.
+    fn schedule_unit(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        index: usize,
+        unit: &UnitPlan,
+        to_bind: &mut Vec<ToBind>,
+        report: &mut RoundReport,
+    ) -> Attempt {
+        match self.try_unit_or_quorum(now_ms, policy, index, unit, to_bind, report) {
+            Attempt::Unfit => self.make_room(now_ms, policy, unit, report),
+            attempt => attempt,
+        }
+    }
+}

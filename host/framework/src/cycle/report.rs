@@ -1,0 +1,153 @@
+//! What a round decided, in order, and what the driver is to do about it.
+
+use serde::Serialize;
+
+use super::ToBind;
+use super::UnitPlan;
+use crate::breaker::BreakerChange;
+use crate::io::{ApiError, Effect, ScaleRequest};
+use crate::unit::UnitKey;
+
+/// One outcome of a round, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Decision {
+    /// A pod was bound.
+    Bound { pod: String, node: String },
+    /// A gang was admitted (all its pods bound in this round).
+    Admitted {
+        unit: UnitKey,
+        pods: u32,
+        workers: u32,
+        nodes: u32,
+    },
+    /// A gang holds reservations and waits in permit.
+    Waiting {
+        unit: UnitKey,
+        reserved: u32,
+        wait_ms: u64,
+    },
+    /// A unit could not be placed now.
+    Unschedulable { unit: UnitKey, reason: String },
+    /// A unit that fits nowhere makes room: lower-priority units evicted
+    /// whole, or elastic jobs shrunk towards their minimum (never both).
+    /// It is tried again once their pods are gone.
+    Preempting {
+        unit: UnitKey,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        evicted: Vec<UnitKey>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        shrunk: Vec<UnitKey>,
+    },
+    /// A gang was rejected by permit and released.
+    Rejected { unit: UnitKey, reason: String },
+    /// A gang's permit wait ran out and it was released.
+    TimedOut { unit: UnitKey, reason: String },
+    /// A bind failed; the gang was released whole, but for `kept`: members
+    /// already bound that nothing would recreate if deleted, left bound
+    /// (named by the driver that applied the releases).
+    BindFailed {
+        unit: UnitKey,
+        pod: String,
+        error: ApiError,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<String>,
+    },
+    /// The policy failed; the unit stays pending (fail closed), unless a
+    /// `FellBack` follows.
+    PolicyError {
+        /// The unit, or `None` for the queue order.
+        unit: Option<UnitKey>,
+        error: String,
+    },
+    /// After a policy error, the unit was tried with the fallback policy (its
+    /// outcome follows). Gangs stay gangs: all pods or none.
+    FellBack { unit: UnitKey, policy: String },
+    /// The policy was suspended after repeated failures, or serves again.
+    Breaker(BreakerChange),
+    /// The round's time budget ran out with these units not tried; they
+    /// are tried in the next round.
+    Deferred { units: u32, budget_ms: u64 },
+    /// A job was resized by the framework: admitted below its requested
+    /// size, or shrunk to make room for a higher-priority unit.
+    Resized {
+        unit: UnitKey,
+        workers: u32,
+        reason: String,
+    },
+}
+
+/// All outcomes of one round.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RoundReport {
+    /// The round's time, ms.
+    pub now_ms: u64,
+    /// What happened, in order.
+    pub decisions: Vec<Decision>,
+    /// What the driver is to do about it, in order (see [`Effect`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
+}
+
+impl RoundReport {
+    /// Name `pod` among the members of `unit` kept bound after its bind
+    /// failed.
+    pub(crate) fn kept(&mut self, unit: &UnitKey, pod: String) {
+        let failed = self.decisions.iter_mut().rev().find_map(|d| match d {
+            Decision::BindFailed { unit: u, kept, .. } if u == unit => Some(kept),
+            _ => None,
+        });
+        if let Some(kept) = failed {
+            kept.push(pod);
+        }
+    }
+
+    /// Pods bound in this round.
+    pub fn bound(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.decisions.iter().filter_map(|d| match d {
+            Decision::Bound { pod, node } => Some((pod.as_str(), node.as_str())),
+            _ => None,
+        })
+    }
+}
+
+/// A round decided and not yet bound (see [`Scheduler::plan_round`]). Its
+/// pods are reserved until it is settled.
+#[derive(Debug)]
+#[must_use = "a planned round holds reservations until it is settled"]
+pub struct PlannedRound {
+    pub(super) report: RoundReport,
+    pub(super) units: Vec<UnitPlan>,
+    pub(super) to_bind: Vec<ToBind>,
+    /// `(pod, node)`, each group's pods together.
+    pub(super) binds: Vec<(String, String)>,
+}
+
+impl PlannedRound {
+    /// `(pod, node name)` to bind, in order.
+    pub fn binds(&self) -> &[(String, String)] {
+        &self.binds
+    }
+}
+
+impl ScaleRequest {
+    /// The decision a round reports for a scale of its own (an admission's
+    /// or a preemption's) once applied, or not.
+    pub fn outcome(&self, result: Result<(), ApiError>) -> Decision {
+        let unit = UnitKey::job(&self.job);
+        match result {
+            Ok(()) => Decision::Resized {
+                unit,
+                workers: self.workers,
+                reason: self.reason.clone(),
+            },
+            Err(e) => Decision::PolicyError {
+                unit: Some(unit),
+                error: format!(
+                    "could not shrink the job to {} workers ({}): {e}",
+                    self.workers, self.reason
+                ),
+            },
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The round's units: a job's pending pods as one gang or each pod alone,
+//! and the order they are tried in (`queue-order`, or PrioritySort).
+
+use super::*;
+
+impl Scheduler {
+    /// Build the pending units. With gangs (the policy has `permit`, or the
+    /// job is [declared](Job::declared)), a job's pending pods form one
+    /// unit; without (`permit` not implemented), every pod is its own.
+    pub(super) fn units(&self, gangs: bool) -> Vec<UnitPlan> {
+        let c = &self.cluster;
+        let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut lone: Vec<&str> = Vec::new();
+        let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.declared);
+        for (key, e) in &c.pods {
+            if e.state != PodState::Pending || c.is_surplus(&e.pod) {
+                continue;
+            }
+            match &e.pod.job {
+                Some(job) if is_gang(job) => {
+                    by_job.entry(job.as_str()).or_default().push(key.as_str())
+                }
+                _ => lone.push(key.as_str()),
+            }
+        }
+        let task = |key: &str| {
+            let p = &c.pods[key].pod;
+            wit::Task {
+                role: p.role.to_wit(),
+                index: p.index,
+                request: p.request.to_wit(),
+            }
+        };
+        let mut units = Vec::new();
+        for (job, mut pods) in by_job {
+            let je = &c.jobs[job];
+            pods.sort_by_key(|k| {
+                let p = &c.pods[*k].pod;
+                (p.role.placement_rank(), p.index, p.key.clone())
+            });
+            let running = c
+                .job_pods(job)
+                .filter(|(_, s)| matches!(s, PodState::Bound(_)))
+                .count() as u32;
+            units.push(UnitPlan {
+                key: UnitKey::job(job),
+                job: Some(job.to_string()),
+                wit: wit::Unit {
+                    id: je.unit_id,
+                    arrival_ms: je.job.arrival_ms,
+                    priority: je.job.priority,
+                    gang: true,
+                    tasks: pods.iter().map(|k| task(k)).collect(),
+                    workers: je.job.workers,
+                    min_workers: je.job.min_workers,
+                    max_workers: je.job.max_workers,
+                    running,
+                },
+                pods: pods.iter().map(|k| k.to_string()).collect(),
+            });
+        }
+        for key in lone {
+            let e = &c.pods[key];
+            // A pod of a job scheduled on its own (a policy without gangs)
+            // still tells the policy what job it belongs to.
+            let (workers, min, max) = e
+                .pod
+                .job
+                .as_ref()
+                .and_then(|j| c.jobs.get(j))
+                .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
+                .unwrap_or((0, 0, 0));
+            units.push(UnitPlan {
+                key: UnitKey::pod(key),
+                job: None,
+                wit: wit::Unit {
+                    id: e.unit_id,
+                    arrival_ms: e.pod.arrival_ms,
+                    priority: e.pod.priority,
+                    gang: false,
+                    tasks: vec![task(key)],
+                    workers,
+                    min_workers: min,
+                    max_workers: max,
+                    running: 0,
+                },
+                pods: vec![key.to_string()],
+            });
+        }
+        units
+    }
+
+    /// The policy's queue order, validated; FIFO when the policy does not
+    /// order or fails (the failure is reported).
+    pub(super) fn order(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        units: &[UnitPlan],
+        report: &mut RoundReport,
+    ) -> Vec<usize> {
+        // kube-scheduler's PrioritySort: priority, then the time the unit
+        // (re-)entered the queue.
+        let fifo = || {
+            let mut o: Vec<usize> = (0..units.len()).collect();
+            o.sort_by_key(|&i| {
+                let u = &units[i];
+                let entered = self
+                    .queue
+                    .since_ms(&u.key)
+                    .map_or(u.wit.arrival_ms, |t| t.max(u.wit.arrival_ms));
+                (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
+            });
+            o
+        };
+        if !policy.info().implements(wit::Hook::QueueOrder)
+            || !self.breaker.is_closed(&policy.info().sha256)
+        {
+            return fifo();
+        }
+        let queued: Vec<wit::Queued> = units
+            .iter()
+            .map(|u| wit::Queued {
+                id: u.wit.id,
+                arrival_ms: u.wit.arrival_ms,
+                priority: u.wit.priority,
+                pods: u.wit.tasks.len() as u32,
+                total: u.wit.tasks.iter().fold(
+                    wit::Resources {
+                        cpu_milli: 0,
+                        memory_mib: 0,
+                        gpus: 0,
+                    },
+                    |a, t| wit::Resources {
+                        cpu_milli: a.cpu_milli.saturating_add(t.request.cpu_milli),
+                        memory_mib: a.memory_mib.saturating_add(t.request.memory_mib),
+                        gpus: a.gpus.saturating_add(t.request.gpus),
+                    },
+                ),
+            })
+            .collect();
+        let result = policy
+            .queue_order(now_ms, &queued, &self.cluster)
+            .and_then(|order| {
+                let mut seen = vec![false; units.len()];
+                for &i in &order {
+                    let i = i as usize;
+                    if i >= units.len() || seen[i] {
+                        return Err(invalid(
+                            policy,
+                            "queue-order",
+                            format!(
+                                "not a permutation of 0..{}: index {i} is out of range or repeated",
+                                units.len()
+                            ),
+                        ));
+                    }
+                    seen[i] = true;
+                }
+                if order.len() != units.len() {
+                    return Err(invalid(
+                        policy,
+                        "queue-order",
+                        format!("{} indices for {} units", order.len(), units.len()),
+                    ));
+                }
+                Ok(order.into_iter().map(|i| i as usize).collect())
+            });
+        // A failure counts towards suspending the policy; a success does
+        // not reset the count (units' attempts do).
+        if result.is_err()
+            && let Some(change) = self.breaker.record(false, now_ms, &policy.info().name)
+        {
+            report.decisions.push(Decision::Breaker(change));
+        }
+        result.unwrap_or_else(|e| {
+            report.decisions.push(Decision::PolicyError {
+                unit: None,
+                error: e.to_string(),
+            });
+            fifo()
+        })
+    }
+}

@@ -1,0 +1,282 @@
+//! The scheduling loop: one task owns the snapshot, applies what the
+//! watches send, runs rounds and the scale step on the serving policy, and
+//! sends what they decide through [`ClusterIo`]. Policy calls run on the
+//! task's thread with the runtime told so (`block_in_place`); every request
+//! is awaited, never blocked on.
+
+mod round;
+mod scale;
+mod tell;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dragon_framework::record::Frame;
+use dragon_framework::{
+    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, PodState, Release,
+    RoundReport, ScaleRequest, UnitKey, WallBudget,
+};
+use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::apply::{Publisher, StatusWriter, bind_all};
+use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::group_status::Status;
+use crate::metrics::{HookMetrics, Metrics};
+use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
+use crate::taps::Taps;
+use crate::translate::SCALE_TARGET;
+
+/// What the watch tasks and the wiring send the loop.
+#[derive(Debug)]
+pub enum Msg {
+    Event(Event),
+    /// A (re)list finished: objects of `kind` not in `keys` are gone.
+    Listed {
+        kind: Kind,
+        keys: BTreeSet<String>,
+    },
+    /// This replica became the leader (true) or stopped leading.
+    Leading(bool),
+    /// SIGTERM or Ctrl-C: finish what is under way and return.
+    Shutdown,
+}
+
+/// A watched kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    Group,
+    NativeGroup,
+    Claim,
+    Volume,
+    Budget,
+}
+
+impl Kind {
+    /// What a list of this kind covers in the snapshot.
+    fn listed(self) -> Listed {
+        match self {
+            Kind::Node => Listed::Nodes,
+            Kind::Pod => Listed::Pods,
+            Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
+            Kind::NativeGroup => Listed::Groups(GroupApi::Native),
+            Kind::Budget => Listed::Budgets,
+            Kind::Claim | Kind::Volume => Listed::Other,
+        }
+    }
+}
+
+/// How many kinds are watched: scheduling starts once each is listed.
+const KINDS: usize = 7;
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the loop is built from.
+pub struct Parts<I> {
+    pub snapshot: Snapshot,
+    pub slot: Arc<PolicySlot>,
+    /// The built-in baseline, when units the policy fails on fall back to it.
+    pub fallback: Option<Arc<WasmPolicy>>,
+    pub io: Arc<I>,
+    pub metrics: Arc<Metrics>,
+    /// Binding POSTs in flight at once (`bindConcurrency`).
+    pub bind_concurrency: usize,
+    pub scale_interval: Duration,
+    /// Whether this replica acts from the start (no leader election).
+    pub leading: bool,
+    /// Kinds with nothing to list (an API the server does not serve).
+    pub unlisted: BTreeSet<Kind>,
+    /// What watches every round and scale step: the flight recorder and
+    /// the shadow policy.
+    pub taps: Taps,
+}
+
+/// The scheduling loop's state.
+pub struct Loop<I> {
+    snapshot: Snapshot,
+    slot: Arc<PolicySlot>,
+    fallback: Option<Arc<WasmPolicy>>,
+    io: Arc<I>,
+    events: Publisher<I>,
+    statuses: StatusWriter,
+    metrics: Arc<Metrics>,
+    bind_concurrency: usize,
+    /// Whether this replica leads (always, without leader election).
+    leading: bool,
+    /// When the framework next has work with no cluster change: a backoff
+    /// or a permit wait that ends.
+    next_retry_ms: Option<u64>,
+    scale_interval: Duration,
+    last_scale: Instant,
+    /// A cluster change arrived since the last round.
+    dirty: bool,
+    /// Last FailedScheduling reason per pod, so events are not repeated.
+    last_reason: BTreeMap<String, String>,
+    /// Scale targets by job (`namespace/podgroup`), from PodGroup annotations.
+    targets: BTreeMap<String, String>,
+    /// The status last sent to be written on each PodGroup.
+    group_status: BTreeMap<String, Status>,
+    /// The spec problem last reported on each PodGroup.
+    group_problem: BTreeMap<String, String>,
+    /// The `PodGroupInitiallyScheduled` condition last written on each
+    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
+    group_condition: BTreeMap<String, (bool, String)>,
+    listed: BTreeSet<Kind>,
+    taps: Taps,
+}
+
+impl<I: ClusterIo> Loop<I> {
+    /// A loop over `parts`; it spawns its Event and status writers, so it is
+    /// made inside the runtime.
+    pub fn new(mut parts: Parts<I>) -> Loop<I> {
+        if parts.taps.active() {
+            parts.snapshot.sched.keep_journal(true);
+        }
+        Loop {
+            events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
+            statuses: StatusWriter::spawn(parts.io.clone()),
+            snapshot: parts.snapshot,
+            slot: parts.slot,
+            fallback: parts.fallback,
+            io: parts.io,
+            metrics: parts.metrics,
+            bind_concurrency: parts.bind_concurrency.max(1),
+            leading: parts.leading,
+            next_retry_ms: None,
+            scale_interval: parts.scale_interval,
+            last_scale: Instant::now(),
+            dirty: true,
+            last_reason: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            group_status: BTreeMap::new(),
+            group_problem: BTreeMap::new(),
+            group_condition: BTreeMap::new(),
+            listed: parts.unlisted,
+            taps: parts.taps,
+        }
+    }
+
+    /// Sleep until a message or a timer (a retry, the scale step), then act,
+    /// until `Shutdown` or every sender is gone. A round runs on cluster
+    /// changes and when a retry is due, never on a fixed period: the
+    /// framework's queue decides which units a change may help.
+    pub async fn run(mut self, mut rx: UnboundedReceiver<Msg>) {
+        let metrics = self.metrics.clone();
+        let _running = metrics.health.start();
+        loop {
+            metrics.health.idle();
+            let scale_in = self
+                .scale_interval
+                .saturating_sub(self.last_scale.elapsed());
+            let retry_in = self
+                .next_retry_ms
+                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+            let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
+            // Until it acts (every kind listed, leading), only a message
+            // can change anything: no timer, or a standby would wake on
+            // every tick once the scale interval has passed.
+            let first = match self.acting() {
+                true => tokio::time::timeout(timeout, rx.recv()).await,
+                false => Ok(rx.recv().await),
+            };
+            metrics.health.busy(now_ms());
+            match first {
+                Ok(Some(msg)) => {
+                    let mut stop = self.handle(msg);
+                    // Apply everything already queued before deciding.
+                    while let Ok(msg) = rx.try_recv() {
+                        stop |= self.handle(msg);
+                    }
+                    if stop {
+                        let left = self.events.flush(Duration::from_secs(5)).await;
+                        if left > 0 {
+                            tracing::warn!(events = left, "stopping with events unsent");
+                        }
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {}
+            }
+            self.step().await;
+        }
+    }
+
+    /// Whether this replica schedules: every kind is listed and it leads.
+    fn acting(&self) -> bool {
+        self.listed.len() == KINDS && self.leading
+    }
+
+    /// Apply one message; true when it asks the loop to stop.
+    pub fn handle(&mut self, msg: Msg) -> bool {
+        match msg {
+            Msg::Event(e) => {
+                if let Event::GroupGone(key) = &e {
+                    self.group_status.remove(key);
+                    self.group_problem.remove(key);
+                    self.group_condition.remove(key);
+                }
+                self.snapshot.apply(e);
+                self.dirty = true;
+            }
+            Msg::Leading(is) => {
+                self.leading = is;
+                self.dirty = true;
+            }
+            Msg::Shutdown => return true,
+            Msg::Listed { kind, keys } => {
+                // Drop what vanished while we were not watching.
+                for e in self.snapshot.vanished(kind.listed(), &keys) {
+                    self.handle(Msg::Event(e));
+                }
+                self.listed.insert(kind);
+                self.dirty = true;
+                if self.listed.len() == KINDS {
+                    self.metrics
+                        .ready
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(
+                        nodes = self.snapshot.sched.cluster().nodes().len(),
+                        "cluster listed; scheduling"
+                    );
+                }
+            }
+        }
+        false
+    }
+
+    /// Act on what the messages so far changed: once every kind is listed
+    /// and while leading, a round if something changed or a retry is due,
+    /// the scale step when its interval has passed, and PodGroup statuses.
+    pub async fn step(&mut self) {
+        self.taps.between(&mut self.snapshot.sched);
+        if !self.acting() {
+            return;
+        }
+        self.sync_targets().await;
+        let now = now_ms();
+        let due = self.next_retry_ms.is_some_and(|t| t <= now);
+        let waiting = self.snapshot.sched.waiting_gangs().next().is_some();
+        if (self.dirty || due) && (self.snapshot.pending() > 0 || waiting) {
+            self.round().await;
+            self.dirty = false;
+        }
+        if self.last_scale.elapsed() >= self.scale_interval {
+            self.scale().await;
+            self.last_scale = Instant::now();
+        }
+        self.report_groups().await;
+        self.next_retry_ms = self.snapshot.sched.next_retry_ms(now_ms());
+    }
+}
+
+#[cfg(test)]
+mod tests;
