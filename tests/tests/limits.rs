@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use dragon_host::runtime::{Failure, FixedView, Hooks, Limits, LoadOptions, wit};
+use dragon_host::runtime::{Failure, FixedView, HookName, Hooks, Limits, LoadOptions, wit};
 use dragon_tests::{engine, hostile, lone_pod_on};
 
 fn limits(deadline_ms: u64, memory_bytes: usize) -> LoadOptions {
@@ -32,7 +32,10 @@ fn an_infinite_loop_is_interrupted_at_the_deadline() {
         .unwrap_err();
     let took = started.elapsed();
     assert_eq!(err.failure, Failure::Timeout { deadline_ms: 100 });
-    assert_eq!((err.policy.as_str(), err.hook), ("hostile", "score"));
+    assert_eq!(
+        (err.policy.as_str(), err.hook),
+        ("hostile", HookName::Score)
+    );
     assert!(
         took >= Duration::from_millis(90) && took < Duration::from_secs(3),
         "stopped after {took:?}"
@@ -79,7 +82,7 @@ fn a_panic_becomes_a_trap_that_carries_the_panic_message() {
         panic!("expected a trap, got {err}")
     };
     assert!(msg.contains("hostile: trap in filter"), "{msg}");
-    assert_eq!(err.hook, "filter");
+    assert_eq!(err.hook, HookName::Filter);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use super::cluster::PodState;
 use super::cycle::Scheduler;
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
-use dragon_runtime::{CallError, Failure, Hooks, wit};
+use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 
 /// One applied scale change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -335,7 +335,7 @@ fn checked_decisions(
 fn invalid(policy: &dyn Hooks, msg: String) -> String {
     CallError {
         policy: policy.info().name.clone(),
-        hook: "scale",
+        hook: HookName::Scale,
         failure: Failure::InvalidOutput(msg),
     }
     .to_string()

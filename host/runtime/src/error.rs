@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::bindings::wit;
+
 /// Why a policy could not be loaded. Every message names where the policy
 /// came from (`origin`: a path, a bundled name or `<bytes>`).
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +73,57 @@ pub enum LoadError {
     },
 }
 
+/// A function of the policy world the host calls: the interface's hooks,
+/// and `metadata`, `configure` and instantiation, which precede them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HookName {
+    Instantiate,
+    Metadata,
+    Configure,
+    QueueOrder,
+    PreFilter,
+    Filter,
+    Score,
+    Permit,
+    Scale,
+}
+
+impl HookName {
+    /// The WIT name (`queue-order`, `pre-filter`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookName::Instantiate => "instantiate",
+            HookName::Metadata => "metadata",
+            HookName::Configure => "configure",
+            HookName::QueueOrder => "queue-order",
+            HookName::PreFilter => "pre-filter",
+            HookName::Filter => "filter",
+            HookName::Score => "score",
+            HookName::Permit => "permit",
+            HookName::Scale => "scale",
+        }
+    }
+}
+
+impl From<wit::Hook> for HookName {
+    fn from(hook: wit::Hook) -> HookName {
+        match hook {
+            wit::Hook::QueueOrder => HookName::QueueOrder,
+            wit::Hook::PreFilter => HookName::PreFilter,
+            wit::Hook::Filter => HookName::Filter,
+            wit::Hook::Score => HookName::Score,
+            wit::Hook::Permit => HookName::Permit,
+            wit::Hook::Scale => HookName::Scale,
+        }
+    }
+}
+
+impl fmt::Display for HookName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A call into a policy that did not produce a usable result.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("policy `{policy}` failed in `{hook}`: {failure}")]
@@ -78,7 +131,7 @@ pub struct CallError {
     /// The policy's name.
     pub policy: String,
     /// The hook (WIT function) that failed.
-    pub hook: &'static str,
+    pub hook: HookName,
     /// What went wrong.
     pub failure: Failure,
 }

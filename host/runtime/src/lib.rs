@@ -18,7 +18,7 @@ pub mod view;
 pub use bindings::wit;
 pub use cache::ComponentCache;
 pub use engine::PolicyEngine;
-pub use error::{CallError, Failure, LoadError};
+pub use error::{CallError, Failure, HookName, LoadError};
 pub use limits::Limits;
 pub use load::{INTERFACE_VERSION, INTERFACE_VERSIONS, PolicySource, sha256_hex};
 pub use observed::{Observed, Observer};

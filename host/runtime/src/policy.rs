@@ -12,7 +12,7 @@ use super::bindings::{v0_1, v0_2, wit};
 use super::bounds::{self, LogBudget};
 use super::cache::ComponentCache;
 use super::engine::{PolicyEngine, TICK};
-use super::error::{CallError, Failure, LoadError};
+use super::error::{CallError, Failure, HookName, LoadError};
 use super::limits::{Limiter, Limits};
 use super::load::{Interface, PolicySource, check_header, check_world, sha256_hex};
 use super::view::{ClusterView, Delta, Seen};
@@ -93,14 +93,7 @@ pub struct PolicyInfo {
 
 /// The WIT name of a hook (`queue-order`, `pre-filter`, ...).
 pub fn hook_name(hook: wit::Hook) -> &'static str {
-    match hook {
-        wit::Hook::QueueOrder => "queue-order",
-        wit::Hook::PreFilter => "pre-filter",
-        wit::Hook::Filter => "filter",
-        wit::Hook::Score => "score",
-        wit::Hook::Permit => "permit",
-        wit::Hook::Scale => "scale",
-    }
+    HookName::from(hook).as_str()
 }
 
 impl PolicyInfo {
@@ -409,7 +402,7 @@ impl WasmPolicy {
             cause,
         };
         let metadata = policy
-            .call("metadata", |live| match &live.bindings {
+            .call(HookName::Metadata, |live| match &live.bindings {
                 Bindings::V0_1(b) => b.dragon_scheduler_policy().call_metadata(&mut live.store),
                 Bindings::V0_2(b) => b
                     .dragon_scheduler_policy()
@@ -426,7 +419,9 @@ impl WasmPolicy {
         policy.reset();
         let mut live = policy.instantiate().map_err(smoke)?;
         let settings = options.settings.clone();
-        let configured = policy.run(&mut live, "configure", |live| live.configure(&settings));
+        let configured = policy.run(&mut live, HookName::Configure, |live| {
+            live.configure(&settings)
+        });
         match configured {
             Ok(Ok(())) => {}
             Ok(Err(message)) => {
@@ -441,7 +436,7 @@ impl WasmPolicy {
         *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
         // Smoke: the cheapest hook on empty input must answer sensibly.
         let order = policy
-            .call("queue-order", |live| match &live.bindings {
+            .call(HookName::QueueOrder, |live| match &live.bindings {
                 Bindings::V0_1(b) => {
                     b.dragon_scheduler_policy()
                         .call_queue_order(&mut live.store, 0, &[])
@@ -454,7 +449,7 @@ impl WasmPolicy {
             .map_err(smoke)?;
         if !order.is_empty() {
             return Err(smoke(policy.invalid(
-                "queue-order",
+                HookName::QueueOrder,
                 format!("{} indices for an empty queue", order.len()),
             )));
         }
@@ -507,7 +502,7 @@ impl WasmPolicy {
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    pub(crate) fn invalid(&self, hook: &'static str, msg: String) -> CallError {
+    pub(crate) fn invalid(&self, hook: HookName, msg: String) -> CallError {
         CallError {
             policy: self.info.name.clone(),
             hook,
@@ -542,7 +537,7 @@ impl WasmPolicy {
         }
         .map_err(|e| CallError {
             policy: self.info.name.clone(),
-            hook: "instantiate",
+            hook: HookName::Instantiate,
             failure: Failure::Trap(describe(&e)),
         })?;
         Ok(Live {
@@ -560,7 +555,7 @@ impl WasmPolicy {
     fn run<R>(
         &self,
         live: &mut Live,
-        hook: &'static str,
+        hook: HookName,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         live.store.set_epoch_deadline(self.deadline_ticks());
@@ -597,19 +592,20 @@ impl WasmPolicy {
     /// if needed). A failure discards the instance.
     fn call<R>(
         &self,
-        hook: &'static str,
+        hook: HookName,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let mut guard = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let mut live = self.instantiate()?;
-            if hook != "metadata" {
+            if hook != HookName::Metadata {
                 let settings = self.info.settings.clone();
-                let configured =
-                    self.run(&mut live, "configure", |live| live.configure(&settings))?;
+                let configured = self.run(&mut live, HookName::Configure, |live| {
+                    live.configure(&settings)
+                })?;
                 configured.map_err(|msg| {
                     self.invalid(
-                        "configure",
+                        HookName::Configure,
                         format!(
                             "settings refused on re-instantiation: {}",
                             bounds::policy_text(msg)
@@ -651,7 +647,7 @@ impl Hooks for WasmPolicy {
         units: &[wit::Queued],
         view: &dyn ClusterView,
     ) -> Result<Vec<u32>, CallError> {
-        self.call("queue-order", |live| match &live.bindings {
+        self.call(HookName::QueueOrder, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
                     .call_queue_order(&mut live.store, now_ms, units)
@@ -671,7 +667,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Capacity,
         view: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError> {
-        self.call("pre-filter", |live| match &live.bindings {
+        self.call(HookName::PreFilter, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
                     .call_pre_filter(&mut live.store, now_ms, unit, nodes)
@@ -693,7 +689,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Candidates,
         view: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
-        let refused = self.call("filter", |live| match &live.bindings {
+        let refused = self.call(HookName::Filter, |live| match &live.bindings {
             Bindings::V0_1(b) => b
                 .dragon_scheduler_policy()
                 .call_filter(&mut live.store, pod, nodes)
@@ -711,7 +707,7 @@ impl Hooks for WasmPolicy {
         match refused {
             Ok(verdicts) => Ok(verdicts),
             Err(positions) => adapt::verdicts(&positions, nodes.index.len())
-                .map_err(|msg| self.invalid("filter", msg)),
+                .map_err(|msg| self.invalid(HookName::Filter, msg)),
         }
     }
 
@@ -721,7 +717,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Candidates,
         view: &dyn ClusterView,
     ) -> Result<Vec<u32>, CallError> {
-        self.call("score", |live| match &live.bindings {
+        self.call(HookName::Score, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
                     .call_score(&mut live.store, pod, nodes)
@@ -738,7 +734,7 @@ impl Hooks for WasmPolicy {
     }
 
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-        self.call("permit", |live| match &live.bindings {
+        self.call(HookName::Permit, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
                     .call_permit(&mut live.store, now_ms, *gang)
@@ -755,7 +751,7 @@ impl Hooks for WasmPolicy {
         input: &wit::ScaleInput,
         view: &dyn ClusterView,
     ) -> Result<Vec<wit::ScaleDecision>, CallError> {
-        self.call("scale", |live| match &live.bindings {
+        self.call(HookName::Scale, |live| match &live.bindings {
             Bindings::V0_1(b) => b
                 .dragon_scheduler_policy()
                 .call_scale(&mut live.store, input),

@@ -29,7 +29,7 @@ use super::queue::{Queue, Setback};
 use super::unit::UnitKey;
 use super::view::Scoring;
 use dragon_runtime::bounds::policy_text;
-use dragon_runtime::{CallError, Failure, Hooks, wit};
+use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 
 /// What one attempt at a unit came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,7 +127,7 @@ fn policy_failed(report: &mut RoundReport, unit: &UnitKey, e: CallError) -> Atte
     Attempt::PolicyFailed
 }
 
-fn invalid(policy: &dyn Hooks, hook: &'static str, msg: String) -> CallError {
+fn invalid(policy: &dyn Hooks, hook: HookName, msg: String) -> CallError {
     CallError {
         policy: policy.info().name.clone(),
         hook,

@@ -438,7 +438,7 @@ impl Scheduler {
             wit::PreFilterResult::Proceed(list) if list.is_empty() => Ok(Sizes::Try(vec![None])),
             wit::PreFilterResult::Proceed(list) => gang_sizes(&unit.wit, &list)
                 .map(|l| Sizes::Try(l.into_iter().map(Some).collect()))
-                .map_err(|msg| invalid(policy, "pre-filter", msg)),
+                .map_err(|msg| invalid(policy, HookName::PreFilter, msg)),
         }
     }
 
@@ -527,7 +527,7 @@ impl Scheduler {
                         undo(self, &placed);
                         return Err(PlaceError::Policy(invalid(
                             policy,
-                            "filter",
+                            HookName::Filter,
                             format!("{} results for {} candidates", p.len(), index.len()),
                         )));
                     }
@@ -571,7 +571,7 @@ impl Scheduler {
                         undo(self, &placed);
                         return Err(PlaceError::Policy(invalid(
                             policy,
-                            "score",
+                            HookName::Score,
                             format!("{} scores for {} candidates", s.len(), index.len()),
                         )));
                     }

@@ -148,7 +148,7 @@ impl Scheduler {
                     if i >= units.len() || seen[i] {
                         return Err(invalid(
                             policy,
-                            "queue-order",
+                            HookName::QueueOrder,
                             format!(
                                 "not a permutation of 0..{}: index {i} is out of range or repeated",
                                 units.len()
@@ -160,7 +160,7 @@ impl Scheduler {
                 if order.len() != units.len() {
                     return Err(invalid(
                         policy,
-                        "queue-order",
+                        HookName::QueueOrder,
                         format!("{} indices for {} units", order.len(), units.len()),
                     ));
                 }
