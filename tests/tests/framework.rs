@@ -106,7 +106,7 @@ fn of_two_gangs_that_cannot_both_fit_one_runs_whole_and_the_other_has_nothing_bo
             .iter()
             .find_map(|d| match d {
                 Decision::Unschedulable { unit, reason } if *unit == UnitKey::job("second") => {
-                    Some(reason.clone())
+                    Some(reason.to_string())
                 }
                 _ => None,
             })
@@ -205,7 +205,7 @@ fn a_gang_missing_members_is_not_tried_until_they_exist() {
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
     assert!(
-        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("3 of minMember 5")),
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.to_string().contains("3 of minMember 5")),
         "{d:?}"
     );
     assert_eq!(
@@ -720,7 +720,7 @@ fn a_gang_with_more_pods_than_its_min_member_starts_with_those_that_fit() {
     let (d, io) = round(&mut s, 2, &p);
     assert!(io.binds.is_empty());
     assert!(
-        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("pod g-") && reason.contains("nvidia.com/gpu")),
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.to_string().contains("pod g-") && reason.to_string().contains("nvidia.com/gpu")),
         "{d:?}"
     );
     // A member leaving makes room for one more.
@@ -739,7 +739,7 @@ fn a_gang_whose_quorum_cannot_fit_binds_nothing() {
     assert!(io.binds.is_empty(), "{d:?}");
     assert_eq!(s.cluster().free(0).gpus, 2, "nothing left reserved");
     assert!(
-        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("gang of 6 pods does not fit")),
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.to_string().contains("gang of 6 pods does not fit")),
         "the whole gang's reason: {d:?}"
     );
 }
@@ -824,7 +824,7 @@ fn a_gang_whose_min_resources_are_not_free_is_not_tried_until_they_are() {
     assert!(io.binds.is_empty());
     assert!(
         matches!(&d[..], [Decision::Unschedulable { reason, .. }]
-            if reason.contains("minResources") && reason.contains("nvidia.com/gpu 2, rdma/hca 1")),
+            if reason.to_string().contains("minResources") && reason.to_string().contains("nvidia.com/gpu 2, rdma/hca 1")),
         "{d:?}"
     );
     let mut b = node("b", 2);
@@ -845,7 +845,7 @@ fn a_held_job_is_not_tried_and_its_pods_say_why() {
     let (d, io) = round(&mut s, 0, &p);
     assert!(io.binds.is_empty());
     assert!(
-        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.contains("minMember must not be negative")),
+        matches!(&d[..], [Decision::Unschedulable { reason, .. }] if reason.to_string().contains("minMember must not be negative")),
         "{d:?}"
     );
     let mut j = s.cluster().job("g").unwrap().clone();

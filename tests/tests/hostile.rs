@@ -54,9 +54,8 @@ fn failures(d: &[Decision]) -> Vec<String> {
     d.iter()
         .filter_map(|d| match d {
             Decision::PolicyError { error, .. } => Some(error.clone()),
-            Decision::Unschedulable { reason, .. } | Decision::Rejected { reason, .. } => {
-                Some(reason.clone())
-            }
+            Decision::Unschedulable { reason, .. } => Some(reason.to_string()),
+            Decision::Rejected { reason, .. } => Some(reason.clone()),
             _ => None,
         })
         .collect()

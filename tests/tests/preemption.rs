@@ -90,7 +90,7 @@ fn reason(r: &Round, unit: &UnitKey) -> String {
     r.decisions
         .iter()
         .find_map(|d| match d {
-            Decision::Unschedulable { unit: u, reason } if u == unit => Some(reason.clone()),
+            Decision::Unschedulable { unit: u, reason } if u == unit => Some(reason.to_string()),
             _ => None,
         })
         .unwrap_or_default()

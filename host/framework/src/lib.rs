@@ -36,7 +36,7 @@ pub use constraints::{
 };
 pub use cycle::{
     Decision, DeferAt, PlannedRound, RoundBudget, RoundReport, Scheduler, SchedulerConfig,
-    Unbounded,
+    Unbounded, Unschedulable,
 };
 pub use drive::{WallBudget, apply_effects};
 pub use io::{

@@ -52,7 +52,9 @@ impl<I: ClusterIo> Loop<I> {
                 }
                 Decision::Unschedulable { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "unschedulable");
-                    self.explain(unit, reason).await;
+                    let gated: BTreeSet<&str> = reason.gated_pods().collect();
+                    self.explain_as(unit, None, &reason.to_string(), &gated)
+                        .await;
                 }
                 Decision::Rejected { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "rejected");
@@ -92,7 +94,8 @@ impl<I: ClusterIo> Loop<I> {
                     // else): its watch event will say where, and marking it
                     // unschedulable would contradict the API server.
                     let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
-                    self.explain_but(unit, except, &format!("binding failed, {what}: {error}"))
+                    let reason = format!("binding failed, {what}: {error}");
+                    self.explain_as(unit, except, &reason, &BTreeSet::new())
                         .await;
                 }
                 Decision::PolicyError { unit, error } => {
@@ -216,11 +219,18 @@ impl<I: ClusterIo> Loop<I> {
     /// A FailedScheduling event and `PodScheduled=False` on each pending pod
     /// of `unit`, once per reason.
     pub(super) async fn explain(&mut self, unit: &UnitKey, reason: &str) {
-        self.explain_but(unit, None, reason).await;
+        self.explain_as(unit, None, reason, &BTreeSet::new()).await;
     }
 
-    /// [`Loop::explain`], leaving out `except`.
-    pub(super) async fn explain_but(&mut self, unit: &UnitKey, except: Option<&str>, reason: &str) {
+    /// [`Loop::explain`], leaving out `except`; the pods in `gated` wait
+    /// for their scheduling gates (condition reason `SchedulingGated`).
+    pub(super) async fn explain_as(
+        &mut self,
+        unit: &UnitKey,
+        except: Option<&str>,
+        reason: &str,
+        gated: &BTreeSet<&str>,
+    ) {
         let mut pods: Vec<String> = match unit {
             UnitKey::Job(job) => {
                 self.native_condition(job, false, reason).await;
@@ -241,12 +251,6 @@ impl<I: ClusterIo> Loop<I> {
             if self.last_reason.get(&pod).map(String::as_str) == Some(reason) {
                 continue;
             }
-            let gated = self
-                .snapshot
-                .sched
-                .cluster()
-                .pod(&pod)
-                .is_some_and(|(p, _)| !p.scheduling_gates.is_empty());
             let note = Note {
                 regarding: Regarding::Pod(pod.clone()),
                 type_: "Warning",
@@ -261,7 +265,7 @@ impl<I: ClusterIo> Loop<I> {
                 }
             };
             let condition = Unschedulable {
-                reason: if gated {
+                reason: if gated.contains(pod.as_str()) {
                     "SchedulingGated"
                 } else {
                     "Unschedulable"

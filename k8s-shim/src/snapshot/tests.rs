@@ -24,7 +24,7 @@ fn a_gated_member_holds_its_whole_gang_until_the_gate_is_removed() {
         r.decisions
             .iter()
             .any(|d| matches!(d, Decision::Unschedulable { reason, .. }
-                if reason.contains("ml/t-w1") && reason.contains("example.com/quota"))),
+                if reason.to_string().contains("ml/t-w1") && reason.to_string().contains("example.com/quota"))),
         "{:?}",
         r.decisions
     );

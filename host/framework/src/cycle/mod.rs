@@ -6,6 +6,7 @@ mod budget;
 mod config;
 mod permit;
 mod place;
+mod reason;
 mod report;
 mod settle;
 mod units;
@@ -13,6 +14,7 @@ mod units;
 pub use budget::{DeferAt, RoundBudget, Unbounded};
 pub use config::SchedulerConfig;
 pub(crate) use place::{PlaceError, Sizes};
+pub use reason::Unschedulable;
 pub use report::{Decision, PlannedRound, RoundReport};
 
 use std::collections::BTreeMap;

@@ -125,20 +125,17 @@ impl Scheduler {
         // Pre-enqueue (Kubernetes' SchedulingGates): a gated pod is not
         // tried, and a gang with a gated member waits whole for the gate to
         // go, since binding its other members would leave it half placed.
-        if let Some(gated) = unit
+        let gated: Vec<(String, Vec<String>)> = unit
             .pods
             .iter()
             .filter_map(|k| self.cluster.pod(k))
-            .find(|(p, _)| !p.scheduling_gates.is_empty())
-            .map(|(p, _)| p)
-        {
+            .filter(|(p, _)| !p.scheduling_gates.is_empty())
+            .map(|(p, _)| (p.key.clone(), p.scheduling_gates.clone()))
+            .collect();
+        if !gated.is_empty() {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
-                reason: format!(
-                    "scheduling gated: pod {} has scheduling gates [{}]",
-                    gated.key,
-                    gated.scheduling_gates.join(", ")
-                ),
+                reason: Unschedulable::Gated { pods: gated },
             });
             return Attempt::Gated;
         }
@@ -151,7 +148,7 @@ impl Scheduler {
         {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
-                reason: reason.clone(),
+                reason: Unschedulable::Held(reason.clone()),
             });
             return Attempt::Gated;
         }
@@ -171,7 +168,10 @@ impl Scheduler {
             if present < min_member {
                 report.decisions.push(Decision::Unschedulable {
                     unit: unit.key.clone(),
-                    reason: format!("waiting for the gang's pods to be created: {present} of minMember {min_member} exist"),
+                    reason: Unschedulable::MissingMembers {
+                        present,
+                        min_member,
+                    },
                 });
                 return Attempt::Gated;
             }
@@ -189,10 +189,7 @@ impl Scheduler {
             if !gap.is_empty() {
                 report.decisions.push(Decision::Unschedulable {
                     unit: unit.key.clone(),
-                    reason: format!(
-                        "the cluster does not have the PodGroup's minResources free: short of {}",
-                        gap.join(", ")
-                    ),
+                    reason: Unschedulable::ShortOfMinResources { short: gap },
                 });
                 return Attempt::Failed;
             }
@@ -204,7 +201,10 @@ impl Scheduler {
             Ok(Sizes::Skip(reason)) => {
                 report.decisions.push(Decision::Unschedulable {
                     unit: unit.key.clone(),
-                    reason,
+                    reason: Unschedulable::Skipped {
+                        reason,
+                        preemption: None,
+                    },
                 });
                 return Attempt::Unfit;
             }
@@ -232,7 +232,10 @@ impl Scheduler {
         let Some((size, placed)) = chosen else {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
-                reason: last_reason,
+                reason: Unschedulable::NoFit {
+                    rejections: last_reason,
+                    preemption: None,
+                },
             });
             return Attempt::Unfit;
         };
@@ -347,8 +350,7 @@ impl Scheduler {
                 _ => None,
             });
             if let Some(reason) = reason {
-                reason.push_str("; preemption: ");
-                reason.push_str(more);
+                reason.note_preemption(more);
             }
         };
         let victims = match self.find_room(now_ms, policy, unit, gangs) {

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::ToBind;
 use super::UnitPlan;
+use super::Unschedulable;
 use crate::breaker::BreakerChange;
 use crate::io::{ApiError, Effect, ScaleRequest};
 use crate::unit::UnitKey;
@@ -28,7 +29,10 @@ pub enum Decision {
         wait_ms: u64,
     },
     /// A unit could not be placed now.
-    Unschedulable { unit: UnitKey, reason: String },
+    Unschedulable {
+        unit: UnitKey,
+        reason: Unschedulable,
+    },
     /// A unit that fits nowhere makes room: lower-priority units evicted
     /// whole, or elastic jobs shrunk towards their minimum (never both).
     /// It is tried again once their pods are gone.
