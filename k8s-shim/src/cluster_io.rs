@@ -7,6 +7,7 @@
 use dragon_framework::{ApiError, Release};
 
 use crate::group_status::Status;
+use crate::key::ScaleTarget;
 
 /// What an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,10 +61,10 @@ pub trait ClusterIo: Send + Sync + 'static {
 
     /// The replicas of a job's `/scale` target (`GROUP/VERSION/PLURAL/NAME`
     /// in the job's namespace).
-    async fn replicas(&self, job: &str, target: &str) -> Result<u32, ApiError>;
+    async fn replicas(&self, job: &str, target: &ScaleTarget) -> Result<u32, ApiError>;
 
     /// Set the replicas of a job's `/scale` target.
-    async fn scale(&self, job: &str, target: &str, replicas: u32) -> Result<(), ApiError>;
+    async fn scale(&self, job: &str, target: &ScaleTarget, replicas: u32) -> Result<(), ApiError>;
 
     /// Set `PodScheduled=False` on `pod`.
     async fn pod_unschedulable(&self, pod: &str, condition: &Unschedulable)
@@ -95,7 +96,7 @@ pub mod fake {
 
     use dragon_framework::{ApiError, ApiErrorKind, Release};
 
-    use super::{ClusterIo, Note, Unschedulable};
+    use super::{ClusterIo, Note, ScaleTarget, Unschedulable};
     use crate::group_status::Status;
 
     /// A request the fake saw.
@@ -205,7 +206,9 @@ pub mod fake {
             }
         }
 
-        async fn replicas(&self, _job: &str, target: &str) -> Result<u32, ApiError> {
+        async fn replicas(&self, _job: &str, target: &ScaleTarget) -> Result<u32, ApiError> {
+            let target = target.to_string();
+            let target = target.as_str();
             let mut s = self.lock();
             s.calls.push(Call::Replicas(target.into()));
             s.replicas
@@ -214,7 +217,14 @@ pub mod fake {
                 .ok_or_else(|| ApiError::new(ApiErrorKind::NotFound, format!("{target} not found")))
         }
 
-        async fn scale(&self, job: &str, target: &str, replicas: u32) -> Result<(), ApiError> {
+        async fn scale(
+            &self,
+            job: &str,
+            target: &ScaleTarget,
+            replicas: u32,
+        ) -> Result<(), ApiError> {
+            let target = target.to_string();
+            let target = target.as_str();
             let mut s = self.lock();
             s.calls.push(Call::Scale {
                 job: job.into(),

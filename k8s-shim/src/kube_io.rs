@@ -19,11 +19,13 @@ use serde_json::json;
 
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
+use crate::key::{ObjectKey, ScaleTarget};
 use crate::ratelimit::TokenBucket;
-use crate::translate::SCALE_TARGET;
 
-fn split(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("default", key))
+/// The object `key` names; a key that is not `namespace/name` is refused
+/// before any request is sent.
+fn object(key: &str) -> Result<ObjectKey, ApiError> {
+    ObjectKey::parse(key).map_err(|e| ApiError::new(ApiErrorKind::Refused, e.to_string()))
 }
 
 /// A unique event name: `POD.HEX`, as client-go names events (a
@@ -132,7 +134,7 @@ impl KubeIo {
         Api::namespaced(self.client.clone(), ns)
     }
 
-    fn reference(regarding: &Regarding) -> core::ObjectReference {
+    fn reference(regarding: &Regarding) -> Result<(ObjectKey, core::ObjectReference), ApiError> {
         let (api_version, kind, key) = match regarding {
             Regarding::Pod(key) => ("v1".to_string(), "Pod".to_string(), key),
             Regarding::PodGroup(key) => {
@@ -140,21 +142,23 @@ impl KubeIo {
                 (res.api_version, res.kind, key)
             }
         };
-        let (ns, name) = split(key);
-        core::ObjectReference {
+        let key = object(key)?;
+        let reference = core::ObjectReference {
             api_version: Some(api_version),
             kind: Some(kind),
-            namespace: Some(ns.into()),
-            name: Some(name.into()),
+            namespace: Some(key.namespace().into()),
+            name: Some(key.name().into()),
             ..Default::default()
-        }
+        };
+        Ok((key, reference))
     }
 }
 
 #[async_trait::async_trait]
 impl ClusterIo for KubeIo {
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {
-        let (ns, name) = split(pod);
+        let key = object(pod)?;
+        let (ns, name) = (key.namespace(), key.name());
         let binding = core::Binding {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -184,7 +188,8 @@ impl ClusterIo for KubeIo {
     }
 
     async fn release(&self, pod: &str) -> Result<Release, ApiError> {
-        let (ns, name) = split(pod);
+        let key = object(pod)?;
+        let (ns, name) = (key.namespace(), key.name());
         let api = self.pods(ns);
         self.request_token().await;
         let current = api
@@ -216,7 +221,8 @@ impl ClusterIo for KubeIo {
     }
 
     async fn evict(&self, pod: &str, dry_run: bool) -> Result<(), ApiError> {
-        let (ns, name) = split(pod);
+        let key = object(pod)?;
+        let (ns, name) = (key.namespace(), key.name());
         let params = kube::api::EvictParams {
             delete_options: None,
             post_options: PostParams {
@@ -238,7 +244,7 @@ impl ClusterIo for KubeIo {
         }
     }
 
-    async fn replicas(&self, job: &str, target: &str) -> Result<u32, ApiError> {
+    async fn replicas(&self, job: &str, target: &ScaleTarget) -> Result<u32, ApiError> {
         let (api, name) = scale_api(&self.client, job, target)?;
         self.request_token().await;
         let scale = api
@@ -259,7 +265,7 @@ impl ClusterIo for KubeIo {
             })
     }
 
-    async fn scale(&self, job: &str, target: &str, replicas: u32) -> Result<(), ApiError> {
+    async fn scale(&self, job: &str, target: &ScaleTarget, replicas: u32) -> Result<(), ApiError> {
         let (api, name) = scale_api(&self.client, job, target)?;
         let patch = json!({"spec": {"replicas": replicas}});
         self.request_token().await;
@@ -276,7 +282,8 @@ impl ClusterIo for KubeIo {
 
     /// The API server sets the condition True when the pod is bound.
     async fn pod_unschedulable(&self, pod: &str, c: &Unschedulable) -> Result<(), ApiError> {
-        let (ns, name) = split(pod);
+        let key = object(pod)?;
+        let (ns, name) = (key.namespace(), key.name());
         let condition = core::PodCondition {
             type_: "PodScheduled".into(),
             status: "False".into(),
@@ -303,7 +310,8 @@ impl ClusterIo for KubeIo {
         scheduled: bool,
         message: &str,
     ) -> Result<(), ApiError> {
-        let (ns, name) = split(group);
+        let key = object(group)?;
+        let (ns, name) = (key.namespace(), key.name());
         let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
             Api::namespaced(self.client.clone(), ns);
         let (status, reason) = match scheduled {
@@ -331,16 +339,11 @@ impl ClusterIo for KubeIo {
     /// Each call makes its own Event, so a changed reason is never folded
     /// into an earlier event's series with the old message.
     async fn event(&self, note: &Note) -> Result<(), ApiError> {
-        let regarding = Self::reference(&note.regarding);
-        let ns = regarding
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let name = regarding.name.clone().unwrap_or_default();
+        let (key, regarding) = Self::reference(&note.regarding)?;
         let ev = events::Event {
             metadata: ObjectMeta {
-                name: Some(event_name(&name)),
-                namespace: Some(ns.clone()),
+                name: Some(event_name(key.name())),
+                namespace: Some(key.namespace().into()),
                 ..Default::default()
             },
             event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
@@ -356,15 +359,16 @@ impl ClusterIo for KubeIo {
         if let Some(b) = &self.events {
             b.ready().await;
         }
-        Api::<events::Event>::namespaced(self.client.clone(), &ns)
+        Api::<events::Event>::namespaced(self.client.clone(), key.namespace())
             .create(&PostParams::default(), &ev)
             .await
             .map(|_| ())
-            .map_err(|e| typed(&format!("publishing an event about {ns}/{name}"), &e))
+            .map_err(|e| typed(&format!("publishing an event about {key}"), &e))
     }
 
     async fn group_status(&self, group: &str, status: &Status) -> Result<(), ApiError> {
-        let (ns, name) = split(group);
+        let key = object(group)?;
+        let (ns, name) = (key.namespace(), key.name());
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &podgroup_resource());
         let patch = json!({ "status": status });
@@ -376,40 +380,23 @@ impl ClusterIo for KubeIo {
     }
 }
 
-/// `/scale` access for a target written `GROUP/VERSION/PLURAL/NAME`
-/// (`apps/v1/statefulsets/NAME`) or `VERSION/PLURAL/NAME` for the core group.
+/// `/scale` access to `target` in `job`'s namespace.
 fn scale_api(
     client: &Client,
     job: &str,
-    target: &str,
+    target: &ScaleTarget,
 ) -> Result<(Api<DynamicObject>, String), ApiError> {
-    let parts: Vec<&str> = target.split('/').collect();
-    let (group, version, plural, name) = match parts.as_slice() {
-        [g, v, p, n] => (*g, *v, *p, *n),
-        [v, p, n] => ("", *v, *p, *n),
-        _ => {
-            return Err(ApiError::new(
-                ApiErrorKind::Refused,
-                format!("{SCALE_TARGET} must be GROUP/VERSION/PLURAL/NAME, got {target:?}"),
-            ));
-        }
-    };
-    let api_version = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
     let ar = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version,
+        group: target.group.clone(),
+        version: target.version.clone(),
+        api_version: target.api_version(),
         kind: String::new(),
-        plural: plural.into(),
+        plural: target.plural.clone(),
     };
-    let (ns, _) = split(job);
+    let job = object(job)?;
     Ok((
-        Api::namespaced_with(client.clone(), ns, &ar),
-        name.to_string(),
+        Api::namespaced_with(client.clone(), job.namespace(), &ar),
+        target.name.clone(),
     ))
 }
 

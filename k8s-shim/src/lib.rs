@@ -22,6 +22,7 @@ mod fixtures;
 pub mod flight;
 pub mod group_status;
 pub mod http;
+pub mod key;
 pub mod kube_io;
 pub mod leader;
 pub mod metrics;

@@ -20,6 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
 use crate::flight::{FlightRecorder, Run};
+use crate::key::ObjectKey;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::Metrics;
@@ -119,11 +120,7 @@ fn spawn_watch<K>(
 }
 
 fn podgroup(obj: DynamicObject) -> Event {
-    let key = format!(
-        "{}/{}",
-        obj.namespace().unwrap_or_else(|| "default".into()),
-        obj.name_any()
-    );
+    let key = namespaced_key(&obj);
     let spec = crate::translate::podgroup_spec(&key, obj.data.get("spec")).map_err(|e| e.message);
     let created_ms = crate::translate::created_ms(&obj.metadata);
     Event::Group(PodGroup {
@@ -179,11 +176,7 @@ async fn serves_native_podgroups(client: &Client) -> bool {
 }
 
 pub(crate) fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or("default"),
-        obj.meta().name.as_deref().unwrap_or("")
-    )
+    ObjectKey::of(obj).to_string()
 }
 
 /// Run the scheduler until SIGINT/SIGTERM.

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 
 use crate::group_status::{GroupStatuses, PodPhase};
+use crate::key::ObjectKey;
 use crate::translate::{self, PodGroupSpec};
 
 /// A PodGroup as the shim needs it.
@@ -359,7 +360,7 @@ impl Snapshot {
         let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
         let mut out = Vec::new();
         for claim in translate::pod_claims(p) {
-            let key = format!("{namespace}/{claim}");
+            let key = ObjectKey::new(Some(namespace), &claim).to_string();
             let volume = match self.claims.get(&key) {
                 None => return Err(format!("persistentvolumeclaim {claim:?} not found")),
                 Some(None) => {

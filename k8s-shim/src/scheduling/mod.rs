@@ -23,6 +23,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::apply::{Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
+use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{HookMetrics, Metrics};
 use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
 use crate::taps::Taps;
@@ -120,8 +121,9 @@ pub struct Loop<I> {
     dirty: bool,
     /// Last FailedScheduling reason per pod, so events are not repeated.
     last_reason: BTreeMap<String, String>,
-    /// Scale targets by job (`namespace/podgroup`), from PodGroup annotations.
-    targets: BTreeMap<String, String>,
+    /// Scale targets by job (`namespace/podgroup`), from PodGroup
+    /// annotations: the annotation as last seen and what it names.
+    targets: BTreeMap<String, (String, Result<ScaleTarget, KeyError>)>,
     /// The status last sent to be written on each PodGroup.
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.

@@ -16,38 +16,48 @@ impl<I: ClusterIo> Loop<I> {
             .map(|j| j.name.clone())
             .collect();
         for job in jobs {
-            let Some(target) = self
+            let Some(annotation) = self
                 .snapshot
                 .group(&job)
                 .and_then(|g| g.annotations.get(SCALE_TARGET))
-                .cloned()
             else {
                 continue;
             };
-            if self.targets.get(&job) == Some(&target) {
+            if self.targets.get(&job).map(|(seen, _)| seen) == Some(annotation) {
                 continue;
             }
-            match self.io.replicas(&job, &target).await {
-                Ok(r) => {
-                    self.snapshot.desired.insert(job.clone(), r);
-                    self.snapshot.refresh_job(&job);
-                }
-                Err(e) => tracing::warn!(job, target, "cannot read the job's scale: {e}"),
+            let annotation = annotation.clone();
+            let target = ScaleTarget::parse(SCALE_TARGET, &annotation);
+            match &target {
+                Ok(target) => match self.io.replicas(&job, target).await {
+                    Ok(r) => {
+                        self.snapshot.desired.insert(job.clone(), r);
+                        self.snapshot.refresh_job(&job);
+                    }
+                    Err(e) => {
+                        tracing::warn!(job, %target, "cannot read the job's scale: {e}")
+                    }
+                },
+                Err(e) => tracing::warn!(job, "{e}"),
             }
-            self.targets.insert(job, target);
+            self.targets.insert(job, (annotation, target));
         }
     }
 
     /// Set a job's workers through its scale target.
     pub(super) async fn send_scale(&self, request: &ScaleRequest) -> Result<(), ApiError> {
-        let Some(target) = self.targets.get(&request.job) else {
-            return Err(ApiError::new(
-                ApiErrorKind::Refused,
-                format!(
-                    "job {} has no {SCALE_TARGET} annotation on its PodGroup, so it cannot be scaled",
-                    request.job
-                ),
-            ));
+        let target = match self.targets.get(&request.job) {
+            Some((_, Ok(target))) => target,
+            Some((_, Err(e))) => return Err(ApiError::new(ApiErrorKind::Refused, e.to_string())),
+            None => {
+                return Err(ApiError::new(
+                    ApiErrorKind::Refused,
+                    format!(
+                        "job {} has no {SCALE_TARGET} annotation on its PodGroup, so it cannot be scaled",
+                        request.job
+                    ),
+                ));
+            }
         };
         self.io.scale(&request.job, target, request.workers).await?;
         tracing::info!(job = %request.job, workers = request.workers, reason = %request.reason, "scaled");

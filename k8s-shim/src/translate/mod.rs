@@ -58,11 +58,7 @@ fn err(object: &str, message: impl Into<String>) -> TranslateError {
 
 /// `namespace/name`.
 pub fn pod_key(pod: &core::Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("")
-    )
+    crate::key::ObjectKey::of(pod).to_string()
 }
 
 /// A node as the framework sees it.

@@ -1,0 +1,167 @@
+//! Names of API objects as typed values: an object's `namespace/name` key
+//! and a job's `/scale` target. They are built and read here only, so a key
+//! that is not one is an error naming it, never a silent default.
+
+use std::fmt;
+
+/// A key that is not `namespace/name`, or a scale target that is not
+/// `GROUP/VERSION/PLURAL/NAME`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0:?} is not a namespace/name key")]
+    NotNamespaced(String),
+    #[error("{annotation} must be GROUP/VERSION/PLURAL/NAME, got {target:?}")]
+    ScaleTarget {
+        annotation: &'static str,
+        target: String,
+    },
+}
+
+/// A namespaced object's key, written `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    namespace: String,
+    name: String,
+}
+
+impl ObjectKey {
+    /// The key of `name` in `namespace` (`default` when the object has
+    /// none, as the API server defaults it).
+    pub fn new(namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: namespace.unwrap_or("default").to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The key of an API object.
+    pub fn of<K: kube::Resource>(obj: &K) -> ObjectKey {
+        let meta = obj.meta();
+        ObjectKey::new(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// Read a key written `namespace/name`.
+    ///
+    /// # Errors
+    /// Either part is missing or empty.
+    pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
+        match key.split_once('/') {
+            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+                Ok(ObjectKey::new(Some(namespace), name))
+            }
+            _ => Err(KeyError::NotNamespaced(key.to_string())),
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The workload whose `/scale` sets a job's worker count, from its
+/// PodGroup's annotation: `GROUP/VERSION/PLURAL/NAME`, or
+/// `VERSION/PLURAL/NAME` in the core group. It lives in the job's
+/// namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleTarget {
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub name: String,
+}
+
+impl ScaleTarget {
+    /// Read the value of `annotation`.
+    ///
+    /// # Errors
+    /// It has neither three nor four non-empty parts.
+    pub fn parse(annotation: &'static str, target: &str) -> Result<ScaleTarget, KeyError> {
+        let parts: Vec<&str> = target.split('/').collect();
+        let (group, version, plural, name) = match parts.as_slice() {
+            [g, v, p, n] if !g.is_empty() => (*g, *v, *p, *n),
+            [v, p, n] => ("", *v, *p, *n),
+            _ => ("", "", "", ""),
+        };
+        if [version, plural, name].iter().any(|s| s.is_empty()) {
+            return Err(KeyError::ScaleTarget {
+                annotation,
+                target: target.to_string(),
+            });
+        }
+        Ok(ScaleTarget {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// `group/version`, or `version` in the core group.
+    pub fn api_version(&self) -> String {
+        match self.group.is_empty() {
+            true => self.version.clone(),
+            false => format!("{}/{}", self.group, self.version),
+        }
+    }
+}
+
+impl fmt::Display for ScaleTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.api_version(), self.plural, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_reads_back_as_written_and_a_key_without_a_namespace_is_refused() {
+        let key = ObjectKey::parse("ml/job-worker-0").unwrap();
+        assert_eq!((key.namespace(), key.name()), ("ml", "job-worker-0"));
+        assert_eq!(key.to_string(), "ml/job-worker-0");
+        assert_eq!(ObjectKey::new(None, "x").to_string(), "default/x");
+        for bad in ["job-worker-0", "/x", "ml/", ""] {
+            assert_eq!(
+                ObjectKey::parse(bad),
+                Err(KeyError::NotNamespaced(bad.to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_scale_target_names_group_version_plural_and_name_or_refuses() {
+        let t = ScaleTarget::parse("a", "apps/v1/statefulsets/resnet50-worker").unwrap();
+        assert_eq!(t.api_version(), "apps/v1");
+        assert_eq!(
+            (t.plural.as_str(), t.name.as_str()),
+            ("statefulsets", "resnet50-worker")
+        );
+        assert_eq!(t.to_string(), "apps/v1/statefulsets/resnet50-worker");
+        let core = ScaleTarget::parse("a", "v1/replicationcontrollers/rc").unwrap();
+        assert_eq!(
+            (core.group.as_str(), core.api_version()),
+            ("", "v1".to_string())
+        );
+        for bad in ["statefulsets/x", "a/b/c/d/e", "apps/v1//x", ""] {
+            let e = ScaleTarget::parse("dragon.dev/scale-target", bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("dragon.dev/scale-target must be GROUP/VERSION/PLURAL/NAME, got {bad:?}")
+            );
+        }
+    }
+}
