@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::case::Case;
-use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport, subject};
+use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport};
 use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
@@ -295,80 +295,8 @@ fn print_round(
         now as f64 / 1e3
     );
     for d in &round.decisions {
-        match d {
-            Decision::Bound { pod, node } => println!("  bind         {pod} -> {node}"),
-            Decision::Admitted {
-                unit,
-                pods,
-                workers,
-                nodes,
-            } => {
-                println!(
-                    "  admitted     {unit}: {pods} pods, {workers} workers, on {nodes} node(s)"
-                )
-            }
-            Decision::Waiting {
-                unit,
-                reserved,
-                wait_ms,
-            } => {
-                println!(
-                    "  waiting      {unit}: {reserved} pods reserved, permit waits up to {wait_ms} ms"
-                )
-            }
-            Decision::Unschedulable { unit, reason } => println!("  pending      {unit}: {reason}"),
-            Decision::Rejected { unit, reason } => println!("  rejected     {unit}: {reason}"),
-            Decision::TimedOut { unit, reason } => println!("  timed out    {unit}: {reason}"),
-            Decision::BindFailed {
-                unit,
-                pod,
-                error,
-                kept,
-            } => {
-                println!("  bind failed  {unit} ({pod}): {error}");
-                for k in kept {
-                    println!("  kept bound   {k}: nothing would recreate it if deleted");
-                }
-            }
-            Decision::PolicyError { unit, error } => {
-                println!("  error        {}: {error}", subject(unit.as_ref()))
-            }
-            Decision::FellBack { unit, policy } => {
-                println!("  fell back    {unit}: tried with {policy}")
-            }
-            Decision::Breaker(BreakerChange::Opened {
-                policy,
-                failures,
-                until_ms,
-            }) => println!(
-                "  suspended    {policy}: {failures} consecutive failures, until t = {} s",
-                *until_ms as f64 / 1e3
-            ),
-            Decision::Breaker(BreakerChange::Closed { policy }) => {
-                println!("  resumed      {policy}")
-            }
-            Decision::Deferred { units, budget_ms } => {
-                println!(
-                    "  deferred     {units} unit(s): the round's {budget_ms} ms budget ran out"
-                )
-            }
-            Decision::Resized {
-                unit,
-                workers,
-                reason,
-            } => println!("  resized      {unit} -> {workers} workers: {reason}"),
-            Decision::Preempting {
-                unit,
-                evicted,
-                shrunk,
-            } => {
-                for v in evicted {
-                    println!("  preempting   {unit}: evicts {v}");
-                }
-                for v in shrunk {
-                    println!("  preempting   {unit}: shrinks {v} to its minimum");
-                }
-            }
+        for line in d.to_string().lines() {
+            println!("  {line}");
         }
     }
     if round.decisions.is_empty() {

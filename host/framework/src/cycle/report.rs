@@ -1,5 +1,7 @@
 //! What a round decided, in order, and what the driver is to do about it.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use super::ToBind;
@@ -7,7 +9,7 @@ use super::UnitPlan;
 use super::Unschedulable;
 use crate::breaker::BreakerChange;
 use crate::io::{ApiError, Effect, ScaleRequest};
-use crate::unit::UnitKey;
+use crate::unit::{UnitKey, subject};
 
 /// One outcome of a round, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,6 +81,100 @@ pub enum Decision {
         workers: u32,
         reason: String,
     },
+}
+
+/// One line per outcome (a released gang's members kept bound and a
+/// preemption's victims take a line each; a preemption with none, none),
+/// as `dragon policy run` prints them.
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decision::Bound { pod, node } => write!(f, "bind         {pod} -> {node}"),
+            Decision::Admitted {
+                unit,
+                pods,
+                workers,
+                nodes,
+            } => write!(
+                f,
+                "admitted     {unit}: {pods} pods, {workers} workers, on {nodes} node(s)"
+            ),
+            Decision::Waiting {
+                unit,
+                reserved,
+                wait_ms,
+            } => write!(
+                f,
+                "waiting      {unit}: {reserved} pods reserved, permit waits up to {wait_ms} ms"
+            ),
+            Decision::Unschedulable { unit, reason } => write!(f, "pending      {unit}: {reason}"),
+            Decision::Rejected { unit, reason } => write!(f, "rejected     {unit}: {reason}"),
+            Decision::TimedOut { unit, reason } => write!(f, "timed out    {unit}: {reason}"),
+            Decision::BindFailed {
+                unit,
+                pod,
+                error,
+                kept,
+            } => {
+                write!(f, "bind failed  {unit} ({pod}): {error}")?;
+                for k in kept {
+                    write!(
+                        f,
+                        "\nkept bound   {k}: nothing would recreate it if deleted"
+                    )?;
+                }
+                Ok(())
+            }
+            Decision::PolicyError { unit, error } => {
+                write!(f, "error        {}: {error}", subject(unit.as_ref()))
+            }
+            Decision::FellBack { unit, policy } => {
+                write!(f, "fell back    {unit}: tried with {policy}")
+            }
+            Decision::Breaker(BreakerChange::Opened {
+                policy,
+                failures,
+                until_ms,
+            }) => write!(
+                f,
+                "suspended    {policy}: {failures} consecutive failures, until t = {} s",
+                *until_ms as f64 / 1e3
+            ),
+            Decision::Breaker(BreakerChange::Closed { policy }) => {
+                write!(f, "resumed      {policy}")
+            }
+            Decision::Deferred { units, budget_ms } => write!(
+                f,
+                "deferred     {units} unit(s): the round's {budget_ms} ms budget ran out"
+            ),
+            Decision::Resized {
+                unit,
+                workers,
+                reason,
+            } => write!(f, "resized      {unit} -> {workers} workers: {reason}"),
+            Decision::Preempting {
+                unit,
+                evicted,
+                shrunk,
+            } => {
+                let lines = evicted
+                    .iter()
+                    .map(|v| format!("preempting   {unit}: evicts {v}"))
+                    .chain(
+                        shrunk
+                            .iter()
+                            .map(|v| format!("preempting   {unit}: shrinks {v} to its minimum")),
+                    );
+                for (i, line) in lines.enumerate() {
+                    if i > 0 {
+                        f.write_str("\n")?;
+                    }
+                    f.write_str(&line)?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// All outcomes of one round.
