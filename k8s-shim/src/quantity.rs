@@ -3,6 +3,31 @@
 //! `resource.Quantity` and integer arithmetic (no floating point, which
 //! would misround large byte counts and fractional millicores).
 
+/// A quantity that cannot be read in the asked unit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid quantity {quantity:?}: {problem}")]
+pub struct QuantityError {
+    pub quantity: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("not a number")]
+    NotANumber,
+    #[error("too many digits")]
+    TooManyDigits,
+    #[error("bad exponent")]
+    BadExponent,
+    #[error("unknown suffix")]
+    UnknownSuffix,
+    #[error("negative")]
+    Negative,
+    #[error("too large")]
+    TooLarge,
+}
+
 /// Parse a quantity and return `ceil(q × scale)` (scale 1000 for
 /// millicores, 1 for the base unit), rounding up as Kubernetes does when it
 /// reads a request at a coarser scale.
@@ -10,9 +35,12 @@
 /// # Errors
 /// A message naming the quantity when it is not valid, negative, or larger
 /// than `u64::MAX` in the asked unit.
-pub fn parse(q: &str, scale: u64) -> Result<u64, String> {
+pub fn parse(q: &str, scale: u64) -> Result<u64, QuantityError> {
     let q = q.trim();
-    let bad = |why: &str| format!("invalid quantity {q:?}: {why}");
+    let bad = |problem: Problem| QuantityError {
+        quantity: q.to_string(),
+        problem,
+    };
     let (negative, rest) = match q.as_bytes().first() {
         Some(b'-') => (true, &q[1..]),
         Some(b'+') => (false, &q[1..]),
@@ -24,7 +52,7 @@ pub fn parse(q: &str, scale: u64) -> Result<u64, String> {
     let (number, suffix) = rest.split_at(number_end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
-        return Err(bad("not a number"));
+        return Err(bad(Problem::NotANumber));
     }
     // Leading zeros of the whole part and trailing zeros of the fraction
     // change nothing; what is left must fit the arithmetic below.
@@ -32,12 +60,12 @@ pub fn parse(q: &str, scale: u64) -> Result<u64, String> {
     let all = format!("{whole}{fraction}");
     let digits = all.trim_start_matches('0');
     if digits.len() > 38 {
-        return Err(bad("too many digits"));
+        return Err(bad(Problem::TooManyDigits));
     }
     let mantissa: u128 = if digits.is_empty() {
         0
     } else {
-        digits.parse().map_err(|_| bad("not a number"))?
+        digits.parse().map_err(|_| bad(Problem::NotANumber))?
     };
     // value = mantissa × 2^binary × 10^decimal
     let (binary, decimal): (u32, i64) = match suffix {
@@ -62,19 +90,22 @@ pub fn parse(q: &str, scale: u64) -> Result<u64, String> {
             let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4
             {
-                return Err(bad("bad exponent"));
+                return Err(bad(Problem::BadExponent));
             }
-            (0, exp.parse::<i64>().map_err(|_| bad("bad exponent"))?)
+            (
+                0,
+                exp.parse::<i64>().map_err(|_| bad(Problem::BadExponent))?,
+            )
         }
-        _ => return Err(bad("unknown suffix")),
+        _ => return Err(bad(Problem::UnknownSuffix)),
     };
     if mantissa == 0 {
         return Ok(0);
     }
     if negative {
-        return Err(bad("negative"));
+        return Err(bad(Problem::Negative));
     }
-    let too_large = || bad("too large");
+    let too_large = || bad(Problem::TooLarge);
     let decimal = decimal - fraction.len() as i64;
     // Numerator and denominator, exactly; then one rounding up.
     let mut num = mantissa
@@ -102,12 +133,12 @@ pub fn parse(q: &str, scale: u64) -> Result<u64, String> {
 }
 
 /// CPU in millicores, rounded up.
-pub fn cpu_milli(q: &str) -> Result<u64, String> {
+pub fn cpu_milli(q: &str) -> Result<u64, QuantityError> {
     parse(q, 1000)
 }
 
 /// A value in the resource's base unit (bytes, a count), rounded up.
-pub fn value(q: &str) -> Result<u64, String> {
+pub fn value(q: &str) -> Result<u64, QuantityError> {
     parse(q, 1)
 }
 
@@ -162,19 +193,18 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_by_name() {
-        assert!(cpu_milli("lots").unwrap_err().contains("lots"));
+        assert_eq!(cpu_milli("lots").unwrap_err().quantity, "lots");
         for bad in [
             "4Gb", "-1", "", ".", "1..2", "1.2.3", "e3", "1e", "1e+", "1ee3", "Ki", "1 Gi",
             "1e99999",
         ] {
             let e = value(bad).unwrap_err();
-            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{bad}: {e}");
         }
-        assert!(value("16Ei").unwrap_err().contains("too large"));
-        assert!(
-            value("18446744073709551616")
-                .unwrap_err()
-                .contains("too large")
+        assert_eq!(value("16Ei").unwrap_err().problem, Problem::TooLarge);
+        assert_eq!(
+            value("18446744073709551616").unwrap_err().problem,
+            Problem::TooLarge
         );
     }
 }

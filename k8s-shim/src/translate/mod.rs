@@ -70,7 +70,7 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
     let status = n.status.as_ref();
     let (allocatable, max_pods, extended) =
         requests::allocatable(status.and_then(|s| s.allocatable.as_ref()))
-            .map_err(|m| err(&format!("node {name}"), m))?;
+            .map_err(|m| err(&format!("node {name}"), m.to_string()))?;
     let spec = n.spec.as_ref();
     let ready = status
         .and_then(|s| s.conditions.as_ref())
@@ -269,7 +269,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
-    let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m))?;
+    let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m.to_string()))?;
     let role = match label_or_annotation(p, ROLE) {
         None => match label_or_annotation(p, KUBEFLOW_REPLICA_TYPE) {
             Some("ps") => Role::Ps,

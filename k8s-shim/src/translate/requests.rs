@@ -26,8 +26,16 @@ fn pod_level(name: &str) -> bool {
     name == CPU || name == MEMORY || name.starts_with("hugepages-")
 }
 
+/// A resource whose quantity cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{resource}: {source}")]
+pub struct ResourceError {
+    pub resource: String,
+    pub source: quantity::QuantityError,
+}
+
 /// Parses a resource list, naming the resource in an error.
-fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Result<Amounts, String> {
+fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Result<Amounts, ResourceError> {
     let mut out = Amounts::new();
     for (name, q) in list.into_iter().flatten() {
         let v = if name == CPU {
@@ -35,7 +43,10 @@ fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Result<Amounts, String>
         } else {
             quantity::value(&q.0)
         }
-        .map_err(|m| format!("{name}: {m}"))?;
+        .map_err(|source| ResourceError {
+            resource: name.clone(),
+            source,
+        })?;
         out.insert(name.clone(), v);
     }
     Ok(out)
@@ -55,7 +66,7 @@ fn max(into: &mut Amounts, from: &Amounts) {
     }
 }
 
-fn requests(c: &core::Container) -> Result<Amounts, String> {
+fn requests(c: &core::Container) -> Result<Amounts, ResourceError> {
     amounts(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
 }
 
@@ -67,7 +78,7 @@ fn requests(c: &core::Container) -> Result<Amounts, String> {
 ///
 /// # Errors
 /// A quantity that does not parse, named.
-pub fn effective(spec: &core::PodSpec) -> Result<(Resources, Scalars), String> {
+pub fn effective(spec: &core::PodSpec) -> Result<(Resources, Scalars), ResourceError> {
     let mut total = Amounts::new();
     for c in &spec.containers {
         add(&mut total, &requests(c)?);
@@ -116,7 +127,7 @@ fn demanded(mut total: Amounts) -> (Resources, Scalars) {
 ///
 /// # Errors
 /// A quantity that does not parse, named.
-pub fn min_resources(list: &BTreeMap<String, Quantity>) -> Result<Demand, String> {
+pub fn min_resources(list: &BTreeMap<String, Quantity>) -> Result<Demand, ResourceError> {
     let mut all = amounts(Some(list))?;
     all.remove(PODS);
     let (request, extended) = demanded(all);
@@ -131,7 +142,7 @@ pub fn min_resources(list: &BTreeMap<String, Quantity>) -> Result<Demand, String
 /// A quantity that does not parse, named.
 pub fn allocatable(
     list: Option<&BTreeMap<String, Quantity>>,
-) -> Result<(Resources, Option<u32>, Scalars), String> {
+) -> Result<(Resources, Option<u32>, Scalars), ResourceError> {
     let mut all = amounts(list)?;
     let r = Resources {
         cpu_milli: all.remove(CPU).unwrap_or(0),
