@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use dragon_host::framework::{
     Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
-    Taint, UnitKey,
+    Taint, TaintEffect, UnitKey,
 };
 use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
 use dragon_tests::{Ops, add_job, bundled, engine, hostile};
@@ -394,7 +394,7 @@ fn built_in_filters_respect_taints_and_node_selectors() {
     tainted.taints.push(Taint {
         key: "gpu".into(),
         value: "reserved".into(),
-        effect: "NoSchedule".into(),
+        effect: TaintEffect::NoSchedule,
     });
     c.add_node(tainted).unwrap();
     let mut labelled = node("labelled", 8);

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use dragon_host::framework::{
     ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodState, RecordingIo, Release, Resources,
-    Role, Scheduler, SchedulerConfig, Taint, Toleration, UnitKey,
+    Role, Scheduler, SchedulerConfig, Taint, TaintEffect, Toleration, TolerationOperator, UnitKey,
 };
 use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
 use dragon_host::spec::{TaskSpec, worker_pod};
@@ -245,7 +245,7 @@ fn build_cluster(sc: &Scenario) -> Cluster {
             node.taints.push(Taint {
                 key: TAINT_KEY.into(),
                 value: "infra".into(),
-                effect: "NoSchedule".into(),
+                effect: TaintEffect::NoSchedule,
             });
         }
         node.unschedulable = n.cordoned;
@@ -270,7 +270,7 @@ fn lone_pod(i: usize, l: &LoneSpec, now_ms: u64) -> Pod {
     if l.tolerates {
         p.tolerations.push(Toleration {
             key: TAINT_KEY.into(),
-            operator: "Exists".into(),
+            operator: TolerationOperator::Exists,
             ..Toleration::default()
         });
     }

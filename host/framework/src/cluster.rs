@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
 use super::journal::ClusterOp;
-use super::model::{Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars};
+use super::model::{
+    Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
+};
 use super::queue::Changes;
 use super::view::{Interned, Service, Topology};
 use dragon_runtime::wit;
@@ -582,7 +584,11 @@ impl Cluster {
         let free = self.free(i);
         let node = &self.nodes[i];
         let open = !self.gone[i] && !node.unschedulable && !node.taints.iter().any(|t| t.repels());
-        let soft = !self.gone[i] && node.taints.iter().any(|t| t.effect == "PreferNoSchedule");
+        let soft = !self.gone[i]
+            && node
+                .taints
+                .iter()
+                .any(|t| t.effect == TaintEffect::PreferNoSchedule);
         if i == self.soft_tainted.len() {
             self.soft_tainted.push(false);
         }

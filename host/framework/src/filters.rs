@@ -471,13 +471,13 @@ mod tests {
 
     #[test]
     fn a_tainted_node_takes_only_pods_that_tolerate_its_taint() {
-        use crate::{Taint, Toleration};
+        use crate::{Taint, TaintEffect, Toleration, TolerationOperator};
         let mut c = cluster(&[("n1", &[]), ("n2", &[])]);
         let mut n2 = c.nodes()[1].clone();
         n2.taints = vec![Taint {
             key: "gpu".into(),
             value: "a100".into(),
-            effect: "NoSchedule".into(),
+            effect: TaintEffect::NoSchedule,
         }];
         c.update_node(n2).unwrap();
         let (ok, msg) = run(&mut c, pod("d/p", &[]));
@@ -486,7 +486,7 @@ mod tests {
         let mut p = pod("d/p", &[]);
         p.tolerations = vec![Toleration {
             key: "gpu".into(),
-            operator: "Exists".into(),
+            operator: TolerationOperator::Exists,
             ..Toleration::default()
         }];
         assert_eq!(run(&mut c, p).0, ["n1", "n2"]);

@@ -46,7 +46,7 @@ pub use io::{
 pub use journal::ClusterOp;
 pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
-    Toleration,
+    TaintEffect, Toleration, TolerationOperator,
 };
 pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{

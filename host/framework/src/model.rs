@@ -64,6 +64,26 @@ impl Resources {
     }
 }
 
+/// What a taint does to pods that do not tolerate it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The effect Kubernetes names `text`, if any.
+    pub fn parse(text: &str) -> Option<TaintEffect> {
+        match text {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            _ => None,
+        }
+    }
+}
+
 /// A node taint (only `NoSchedule` and `NoExecute` keep pods off).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,15 +91,29 @@ pub struct Taint {
     pub key: String,
     #[serde(default)]
     pub value: String,
-    pub effect: String,
+    pub effect: TaintEffect,
 }
 
 impl Taint {
     /// Whether the taint keeps untolerating pods off the node (`NoSchedule`,
     /// `NoExecute`; `PreferNoSchedule` is only a preference).
     pub fn repels(&self) -> bool {
-        self.effect == "NoSchedule" || self.effect == "NoExecute"
+        matches!(
+            self.effect,
+            TaintEffect::NoSchedule | TaintEffect::NoExecute
+        )
     }
+}
+
+/// How a toleration matches a taint's key and value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    /// Key and value equal (Kubernetes' default, also written as empty).
+    #[default]
+    #[serde(alias = "")]
+    Equal,
+    /// Key equal, any value (an empty key: every taint).
+    Exists,
 }
 
 /// A pod's toleration, with Kubernetes' matching rules.
@@ -89,26 +123,52 @@ pub struct Toleration {
     /// Empty with `Exists` tolerates everything.
     #[serde(default)]
     pub key: String,
-    /// `Equal` (default) or `Exists`.
     #[serde(default)]
-    pub operator: String,
+    pub operator: TolerationOperator,
     #[serde(default)]
     pub value: String,
-    /// Empty matches every effect.
-    #[serde(default)]
-    pub effect: String,
+    /// `None` (written as empty) matches every effect.
+    #[serde(default, with = "any_effect")]
+    pub effect: Option<TaintEffect>,
 }
 
 impl Toleration {
     /// Whether this toleration tolerates `taint`.
     pub fn tolerates(&self, taint: &Taint) -> bool {
-        if !self.effect.is_empty() && self.effect != taint.effect {
+        if self.effect.is_some_and(|e| e != taint.effect) {
             return false;
         }
-        if self.operator == "Exists" {
-            return self.key.is_empty() || self.key == taint.key;
+        match self.operator {
+            TolerationOperator::Exists => self.key.is_empty() || self.key == taint.key,
+            TolerationOperator::Equal => self.key == taint.key && self.value == taint.value,
         }
-        self.key == taint.key && self.value == taint.value
+    }
+}
+
+/// A toleration's effect as Kubernetes writes it: empty for every effect.
+mod any_effect {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::TaintEffect;
+
+    pub fn serialize<S: Serializer>(e: &Option<TaintEffect>, s: S) -> Result<S::Ok, S::Error> {
+        match e {
+            Some(e) => e.serialize(s),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TaintEffect>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        TaintEffect::parse(&text).map(Some).ok_or_else(|| {
+            serde::de::Error::unknown_variant(
+                &text,
+                &["NoSchedule", "PreferNoSchedule", "NoExecute", ""],
+            )
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use super::cluster::Cluster;
 use super::constraints::{SpreadConstraint, node_affinity_allows, tolerates_taints};
-use super::model::{Node, Pod};
+use super::model::{Node, Pod, TaintEffect};
 
 /// kube-scheduler's default score plugin weights.
 const NODE_AFFINITY_WEIGHT: u64 = 2;
@@ -32,7 +32,7 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 fn prefer_no_schedule_untolerated(pod: &Pod, node: &Node) -> u64 {
     node.taints
         .iter()
-        .filter(|t| t.effect == "PreferNoSchedule")
+        .filter(|t| t.effect == TaintEffect::PreferNoSchedule)
         .filter(|t| !pod.tolerations.iter().any(|tol| tol.tolerates(t)))
         .count() as u64
 }
@@ -335,7 +335,7 @@ mod tests {
     use super::*;
     use crate::constraints::{PreferredTerm, WeightedPodAffinityTerm};
     use crate::fixtures::*;
-    use crate::model::{Node, Resources, Taint, Toleration};
+    use crate::model::{Node, Resources, Taint, Toleration, TolerationOperator};
     use crate::selector::{LabelSelector, Labels};
 
     /// The choice for `pod` among `index` given the policy's scores.
@@ -358,7 +358,7 @@ mod tests {
                 n.taints.push(Taint {
                     key: "busy".into(),
                     value: String::new(),
-                    effect: "PreferNoSchedule".into(),
+                    effect: TaintEffect::PreferNoSchedule,
                 });
             }
             c.add_node(n).unwrap();
@@ -399,7 +399,7 @@ mod tests {
         // breaks the tie.
         p.tolerations = vec![Toleration {
             key: "busy".into(),
-            operator: "Exists".into(),
+            operator: TolerationOperator::Exists,
             ..Toleration::default()
         }];
         assert_eq!(choose(&c, &p, &all, Some(&[0, 1, 5])), Some(2));

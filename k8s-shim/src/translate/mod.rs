@@ -8,7 +8,8 @@ mod requests;
 use std::collections::BTreeMap;
 
 use dragon_framework::{
-    Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, Toleration,
+    Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
+    Toleration, TolerationOperator,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
@@ -72,6 +73,25 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
         requests::allocatable(status.and_then(|s| s.allocatable.as_ref()))
             .map_err(|m| err(&format!("node {name}"), m.to_string()))?;
     let spec = n.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+                err(
+                    &format!("node {name}"),
+                    format!("spec.taints[{i}].effect: unknown effect {:?}", t.effect),
+                )
+            })?;
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect::<Result<Vec<_>, TranslateError>>()?;
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
@@ -81,18 +101,7 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
         extended,
         max_pods,
         labels: n.metadata.labels.clone().unwrap_or_default(),
-        taints: spec
-            .and_then(|s| s.taints.as_ref())
-            .map(|ts| {
-                ts.iter()
-                    .map(|t| Taint {
-                        key: t.key.clone(),
-                        value: t.value.clone().unwrap_or_default(),
-                        effect: t.effect.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        taints,
         // A node that is not Ready takes no new pods (as the node lifecycle
         // controller's not-ready taint would say).
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false) || !ready,
@@ -256,6 +265,35 @@ fn label_or_annotation<'a>(p: &'a core::Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// A pod's toleration; an operator or effect Kubernetes does not define
+/// is refused, naming the field.
+fn toleration(object: &str, i: usize, t: &core::Toleration) -> Result<Toleration, TranslateError> {
+    let field = format!("spec.tolerations[{i}]");
+    let operator = match t.operator.as_deref() {
+        None | Some("") | Some("Equal") => TolerationOperator::Equal,
+        Some("Exists") => TolerationOperator::Exists,
+        Some(other) => {
+            return Err(err(
+                object,
+                format!("{field}.operator: unknown operator {other:?}"),
+            ));
+        }
+    };
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(
+            TaintEffect::parse(text)
+                .ok_or_else(|| err(object, format!("{field}.effect: unknown effect {text:?}")))?,
+        ),
+    };
+    Ok(Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator,
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
 /// A pod as the framework sees it: its effective requests over every
 /// resource name and its place in a job; its constraints come from
 /// [`pod_constraints`], since a pod already bound counts as usage even
@@ -315,13 +353,9 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .tolerations
             .iter()
             .flatten()
-            .map(|t| Toleration {
-                key: t.key.clone().unwrap_or_default(),
-                operator: t.operator.clone().unwrap_or_default(),
-                value: t.value.clone().unwrap_or_default(),
-                effect: t.effect.clone().unwrap_or_default(),
-            })
-            .collect(),
+            .enumerate()
+            .map(|(i, t)| toleration(&object, i, t))
+            .collect::<Result<_, _>>()?,
         priority: spec.priority.unwrap_or(0),
         preemption: match spec.preemption_policy.as_deref() {
             Some("Never") => Preemption::Never,
