@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cycle::{Decision, DeferAt, Scheduler, SchedulerConfig, Unbounded};
+use crate::cycle::{Decision, DeferAt, RoundBudget, Scheduler, SchedulerConfig, Unbounded};
 use crate::io::Answers;
 use crate::journal::ClusterOp;
 use dragon_runtime::Hooks;
@@ -494,24 +494,19 @@ fn run_step(
         true => {
             let mut scaler = answers.clone();
             let mut binder = answers;
-            let report = match recorded_deferral(&recorded) {
-                Some(mut budget) => sched.schedule_round_within(
-                    now_ms,
-                    policy,
-                    fallback,
-                    &mut budget,
-                    &mut binder,
-                    &mut scaler,
-                ),
-                None => sched.schedule_round_within(
-                    now_ms,
-                    policy,
-                    fallback,
-                    &mut Unbounded,
-                    &mut binder,
-                    &mut scaler,
-                ),
+            let (mut deferred, mut unbounded) = (recorded_deferral(&recorded), Unbounded);
+            let budget: &mut dyn RoundBudget = match deferred.as_mut() {
+                Some(at) => at,
+                None => &mut unbounded,
             };
+            let report = sched.schedule_round_within(
+                now_ms,
+                policy,
+                fallback,
+                budget,
+                &mut binder,
+                &mut scaler,
+            );
             policy_errors.extend(report.decisions.iter().filter_map(|d| match d {
                 Decision::PolicyError { error, .. } => Some(error.clone()),
                 _ => None,
