@@ -11,7 +11,7 @@ use super::cluster::Cluster;
 use super::constraints::{
     PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
 };
-use super::model::Pod;
+use super::model::{Pod, Taint};
 use dragon_runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
@@ -95,7 +95,12 @@ fn static_filters(cluster: &Cluster, pod: &Pod, i: usize) -> Result<(), Option<R
         return Err(None);
     }
     let node = &cluster.nodes()[i];
-    if node.unschedulable {
+    if node.unschedulable
+        && !pod
+            .tolerations
+            .iter()
+            .any(|t| t.tolerates(&Taint::cordon()))
+    {
         Err(Some(Reason::Unschedulable))
     } else if !tolerates_taints(pod, node) {
         Err(Some(Reason::Taint))
@@ -490,6 +495,34 @@ mod tests {
             ..Toleration::default()
         }];
         assert_eq!(run(&mut c, p).0, ["n1", "n2"]);
+    }
+
+    #[test]
+    fn a_cordoned_node_takes_only_pods_that_tolerate_the_cordon_taint() {
+        // `nodeunschedulable/node_unschedulable_test.go`.
+        use crate::{TaintEffect, Toleration};
+        let mut c = cluster(&[("n1", &[]), ("n2", &[])]);
+        let mut n2 = c.nodes()[1].clone();
+        n2.unschedulable = true;
+        c.update_node(n2).unwrap();
+        let (ok, msg) = run(&mut c, pod("d/p", &[]));
+        assert_eq!(ok, ["n1"]);
+        assert!(msg.contains("1 node(s) were unschedulable"), "{msg}");
+        let mut p = pod("d/p", &[]);
+        p.tolerations = vec![Toleration {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: Some(TaintEffect::NoSchedule),
+            ..Toleration::default()
+        }];
+        assert_eq!(run(&mut c, p).0, ["n1", "n2"]);
+        // Tolerating another effect is not tolerating the cordon.
+        let mut p = pod("d/p", &[]);
+        p.tolerations = vec![Toleration {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: Some(TaintEffect::NoExecute),
+            ..Toleration::default()
+        }];
+        assert_eq!(run(&mut c, p).0, ["n1"]);
     }
 
     #[test]

@@ -95,6 +95,26 @@ pub struct Taint {
 }
 
 impl Taint {
+    /// The taint a cordon stands for: a pod that tolerates it may go to a
+    /// node with `spec.unschedulable` (kube's NodeUnschedulable).
+    pub fn cordon() -> Taint {
+        Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }
+    }
+
+    /// The taint the node lifecycle controller puts on a node that is not
+    /// Ready.
+    pub fn not_ready() -> Taint {
+        Taint {
+            key: "node.kubernetes.io/not-ready".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }
+    }
+
     /// Whether the taint keeps untolerating pods off the node (`NoSchedule`,
     /// `NoExecute`; `PreferNoSchedule` is only a preference).
     pub fn repels(&self) -> bool {

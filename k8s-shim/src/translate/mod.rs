@@ -95,6 +95,14 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let mut taints = taints;
+    // A node that is not Ready takes no new pods but those that tolerate
+    // it, as the node lifecycle controller's taint says (seen here before
+    // the controller has written it).
+    let not_ready = Taint::not_ready();
+    if !ready && !taints.iter().any(|t| t.key == not_ready.key && t.repels()) {
+        taints.push(not_ready);
+    }
     Ok(Node {
         name,
         allocatable,
@@ -102,9 +110,7 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
         max_pods,
         labels: n.metadata.labels.clone().unwrap_or_default(),
         taints,
-        // A node that is not Ready takes no new pods (as the node lifecycle
-        // controller's not-ready taint would say).
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false) || !ready,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
     })
 }
 
@@ -305,6 +311,16 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let key = pod_key(p);
     let object = format!("pod {key}");
     let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
+    // Placing such a pod would bind it without its devices: it waits, named.
+    if let Some(claim) = spec.resource_claims.iter().flatten().next() {
+        return Err(err(
+            &object,
+            format!(
+                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
+                claim.name
+            ),
+        ));
+    }
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
     let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m.to_string()))?;
@@ -379,6 +395,16 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
 pub fn pod_constraints(p: &core::Pod) -> Result<Constraints, TranslateError> {
     let object = format!("pod {}", pod_key(p));
     let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
+    // Placing such a pod would bind it without its devices: it waits, named.
+    if let Some(claim) = spec.resource_claims.iter().flatten().next() {
+        return Err(err(
+            &object,
+            format!(
+                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
+                claim.name
+            ),
+        ));
+    }
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
     constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))

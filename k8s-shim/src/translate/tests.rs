@@ -113,7 +113,7 @@ fn a_bad_role_or_quantity_names_the_pod() {
 }
 
 #[test]
-fn a_node_that_is_not_ready_takes_no_pods() {
+fn a_node_that_is_not_ready_is_tainted_not_ready() {
     let n: core::Node = serde_norway::from_str(
             "metadata: {name: n1}\nstatus:\n  allocatable: {cpu: '32', memory: 128Gi, nvidia.com/gpu: '4'}\n  conditions: [{type: Ready, status: 'False'}]\n",
         )
@@ -127,7 +127,8 @@ fn a_node_that_is_not_ready_takes_no_pods() {
             gpus: 4
         }
     );
-    assert!(t.unschedulable);
+    assert!(!t.unschedulable, "a cordon is spec.unschedulable alone");
+    assert_eq!(t.taints, [Taint::not_ready()]);
 }
 
 #[test]
@@ -376,4 +377,13 @@ fn kubeflow_and_indexed_job_pods_get_their_role_and_index() {
             .to_string()
             .contains("training.kubeflow.org/replica-index must be a whole number")
     );
+}
+
+#[test]
+fn a_pod_with_resource_claims_is_refused_with_the_claim_named() {
+    let p = pod_yaml(
+        "metadata: {name: p, namespace: d}\nspec:\n  containers: [{name: a, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n",
+    );
+    let e = pod(&p).unwrap_err().to_string();
+    assert!(e.contains("pod d/p: spec.resourceClaims[\"gpu\"]"), "{e}");
 }
