@@ -19,9 +19,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dragon_framework::SchedulerConfig;
-use dragon_framework::record::{FORMAT, Frame, Header, Recorder};
+use dragon_framework::record::{FORMAT, Frame, Header, RecordError, Recorder};
 use dragon_runtime::PolicyInfo;
 use serde::Deserialize;
+
+/// Why a recording file cannot be started.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("cannot write the scheduling config into the header: {0}")]
+    Config(#[from] serde_json::Error),
+    #[error(transparent)]
+    Create(#[from] RecordError),
+}
 
 /// `recording` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -229,7 +238,7 @@ impl FlightRecorder {
         }
     }
 
-    fn start(&mut self, policy: &PolicyInfo, who: (String, String)) -> Result<(), String> {
+    fn start(&mut self, policy: &PolicyInfo, who: (String, String)) -> Result<(), StartError> {
         let header = Header {
             format: FORMAT,
             source: "dragon-scheduler".into(),
@@ -238,7 +247,7 @@ impl FlightRecorder {
             sha256: policy.sha256.clone(),
             settings: policy.settings.clone(),
             interface_version: policy.interface_version.clone(),
-            config: serde_json::to_string(&self.run.scheduling).map_err(|e| e.to_string())?,
+            config: serde_json::to_string(&self.run.scheduling)?,
             fallback: self.run.fallback.clone(),
             part: self.part,
         };
@@ -246,7 +255,7 @@ impl FlightRecorder {
             "dragon-{}-{:04}.rec",
             self.run.started_ms, self.part
         ));
-        let recorder = Recorder::create(&path, &header).map_err(|e| e.to_string())?;
+        let recorder = Recorder::create(&path, &header)?;
         self.part += 1;
         self.files.push_back((path.clone(), 0));
         self.open = Some(Open {

@@ -34,7 +34,7 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> 
                     let now = crate::scheduling::now_ms();
                     match m.health.check(now, stuck_after.as_millis() as u64) {
                         Ok(()) => (StatusCode::OK, "ok".to_string()),
-                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
                     }
                 }
             }),

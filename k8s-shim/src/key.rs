@@ -17,6 +17,11 @@ pub enum KeyError {
     },
 }
 
+/// An API object's `namespace/name`.
+pub fn key_of<K: kube::Resource>(obj: &K) -> String {
+    ObjectKey::of(obj).to_string()
+}
+
 /// A namespaced object's key, written `namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {

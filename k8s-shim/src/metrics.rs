@@ -87,21 +87,31 @@ impl Health {
 
     /// `Err(why)` when the loop has stopped or has been busy for longer
     /// than `stuck_after_ms` at `now_ms`.
-    pub fn check(&self, now_ms: u64, stuck_after_ms: u64) -> Result<(), String> {
+    pub fn check(&self, now_ms: u64, stuck_after_ms: u64) -> Result<(), Unhealthy> {
         if !self.0.running.load(Ordering::Relaxed) {
-            return Err("the scheduling loop has stopped".into());
+            return Err(Unhealthy::Stopped);
         }
         let since = self.0.busy_since_ms.load(Ordering::Relaxed);
         let busy = now_ms.saturating_sub(since);
         if since != 0 && busy > stuck_after_ms {
-            return Err(format!(
-                "the scheduling loop has been busy with one batch of work for {} s (limit {} s)",
-                busy / 1000,
-                stuck_after_ms / 1000
-            ));
+            return Err(Unhealthy::Stuck {
+                busy_s: busy / 1000,
+                limit_s: stuck_after_ms / 1000,
+            });
         }
         Ok(())
     }
+}
+
+/// Why the scheduling loop is not healthy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unhealthy {
+    #[error("the scheduling loop has stopped")]
+    Stopped,
+    #[error(
+        "the scheduling loop has been busy with one batch of work for {busy_s} s (limit {limit_s} s)"
+    )]
+    Stuck { busy_s: u64, limit_s: u64 },
 }
 
 /// Marks [`Health`] stopped when dropped.
@@ -286,12 +296,12 @@ mod tests {
         assert_eq!(h.check(5_000, 1_000), Ok(()), "waiting for work");
         h.busy(5_000);
         assert_eq!(h.check(6_000, 1_000), Ok(()));
-        let err = h.check(7_500, 1_000).unwrap_err();
+        let err = h.check(7_500, 1_000).unwrap_err().to_string();
         assert!(err.contains("busy with one batch of work for 2 s"), "{err}");
         h.idle();
         assert_eq!(h.check(60_000, 1_000), Ok(()));
         drop(guard);
-        assert!(h.check(60_000, 1_000).unwrap_err().contains("stopped"));
+        assert_eq!(h.check(60_000, 1_000), Err(Unhealthy::Stopped));
     }
 
     #[test]
@@ -304,7 +314,7 @@ mod tests {
             panic!("a bug in a round");
         })
         .join();
-        assert!(m.health.check(2, 1_000).unwrap_err().contains("stopped"));
+        assert_eq!(m.health.check(2, 1_000), Err(Unhealthy::Stopped));
     }
 
     #[test]

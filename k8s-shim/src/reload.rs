@@ -24,6 +24,19 @@ fn digest(path: &Path) -> Option<String> {
         .map(|b| dragon_runtime::sha256_hex(&b))
 }
 
+/// Why the gate refuses a candidate: what it breached, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("{breach} (on {steps} recorded steps of {})", path.display())]
+    Recorded {
+        breach: gate::Breach,
+        steps: usize,
+        path: PathBuf,
+    },
+    #[error(transparent)]
+    Golden(#[from] gate::Breach),
+}
+
 /// The gate a candidate passes before it serves: it runs on the steps of
 /// the recording file being written, beside twins of the serving policy
 /// and the fallback (instances of their own, so the scheduling loop never
@@ -46,7 +59,7 @@ impl Gate {
         candidate: &WasmPolicy,
         source: &PolicySource,
         live: &WasmPolicy,
-    ) -> Result<Option<Passed>, String> {
+    ) -> Result<Option<Passed>, Refusal> {
         let golden = match source {
             PolicySource::File(path) => gate::golden_cases(path),
             PolicySource::Bytes { .. } => Vec::new(),
@@ -78,16 +91,13 @@ impl Gate {
                 fallback,
                 self.limits,
             )
-            .map_err(|breach| {
-                format!(
-                    "{breach} (on {} recorded steps of {})",
-                    rec.frames.len(),
-                    path.display()
-                )
+            .map_err(|breach| Refusal::Recorded {
+                breach,
+                steps: rec.frames.len(),
+                path,
             })?;
         }
-        passed.golden_steps =
-            gate::golden(&golden, &candidate, self.limits).map_err(|breach| breach.to_string())?;
+        passed.golden_steps = gate::golden(&golden, &candidate, self.limits)?;
         Ok(Some(passed))
     }
 }

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
 use crate::flight::{FlightRecorder, Run};
-use crate::key::ObjectKey;
+use crate::key::key_of;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::Metrics;
@@ -120,8 +120,8 @@ fn spawn_watch<K>(
 }
 
 fn podgroup(obj: DynamicObject) -> Event {
-    let key = namespaced_key(&obj);
-    let spec = crate::translate::podgroup_spec(&key, obj.data.get("spec")).map_err(|e| e.message);
+    let key = key_of(&obj);
+    let spec = crate::translate::podgroup_spec(&key, obj.data.get("spec"));
     let created_ms = crate::translate::created_ms(&obj.metadata);
     Event::Group(PodGroup {
         key,
@@ -136,7 +136,7 @@ fn podgroup(obj: DynamicObject) -> Event {
 fn native_podgroup(pg: NativePodGroup) -> Event {
     let (spec, priority) = crate::translate::native_podgroup_spec(&pg);
     Event::Group(PodGroup {
-        key: namespaced_key(&pg),
+        key: key_of(&pg),
         spec: Ok(spec),
         annotations: pg.metadata.annotations.clone().unwrap_or_default(),
         created_ms: crate::translate::created_ms(&pg.metadata),
@@ -173,10 +173,6 @@ async fn serves_native_podgroups(client: &Client) -> bool {
         // Served and listable, or a passing error the watch will retry.
         _ => true,
     }
-}
-
-pub(crate) fn namespaced_key<K: kube::Resource>(obj: &K) -> String {
-    ObjectKey::of(obj).to_string()
 }
 
 /// Run the scheduler until SIGINT/SIGTERM.
@@ -388,7 +384,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Kind::Pod,
         tx.clone(),
         |p| Event::Pod(Box::new(p)),
-        namespaced_key,
+        key_of,
     );
     spawn_watch(
         Api::<DynamicObject>::all_with(client.clone(), &podgroup_resource()),
@@ -396,7 +392,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Kind::Group,
         tx.clone(),
         podgroup,
-        namespaced_key,
+        key_of,
     );
     spawn_watch(
         Api::<core::PersistentVolumeClaim>::all(client.clone()),
@@ -404,14 +400,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Kind::Claim,
         tx.clone(),
         |c| Event::Claim {
-            key: namespaced_key(&c),
+            key: key_of(&c),
             volume: c
                 .spec
                 .and_then(|s| s.volume_name)
                 .filter(|v| !v.is_empty())
                 .filter(|_| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")),
         },
-        namespaced_key,
+        key_of,
     );
     spawn_watch(
         Api::<core::PersistentVolume>::all(client.clone()),
@@ -427,7 +423,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Kind::Budget,
         tx.clone(),
         |b| Event::Budget(Box::new(b)),
-        namespaced_key,
+        key_of,
     );
     let native = serves_native_podgroups(&client).await;
     if native {
@@ -437,7 +433,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             Kind::NativeGroup,
             tx.clone(),
             native_podgroup,
-            namespaced_key,
+            key_of,
         );
     } else {
         tracing::info!(

@@ -12,7 +12,7 @@ use k8s_openapi::api::policy::v1 as policy;
 
 use crate::group_status::{GroupStatuses, PodPhase};
 use crate::key::ObjectKey;
-use crate::translate::{self, PodGroupSpec};
+use crate::translate::{self, PodGroupSpec, TranslateError};
 
 /// A PodGroup as the shim needs it.
 #[derive(Debug, Clone)]
@@ -20,13 +20,30 @@ pub struct PodGroup {
     /// `namespace/name`.
     pub key: String,
     /// The checked spec, or why it cannot be used.
-    pub spec: Result<PodGroupSpec, String>,
+    pub spec: Result<PodGroupSpec, TranslateError>,
     pub annotations: BTreeMap<String, String>,
     pub created_ms: u64,
     /// Which API the PodGroup comes from.
     pub api: GroupApi,
     /// The group's own priority (a `scheduling.k8s.io` PodGroup's).
     pub priority: Option<i32>,
+}
+
+/// Why a pending pod waits for its volumes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeWait {
+    #[error("persistentvolumeclaim {0:?} not found")]
+    NoClaim(String),
+    #[error(
+        "persistentvolumeclaim {0:?} is not bound: Dragon places pods whose claims are bound (a WaitForFirstConsumer claim needs kube-scheduler to bind it)"
+    )]
+    Unbound(String),
+    #[error(
+        "persistentvolumeclaim {claim:?} is bound to persistentvolume {volume:?}, which is not found"
+    )]
+    NoVolume { claim: String, volume: String },
+    #[error("{0}")]
+    Unreadable(TranslateError),
 }
 
 /// What a watch lists, for [`Snapshot::vanished`].
@@ -147,7 +164,7 @@ pub struct Snapshot {
     claims: BTreeMap<String, Option<String>>,
     /// Volumes by name, with their node affinity (or why it cannot be
     /// evaluated).
-    volumes: BTreeMap<String, Result<Option<NodeSelector>, String>>,
+    volumes: BTreeMap<String, Result<Option<NodeSelector>, TranslateError>>,
     /// Pending pods of ours whose claims are missing, unbound or on a
     /// volume not seen: tried again when a claim or volume changes.
     awaiting_volumes: BTreeMap<String, core::Pod>,
@@ -304,7 +321,7 @@ impl Snapshot {
             }
             Event::Volume(pv) => {
                 let name = pv.metadata.name.clone().unwrap_or_default();
-                let affinity = translate::volume_node_affinity(&pv).map_err(|e| e.to_string());
+                let affinity = translate::volume_node_affinity(&pv);
                 if self.volumes.get(&name) != Some(&affinity) {
                     self.volumes.insert(name, affinity);
                     self.retry_awaiting_volumes();
@@ -314,7 +331,7 @@ impl Snapshot {
                 self.volumes.remove(&name);
             }
             Event::Budget(pdb) => {
-                let key = crate::run::namespaced_key(pdb.as_ref());
+                let key = crate::key::key_of(pdb.as_ref());
                 let (budget, problem) = translate::disruption_budget(&pdb);
                 if let Some(e) = problem {
                     tracing::warn!("{e}; preemption evicts none of its namespace's pods");
@@ -356,27 +373,24 @@ impl Snapshot {
     /// pod cannot be placed yet. Dragon does not bind volumes: a claim
     /// still unbound (`WaitForFirstConsumer`, or waiting for a volume)
     /// leaves the pod pending with that reason.
-    fn volume_affinity(&self, p: &core::Pod) -> Result<Vec<NodeSelector>, String> {
-        let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+    fn volume_affinity(&self, p: &core::Pod) -> Result<Vec<NodeSelector>, VolumeWait> {
+        let namespace = p.metadata.namespace.as_deref();
         let mut out = Vec::new();
         for claim in translate::pod_claims(p) {
-            let key = ObjectKey::new(Some(namespace), &claim).to_string();
+            let key = ObjectKey::new(namespace, &claim).to_string();
             let volume = match self.claims.get(&key) {
-                None => return Err(format!("persistentvolumeclaim {claim:?} not found")),
-                Some(None) => {
-                    return Err(format!(
-                        "persistentvolumeclaim {claim:?} is not bound: Dragon places pods whose claims are bound (a WaitForFirstConsumer claim needs kube-scheduler to bind it)"
-                    ));
-                }
+                None => return Err(VolumeWait::NoClaim(claim)),
+                Some(None) => return Err(VolumeWait::Unbound(claim)),
                 Some(Some(v)) => v,
             };
             match self.volumes.get(volume) {
                 None => {
-                    return Err(format!(
-                        "persistentvolumeclaim {claim:?} is bound to persistentvolume {volume:?}, which is not found"
-                    ));
+                    return Err(VolumeWait::NoVolume {
+                        claim,
+                        volume: volume.clone(),
+                    });
                 }
-                Some(Err(e)) => return Err(e.clone()),
+                Some(Err(e)) => return Err(VolumeWait::Unreadable(e.clone())),
                 Some(Ok(affinity)) => out.extend(affinity.iter().cloned()),
             }
         }
@@ -527,7 +541,7 @@ impl Snapshot {
                     {
                         self.refresh_job(&job);
                     }
-                    self.invalid.insert(key.clone(), reason);
+                    self.invalid.insert(key.clone(), reason.to_string());
                     self.awaiting_volumes.insert(key, p);
                     return;
                 }
@@ -622,7 +636,7 @@ impl Snapshot {
         // count where they are bound), held from scheduling with the reason.
         let (spec, mut hold) = match &group.spec {
             Ok(spec) => (spec.clone(), None),
-            Err(e) => (PodGroupSpec::default(), Some(e.clone())),
+            Err(e) => (PodGroupSpec::default(), Some(e.message.clone())),
         };
         let mut built = translate::job(job, &spec, &group.annotations, group.created_ms, workers);
         if let Err(e) = &built {

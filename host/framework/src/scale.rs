@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::cluster::PodState;
-use super::cycle::Scheduler;
+use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
-use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
+use dragon_runtime::{CallError, HookName, Hooks, wit};
 
 /// One applied scale change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -215,8 +215,8 @@ impl Scheduler {
         }
         let checked = policy
             .scale(&input, &self.cluster)
-            .map_err(|e| e.to_string())
-            .and_then(|decisions| checked_decisions(policy, &running, decisions));
+            .and_then(|decisions| checked_decisions(policy, &running, decisions))
+            .map_err(|e| e.to_string());
         report.breaker = self.breaker.record(checked.is_ok(), now_ms, &info.name);
         let decisions = match checked {
             Ok(d) => d,
@@ -280,10 +280,11 @@ fn checked_decisions(
     policy: &dyn Hooks,
     running: &[(String, wit::RunningJob)],
     decisions: Vec<wit::ScaleDecision>,
-) -> Result<Vec<(usize, wit::ScaleDecision)>, String> {
+) -> Result<Vec<(usize, wit::ScaleDecision)>, CallError> {
     if decisions.len() > running.len() {
         return Err(invalid(
             policy,
+            HookName::Scale,
             format!(
                 "{} decisions for {} running jobs; none applied",
                 decisions.len(),
@@ -302,6 +303,7 @@ fn checked_decisions(
         let Some(&i) = by_id.get(&d.id) else {
             return Err(invalid(
                 policy,
+                HookName::Scale,
                 format!(
                     "decision for job id {} which is not running; none applied",
                     d.id
@@ -312,6 +314,7 @@ fn checked_decisions(
         if !seen.insert(d.id) {
             return Err(invalid(
                 policy,
+                HookName::Scale,
                 format!("two decisions for job {name}; none applied"),
             ));
         }
@@ -320,6 +323,7 @@ fn checked_decisions(
         if d.workers < floor || d.workers > job.max_workers {
             return Err(invalid(
                 policy,
+                HookName::Scale,
                 format!(
                     "job {name}: {} workers is outside [{floor}, {}]; none applied",
                     d.workers, job.max_workers
@@ -330,13 +334,4 @@ fn checked_decisions(
         out.push((i, d));
     }
     Ok(out)
-}
-
-fn invalid(policy: &dyn Hooks, msg: String) -> String {
-    CallError {
-        policy: policy.info().name.clone(),
-        hook: HookName::Scale,
-        failure: Failure::InvalidOutput(msg),
-    }
-    .to_string()
 }

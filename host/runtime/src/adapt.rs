@@ -215,20 +215,26 @@ pub(crate) fn level(l: v2::Level) -> wit::Level {
     }
 }
 
+/// Why a list of refused positions is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadRefusals {
+    #[error("refused position {p} of {candidates} candidates")]
+    OutOfRange { p: u32, candidates: usize },
+    #[error("refused positions not ascending ({last} then {p})")]
+    NotAscending { last: u32, p: u32 },
+}
+
 /// `filter`'s answer (positions refused, ascending) as one verdict per
 /// candidate; anything else is the reason it is invalid.
-pub(crate) fn verdicts(refused: &[u32], candidates: usize) -> Result<Vec<bool>, String> {
+pub(crate) fn verdicts(refused: &[u32], candidates: usize) -> Result<Vec<bool>, BadRefusals> {
     let mut pass = vec![true; candidates];
     let mut last: Option<u32> = None;
     for &p in refused {
         if p as usize >= candidates {
-            return Err(format!("refused position {p} of {candidates} candidates"));
+            return Err(BadRefusals::OutOfRange { p, candidates });
         }
-        if last.is_some_and(|l| l >= p) {
-            return Err(format!(
-                "refused positions not ascending ({} then {p})",
-                last.unwrap_or_default()
-            ));
+        if let Some(l) = last.filter(|&l| l >= p) {
+            return Err(BadRefusals::NotAscending { last: l, p });
         }
         last = Some(p);
         pass[p as usize] = false;
@@ -244,8 +250,16 @@ mod tests {
     fn refused_positions_become_verdicts_and_bad_lists_are_named() {
         assert_eq!(verdicts(&[0, 2], 3), Ok(vec![false, true, false]));
         assert_eq!(verdicts(&[], 2), Ok(vec![true, true]));
-        assert!(verdicts(&[3], 3).unwrap_err().contains("position 3 of 3"));
-        assert!(verdicts(&[1, 1], 3).unwrap_err().contains("not ascending"));
+        assert!(
+            verdicts(&[3], 3)
+                .unwrap_err()
+                .to_string()
+                .contains("position 3 of 3")
+        );
+        assert_eq!(
+            verdicts(&[1, 1], 3),
+            Err(BadRefusals::NotAscending { last: 1, p: 1 })
+        );
     }
 
     #[test]

@@ -707,7 +707,7 @@ impl Hooks for WasmPolicy {
         match refused {
             Ok(verdicts) => Ok(verdicts),
             Err(positions) => adapt::verdicts(&positions, nodes.index.len())
-                .map_err(|msg| self.invalid(HookName::Filter, msg)),
+                .map_err(|e| self.invalid(HookName::Filter, e.to_string())),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 
 use super::compare::labeled_policies;
@@ -86,8 +86,7 @@ impl SweepOpts {
                 }
             }
         };
-        let (cells, bounds) =
-            sweep::sweep(&options, &policies, &mut progress).map_err(|e| anyhow!(e))?;
+        let (cells, bounds) = sweep::sweep(&options, &policies, &mut progress)?;
         if self.json {
             let out = serde_json::json!({ "cells": cells, "bounds": bounds });
             println!("{}", serde_json::to_string_pretty(&out)?);

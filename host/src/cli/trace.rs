@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::sim::report::human;
@@ -74,7 +74,7 @@ impl TraceCommand {
                     elastic_share: o.elastic_share,
                     mix: o.mix,
                 };
-                let text = generate(&options).map_err(|e| anyhow!(e))?;
+                let text = generate(&options)?;
                 match &o.out {
                     Some(path) => {
                         std::fs::write(path, &text)

@@ -160,46 +160,47 @@ impl GenerateOptions {
         c
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), OptionError> {
+        let refuse = |flag, range, got: &dyn std::fmt::Display| {
+            Err(OptionError {
+                flag,
+                range,
+                got: got.to_string(),
+            })
+        };
         if self.nodes == 0 || self.nodes > 100_000 {
-            return Err(format!(
-                "--nodes must be between 1 and 100000, got {}",
-                self.nodes
-            ));
+            return refuse("nodes", "between 1 and 100000", &self.nodes);
         }
         if self.gpus_per_node == 0 || self.gpus_per_node > 64 {
-            return Err(format!(
-                "--gpus-per-node must be between 1 and 64, got {}",
-                self.gpus_per_node
-            ));
+            return refuse("gpus-per-node", "between 1 and 64", &self.gpus_per_node);
         }
         if self.jobs == 0 || self.jobs > 1_000_000 {
-            return Err(format!(
-                "--jobs must be between 1 and 1000000, got {}",
-                self.jobs
-            ));
+            return refuse("jobs", "between 1 and 1000000", &self.jobs);
         }
         if !(0.0..=1.0).contains(&self.elastic_share) {
-            return Err(format!(
-                "--elastic-share must be a number in [0, 1], got {}",
-                self.elastic_share
-            ));
+            return refuse("elastic-share", "a number in [0, 1]", &self.elastic_share);
         }
         if !self.load.is_finite() || self.load <= 0.0 || self.load > 100.0 {
-            return Err(format!(
-                "--load must be a number in (0, 100], got {}",
-                self.load
-            ));
+            return refuse("load", "a number in (0, 100]", &self.load);
         }
         Ok(())
     }
+}
+
+/// An option out of its range, with the flag named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--{flag} must be {range}, got {got}")]
+pub struct OptionError {
+    pub flag: &'static str,
+    pub range: &'static str,
+    pub got: String,
 }
 
 /// Generate a trace as YAML text.
 ///
 /// # Errors
 /// Out-of-range options, with the flag named.
-pub fn generate(o: &GenerateOptions) -> Result<String, String> {
+pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
     o.check()?;
     let mut rng = SplitMix64::new(o.seed);
     let mut elastic = SplitMix64::new(o.seed ^ ELASTIC_STREAM);
@@ -431,12 +432,12 @@ mod tests {
             ..opts(1)
         })
         .unwrap_err();
-        assert!(e.contains("--nodes"), "{e}");
+        assert_eq!(e.to_string(), "--nodes must be between 1 and 100000, got 0");
         let e = generate(&GenerateOptions {
             load: -1.0,
             ..opts(1)
         })
         .unwrap_err();
-        assert!(e.contains("--load"), "{e}");
+        assert_eq!(e.flag, "load");
     }
 }

@@ -535,6 +535,6 @@ jobs:
             ..options
         };
         let e = sweep::sweep(&too_many, &policies, &mut |_, _| {}).unwrap_err();
-        assert!(e.contains("1200 traces"), "{e}");
+        assert!(e.to_string().contains("1200 traces"), "{e}");
     }
 }

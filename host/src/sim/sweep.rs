@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::engine::{SimOptions, simulate};
-use super::generate::{GenerateOptions, generate};
+use super::generate::{GenerateOptions, OptionError, generate};
 use super::metrics::Summary;
 use super::trace::Trace;
 use crate::runtime::Hooks;
@@ -88,6 +88,20 @@ pub fn jct_bound_s(trace: &Trace) -> f64 {
     trace.jobs.iter().map(best).sum::<f64>() / n / 1e3
 }
 
+/// Why a sweep cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("a sweep needs at least one load, one seed and one policy")]
+    Empty,
+    #[error("{0} traces (loads × seeds) is more than the {MAX_TRACES} a sweep runs")]
+    TooMany(usize),
+    #[error(transparent)]
+    Options(#[from] OptionError),
+    /// A generated trace the simulator refuses (a generator bug).
+    #[error("{0:#}")]
+    Trace(anyhow::Error),
+}
+
 /// Simulate each of `policies` (label, policy) on the trace of every load
 /// and seed; one [`Cell`] per load and policy, loads in the order given,
 /// and the [`Bound`] of each load.
@@ -98,15 +112,13 @@ pub fn sweep(
     options: &SweepOptions,
     policies: &[(String, &dyn Hooks)],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<(Vec<Cell>, Vec<Bound>), String> {
+) -> Result<(Vec<Cell>, Vec<Bound>), SweepError> {
     let traces = options.loads.len().saturating_mul(options.seeds.len());
     if traces == 0 || policies.is_empty() {
-        return Err("a sweep needs at least one load, one seed and one policy".into());
+        return Err(SweepError::Empty);
     }
     if traces > MAX_TRACES {
-        return Err(format!(
-            "{traces} traces (loads × seeds) is more than the {MAX_TRACES} a sweep runs"
-        ));
+        return Err(SweepError::TooMany(traces));
     }
     let mut cells = Vec::new();
     let mut bounds = Vec::new();
@@ -121,7 +133,7 @@ pub fn sweep(
                 ..options.generate.clone()
             };
             let text = generate(&o)?;
-            let trace = Trace::parse(&text, &o.command(), false).map_err(|e| format!("{e:#}"))?;
+            let trace = Trace::parse(&text, &o.command(), false).map_err(SweepError::Trace)?;
             bound.push(jct_bound_s(&trace));
             for (i, (_, policy)) in policies.iter().enumerate() {
                 summaries[i].push(Summary::of(&simulate(&trace, *policy, options.sim, None)));

@@ -161,7 +161,7 @@ impl<I: ClusterIo> Loop<I> {
             let min_member = match &pg.spec {
                 Ok(spec) => spec.min_member,
                 Err(problem) => {
-                    let problem = problem.clone();
+                    let problem = problem.message.clone();
                     if self.group_problem.get(&group) != Some(&problem) {
                         let note = Note {
                             regarding: Regarding::PodGroup(group.clone()),

@@ -200,7 +200,7 @@ fn a_podgroup_with_a_bad_spec_holds_its_pods_with_the_reason_until_fixed() {
     let bad = serde_json::json!({"minMember": "two"});
     s.apply(Event::Group(PodGroup {
         key: "ml/t".into(),
-        spec: translate::podgroup_spec("ml/t", Some(&bad)).map_err(|e| e.message),
+        spec: translate::podgroup_spec("ml/t", Some(&bad)),
         annotations: BTreeMap::new(),
         created_ms: 1,
         api: GroupApi::SchedulerPlugins,

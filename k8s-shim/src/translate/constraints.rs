@@ -14,7 +14,51 @@ use dragon_framework::{
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-fn operator(field: &str, op: &str, node: bool) -> Result<Operator, String> {
+/// A constraint Dragon cannot evaluate: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ConstraintError {
+    pub field: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a constraint's field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("unknown operator {0:?}")]
+    UnknownOperator(String),
+    #[error("{operator} on {key:?} {needs}")]
+    Values {
+        operator: String,
+        key: String,
+        needs: &'static str,
+    },
+    #[error("only {NODE_NAME_FIELD} with In or NotIn is supported, got {key:?} {operator:?}")]
+    MatchField { key: String, operator: Operator },
+    #[error(
+        "selecting namespaces by label is not supported (list them in `namespaces`, or use an empty selector for all)"
+    )]
+    NamespacesByLabel,
+    #[error("must not be empty")]
+    Empty,
+    #[error("unknown value {0:?}")]
+    UnknownValue(String),
+    #[error("must be at least 1, got {0}")]
+    BelowOne(i32),
+    #[error("hostPort {0} is out of range")]
+    HostPortRange(i32),
+    #[error("must be 1 to 100, got {0}")]
+    Weight(i32),
+}
+
+fn fail<T>(field: impl Into<String>, problem: Problem) -> Result<T, ConstraintError> {
+    Err(ConstraintError {
+        field: field.into(),
+        problem,
+    })
+}
+
+fn operator(field: &str, op: &str, node: bool) -> Result<Operator, ConstraintError> {
     Ok(match op {
         "In" => Operator::In,
         "NotIn" => Operator::NotIn,
@@ -22,7 +66,7 @@ fn operator(field: &str, op: &str, node: bool) -> Result<Operator, String> {
         "DoesNotExist" => Operator::DoesNotExist,
         "Gt" if node => Operator::Gt,
         "Lt" if node => Operator::Lt,
-        other => return Err(format!("{field}: unknown operator {other:?}")),
+        other => return fail(field, Problem::UnknownOperator(other.to_string())),
     })
 }
 
@@ -32,10 +76,19 @@ fn requirement(
     op: &str,
     values: Option<&Vec<String>>,
     node: bool,
-) -> Result<Requirement, String> {
+) -> Result<Requirement, ConstraintError> {
     let operator = operator(field, op, node)?;
     let values = values.cloned().unwrap_or_default();
-    let bad = |why: &str| Err(format!("{field}: {op} on {key:?} {why}"));
+    let bad = |needs: &'static str| {
+        fail(
+            field,
+            Problem::Values {
+                operator: op.to_string(),
+                key: key.to_string(),
+                needs,
+            },
+        )
+    };
     match operator {
         Operator::In | Operator::NotIn if values.is_empty() => return bad("needs values"),
         Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
@@ -56,7 +109,7 @@ fn requirement(
 pub(super) fn label_selector(
     field: &str,
     s: &meta::LabelSelector,
-) -> Result<LabelSelector, String> {
+) -> Result<LabelSelector, ConstraintError> {
     Ok(LabelSelector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         match_expressions: s
@@ -76,7 +129,10 @@ pub(super) fn label_selector(
     })
 }
 
-pub(super) fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeSelector, String> {
+pub(super) fn node_selector(
+    field: &str,
+    s: &core::NodeSelector,
+) -> Result<NodeSelector, ConstraintError> {
     let terms = s
         .node_selector_terms
         .iter()
@@ -86,7 +142,10 @@ pub(super) fn node_selector(field: &str, s: &core::NodeSelector) -> Result<NodeS
     Ok(NodeSelector { terms })
 }
 
-fn node_selector_term(field: &str, t: &core::NodeSelectorTerm) -> Result<NodeSelectorTerm, String> {
+fn node_selector_term(
+    field: &str,
+    t: &core::NodeSelectorTerm,
+) -> Result<NodeSelectorTerm, ConstraintError> {
     let exprs = |list: Option<&Vec<core::NodeSelectorRequirement>>, what: &str| {
         list.into_iter()
             .flatten()
@@ -106,10 +165,13 @@ fn node_selector_term(field: &str, t: &core::NodeSelectorTerm) -> Result<NodeSel
         .iter()
         .find(|r| r.key != NODE_NAME_FIELD || !matches!(r.operator, Operator::In | Operator::NotIn))
     {
-        return Err(format!(
-            "{field}.matchFields: only {NODE_NAME_FIELD} with In or NotIn is supported, got {:?} {:?}",
-            r.key, r.operator
-        ));
+        return fail(
+            format!("{field}.matchFields"),
+            Problem::MatchField {
+                key: r.key.clone(),
+                operator: r.operator,
+            },
+        );
     }
     Ok(NodeSelectorTerm {
         match_expressions: exprs(t.match_expressions.as_ref(), "matchExpressions")?,
@@ -146,7 +208,7 @@ fn merged_selector(
     labels: &Labels,
     match_keys: Option<&Vec<String>>,
     mismatch_keys: Option<&Vec<String>>,
-) -> Result<Option<LabelSelector>, String> {
+) -> Result<Option<LabelSelector>, ConstraintError> {
     let mut selector = selector
         .map(|s| label_selector(&format!("{field}.labelSelector"), s))
         .transpose()?;
@@ -161,7 +223,7 @@ fn affinity_term(
     t: &core::PodAffinityTerm,
     namespace: &str,
     labels: &Labels,
-) -> Result<PodAffinityTerm, String> {
+) -> Result<PodAffinityTerm, ConstraintError> {
     let selector = merged_selector(
         field,
         t.label_selector.as_ref(),
@@ -179,16 +241,17 @@ fn affinity_term(
             true
         }
         Some(_) => {
-            return Err(format!(
-                "{field}.namespaceSelector: selecting namespaces by label is not supported (list them in `namespaces`, or use an empty selector for all)"
-            ));
+            return fail(
+                format!("{field}.namespaceSelector"),
+                Problem::NamespacesByLabel,
+            );
         }
     };
     if namespaces.is_empty() && !all_namespaces {
         namespaces.insert(namespace.to_string());
     }
     if t.topology_key.is_empty() {
-        return Err(format!("{field}.topologyKey: must not be empty"));
+        return fail(format!("{field}.topologyKey"), Problem::Empty);
     }
     Ok(PodAffinityTerm {
         selector,
@@ -209,34 +272,34 @@ fn spread(
     field: &str,
     c: &core::TopologySpreadConstraint,
     labels: &Labels,
-) -> Result<(Unsatisfiable, SpreadConstraint), String> {
+) -> Result<(Unsatisfiable, SpreadConstraint), ConstraintError> {
     let when = match c.when_unsatisfiable.as_str() {
         "DoNotSchedule" => Unsatisfiable::DoNotSchedule,
         "ScheduleAnyway" => Unsatisfiable::ScheduleAnyway,
         other => {
-            return Err(format!(
-                "{field}.whenUnsatisfiable: unknown value {other:?}"
-            ));
+            return fail(
+                format!("{field}.whenUnsatisfiable"),
+                Problem::UnknownValue(other.to_string()),
+            );
         }
     };
-    let max_skew = u32::try_from(c.max_skew)
-        .ok()
-        .filter(|&s| s > 0)
-        .ok_or_else(|| format!("{field}.maxSkew: must be at least 1, got {}", c.max_skew))?;
+    let at_least_one = |what: &str, n: i32| match u32::try_from(n) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => fail(format!("{field}.{what}"), Problem::BelowOne(n)),
+    };
+    let max_skew = at_least_one("maxSkew", c.max_skew)?;
     let min_domains = c
         .min_domains
-        .map(|m| {
-            u32::try_from(m)
-                .ok()
-                .filter(|&m| m > 0)
-                .ok_or_else(|| format!("{field}.minDomains: must be at least 1, got {m}"))
-        })
+        .map(|m| at_least_one("minDomains", m))
         .transpose()?;
     let policy = |what: &str, v: Option<&String>, default: bool| match v.map(String::as_str) {
         None => Ok(default),
         Some("Honor") => Ok(true),
         Some("Ignore") => Ok(false),
-        Some(other) => Err(format!("{field}.{what}: unknown value {other:?}")),
+        Some(other) => fail(
+            format!("{field}.{what}"),
+            Problem::UnknownValue(other.to_string()),
+        ),
     };
     let selector = merged_selector(
         field,
@@ -246,7 +309,7 @@ fn spread(
         None,
     )?;
     if c.topology_key.is_empty() {
-        return Err(format!("{field}.topologyKey: must not be empty"));
+        return fail(format!("{field}.topologyKey"), Problem::Empty);
     }
     Ok((
         when,
@@ -267,7 +330,7 @@ fn spread(
 
 /// Host ports of the containers that run for the pod's whole life: the
 /// containers and the restartable init containers (sidecars).
-fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, String> {
+fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, ConstraintError> {
     let sidecars = spec
         .init_containers
         .iter()
@@ -279,12 +342,12 @@ fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, String> {
             let Some(port) = p.host_port.filter(|&p| p > 0) else {
                 continue;
             };
-            let port = u16::try_from(port).map_err(|_| {
-                format!(
-                    "containers[{}].ports: hostPort {port} is out of range",
-                    c.name
-                )
-            })?;
+            let Ok(port) = u16::try_from(port) else {
+                return fail(
+                    format!("containers[{}].ports", c.name),
+                    Problem::HostPortRange(port),
+                );
+            };
             out.push(HostPort::new(
                 p.protocol.as_deref().unwrap_or(""),
                 p.host_ip.as_deref().unwrap_or(""),
@@ -296,11 +359,11 @@ fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>, String> {
 }
 
 /// A preferred term's weight, which the API bounds to 1–100.
-fn preferred_weight(field: &str, weight: i32) -> Result<u32, String> {
-    u32::try_from(weight)
-        .ok()
-        .filter(|w| (1..=100).contains(w))
-        .ok_or_else(|| format!("{field}.weight: must be 1 to 100, got {weight}"))
+fn preferred_weight(field: &str, weight: i32) -> Result<u32, ConstraintError> {
+    match u32::try_from(weight) {
+        Ok(w) if (1..=100).contains(&w) => Ok(w),
+        _ => fail(format!("{field}.weight"), Problem::Weight(weight)),
+    }
 }
 
 /// The pod's constraints beyond node selector and tolerations.
@@ -311,7 +374,7 @@ pub fn constraints(
     spec: &core::PodSpec,
     namespace: &str,
     labels: &Labels,
-) -> Result<Constraints, String> {
+) -> Result<Constraints, ConstraintError> {
     let affinity = spec.affinity.as_ref();
     let node_affinity = affinity
         .and_then(|a| a.node_affinity.as_ref())
@@ -386,7 +449,7 @@ pub fn constraints(
                 )?;
                 Ok(WeightedPodAffinityTerm { weight, term })
             })
-            .collect::<Result<Vec<_>, String>>()
+            .collect::<Result<Vec<_>, ConstraintError>>()
     };
     let preferred_pod_affinity = weighted(
         "podAffinity",

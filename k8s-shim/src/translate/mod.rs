@@ -7,6 +7,7 @@ mod requests;
 
 use std::collections::BTreeMap;
 
+use crate::key::ObjectKey;
 use dragon_framework::{
     Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
     Toleration, TolerationOperator,
@@ -43,7 +44,7 @@ pub const PROGRESS: &str = "dragon.dev/progress";
 pub const SCALE_TARGET: &str = "dragon.dev/scale-target";
 
 /// A bad object, named.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{object}: {message}")]
 pub struct TranslateError {
     pub object: String,
@@ -59,7 +60,7 @@ fn err(object: &str, message: impl Into<String>) -> TranslateError {
 
 /// `namespace/name`.
 pub fn pod_key(pod: &core::Pod) -> String {
-    crate::key::ObjectKey::of(pod).to_string()
+    ObjectKey::of(pod).to_string()
 }
 
 /// A node as the framework sees it.
@@ -132,7 +133,7 @@ pub fn volume_node_affinity(
         .and_then(|a| a.required.as_ref())
         .map(|s| constraints::node_selector("spec.nodeAffinity.required", s))
         .transpose()
-        .map_err(|m| err(&object, m))
+        .map_err(|m| err(&object, m.to_string()))
 }
 
 /// What a PodDisruptionBudget lets preemption evict: `None` for one whose
@@ -168,16 +169,13 @@ pub fn disruption_budget(
             None,
         ),
         Err(m) => {
-            let object = format!(
-                "poddisruptionbudget {namespace}/{}",
-                pdb.metadata.name.as_deref().unwrap_or("")
-            );
+            let object = format!("poddisruptionbudget {}", ObjectKey::of(pdb));
             let whole = DisruptionBudget {
                 namespace,
                 selector: Default::default(),
                 allowed: 0,
             };
-            (Some(whole), Some(err(&object, m)))
+            (Some(whole), Some(err(&object, m.to_string())))
         }
     }
 }
@@ -226,10 +224,7 @@ pub fn native_pod_group(p: &core::Pod) -> Option<String> {
         .as_ref()?
         .pod_group_name
         .as_ref()?;
-    Some(format!(
-        "{}/{name}",
-        p.metadata.namespace.as_deref().unwrap_or("default")
-    ))
+    Some(ObjectKey::new(p.metadata.namespace.as_deref(), name).to_string())
 }
 
 /// A `scheduling.k8s.io/v1beta1` PodGroup's gang: `minCount` of its gang
@@ -254,12 +249,8 @@ pub fn native_podgroup_spec(pg: &scheduling::PodGroup) -> (PodGroupSpec, Option<
 /// The scheduler-plugins PodGroup (`namespace/name`) a pod names with its
 /// `scheduling.x-k8s.io/pod-group` label, if any.
 pub fn pod_group(p: &core::Pod) -> Option<String> {
-    label_or_annotation(p, POD_GROUP_LABEL).map(|g| {
-        format!(
-            "{}/{g}",
-            p.metadata.namespace.as_deref().unwrap_or("default")
-        )
-    })
+    label_or_annotation(p, POD_GROUP_LABEL)
+        .map(|g| ObjectKey::new(p.metadata.namespace.as_deref(), g).to_string())
 }
 
 fn label_or_annotation<'a>(p: &'a core::Pod, key: &str) -> Option<&'a str> {
@@ -407,7 +398,7 @@ pub fn pod_constraints(p: &core::Pod) -> Result<Constraints, TranslateError> {
     }
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
-    constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m))
+    constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m.to_string()))
 }
 
 /// A PodGroup's spec, checked.

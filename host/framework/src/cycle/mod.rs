@@ -129,7 +129,9 @@ fn policy_failed(report: &mut RoundReport, unit: &UnitKey, e: CallError) -> Atte
     Attempt::PolicyFailed
 }
 
-fn invalid(policy: &dyn Hooks, hook: HookName, msg: String) -> CallError {
+/// The error for an answer of `policy`'s `hook` that breaks the
+/// interface's rules.
+pub(crate) fn invalid(policy: &dyn Hooks, hook: HookName, msg: String) -> CallError {
     CallError {
         policy: policy.info().name.clone(),
         hook,

@@ -6,23 +6,33 @@
 use super::*;
 use crate::io::Eviction;
 
+/// Why a `pre-filter` answer's sizes cannot be tried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadSizes {
+    #[error("{0} sizes for a unit that is not a gang")]
+    NotAGang(usize),
+    #[error("size {size} is outside [{lo}, {hi}]")]
+    OutOfBounds { size: u32, lo: u32, hi: u32 },
+}
+
 /// The sizes a `pre-filter` answer asks to try, checked and deduplicated in
 /// the order given: each must lie in the gang's `[min, workers]`, so at most
 /// `workers - min + 1` placements are tried however long the list.
-fn gang_sizes(unit: &wit::Unit, list: &[u32]) -> Result<Vec<u32>, String> {
+fn gang_sizes(unit: &wit::Unit, list: &[u32]) -> Result<Vec<u32>, BadSizes> {
     let lo = unit.min_workers.min(unit.workers);
     if !unit.gang {
-        return Err(format!(
-            "{} sizes for a unit that is not a gang",
-            list.len()
-        ));
+        return Err(BadSizes::NotAGang(list.len()));
     }
     let mut seen = std::collections::BTreeSet::new();
     let mut sizes = Vec::new();
     let distinct = (unit.workers - lo) as usize + 1;
     for &s in list {
         if s < lo || s > unit.workers {
-            return Err(format!("size {s} is outside [{lo}, {}]", unit.workers));
+            return Err(BadSizes::OutOfBounds {
+                size: s,
+                lo,
+                hi: unit.workers,
+            });
         }
         // Every entry is checked; only the first of each size is kept.
         if sizes.len() < distinct && seen.insert(s) {
@@ -440,7 +450,7 @@ impl Scheduler {
             wit::PreFilterResult::Proceed(list) if list.is_empty() => Ok(Sizes::Try(vec![None])),
             wit::PreFilterResult::Proceed(list) => gang_sizes(&unit.wit, &list)
                 .map(|l| Sizes::Try(l.into_iter().map(Some).collect()))
-                .map_err(|msg| invalid(policy, HookName::PreFilter, msg)),
+                .map_err(|e| invalid(policy, HookName::PreFilter, e.to_string())),
         }
     }
 
