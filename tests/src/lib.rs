@@ -32,7 +32,7 @@ impl<P: Policy> Native<P> {
     pub fn new(settings: &str) -> Native<P> {
         let mut policy = P::default();
         policy.configure(settings).expect("settings accepted");
-        let meta = policy.metadata();
+        let meta = policy.info();
         let info = PolicyInfo {
             name: meta.name.clone(),
             version: meta.version.clone(),

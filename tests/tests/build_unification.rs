@@ -5,7 +5,7 @@
 //! and the `dragon` binary is not part of the selection).
 //! Cargo resolves features per command, so a dependency that the tests use
 //! with more features would otherwise be compiled twice (wasmtime and its
-//! tree took minutes); `hack/` pins those features for both.
+//! tree took minutes); `workspace-hack/` pins those features for both.
 
 use std::process::Command;
 
@@ -41,6 +41,6 @@ fn the_main_job_reuses_every_artifact_of_the_test_build() {
     assert!(
         rebuilt.is_empty(),
         "the main job compiled again what the test build had compiled (a feature of a \
-         shared dependency differs; add it to hack/Cargo.toml): {rebuilt:?}"
+         shared dependency differs; add it to workspace-hack/Cargo.toml): {rebuilt:?}"
     );
 }

@@ -8,7 +8,7 @@
 //! both over CPU and memory with weight 1, as kube-scheduler configures them.
 
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, export_policy, policy};
 
 /// The kube-scheduler-like baseline.
 #[derive(Debug, Default)]
@@ -43,9 +43,10 @@ fn balanced(cpu: (u64, u64), mem: (u64, u64)) -> u64 {
     ((1.0 - std) * MAX_SCORE as f64) as u64
 }
 
+#[policy]
 impl Policy for Baseline {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new("baseline", env!("CARGO_PKG_VERSION"), &[Hook::Score])
+        PolicyInfo::named("baseline", env!("CARGO_PKG_VERSION"))
     }
 
     fn score(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
@@ -166,6 +167,6 @@ mod tests {
 
     #[test]
     fn the_baseline_has_no_gangs() {
-        assert!(!Baseline.metadata().hooks.contains(&Hook::Permit));
+        assert_eq!(Baseline.info().hooks, [Hook::Score]);
     }
 }

@@ -72,6 +72,11 @@ impl Candidates {
 }
 
 impl PolicyInfo {
+    /// PolicyInfo for a policy whose hooks `#[policy]` names.
+    pub fn named(name: &str, version: &str) -> PolicyInfo {
+        PolicyInfo::new(name, version, &[])
+    }
+
     /// PolicyInfo for a policy implementing `hooks`.
     pub fn new(name: &str, version: &str, hooks: &[Hook]) -> PolicyInfo {
         PolicyInfo {

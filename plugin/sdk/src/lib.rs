@@ -5,18 +5,20 @@
 //! `dragon:scheduler/policy` WIT interface with [`export_policy!`]:
 //!
 //! ```ignore
-//! use dragon_policy_sdk::{Policy, types::*};
+//! use dragon_policy_sdk::{Policy, policy, types::*};
 //!
 //! #[derive(Default)]
 //! struct Spread;
 //!
+//! // `#[policy]` names the hooks from the methods below: here `score`.
+//! #[policy]
 //! impl Policy for Spread {
 //!     fn metadata(&self) -> PolicyInfo {
-//!         PolicyInfo::new("spread", "0.1.0", &[Hook::Score])
+//!         PolicyInfo::named("spread", "0.1.0")
 //!     }
 //!     // The emptiest node first: `view` holds every node's row.
-//!     fn score(&self, _pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
-//!         nodes.index.iter().map(|&i| view.free(i as usize).gpus).collect()
+//!     fn score_node(&self, _pod: &Placement, node: NodeIndex, view: &View) -> u32 {
+//!         view.free(node).gpus
 //!     }
 //! }
 //!
@@ -26,6 +28,9 @@
 //! Build with `cargo build --target wasm32-unknown-unknown` and encode the
 //! module as a component (the workspace's `host/bundled` build script shows
 //! how; `dragon policy check` validates the result).
+
+// `#[policy]` names the SDK by its crate name, here as anywhere else.
+extern crate self as dragon_policy_sdk;
 
 pub mod bindings {
     //! Bindings generated from `wit/v0.2/scheduler.wit`. Policy authors
@@ -50,6 +55,7 @@ pub mod rules;
 pub mod testing;
 mod view;
 
+pub use dragon_policy_sdk_macros::policy;
 pub use log::log;
 pub use policy::Policy;
 
@@ -64,7 +70,7 @@ pub const INTERFACE_VERSION: &str = "0.2.0";
 pub mod types {
     pub use crate::bindings::dragon::scheduler::types::*;
     pub use crate::helpers::fits_count;
-    pub use crate::view::{Capacity, View};
+    pub use crate::view::{Capacity, NodeIndex, View};
 }
 
 /// Export a type implementing [`Policy`] + `Default` as the component's
@@ -82,7 +88,7 @@ macro_rules! export_policy {
 
             impl Guest for __DragonExport {
                 fn metadata() -> PolicyInfo {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::metadata(p))
+                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::info(p))
                 }
                 fn configure(settings: String) -> Result<(), String> {
                     $crate::__policy_call_mut::<$policy, _>(|p| $crate::Policy::configure(p, &settings))

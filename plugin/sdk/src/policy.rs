@@ -3,14 +3,31 @@
 use crate::types::*;
 
 /// A scheduling policy. Every hook has a neutral default, so a policy
-/// implements only what it changes and lists those hooks in its metadata
-/// (the host skips hooks that are not listed).
+/// implements only what it changes; the host skips hooks a policy does not
+/// implement. Put [`#[policy]`](crate::policy) on the `impl` block and the
+/// hooks are named from the methods written there ([`Policy::HOOKS`]);
+/// without it, [`Policy::metadata`] lists them.
 ///
 /// Hooks must be deterministic functions of their inputs and the configured
 /// settings: the host may call them on a fresh instance at any time.
 pub trait Policy: Default + 'static {
-    /// Name, version and the hooks this policy implements.
+    /// The hooks the policy implements, as `#[policy]` writes them from the
+    /// block's methods. Empty: the hooks [`Policy::metadata`] lists.
+    const HOOKS: &'static [Hook] = &[];
+
+    /// Name and version, and the hooks when `#[policy]` does not name them
+    /// (see [`PolicyInfo::named`]).
     fn metadata(&self) -> PolicyInfo;
+
+    /// What the component reports: [`Policy::metadata`] with the hooks of
+    /// [`Policy::HOOKS`] when it names any.
+    fn info(&self) -> PolicyInfo {
+        let mut info = self.metadata();
+        if !Self::HOOKS.is_empty() {
+            info.hooks = Self::HOOKS.to_vec();
+        }
+        info
+    }
 
     /// Validate and apply JSON settings. The default accepts only `{}` or an
     /// empty string, so a typo in settings is never silently ignored.
@@ -37,14 +54,35 @@ pub trait Policy: Default + 'static {
         PreFilterResult::Proceed(Vec::new())
     }
 
-    /// One bool per candidate node (`view` has their rows). Default: all pass.
-    fn filter(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<bool> {
-        vec![true; nodes.index.len()]
+    /// One bool per candidate node (`view` has their rows). Default:
+    /// [`Policy::filter_node`] for each candidate, so a policy that judges
+    /// nodes one at a time cannot answer with a list of the wrong length.
+    fn filter(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<bool> {
+        nodes
+            .index
+            .iter()
+            .map(|&i| self.filter_node(pod, NodeIndex(i), view))
+            .collect()
     }
 
-    /// One score per candidate node; highest wins. Default: all equal.
-    fn score(&self, _pod: &Placement, nodes: &Candidates, _view: &View) -> Vec<u32> {
-        vec![0; nodes.index.len()]
+    /// Whether node `node` may take `pod`. Default: yes.
+    fn filter_node(&self, _pod: &Placement, _node: NodeIndex, _view: &View) -> bool {
+        true
+    }
+
+    /// One score per candidate node; highest wins. Default:
+    /// [`Policy::score_node`] for each candidate.
+    fn score(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
+        nodes
+            .index
+            .iter()
+            .map(|&i| self.score_node(pod, NodeIndex(i), view))
+            .collect()
+    }
+
+    /// Node `node`'s score for `pod`; highest wins. Default: 0.
+    fn score_node(&self, _pod: &Placement, _node: NodeIndex, _view: &View) -> u32 {
+        0
     }
 
     /// Gang admission. Default: allow.

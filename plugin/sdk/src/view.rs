@@ -4,6 +4,31 @@
 
 use crate::types::{Changes, Node, Resources};
 
+/// A node's index in the cluster: what `Candidates::index` holds and what a
+/// [`View`]'s rows are read by. Plain `u32` and `usize` indices convert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeIndex(pub u32);
+
+impl NodeIndex {
+    /// The index as a position in a column.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl From<u32> for NodeIndex {
+    fn from(i: u32) -> NodeIndex {
+        NodeIndex(i)
+    }
+}
+
+impl From<usize> for NodeIndex {
+    /// Node counts are bounded far below `u32::MAX` by the interface.
+    fn from(i: usize) -> NodeIndex {
+        NodeIndex(i as u32)
+    }
+}
+
 /// Allocatable and free resources of nodes as parallel columns: element `i`
 /// of every list describes node `i`. Columns keep a scan over thousands of
 /// nodes to a few tight loops.
@@ -159,17 +184,20 @@ impl View {
     }
 
     /// Free resources of node `i`.
-    pub fn free(&self, i: usize) -> Resources {
+    pub fn free(&self, i: impl Into<NodeIndex>) -> Resources {
+        let i = i.into().get();
         self.capacity.free(i)
     }
 
     /// Allocatable resources of node `i`.
-    pub fn allocatable(&self, i: usize) -> Resources {
+    pub fn allocatable(&self, i: impl Into<NodeIndex>) -> Resources {
+        let i = i.into().get();
         self.capacity.allocatable(i)
     }
 
     /// Node `i` as one record.
-    pub fn node(&self, i: usize) -> Node {
+    pub fn node(&self, i: impl Into<NodeIndex>) -> Node {
+        let i = i.into().get();
         Node {
             allocatable: self.allocatable(i),
             free: self.free(i),
@@ -181,18 +209,22 @@ impl View {
     }
 
     /// Whether node `i` takes new pods.
-    pub fn open(&self, i: usize) -> bool {
+    pub fn open(&self, i: impl Into<NodeIndex>) -> bool {
+        let i = i.into().get();
         self.open[i]
     }
 
     /// Node `i`'s zone, rack and host ids.
-    pub fn zone(&self, i: usize) -> u32 {
+    pub fn zone(&self, i: impl Into<NodeIndex>) -> u32 {
+        let i = i.into().get();
         self.zone[i]
     }
-    pub fn rack(&self, i: usize) -> u32 {
+    pub fn rack(&self, i: impl Into<NodeIndex>) -> u32 {
+        let i = i.into().get();
         self.rack[i]
     }
-    pub fn host(&self, i: usize) -> u32 {
+    pub fn host(&self, i: impl Into<NodeIndex>) -> u32 {
+        let i = i.into().get();
         self.host[i]
     }
 }
@@ -231,8 +263,8 @@ mod tests {
             }],
         });
         assert_eq!(v.len(), 3);
-        assert_eq!(v.free(1).gpus, 8, "untouched rows stay");
-        assert_eq!(v.node(2), node(2, 1));
+        assert_eq!(v.free(1usize).gpus, 8, "untouched rows stay");
+        assert_eq!(v.node(2usize), node(2, 1));
         v.apply(&Changes {
             reset: true,
             count: 1,

@@ -26,7 +26,7 @@ fn parse_err(name: &str, text: &str) -> String {
 fn trace_parser_refuses_a_huge_ps_count() {
     let e = parse_err(
         "ps-count-out-of-memory.yaml",
-        include_str!("../../fuzz/regressions/trace_parser/ps-count-out-of-memory.yaml"),
+        include_str!("../../../fuzz/regressions/trace_parser/ps-count-out-of-memory.yaml"),
     );
     assert!(
         e.contains("jobs[0] (a).ps.count") && e.contains("at most 10000"),
@@ -42,7 +42,7 @@ fn trace_parser_refuses_a_huge_ps_count() {
 fn trace_parser_refuses_too_many_nodes_before_building_them() {
     let e = parse_err(
         "node-groups-slow.yaml",
-        include_str!("../../fuzz/regressions/trace_parser/node-groups-slow.yaml"),
+        include_str!("../../../fuzz/regressions/trace_parser/node-groups-slow.yaml"),
     );
     assert!(e.contains("100000"), "{e}");
 }

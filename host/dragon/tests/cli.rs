@@ -5,7 +5,7 @@ use std::process::Command;
 fn dragon(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dragon"))
         .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .env(
             "DRAGON_CACHE_DIR",
             std::env::temp_dir().join("dragon-cli-test-cache"),
@@ -183,7 +183,7 @@ fn policy_run_exits_3_when_hook_calls_failed_unless_allowed_and_logs_carry_no_co
         args.extend_from_slice(extra);
         Command::new(env!("CARGO_BIN_EXE_dragon"))
             .args(&args)
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .env("DRAGON_LOG", "info")
             .env(
                 "DRAGON_CACHE_DIR",
