@@ -55,7 +55,7 @@ impl Policy for Dragon {
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse_over(&self.base, settings)?;
+        self.settings = Settings::parse_over(&self.base, settings).map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! DRAGON's settings. Defaults follow the final original code (see dragon.md).
 
-use dragon_policy_sdk::rules;
+use dragon_policy_sdk::rules::{self, SettingsError, SettingsProblem};
 use serde::{Deserialize, Serialize};
 
 /// Thresholds and switches, from the policy's JSON settings.
@@ -81,7 +81,7 @@ impl Default for Settings {
 
 impl Settings {
     /// Parse JSON settings; `""` and `"{}"` give the defaults.
-    pub fn parse(text: &str) -> Result<Settings, String> {
+    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
         let settings: Settings = rules::parse_json("dragon", text)?;
         rules::non_negative(
             "dragon",
@@ -96,8 +96,11 @@ impl Settings {
         )?;
         let p = settings.cross_node_penalty;
         if !(0.0..1.0).contains(&p) {
-            return Err(format!(
-                "invalid dragon settings: cross_node_penalty must lie in [0, 1), got {p}"
+            return Err(SettingsError::must(
+                "dragon",
+                "cross_node_penalty",
+                "lie in [0, 1)",
+                p,
             ));
         }
         rules::scaling_exponent("dragon", settings.scaling_exponent)?;
@@ -122,15 +125,15 @@ impl Settings {
     }
 
     /// Parse JSON settings over `base` (keys given replace its values).
-    pub fn parse_over(base: &Settings, text: &str) -> Result<Settings, String> {
+    pub fn parse_over(base: &Settings, text: &str) -> Result<Settings, SettingsError> {
         if text.trim().is_empty() {
             return Ok(base.clone());
         }
-        let mut value = serde_json::to_value(base).map_err(|e| e.to_string())?;
-        let given: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("invalid dragon settings: {e}"))?;
+        let json = |e| SettingsError::new("dragon", e);
+        let mut value = serde_json::to_value(base).map_err(json)?;
+        let given: serde_json::Value = serde_json::from_str(text).map_err(json)?;
         let (Some(into), serde_json::Value::Object(from)) = (value.as_object_mut(), given) else {
-            return Err("invalid dragon settings: expected a JSON object".to_string());
+            return Err(SettingsError::new("dragon", SettingsProblem::NotAnObject));
         };
         into.extend(from);
         Settings::parse(&value.to_string())
@@ -168,8 +171,18 @@ mod tests {
     #[test]
     fn unknown_keys_and_negative_thresholds_are_refused() {
         let e = Settings::parse(r#"{"starvation_treshold_s": 5}"#).unwrap_err();
-        assert!(e.contains("starvation_treshold_s"), "{e}");
+        assert!(matches!(e.problem, SettingsProblem::Json(_)), "{e}");
+        assert!(e.to_string().contains("starvation_treshold_s"), "{e}");
         let e = Settings::parse(r#"{"idle_threshold_s": -1}"#).unwrap_err();
-        assert!(e.contains("idle_threshold_s"), "{e}");
+        assert!(
+            matches!(
+                e.problem,
+                SettingsProblem::Must {
+                    key: "idle_threshold_s",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

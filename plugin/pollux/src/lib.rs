@@ -53,7 +53,7 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn parse(text: &str) -> Result<Settings, String> {
+    pub fn parse(text: &str) -> Result<Settings, rules::SettingsError> {
         let s: Settings = rules::parse_json("pollux", text)?;
         rules::scaling_exponent("pollux", s.scaling_exponent)?;
         rules::non_negative(
@@ -87,7 +87,7 @@ impl Policy for Pollux {
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse(settings)?;
+        self.settings = Settings::parse(settings).map_err(|e| e.to_string())?;
         Ok(())
     }
 

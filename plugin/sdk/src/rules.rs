@@ -13,16 +13,68 @@ pub const GANG_HOOKS: &[Hook] = &[
     Hook::Scale,
 ];
 
+/// Settings a policy refuses: the policy's name and what is wrong. The
+/// interface carries it to the operator as its text.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid {policy} settings: {problem}")]
+pub struct SettingsError {
+    pub policy: &'static str,
+    pub problem: SettingsProblem,
+}
+
+/// What is wrong with settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsProblem {
+    /// Not JSON, an unknown key or a wrong type, in serde's words.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("expected a JSON object")]
+    NotAnObject,
+    /// A value outside what the key allows.
+    #[error("{key} must {must}, got {got}")]
+    Must {
+        key: &'static str,
+        must: String,
+        got: String,
+    },
+}
+
+impl SettingsError {
+    pub fn new(policy: &'static str, problem: impl Into<SettingsProblem>) -> SettingsError {
+        SettingsError {
+            policy,
+            problem: problem.into(),
+        }
+    }
+
+    /// `key` must be as `must` says and is `got`.
+    pub fn must(
+        policy: &'static str,
+        key: &'static str,
+        must: impl Into<String>,
+        got: impl std::fmt::Display,
+    ) -> SettingsError {
+        SettingsError::new(
+            policy,
+            SettingsProblem::Must {
+                key,
+                must: must.into(),
+                got: got.to_string(),
+            },
+        )
+    }
+}
+
 /// Settings from JSON (`""` gives the defaults), refused with the policy's
 /// name and serde's word on what is wrong (an unknown key, a wrong type).
 pub fn parse_json<T: serde::de::DeserializeOwned + Default>(
-    policy: &str,
+    policy: &'static str,
     text: &str,
-) -> Result<T, String> {
+) -> Result<T, SettingsError> {
     if text.trim().is_empty() {
         return Ok(T::default());
     }
-    serde_json::from_str(text).map_err(|e| format!("invalid {policy} settings: {e}"))
+    serde_json::from_str(text).map_err(|e| SettingsError::new(policy, e))
 }
 
 /// Higher priority first, then first come, first served (then by id).
@@ -56,11 +108,17 @@ pub fn is_new_gang(unit: &Unit) -> bool {
 
 /// Refuse settings where any of `values` is negative or not finite, naming
 /// the policy and the key.
-pub fn non_negative(policy: &str, values: &[(&str, f64)]) -> Result<(), String> {
+pub fn non_negative(
+    policy: &'static str,
+    values: &[(&'static str, f64)],
+) -> Result<(), SettingsError> {
     for &(name, v) in values {
         if !v.is_finite() || v < 0.0 {
-            return Err(format!(
-                "invalid {policy} settings: {name} must be a non-negative number, got {v}"
+            return Err(SettingsError::must(
+                policy,
+                name,
+                "be a non-negative number",
+                v,
             ));
         }
     }
@@ -68,12 +126,15 @@ pub fn non_negative(policy: &str, values: &[(&str, f64)]) -> Result<(), String> 
 }
 
 /// Refuse a scaling exponent outside (0, 1].
-pub fn scaling_exponent(policy: &str, a: f64) -> Result<(), String> {
+pub fn scaling_exponent(policy: &'static str, a: f64) -> Result<(), SettingsError> {
     if a > 0.0 && a <= 1.0 {
         Ok(())
     } else {
-        Err(format!(
-            "invalid {policy} settings: scaling_exponent must lie in (0, 1], got {a}"
+        Err(SettingsError::must(
+            policy,
+            "scaling_exponent",
+            "lie in (0, 1]",
+            a,
         ))
     }
 }
@@ -107,8 +168,13 @@ mod tests {
 
     #[test]
     fn settings_checks_name_the_policy_and_key() {
-        let e = non_negative("pollux", &[("a", 1.0), ("b", -1.0)]).unwrap_err();
-        assert!(e.contains("pollux") && e.contains("b must"), "{e}");
+        let e = non_negative("pollux", &[("a", 1.0), ("b", -1.0)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid pollux settings: b must be a non-negative number, got -1"
+        );
         assert!(non_negative("x", &[("a", f64::NAN)]).is_err());
         assert!(scaling_exponent("x", 0.0).is_err() && scaling_exponent("x", 1.0).is_ok());
     }

@@ -56,16 +56,21 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn parse(text: &str) -> Result<Settings, String> {
+    pub fn parse(text: &str) -> Result<Settings, rules::SettingsError> {
         let s: Settings = rules::parse_json("tiresias", text)?;
         let t = &s.queue_thresholds_gpu_s;
         if t.len() >= MAX_QUEUES
             || t.iter().any(|v| !v.is_finite() || *v <= 0.0)
             || t.windows(2).any(|w| w[0] >= w[1])
         {
-            return Err(format!(
-                "invalid tiresias settings: queue_thresholds_gpu_s must be at most {} positive, ascending GPU-seconds, got {t:?}",
-                MAX_QUEUES - 1
+            return Err(rules::SettingsError::must(
+                "tiresias",
+                "queue_thresholds_gpu_s",
+                format!(
+                    "be at most {} positive, ascending GPU-seconds",
+                    MAX_QUEUES - 1
+                ),
+                format!("{t:?}"),
             ));
         }
         rules::non_negative(
@@ -118,7 +123,7 @@ impl Policy for Tiresias {
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse(settings)?;
+        self.settings = Settings::parse(settings).map_err(|e| e.to_string())?;
         Ok(())
     }
 
@@ -300,7 +305,7 @@ mod tests {
     #[test]
     fn bad_thresholds_are_refused_naming_the_key() {
         let e = Settings::parse(r#"{"queue_thresholds_gpu_s": [100, 50]}"#).unwrap_err();
-        assert!(e.contains("queue_thresholds_gpu_s"), "{e}");
+        assert!(e.to_string().contains("queue_thresholds_gpu_s"), "{e}");
         assert!(Settings::parse(r#"{"queue_thresholds_gpu_s": [60, 3600, 36000]}"#).is_ok());
     }
 }
