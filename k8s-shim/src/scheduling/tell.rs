@@ -2,6 +2,8 @@
 //! and `PodScheduled` conditions on the pods, PodGroup statuses and the
 //! native PodGroup's condition.
 
+use futures::StreamExt;
+
 use super::*;
 
 impl<I: ClusterIo> Loop<I> {
@@ -244,44 +246,48 @@ impl<I: ClusterIo> Loop<I> {
             }
             UnitKey::Pod(pod) => vec![pod.clone()],
         };
-        pods.retain(|p| Some(p.as_str()) != except);
-        for pod in pods {
-            // Remembered only once published: an Event or condition lost
-            // while the API server is away is sent again on the next round.
-            if self.last_reason.get(&pod).map(String::as_str) == Some(reason) {
-                continue;
-            }
-            let note = Note {
-                regarding: Regarding::Pod(pod.clone()),
-                type_: "Warning",
-                reason: "FailedScheduling",
-                note: reason.to_string(),
-            };
-            let published = match self.io.event(&note).await {
-                Ok(()) => true,
-                Err(e) => {
+        pods.retain(|p| {
+            Some(p.as_str()) != except
+                && self.last_reason.get(p).map(String::as_str) != Some(reason)
+        });
+        // Each pod's Event and condition go out together, and up to
+        // `bindConcurrency` pods at once: a 64-pod gang costs a few round
+        // trips, not 128 in series.
+        let io = self.io.as_ref();
+        let told: Vec<String> = futures::stream::iter(pods)
+            .map(|pod| async move {
+                let note = Note {
+                    regarding: Regarding::Pod(pod.clone()),
+                    type_: "Warning",
+                    reason: "FailedScheduling",
+                    note: reason.to_string(),
+                };
+                let condition = Unschedulable {
+                    reason: if gated.contains(pod.as_str()) {
+                        "SchedulingGated"
+                    } else {
+                        "Unschedulable"
+                    },
+                    message: reason.to_string(),
+                };
+                let (published, set) =
+                    futures::join!(io.event(&note), io.pod_unschedulable(&pod, &condition));
+                if let Err(e) = &published {
                     tracing::warn!(pod, "cannot publish event: {e}");
-                    false
                 }
-            };
-            let condition = Unschedulable {
-                reason: if gated.contains(pod.as_str()) {
-                    "SchedulingGated"
-                } else {
-                    "Unschedulable"
-                },
-                message: reason.to_string(),
-            };
-            let set = match self.io.pod_unschedulable(&pod, &condition).await {
-                Ok(()) => true,
-                Err(e) => {
+                if let Err(e) = &set {
                     tracing::debug!(pod, "cannot set PodScheduled=False: {e}");
-                    false
                 }
-            };
-            if set && published {
-                self.last_reason.insert(pod, reason.to_string());
-            }
+                (published.is_ok() && set.is_ok()).then_some(pod)
+            })
+            .buffer_unordered(self.bind_concurrency)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        // Remembered only once published: an Event or condition lost while
+        // the API server is away is sent again on the next round.
+        for pod in told {
+            self.last_reason.insert(pod, reason.to_string());
         }
     }
 }
