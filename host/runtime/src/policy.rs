@@ -19,51 +19,66 @@ use super::view::{ClusterView, Delta, Seen};
 
 /// The scheduling hooks, as the framework calls them. [`WasmPolicy`] is the
 /// production implementation; tests and benchmarks also run policies natively
-/// through this trait.
+/// through this trait. Every hook but `info` has the SDK's neutral answer,
+/// so a test double implements only what it exercises.
 pub trait Hooks {
     /// Who the policy is.
     fn info(&self) -> &PolicyInfo;
     /// A scheduling round starts: per-round budgets (log lines) reset.
     /// Wrappers must forward it.
     fn begin_round(&self) {}
-    /// See `queue-order` in the WIT files.
+    /// See `queue-order` in the WIT files. Default: by arrival, then id.
     fn queue_order(
         &self,
-        now_ms: u64,
+        _now_ms: u64,
         units: &[wit::Queued],
-        view: &dyn ClusterView,
-    ) -> Result<Vec<u32>, CallError>;
+        _view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        let mut order: Vec<u32> = (0..units.len() as u32).collect();
+        order.sort_by_key(|&i| (units[i as usize].arrival_ms, units[i as usize].id));
+        Ok(order)
+    }
     /// See `pre-filter` in the WIT files; `nodes` and `view` describe the
-    /// same cluster.
+    /// same cluster. Default: try the unit as submitted.
     fn pre_filter(
         &self,
-        now_ms: u64,
-        unit: &wit::Unit,
-        nodes: &wit::Capacity,
-        view: &dyn ClusterView,
-    ) -> Result<wit::PreFilterResult, CallError>;
-    /// See `filter` in the WIT files.
+        _now_ms: u64,
+        _unit: &wit::Unit,
+        _nodes: &wit::Capacity,
+        _view: &dyn ClusterView,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        Ok(wit::PreFilterResult::Proceed(Vec::new()))
+    }
+    /// See `filter` in the WIT files. Default: every candidate passes.
     fn filter(
         &self,
-        pod: &wit::Placement,
+        _pod: &wit::Placement,
         nodes: &wit::Candidates,
-        view: &dyn ClusterView,
-    ) -> Result<Vec<bool>, CallError>;
-    /// See `score` in the WIT files.
+        _view: &dyn ClusterView,
+    ) -> Result<Vec<bool>, CallError> {
+        Ok(vec![true; nodes.index.len()])
+    }
+    /// See `score` in the WIT files. Default: every candidate equal.
     fn score(
         &self,
-        pod: &wit::Placement,
+        _pod: &wit::Placement,
         nodes: &wit::Candidates,
-        view: &dyn ClusterView,
-    ) -> Result<Vec<u32>, CallError>;
-    /// See `permit` in the WIT files.
-    fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError>;
-    /// See `scale` in the WIT files.
+        _view: &dyn ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        Ok(vec![0; nodes.index.len()])
+    }
+    /// See `permit` in the WIT files. Default: allow.
+    fn permit(&self, _now_ms: u64, _gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        Ok(wit::PermitResult::Allow)
+    }
+    /// See `scale` in the WIT files. Default: no decisions.
     fn scale(
         &self,
-        input: &wit::ScaleInput,
-        view: &dyn ClusterView,
-    ) -> Result<Vec<wit::ScaleDecision>, CallError>;
+        _input: &wit::ScaleInput,
+        _view: &dyn ClusterView,
+    ) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        Ok(Vec::new())
+    }
 }
 
 /// What is known about a loaded policy.

@@ -267,26 +267,10 @@ jobs:
         }
     }
 
+    // Only `filter` differs from the neutral answers the trait gives.
     impl Hooks for Refuser {
         fn info(&self) -> &PolicyInfo {
             &self.info
-        }
-        fn queue_order(
-            &self,
-            _: u64,
-            units: &[wit::Queued],
-            _: &dyn ClusterView,
-        ) -> Result<Vec<u32>, CallError> {
-            Ok((0..units.len() as u32).collect())
-        }
-        fn pre_filter(
-            &self,
-            _: u64,
-            _: &wit::Unit,
-            _: &wit::Capacity,
-            _: &dyn ClusterView,
-        ) -> Result<wit::PreFilterResult, CallError> {
-            Ok(wit::PreFilterResult::Proceed(Vec::new()))
         }
         fn filter(
             &self,
@@ -297,24 +281,6 @@ jobs:
             let t = pod.unit.tasks[pod.task as usize];
             let refuse = pod.unit.workers == 3 && t.role == wit::Role::Worker && t.index >= 1;
             Ok(vec![!refuse; nodes.index.len()])
-        }
-        fn score(
-            &self,
-            _: &wit::Placement,
-            nodes: &wit::Candidates,
-            _: &dyn ClusterView,
-        ) -> Result<Vec<u32>, CallError> {
-            Ok(vec![0; nodes.index.len()])
-        }
-        fn permit(&self, _: u64, _: &wit::GangState) -> Result<wit::PermitResult, CallError> {
-            Ok(wit::PermitResult::Allow)
-        }
-        fn scale(
-            &self,
-            _: &wit::ScaleInput,
-            _: &dyn ClusterView,
-        ) -> Result<Vec<wit::ScaleDecision>, CallError> {
-            Ok(Vec::new())
         }
     }
 
