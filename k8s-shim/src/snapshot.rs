@@ -530,6 +530,13 @@ impl Snapshot {
             // of pods placed later cannot be honoured.
             Err(e) => tracing::warn!("{e}; its constraints on other pods are not evaluated"),
         }
+        if bound_to.is_none()
+            && let Err(e) = translate::unallocatable_claims(&p)
+        {
+            tracing::warn!("{e}");
+            self.invalid.insert(key, e.message);
+            return;
+        }
         if bound_to.is_none() {
             match self.volume_affinity(&p) {
                 Ok(affinity) => pod.constraints.volume_node_affinity = affinity,

@@ -307,3 +307,31 @@ fn a_pod_seen_bound_is_bound_in_the_snapshot() {
     assert_eq!(s.pending(), 0);
     assert_eq!(s.sched.cluster().free(0).gpus, 3);
 }
+
+#[test]
+fn a_pod_claiming_devices_waits_named_unless_it_is_bound_already() {
+    let with_claim = |node: Option<&str>| {
+        let Event::Pod(mut p) = pod("p", None, "", 0, node, "dragon") else {
+            unreachable!("a pod event")
+        };
+        let spec = p.spec.as_mut().expect("a spec");
+        spec.resource_claims = Some(vec![core::PodResourceClaim {
+            name: "gpu".into(),
+            resource_claim_template_name: Some("one-gpu".into()),
+            ..Default::default()
+        }]);
+        Event::Pod(p)
+    };
+    let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+    s.apply(node("n1", 4));
+    s.apply(with_claim(None));
+    assert_eq!(s.pending(), 0);
+    assert!(s.invalid["ml/p"].contains("spec.resourceClaims[\"gpu\"]"));
+    s.apply(with_claim(Some("n1")));
+    assert!(s.invalid.is_empty());
+    assert_eq!(
+        s.sched.cluster().free(0).gpus,
+        3,
+        "bound elsewhere, it counts"
+    );
+}

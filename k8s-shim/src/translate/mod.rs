@@ -302,16 +302,6 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let key = pod_key(p);
     let object = format!("pod {key}");
     let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
-    // Placing such a pod would bind it without its devices: it waits, named.
-    if let Some(claim) = spec.resource_claims.iter().flatten().next() {
-        return Err(err(
-            &object,
-            format!(
-                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
-                claim.name
-            ),
-        ));
-    }
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
     let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m.to_string()))?;
@@ -379,6 +369,30 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     })
 }
 
+/// Why a pending pod cannot be placed by Dragon for its device claims:
+/// placing it would bind it without its devices, so it waits, named. A pod
+/// bound already (its claims allocated by kube-scheduler) only counts as
+/// usage and is not asked.
+///
+/// # Errors
+/// The first of the pod's `spec.resourceClaims`.
+pub fn unallocatable_claims(p: &core::Pod) -> Result<(), TranslateError> {
+    let claims = p
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten());
+    match claims.into_iter().next() {
+        None => Ok(()),
+        Some(claim) => Err(err(
+            &format!("pod {}", pod_key(p)),
+            format!(
+                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
+                claim.name
+            ),
+        )),
+    }
+}
+
 /// A pod's node affinity, host ports, pod affinity and spread constraints.
 ///
 /// # Errors
@@ -386,16 +400,6 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
 pub fn pod_constraints(p: &core::Pod) -> Result<Constraints, TranslateError> {
     let object = format!("pod {}", pod_key(p));
     let spec = p.spec.as_ref().ok_or_else(|| err(&object, "has no spec"))?;
-    // Placing such a pod would bind it without its devices: it waits, named.
-    if let Some(claim) = spec.resource_claims.iter().flatten().next() {
-        return Err(err(
-            &object,
-            format!(
-                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
-                claim.name
-            ),
-        ));
-    }
     let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
     let labels = p.metadata.labels.clone().unwrap_or_default();
     constraints::constraints(spec, namespace, &labels).map_err(|m| err(&object, m.to_string()))

@@ -384,6 +384,8 @@ fn a_pod_with_resource_claims_is_refused_with_the_claim_named() {
     let p = pod_yaml(
         "metadata: {name: p, namespace: d}\nspec:\n  containers: [{name: a, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n",
     );
-    let e = pod(&p).unwrap_err().to_string();
+    let e = unallocatable_claims(&p).unwrap_err().to_string();
     assert!(e.contains("pod d/p: spec.resourceClaims[\"gpu\"]"), "{e}");
+    // Its requests still read: bound by another scheduler, it counts.
+    assert!(pod(&p).is_ok());
 }
