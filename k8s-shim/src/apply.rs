@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use dragon_framework::devices::Allocation;
 use dragon_framework::{ApiError, ApiErrorKind};
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
@@ -15,17 +16,32 @@ use tokio::sync::{Notify, Semaphore};
 use crate::cluster_io::{ClusterIo, Note};
 use crate::group_status::Status;
 
-/// Up to `concurrency` (at least 1) Binding POSTs in flight, results in
-/// input order. The loop waits for all of them: the framework releases a
+/// The device allocations a round chose, by pod: `(claim, allocation)`.
+pub type Claims = BTreeMap<String, Vec<(String, Allocation)>>;
+
+/// Up to `concurrency` (at least 1) binds in flight, each a Binding POST
+/// after its pod's claim allocations (`claims`), results in input order. The loop waits for all of them: the framework releases a
 /// gang whose bind failed only once it has every result.
 pub async fn bind_all<I: ClusterIo>(
     io: &I,
     binds: &[(String, String)],
+    claims: &Claims,
     concurrency: usize,
 ) -> Vec<Result<(), ApiError>> {
     // Made before the stream, not by an adapter over the slice: a future
     // holding a slice iterator across an await is not provably `Send`.
-    let sends: Vec<_> = binds.iter().map(|(pod, node)| io.bind(pod, node)).collect();
+    let sends: Vec<_> = binds
+        .iter()
+        .map(|(pod, node)| async move {
+            // Its devices first, as kube-scheduler's PreBind: a pod is never
+            // bound without them. A refused write fails the bind, and the
+            // framework releases the gang.
+            for (claim, allocation) in claims.get(pod).into_iter().flatten() {
+                io.allocate(claim, allocation, pod).await?;
+            }
+            io.bind(pod, node).await
+        })
+        .collect();
     futures::stream::iter(sends)
         .buffered(concurrency.max(1))
         .collect()

@@ -4,6 +4,7 @@
 //! Each call is one request (or a read and a write for a release); what to
 //! do with its answer is the loop's business.
 
+use dragon_framework::devices::Allocation;
 use dragon_framework::{ApiError, Release};
 
 use crate::group_status::Status;
@@ -47,6 +48,16 @@ pub struct Unschedulable {
 pub trait ClusterIo: Send + Sync + 'static {
     /// POST a Binding of `pod` to `node`.
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError>;
+
+    /// Write the devices chosen for ResourceClaim `claim` (`status.allocation`)
+    /// and reserve it for `pod` (`status.reservedFor`), as kube-scheduler's
+    /// DynamicResources plugin does before the pod's Binding.
+    async fn allocate(
+        &self,
+        claim: &str,
+        allocation: &Allocation,
+        pod: &str,
+    ) -> Result<(), ApiError>;
 
     /// Undo the bind of a gang member whose siblings could not be bound.
     /// A bound pod cannot be unbound: it is deleted when a controller owns
@@ -96,7 +107,7 @@ pub mod fake {
 
     use dragon_framework::{ApiError, ApiErrorKind, Release};
 
-    use super::{ClusterIo, Note, ScaleTarget, Unschedulable};
+    use super::{Allocation, ClusterIo, Note, ScaleTarget, Unschedulable};
     use crate::group_status::Status;
 
     /// A request the fake saw.
@@ -107,6 +118,10 @@ pub mod fake {
             node: String,
         },
         Release(String),
+        Allocate {
+            claim: String,
+            pod: String,
+        },
         Evict {
             pod: String,
             dry_run: bool,
@@ -135,6 +150,8 @@ pub mod fake {
         pub calls: Vec<Call>,
         /// Pods whose Binding is refused, with the error.
         pub refuse_bind: BTreeMap<String, ApiError>,
+        /// Claims whose allocation is refused, with the error.
+        pub refuse_allocate: BTreeMap<String, ApiError>,
         /// Pods no controller owns: a release keeps them.
         pub uncontrolled: BTreeSet<String>,
         /// Pods a disruption budget protects: their eviction is refused.
@@ -175,6 +192,23 @@ pub mod fake {
                 node: node.into(),
             });
             match s.refuse_bind.get(pod) {
+                Some(e) => Err(e.clone()),
+                None => Ok(()),
+            }
+        }
+
+        async fn allocate(
+            &self,
+            claim: &str,
+            _allocation: &Allocation,
+            pod: &str,
+        ) -> Result<(), ApiError> {
+            let mut s = self.lock();
+            s.calls.push(Call::Allocate {
+                claim: claim.into(),
+                pod: pod.into(),
+            });
+            match s.refuse_allocate.get(claim) {
                 Some(e) => Err(e.clone()),
                 None => Ok(()),
             }

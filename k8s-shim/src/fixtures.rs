@@ -85,3 +85,60 @@ pub fn gated(event: Event, gates: &[&str]) -> Event {
     }
     Event::Pod(p)
 }
+
+/// A slice of `devices` GPUs (`gpu-0`…) of driver `gpu.example.com` on
+/// node `node`, in a pool named after it.
+pub fn gpu_slice(node: &str, devices: usize) -> Event {
+    let devices: Vec<String> = (0..devices)
+        .map(|i| format!("{{name: gpu-{i}, attributes: {{model: {{string: a100}}}}}}"))
+        .collect();
+    Event::ResourceSlice(Box::new(
+        serde_norway::from_str(&format!(
+            "metadata: {{name: {node}-gpus}}\nspec:\n  driver: gpu.example.com\n  nodeName: {node}\n  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}\n  devices: [{}]\n",
+            devices.join(", ")
+        ))
+        .unwrap(),
+    ))
+}
+
+/// DeviceClass `gpu`: the devices of driver `gpu.example.com`.
+pub fn gpu_class() -> Event {
+    Event::DeviceClass(Box::new(
+        serde_norway::from_str(
+            "metadata: {name: gpu}\nspec:\n  selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]\n",
+        )
+        .unwrap(),
+    ))
+}
+
+/// ResourceClaim `ml/NAME` for one GPU of class `gpu`.
+pub fn gpu_claim(name: &str) -> Event {
+    Event::ResourceClaim(Box::new(
+        serde_norway::from_str(&format!(
+            "metadata: {{name: {name}, namespace: ml}}\nspec:\n  devices:\n    requests: [{{name: gpu, exactly: {{deviceClassName: gpu}}}}]\n"
+        ))
+        .unwrap(),
+    ))
+}
+
+/// `event` (a pod) claiming ResourceClaim `claim` of its namespace, made
+/// from a template as the resourceclaim controller names it.
+pub fn claiming(event: Event, claim: &str) -> Event {
+    let Event::Pod(mut p) = event else {
+        unreachable!("a pod event")
+    };
+    if let Some(spec) = p.spec.as_mut() {
+        spec.resource_claims = Some(vec![core::PodResourceClaim {
+            name: "gpu".into(),
+            resource_claim_template_name: Some("one-gpu".into()),
+            ..Default::default()
+        }]);
+    }
+    p.status
+        .get_or_insert_with(Default::default)
+        .resource_claim_statuses = Some(vec![core::PodResourceClaimStatus {
+        name: "gpu".into(),
+        resource_claim_name: Some(claim.into()),
+    }]);
+    Event::Pod(p)
+}

@@ -7,9 +7,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use dragon_framework::devices::Allocation;
 use dragon_framework::{ApiError, ApiErrorKind, Release};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -154,8 +156,106 @@ impl KubeIo {
     }
 }
 
+/// Finalizer kube-scheduler puts on a claim before allocating it, so the
+/// claim is not deleted while its devices may be in use.
+const CLAIM_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// An allocation as `status.allocation` holds it.
+fn allocation_result(a: &Allocation) -> resource::AllocationResult {
+    let requirement = |r: &dragon_framework::Requirement| core::NodeSelectorRequirement {
+        key: r.key.clone(),
+        operator: format!("{:?}", r.operator),
+        values: (!r.values.is_empty()).then(|| r.values.clone()),
+    };
+    resource::AllocationResult {
+        allocation_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        )),
+        devices: Some(resource::DeviceAllocationResult {
+            config: None,
+            results: Some(
+                a.devices
+                    .iter()
+                    .map(|d| resource::DeviceRequestAllocationResult {
+                        request: d.request.clone(),
+                        driver: d.device.driver.clone(),
+                        pool: d.device.pool.clone(),
+                        device: d.device.device.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+        }),
+        node_selector: a.nodes.as_ref().map(|s| core::NodeSelector {
+            node_selector_terms: s
+                .terms
+                .iter()
+                .map(|t| core::NodeSelectorTerm {
+                    match_expressions: (!t.match_expressions.is_empty())
+                        .then(|| t.match_expressions.iter().map(requirement).collect()),
+                    match_fields: (!t.match_fields.is_empty())
+                        .then(|| t.match_fields.iter().map(requirement).collect()),
+                })
+                .collect(),
+        }),
+    }
+}
+
 #[async_trait::async_trait]
 impl ClusterIo for KubeIo {
+    async fn allocate(
+        &self,
+        claim: &str,
+        allocation: &Allocation,
+        pod: &str,
+    ) -> Result<(), ApiError> {
+        let (claim_key, pod_key) = (object(claim)?, object(pod)?);
+        let claims: Api<resource::ResourceClaim> =
+            Api::namespaced(self.client.clone(), claim_key.namespace());
+        self.request_token().await;
+        let uid = self
+            .pods(pod_key.namespace())
+            .get(pod_key.name())
+            .await
+            .map_err(|e| typed(&format!("reading {pod} to reserve claim {claim}"), &e))?
+            .metadata
+            .uid
+            .unwrap_or_default();
+        self.request_token().await;
+        let mut current = claims
+            .get(claim_key.name())
+            .await
+            .map_err(|e| typed(&format!("reading claim {claim}"), &e))?;
+        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !finalizers.iter().any(|f| f == CLAIM_PROTECTION) {
+            finalizers.push(CLAIM_PROTECTION.to_string());
+            self.request_token().await;
+            current = claims
+                .replace(claim_key.name(), &PostParams::default(), &current)
+                .await
+                .map_err(|e| typed(&format!("protecting claim {claim}"), &e))?;
+        }
+        let status = current.status.get_or_insert_with(Default::default);
+        if status.allocation.is_none() {
+            status.allocation = Some(allocation_result(allocation));
+        }
+        let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+        if !reserved.iter().any(|r| r.uid == uid) {
+            reserved.push(resource::ResourceClaimConsumerReference {
+                api_group: None,
+                resource: "pods".into(),
+                name: pod_key.name().into(),
+                uid,
+            });
+        }
+        self.request_token().await;
+        claims
+            .replace_status(claim_key.name(), &PostParams::default(), &current)
+            .await
+            .map(|_| ())
+            .map_err(|e| typed(&format!("allocating claim {claim} for {pod}"), &e))
+    }
+
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {
         let key = object(pod)?;
         let (ns, name) = (key.namespace(), key.name());
@@ -504,7 +604,7 @@ mod tests {
             })
             .collect();
         let t0 = Instant::now();
-        let results = rt.block_on(crate::apply::bind_all(&io, &binds, 4));
+        let results = rt.block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 4));
         let took = t0.elapsed();
         assert_eq!(results.len(), 12);
         for (i, r) in results.iter().enumerate() {
@@ -536,7 +636,7 @@ mod tests {
             .map(|i| (format!("ns/p{i}"), "n".to_string()))
             .collect();
         let t0 = Instant::now();
-        let results = rt.block_on(crate::apply::bind_all(&io, &binds, 32));
+        let results = rt.block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 32));
         assert!(results.iter().all(Result::is_ok));
         let g = seen.lock().unwrap();
         let mut starts: Vec<Duration> = g.bindings.iter().map(|(_, t)| *t - t0).collect();

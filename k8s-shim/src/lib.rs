@@ -26,7 +26,7 @@ pub mod key;
 pub mod kube_io;
 pub mod leader;
 pub mod metrics;
-pub mod quantity;
+pub use dragon_framework::quantity;
 pub mod ratelimit;
 pub mod reload;
 pub mod retry;

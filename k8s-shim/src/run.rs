@@ -13,6 +13,7 @@ use dragon_runtime::{
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1 as resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -106,6 +107,9 @@ fn spawn_watch<K>(
                     Kind::Claim => Event::ClaimGone(key_of(&obj)),
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
                     Kind::Budget => Event::BudgetGone(key_of(&obj)),
+                    Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
+                    Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
+                    Kind::ResourceClaim => Event::ResourceClaimGone(key_of(&obj)),
                 }),
                 Err(e) => {
                     tracing::warn!(?kind, "watch error (retrying after a backoff): {e}");
@@ -423,6 +427,31 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         Kind::Budget,
         tx.clone(),
         |b| Event::Budget(Box::new(b)),
+        key_of,
+    );
+    // Devices (`resource.k8s.io/v1`, served by default since 1.34).
+    spawn_watch(
+        Api::<resource::ResourceSlice>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::ResourceSlice,
+        tx.clone(),
+        |s| Event::ResourceSlice(Box::new(s)),
+        |s| s.name_any(),
+    );
+    spawn_watch(
+        Api::<resource::DeviceClass>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::DeviceClass,
+        tx.clone(),
+        |c| Event::DeviceClass(Box::new(c)),
+        |c| c.name_any(),
+    );
+    spawn_watch(
+        Api::<resource::ResourceClaim>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::ResourceClaim,
+        tx.clone(),
+        |c| Event::ResourceClaim(Box::new(c)),
         key_of,
     );
     let native = serves_native_podgroups(&client).await;

@@ -9,6 +9,7 @@ use dragon_framework::{
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
 
 use crate::group_status::{GroupStatuses, PodPhase};
 use crate::key::ObjectKey;
@@ -53,8 +54,18 @@ pub enum Listed {
     Pods,
     Groups(GroupApi),
     Budgets,
+    /// ResourceSlices, DeviceClasses, ResourceClaims.
+    Devices(DeviceKind),
     /// Claims and volumes.
     Other,
+}
+
+/// The kinds of `resource.k8s.io` objects the snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    Slice,
+    Class,
+    Claim,
 }
 
 /// The two PodGroup APIs a gang can come from.
@@ -89,6 +100,14 @@ pub enum Event {
     /// A PodDisruptionBudget: what preemption may evict.
     Budget(Box<policy::PodDisruptionBudget>),
     BudgetGone(String),
+    /// Devices a driver publishes (by name).
+    ResourceSlice(Box<resource::ResourceSlice>),
+    ResourceSliceGone(String),
+    DeviceClass(Box<resource::DeviceClass>),
+    DeviceClassGone(String),
+    /// A ResourceClaim (`namespace/name` when gone).
+    ResourceClaim(Box<resource::ResourceClaim>),
+    ResourceClaimGone(String),
 }
 
 /// What a deferred pod waits for.
@@ -257,6 +276,21 @@ impl Snapshot {
                 .filter(|(k, _)| !listed.contains(*k))
                 .map(|(k, _)| Event::BudgetGone(k.to_string()))
                 .collect(),
+            Listed::Devices(kind) => {
+                let devices = self.sched.cluster().devices();
+                let (names, gone_event): (Vec<&str>, fn(String) -> Event) = match kind {
+                    DeviceKind::Slice => {
+                        (devices.slice_names().collect(), Event::ResourceSliceGone)
+                    }
+                    DeviceKind::Class => (devices.class_names().collect(), Event::DeviceClassGone),
+                    DeviceKind::Claim => (devices.claim_keys().collect(), Event::ResourceClaimGone),
+                };
+                names
+                    .into_iter()
+                    .filter(|k| !listed.contains(*k))
+                    .map(|k| gone_event(k.to_string()))
+                    .collect()
+            }
             Listed::Other => Vec::new(),
         }
     }
@@ -342,6 +376,26 @@ impl Snapshot {
                 });
             }
             Event::BudgetGone(key) => self.change(ClusterOp::RemoveBudget(key)),
+            Event::ResourceSlice(s) => match translate::devices::resource_slice(&s) {
+                Ok((name, slice)) => self.change(ClusterOp::SetResourceSlice { name, slice }),
+                Err(e) => {
+                    // Its devices are not offered, as a pool kube-scheduler
+                    // finds invalid.
+                    tracing::warn!("ignoring the slice's devices: {e}");
+                    self.change(ClusterOp::RemoveResourceSlice(
+                        s.metadata.name.clone().unwrap_or_default(),
+                    ));
+                }
+            },
+            Event::ResourceSliceGone(name) => self.change(ClusterOp::RemoveResourceSlice(name)),
+            Event::DeviceClass(c) => self.change(ClusterOp::SetDeviceClass(
+                translate::devices::device_class(&c),
+            )),
+            Event::DeviceClassGone(name) => self.change(ClusterOp::RemoveDeviceClass(name)),
+            Event::ResourceClaim(c) => {
+                self.change(ClusterOp::SetClaim(translate::devices::claim(&c)))
+            }
+            Event::ResourceClaimGone(key) => self.change(ClusterOp::RemoveClaim(key)),
         }
     }
 
@@ -530,12 +584,15 @@ impl Snapshot {
             // of pods placed later cannot be honoured.
             Err(e) => tracing::warn!("{e}; its constraints on other pods are not evaluated"),
         }
-        if bound_to.is_none()
-            && let Err(e) = translate::unallocatable_claims(&p)
-        {
-            tracing::warn!("{e}");
-            self.invalid.insert(key, e.message);
-            return;
+        match translate::devices::device_claims(&p) {
+            Ok(claims) => pod.claims = claims,
+            // Its claims are not created yet: kube-scheduler does not try it
+            // either.
+            Err(e) if bound_to.is_none() => {
+                self.invalid.insert(key, e.to_string());
+                return;
+            }
+            Err(_) => {}
         }
         if bound_to.is_none() {
             match self.volume_affinity(&p) {

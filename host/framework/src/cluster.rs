@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
+use super::devices::{Claim, DeviceClass, Fit, Inventory, ResourceSlice};
 use super::journal::ClusterOp;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
@@ -110,6 +111,8 @@ pub struct Cluster {
     /// The latest time drivers or rounds have told, ms: when a job's
     /// holding changes, its attained service is integrated up to here.
     clock_ms: u64,
+    /// Devices published by drivers, their classes, and the claims.
+    pub(crate) devices: Inventory,
 }
 
 impl Cluster {
@@ -419,8 +422,61 @@ impl Cluster {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
         }
+        if !e.pod.claims.is_empty() {
+            self.devices.unchoose(key);
+        }
         self.note_job(e.pod.job.as_ref());
         Ok(e.pod)
+    }
+
+    /// A ResourceSlice named `name` was published or changed.
+    pub fn set_resource_slice(&mut self, name: &str, slice: ResourceSlice) {
+        self.journal(|| ClusterOp::SetResourceSlice {
+            name: name.to_string(),
+            slice: slice.clone(),
+        });
+        self.devices.set_slice(name.to_string(), slice);
+        self.changes.room = true;
+    }
+
+    /// The ResourceSlice named `name` is gone.
+    pub fn remove_resource_slice(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveResourceSlice(name.to_string()));
+        self.devices.remove_slice(name);
+    }
+
+    /// A DeviceClass was created or changed.
+    pub fn set_device_class(&mut self, class: DeviceClass) {
+        self.journal(|| ClusterOp::SetDeviceClass(class.clone()));
+        self.devices.set_class(class);
+        self.changes.room = true;
+    }
+
+    /// The DeviceClass named `name` is gone.
+    pub fn remove_device_class(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveDeviceClass(name.to_string()));
+        self.devices.remove_class(name);
+    }
+
+    /// A ResourceClaim as the API server has it now (created, allocated,
+    /// deallocated).
+    pub fn set_claim(&mut self, claim: Claim) {
+        self.journal(|| ClusterOp::SetClaim(claim.clone()));
+        self.devices.set_claim(claim);
+        self.changes.room = true;
+    }
+
+    /// The ResourceClaim `key` (`namespace/name`) is gone.
+    pub fn remove_claim(&mut self, key: &str) {
+        self.journal(|| ClusterOp::RemoveClaim(key.to_string()));
+        self.devices.remove_claim(key);
+        self.changes.room = true;
+    }
+
+    /// Published devices, classes and claims, with what the framework chose
+    /// for pods it reserved.
+    pub fn devices(&self) -> &Inventory {
+        &self.devices
     }
 
     /// Record that the API server has `key` bound to `node` (by this
@@ -496,6 +552,19 @@ impl Cluster {
             return;
         };
         let old = e.state.node();
+        if !e.pod.claims.is_empty() {
+            // A reservation chooses the pod's devices; going back to
+            // pending gives back what was chosen and not yet written.
+            match (old, state) {
+                (None, PodState::Reserved(n)) => {
+                    if let Ok(Fit::Yes(chosen)) = self.devices.fit(&self.nodes[n], &e.pod.claims) {
+                        self.devices.choose(key, chosen);
+                    }
+                }
+                (Some(_), PodState::Pending) => self.devices.unchoose(key),
+                _ => {}
+            }
+        }
         e.state = state;
         let pod = &e.pod;
         if let Some(n) = old {

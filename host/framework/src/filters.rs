@@ -11,6 +11,7 @@ use super::cluster::Cluster;
 use super::constraints::{
     PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
 };
+use super::devices::Fit;
 use super::model::{Pod, Taint};
 use dragon_runtime::wit;
 
@@ -165,7 +166,10 @@ fn passes<'p>(
     i: usize,
     checks: Option<&PodChecks<'_>>,
     counts: &mut [usize; REASONS.len()],
-    short: &mut BTreeMap<&'p str, usize>,
+    (short, device_reasons): (
+        &mut BTreeMap<&'p str, usize>,
+        &mut BTreeMap<Cow<'static, str>, usize>,
+    ),
 ) -> bool {
     match static_filters(cluster, pod, i) {
         Ok(()) => {}
@@ -204,7 +208,28 @@ fn passes<'p>(
         counts[Reason::from(f) as usize] += 1;
         return false;
     }
+    if !pod.claims.is_empty() {
+        return devices_fit(cluster, pod, i, device_reasons);
+    }
     true
+}
+
+/// DynamicResources' filter: whether every claim of `pod` can be met on
+/// node `i`, counting why not. Out of line: most pods claim nothing.
+#[inline(never)]
+fn devices_fit(
+    cluster: &Cluster,
+    pod: &Pod,
+    i: usize,
+    reasons: &mut BTreeMap<Cow<'static, str>, usize>,
+) -> bool {
+    let reason: Cow<'static, str> = match cluster.devices.fit(&cluster.nodes()[i], &pod.claims) {
+        Ok(Fit::Yes(_)) => return true,
+        Ok(Fit::No(why)) => why.into(),
+        Err(e) => e.to_string().into(),
+    };
+    *reasons.entry(reason).or_default() += 1;
+    false
 }
 
 /// Node indices that pass every built-in filter for `pod`.
@@ -213,6 +238,7 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
     // every node, and on a full cluster nearly every node is rejected.
     let mut counts = [0usize; REASONS.len()];
     let mut short: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut device_reasons = BTreeMap::new();
     let r = pod.request;
     let cols = cluster.columns();
     let n = cluster.nodes().len();
@@ -231,7 +257,8 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
     let plain = pod.node_selector.is_empty()
         && pod.constraints.node_affinity.is_none()
         && pod.constraints.host_ports.is_empty()
-        && pod.constraints.volume_node_affinity.is_empty();
+        && pod.constraints.volume_node_affinity.is_empty()
+        && pod.claims.is_empty();
     let extended = !pod.extended.is_empty();
     let mut out = Vec::with_capacity(n);
     if plain && !extended && checks.is_none() {
@@ -248,7 +275,14 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
                 } else {
                     count_shortfalls(&mut counts, pods[i], r, (cpu[i], memory[i], gpus[i]));
                 }
-            } else if passes(cluster, pod, i, None, &mut counts, &mut short) {
+            } else if passes(
+                cluster,
+                pod,
+                i,
+                None,
+                &mut counts,
+                (&mut short, &mut device_reasons),
+            ) {
                 // Closed to most pods, but not to this one (it tolerates
                 // the node's taints).
                 out.push(i as u32);
@@ -256,7 +290,14 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
         }
     } else {
         for i in 0..n {
-            if passes(cluster, pod, i, checks.as_ref(), &mut counts, &mut short) {
+            if passes(
+                cluster,
+                pod,
+                i,
+                checks.as_ref(),
+                &mut counts,
+                (&mut short, &mut device_reasons),
+            ) {
                 out.push(i as u32);
             }
         }
@@ -266,6 +307,9 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
     }
     for (name, n) in short {
         rejections.add(format!("Insufficient {name}"), n);
+    }
+    for (reason, n) in device_reasons {
+        rejections.add(reason, n);
     }
     out
 }

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{Cluster, ClusterError, PodState};
+use super::devices::{Claim, DeviceClass, ResourceSlice};
 use super::model::{DisruptionBudget, Job, Node, Pod};
 use super::selector::Labels;
 
@@ -45,6 +46,15 @@ pub enum ClusterOp {
         budget: DisruptionBudget,
     },
     RemoveBudget(String),
+    SetResourceSlice {
+        name: String,
+        slice: ResourceSlice,
+    },
+    RemoveResourceSlice(String),
+    SetDeviceClass(DeviceClass),
+    RemoveDeviceClass(String),
+    SetClaim(Claim),
+    RemoveClaim(String),
 }
 
 impl ClusterOp {
@@ -88,6 +98,30 @@ impl ClusterOp {
                 cluster.remove_budget(&b);
                 Ok(())
             }
+            ClusterOp::SetResourceSlice { name, slice } => {
+                cluster.set_resource_slice(&name, slice);
+                Ok(())
+            }
+            ClusterOp::RemoveResourceSlice(name) => {
+                cluster.remove_resource_slice(&name);
+                Ok(())
+            }
+            ClusterOp::SetDeviceClass(class) => {
+                cluster.set_device_class(class);
+                Ok(())
+            }
+            ClusterOp::RemoveDeviceClass(name) => {
+                cluster.remove_device_class(&name);
+                Ok(())
+            }
+            ClusterOp::SetClaim(claim) => {
+                cluster.set_claim(claim);
+                Ok(())
+            }
+            ClusterOp::RemoveClaim(key) => {
+                cluster.remove_claim(&key);
+                Ok(())
+            }
         }
     }
 }
@@ -114,6 +148,11 @@ impl Cluster {
                 budget: budget.clone(),
             });
         }
+        ops.extend(self.devices.as_ops(|pod| {
+            self.pods
+                .get(pod)
+                .is_some_and(|e| matches!(e.state, PodState::Bound(_)))
+        }));
         let mut created: Vec<(u64, Vec<ClusterOp>)> = Vec::new();
         for e in self.jobs.values() {
             let mut job = vec![ClusterOp::UpsertJob(e.job.clone())];

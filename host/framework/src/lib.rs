@@ -9,6 +9,7 @@ mod breaker;
 mod cluster;
 mod constraints;
 mod cycle;
+pub mod devices;
 mod drive;
 mod filters;
 #[cfg(test)]
@@ -20,6 +21,7 @@ pub mod logging;
 mod model;
 mod preemption;
 mod preferences;
+pub mod quantity;
 mod queue;
 pub mod record;
 mod scale;

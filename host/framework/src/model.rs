@@ -312,6 +312,10 @@ pub struct Pod {
     /// Node affinity, host ports, pod affinity and spread constraints.
     #[serde(default, skip_serializing_if = "Constraints::is_empty")]
     pub constraints: Constraints,
+    /// The ResourceClaims (`namespace/name`) whose devices it needs: it
+    /// goes only where all of them can be allocated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
 }
 
 impl Pod {
@@ -333,6 +337,7 @@ impl Pod {
             arrival_ms: 0,
             scheduling_gates: Vec::new(),
             constraints: Constraints::default(),
+            claims: Vec::new(),
         }
     }
 }

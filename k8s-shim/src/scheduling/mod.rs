@@ -20,12 +20,12 @@ use dragon_framework::{
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Publisher, StatusWriter, bind_all};
+use crate::apply::{Claims, Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{HookMetrics, Metrics};
-use crate::snapshot::{Event, GroupApi, Listed, Snapshot};
+use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot};
 use crate::taps::Taps;
 use crate::translate::SCALE_TARGET;
 
@@ -54,9 +54,26 @@ pub enum Kind {
     Claim,
     Volume,
     Budget,
+    ResourceSlice,
+    DeviceClass,
+    ResourceClaim,
 }
 
 impl Kind {
+    /// Every kind watched.
+    pub const ALL: [Kind; 10] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::Group,
+        Kind::NativeGroup,
+        Kind::Claim,
+        Kind::Volume,
+        Kind::Budget,
+        Kind::ResourceSlice,
+        Kind::DeviceClass,
+        Kind::ResourceClaim,
+    ];
+
     /// What a list of this kind covers in the snapshot.
     fn listed(self) -> Listed {
         match self {
@@ -65,13 +82,16 @@ impl Kind {
             Kind::Group => Listed::Groups(GroupApi::SchedulerPlugins),
             Kind::NativeGroup => Listed::Groups(GroupApi::Native),
             Kind::Budget => Listed::Budgets,
+            Kind::ResourceSlice => Listed::Devices(DeviceKind::Slice),
+            Kind::DeviceClass => Listed::Devices(DeviceKind::Class),
+            Kind::ResourceClaim => Listed::Devices(DeviceKind::Claim),
             Kind::Claim | Kind::Volume => Listed::Other,
         }
     }
 }
 
 /// How many kinds are watched: scheduling starts once each is listed.
-const KINDS: usize = 7;
+const KINDS: usize = Kind::ALL.len();
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()

@@ -89,7 +89,28 @@ impl<I: ClusterIo> Loop<I> {
             let mut budget = WallBudget::starting_now(budget_ms);
             sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks), &mut budget)
         });
-        let results = bind_all(self.io.as_ref(), planned.binds(), self.bind_concurrency).await;
+        let devices = self.snapshot.sched.cluster().devices();
+        let claims: Claims = planned
+            .binds()
+            .iter()
+            .filter_map(|(pod, _)| {
+                let chosen = devices.chosen_for(pod);
+                (!chosen.is_empty()).then(|| {
+                    let chosen = chosen
+                        .into_iter()
+                        .map(|(claim, a)| (claim.to_string(), a.clone()))
+                        .collect();
+                    (pod.clone(), chosen)
+                })
+            })
+            .collect();
+        let results = bind_all(
+            self.io.as_ref(),
+            planned.binds(),
+            &claims,
+            self.bind_concurrency,
+        )
+        .await;
         for ((pod, node), result) in planned.binds().iter().zip(&results) {
             if result.is_ok() {
                 self.events.spawn(Note {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::cluster_io::fake::{Call, FakeCluster};
-use crate::fixtures::{group, node, pod};
+use crate::fixtures::{claiming, gpu_claim, gpu_class, gpu_slice, group, node, pod};
 use dragon_framework::{ApiError, ApiErrorKind, SchedulerConfig};
 use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine};
 
@@ -30,15 +30,7 @@ fn listed_loop_with(fake: &Arc<FakeCluster>, name: &str, bytes: &[u8]) -> Loop<F
         unlisted: BTreeSet::new(),
         taps: Taps::default(),
     });
-    for kind in [
-        Kind::Node,
-        Kind::Pod,
-        Kind::Group,
-        Kind::NativeGroup,
-        Kind::Claim,
-        Kind::Volume,
-        Kind::Budget,
-    ] {
+    for kind in Kind::ALL {
         l.handle(Msg::Listed {
             kind,
             keys: BTreeSet::new(),
@@ -142,6 +134,77 @@ async fn a_gang_is_bound_together_and_each_pod_gets_its_scheduled_event() {
         "{:?}",
         fake.calls()
     );
+}
+
+/// A gang of `size` workers of PodGroup `g`, each claiming a GPU through
+/// a claim of its own (`g-i-gpu`), with the claims.
+fn claiming_gang(g: &str, size: u32) -> Vec<Event> {
+    let mut events = vec![group(g, size)];
+    for i in 0..size {
+        let claim = format!("{g}-{i}-gpu");
+        events.push(gpu_claim(&claim));
+        events.push(claiming(
+            pod(&format!("{g}-{i}"), Some(g), "worker", i, None, US),
+            &claim,
+        ));
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_claiming_devices_has_each_claim_allocated_before_its_binding() {
+    let fake = Arc::new(FakeCluster::default());
+    let mut l = listed_loop(&fake);
+    step_with(
+        &mut l,
+        [
+            vec![node("a", 8), gpu_class(), gpu_slice("a", 1)],
+            claiming_gang("g", 2),
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(binds(&fake.calls()).is_empty(), "one GPU for two members");
+    step_with(&mut l, vec![gpu_slice("a", 2)]).await;
+    let calls = fake.calls();
+    assert_eq!(binds(&calls), ["ml/g-0", "ml/g-1"]);
+    for i in 0..2 {
+        let pod = format!("ml/g-{i}");
+        let at = |wanted: &Call| calls.iter().position(|c| c == wanted);
+        let allocated = at(&Call::Allocate {
+            claim: format!("ml/g-{i}-gpu"),
+            pod: pod.clone(),
+        })
+        .expect("its claim is allocated");
+        let bound = at(&Call::Bind {
+            pod: pod.clone(),
+            node: "a".into(),
+        })
+        .expect("it is bound");
+        assert!(allocated < bound, "{calls:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_claim_allocation_binds_nothing_of_that_member_and_releases_its_gang() {
+    let fake = Arc::new(FakeCluster::default());
+    fake.lock().refuse_allocate.insert(
+        "ml/g-1-gpu".into(),
+        ApiError::new(ApiErrorKind::Conflict, "the claim changed"),
+    );
+    let mut l = listed_loop(&fake);
+    step_with(
+        &mut l,
+        [
+            vec![node("a", 8), gpu_class(), gpu_slice("a", 2)],
+            claiming_gang("g", 2),
+        ]
+        .concat(),
+    )
+    .await;
+    let calls = fake.calls();
+    assert_eq!(binds(&calls), ["ml/g-0"], "{calls:?}");
+    assert!(calls.contains(&Call::Release("ml/g-0".into())), "{calls:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

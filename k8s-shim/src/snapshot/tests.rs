@@ -309,8 +309,8 @@ fn a_pod_seen_bound_is_bound_in_the_snapshot() {
 }
 
 #[test]
-fn a_pod_claiming_devices_waits_named_unless_it_is_bound_already() {
-    let with_claim = |node: Option<&str>| {
+fn a_pod_claiming_devices_waits_for_its_claim_to_be_created_then_is_tried() {
+    let with_claim = |node: Option<&str>, created: bool| {
         let Event::Pod(mut p) = pod("p", None, "", 0, node, "dragon") else {
             unreachable!("a pod event")
         };
@@ -320,15 +320,30 @@ fn a_pod_claiming_devices_waits_named_unless_it_is_bound_already() {
             resource_claim_template_name: Some("one-gpu".into()),
             ..Default::default()
         }]);
+        if created {
+            p.status
+                .get_or_insert_with(Default::default)
+                .resource_claim_statuses = Some(vec![core::PodResourceClaimStatus {
+                name: "gpu".into(),
+                resource_claim_name: Some("p-gpu-x7k2q".into()),
+            }]);
+        }
         Event::Pod(p)
     };
     let mut s = Snapshot::new("dragon", SchedulerConfig::default());
     s.apply(node("n1", 4));
-    s.apply(with_claim(None));
+    s.apply(with_claim(None, false));
     assert_eq!(s.pending(), 0);
-    assert!(s.invalid["ml/p"].contains("spec.resourceClaims[\"gpu\"]"));
-    s.apply(with_claim(Some("n1")));
+    assert_eq!(
+        s.invalid["ml/p"],
+        "pod \"ml/p\": ResourceClaim not created yet"
+    );
+    s.apply(with_claim(None, true));
     assert!(s.invalid.is_empty());
+    assert_eq!(s.pending(), 1);
+    let (p, _) = s.sched.cluster().pod("ml/p").expect("in the framework");
+    assert_eq!(p.claims, vec!["ml/p-gpu-x7k2q".to_string()]);
+    s.apply(with_claim(Some("n1"), true));
     assert_eq!(
         s.sched.cluster().free(0).gpus,
         3,

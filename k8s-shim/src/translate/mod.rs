@@ -3,6 +3,7 @@
 //! restarted scheduler rebuilds the same snapshot.
 
 mod constraints;
+pub mod devices;
 mod requests;
 
 use std::collections::BTreeMap;
@@ -366,31 +367,9 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .map(|g| g.name.clone())
             .collect(),
         constraints: Default::default(),
+        // Read with the snapshot's view of the claims (`devices::device_claims`).
+        claims: Vec::new(),
     })
-}
-
-/// Why a pending pod cannot be placed by Dragon for its device claims:
-/// placing it would bind it without its devices, so it waits, named. A pod
-/// bound already (its claims allocated by kube-scheduler) only counts as
-/// usage and is not asked.
-///
-/// # Errors
-/// The first of the pod's `spec.resourceClaims`.
-pub fn unallocatable_claims(p: &core::Pod) -> Result<(), TranslateError> {
-    let claims = p
-        .spec
-        .iter()
-        .flat_map(|s| s.resource_claims.iter().flatten());
-    match claims.into_iter().next() {
-        None => Ok(()),
-        Some(claim) => Err(err(
-            &format!("pod {}", pod_key(p)),
-            format!(
-                "spec.resourceClaims[{:?}]: Dragon does not allocate DRA devices yet, so the pod stays pending",
-                claim.name
-            ),
-        )),
-    }
 }
 
 /// A pod's node affinity, host ports, pod affinity and spread constraints.

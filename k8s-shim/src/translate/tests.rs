@@ -380,12 +380,23 @@ fn kubeflow_and_indexed_job_pods_get_their_role_and_index() {
 }
 
 #[test]
-fn a_pod_with_resource_claims_is_refused_with_the_claim_named() {
+fn a_pods_device_claims_are_named_by_the_pod_or_its_status() {
     let p = pod_yaml(
-        "metadata: {name: p, namespace: d}\nspec:\n  containers: [{name: a, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n",
+        "metadata: {name: p, namespace: d}\nspec:\n  containers: [{name: a, resources: {claims: [{name: gpu}]}}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}, {name: shared, resourceClaimName: all}]\n",
     );
-    let e = unallocatable_claims(&p).unwrap_err().to_string();
-    assert!(e.contains("pod d/p: spec.resourceClaims[\"gpu\"]"), "{e}");
+    let e = devices::device_claims(&p).unwrap_err().to_string();
+    assert_eq!(e, "pod \"d/p\": ResourceClaim not created yet");
+    let mut p = p;
+    p.status = Some(
+        serde_norway::from_str(
+            "resourceClaimStatuses: [{name: gpu, resourceClaimName: p-gpu-x7k2q}]",
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        devices::device_claims(&p),
+        Ok(vec!["d/p-gpu-x7k2q".to_string(), "d/all".to_string()])
+    );
     // Its requests still read: bound by another scheduler, it counts.
     assert!(pod(&p).is_ok());
 }

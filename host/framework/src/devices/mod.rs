@@ -1,0 +1,436 @@
+//! Devices as Kubernetes' Dynamic Resource Allocation publishes them
+//! (`resource.k8s.io/v1`): drivers list devices in ResourceSlices, a
+//! DeviceClass selects a kind of device, and a ResourceClaim asks for
+//! devices of some classes. The allocator (`allocate`) chooses a claim's
+//! devices on one node as kube-scheduler v1.37's DynamicResources plugin
+//! and `k8s.io/dynamic-resource-allocation/structured` do; `Inventory`
+//! keeps what is published, what is allocated and which compiled
+//! selectors go with it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Node, Taint, Toleration};
+use crate::selector::NodeSelector;
+
+mod allocate;
+mod cel;
+#[cfg(test)]
+mod tests;
+
+pub use allocate::DeviceError;
+pub(crate) use allocate::Fit;
+pub use cel::{Quantity, SelectorError};
+
+/// At most this many devices per claim (`AllocationResultsMaxSize`).
+pub const MAX_DEVICES_PER_CLAIM: usize = 32;
+
+/// One device, named as an allocation names it: driver, pool, device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// A device attribute's value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Attribute {
+    Int(i64),
+    Bool(bool),
+    String(String),
+    /// A semantic version, as written.
+    Version(String),
+}
+
+/// Which nodes can reach a device (a slice's, or a device's own, node
+/// selection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reach {
+    /// Local to one node.
+    Node(String),
+    /// Attached to the nodes a selector picks.
+    Nodes(NodeSelector),
+    /// Reachable from every node.
+    All,
+}
+
+impl Reach {
+    pub(crate) fn admits(&self, node: &Node) -> bool {
+        match self {
+            Reach::Node(n) => *n == node.name,
+            Reach::Nodes(s) => s.matches(&node.name, &node.labels),
+            Reach::All => true,
+        }
+    }
+}
+
+/// A device of a slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    pub name: String,
+    /// By qualified name (`domain/id`; a name without a domain belongs to
+    /// the driver's).
+    #[serde(default)]
+    pub attributes: BTreeMap<String, Attribute>,
+    /// By qualified name, as quantities.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// `NoSchedule` / `NoExecute` taints: only a request that tolerates
+    /// them gets the device.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    /// The device's own node selection, when its slice selects per device.
+    #[serde(default)]
+    pub reach: Option<Reach>,
+}
+
+/// A ResourceSlice: some devices of one pool of one driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSlice {
+    pub driver: String,
+    pub pool: String,
+    /// Only the newest generation of a pool counts.
+    pub generation: i64,
+    /// How many slices the pool's generation has: a pool with fewer in
+    /// sight is being updated, and is not allocated from.
+    pub slice_count: u64,
+    /// `None`: each device says where it is (`perDeviceNodeSelection`).
+    pub reach: Option<Reach>,
+    pub devices: Vec<Device>,
+}
+
+/// A DeviceClass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceClass {
+    pub name: String,
+    /// CEL expressions a device must all satisfy.
+    #[serde(default)]
+    pub selectors: Vec<String>,
+    /// The extended resource (such as `nvidia.com/gpu`) whose requests this
+    /// class serves on nodes that do not advertise it.
+    #[serde(default)]
+    pub extended_resource: Option<String>,
+    /// Why no device can be allocated through this class (a field the
+    /// driver could not read): claims naming it wait with this reason.
+    #[serde(default)]
+    pub unusable: Option<String>,
+}
+
+/// How many devices a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Exactly this many.
+    Count(u32),
+    /// Every matching device the node reaches (at least one).
+    All,
+}
+
+/// One way to satisfy a request: an `exactly` request, or one of a
+/// `firstAvailable` list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The subrequest's name; `None` for an `exactly` request.
+    #[serde(default)]
+    pub subrequest: Option<String>,
+    pub class: String,
+    /// CEL expressions a device must satisfy besides the class's.
+    #[serde(default)]
+    pub selectors: Vec<String>,
+    pub mode: Mode,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A claim's request: its choices in order of preference (one for
+/// `exactly`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub name: String,
+    pub choices: Vec<Choice>,
+}
+
+/// `matchAttribute`: every device of the named requests (all when empty)
+/// has the attribute, with one value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchAttribute {
+    #[serde(default)]
+    pub requests: Vec<String>,
+    pub attribute: String,
+}
+
+/// One device of an allocation and the request (`req` or `req/sub`) it
+/// serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedDevice {
+    pub request: String,
+    pub device: DeviceId,
+}
+
+/// A claim's allocation: its devices, and the nodes that reach them all
+/// (`None`: every node).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub devices: Vec<AllocatedDevice>,
+    pub nodes: Option<NodeSelector>,
+}
+
+/// A ResourceClaim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// `namespace/name`.
+    pub key: String,
+    pub requests: Vec<Request>,
+    #[serde(default)]
+    pub constraints: Vec<MatchAttribute>,
+    /// As the API server has it.
+    #[serde(default)]
+    pub allocation: Option<Allocation>,
+    /// Why it cannot be allocated (a field the driver could not read): its
+    /// pods wait with this reason.
+    #[serde(default)]
+    pub unusable: Option<String>,
+}
+
+/// A class with its selectors compiled.
+#[derive(Debug, Clone)]
+struct ClassEntry {
+    class: DeviceClass,
+    selectors: Result<Vec<cel::Selector>, SelectorError>,
+}
+
+/// A claim, its selectors compiled per request and choice, and the
+/// allocation the framework chose for it and the driver has not written
+/// yet.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimEntry {
+    pub(crate) claim: Claim,
+    selectors: Result<Vec<Vec<Vec<cel::Selector>>>, SelectorError>,
+    /// Chosen in a round for this pod; cleared when the pod goes back to
+    /// pending unless the driver has written it by then.
+    pub(crate) chosen: Option<(String, Allocation)>,
+}
+
+impl ClaimEntry {
+    /// The allocation that holds the claim's devices: the API's, else the
+    /// framework's own.
+    pub(crate) fn allocation(&self) -> Option<&Allocation> {
+        self.claim
+            .allocation
+            .as_ref()
+            .or(self.chosen.as_ref().map(|(_, a)| a))
+    }
+}
+
+/// Everything published about devices, what is allocated, and the claims.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    slices: BTreeMap<String, ResourceSlice>,
+    classes: BTreeMap<String, ClassEntry>,
+    pub(crate) claims: BTreeMap<String, ClaimEntry>,
+    /// Names of the slices local to each node.
+    by_node: HashMap<String, BTreeSet<String>>,
+    /// Names of the slices that may reach several nodes.
+    shared: BTreeSet<String>,
+    /// Devices held by an allocation, and the claim holding each.
+    in_use: HashMap<DeviceId, String>,
+}
+
+impl Inventory {
+    pub(crate) fn set_slice(&mut self, name: String, slice: ResourceSlice) {
+        self.remove_slice(&name);
+        match &slice.reach {
+            Some(Reach::Node(n)) => {
+                self.by_node
+                    .entry(n.clone())
+                    .or_default()
+                    .insert(name.clone());
+            }
+            _ => {
+                self.shared.insert(name.clone());
+            }
+        }
+        self.slices.insert(name, slice);
+    }
+
+    pub(crate) fn remove_slice(&mut self, name: &str) {
+        let Some(old) = self.slices.remove(name) else {
+            return;
+        };
+        match &old.reach {
+            Some(Reach::Node(n)) => {
+                if let Some(set) = self.by_node.get_mut(n) {
+                    set.remove(name);
+                    if set.is_empty() {
+                        self.by_node.remove(n);
+                    }
+                }
+            }
+            _ => {
+                self.shared.remove(name);
+            }
+        }
+    }
+
+    pub(crate) fn set_class(&mut self, class: DeviceClass) {
+        let selectors = cel::compile_all(&class.selectors);
+        self.classes
+            .insert(class.name.clone(), ClassEntry { class, selectors });
+    }
+
+    pub(crate) fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    /// A claim as the API server has it now. A framework choice the API
+    /// now shows as allocated is no longer the framework's to undo.
+    pub(crate) fn set_claim(&mut self, claim: Claim) {
+        let chosen = self
+            .claims
+            .remove(&claim.key)
+            .and_then(|old| {
+                self.release(&old);
+                old.chosen
+            })
+            .filter(|_| claim.allocation.is_none());
+        let selectors = claim
+            .requests
+            .iter()
+            .map(|r| {
+                r.choices
+                    .iter()
+                    .map(|c| cel::compile_all(&c.selectors))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let entry = ClaimEntry {
+            claim,
+            selectors,
+            chosen,
+        };
+        self.hold(&entry);
+        self.claims.insert(entry.claim.key.clone(), entry);
+    }
+
+    pub(crate) fn remove_claim(&mut self, key: &str) {
+        if let Some(old) = self.claims.remove(key) {
+            self.release(&old);
+        }
+    }
+
+    fn hold(&mut self, entry: &ClaimEntry) {
+        if let Some(a) = entry.allocation() {
+            for d in &a.devices {
+                self.in_use
+                    .insert(d.device.clone(), entry.claim.key.clone());
+            }
+        }
+    }
+
+    fn release(&mut self, entry: &ClaimEntry) {
+        if let Some(a) = entry.allocation() {
+            for d in &a.devices {
+                if self.in_use.get(&d.device) == Some(&entry.claim.key) {
+                    self.in_use.remove(&d.device);
+                }
+            }
+        }
+    }
+
+    /// Records `allocations` (one per claim named) as chosen for `pod`.
+    pub(crate) fn choose(&mut self, pod: &str, allocations: Vec<(String, Allocation)>) {
+        for (key, allocation) in allocations {
+            let Some(mut entry) = self.claims.remove(&key) else {
+                continue;
+            };
+            self.release(&entry);
+            entry.chosen = Some((pod.to_string(), allocation));
+            self.hold(&entry);
+            self.claims.insert(key, entry);
+        }
+    }
+
+    /// Undoes what was chosen for `pod` and not yet written.
+    pub(crate) fn unchoose(&mut self, pod: &str) {
+        let keys: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|(_, e)| e.chosen.as_ref().is_some_and(|(p, _)| p == pod))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if let Some(mut entry) = self.claims.remove(&key) {
+                self.release(&entry);
+                entry.chosen = None;
+                self.hold(&entry);
+                self.claims.insert(key, entry);
+            }
+        }
+    }
+
+    /// Names of the slices published.
+    pub fn slice_names(&self) -> impl Iterator<Item = &str> {
+        self.slices.keys().map(String::as_str)
+    }
+
+    /// Names of the classes known.
+    pub fn class_names(&self) -> impl Iterator<Item = &str> {
+        self.classes.keys().map(String::as_str)
+    }
+
+    /// Keys (`namespace/name`) of the claims known.
+    pub fn claim_keys(&self) -> impl Iterator<Item = &str> {
+        self.claims.keys().map(String::as_str)
+    }
+
+    /// The allocations chosen for `pod` that the driver must write before
+    /// its Binding, by claim.
+    pub fn chosen_for(&self, pod: &str) -> Vec<(&str, &Allocation)> {
+        self.claims
+            .values()
+            .filter_map(|e| match &e.chosen {
+                Some((p, a)) if p == pod => Some((e.claim.key.as_str(), a)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Ops that publish all of it again: slices, classes, then claims,
+    /// each with its allocation as the API server has it, or as chosen
+    /// for a pod that `bound` says is bound (its driver writes that
+    /// allocation before the Binding).
+    pub(crate) fn as_ops(&self, bound: impl Fn(&str) -> bool) -> Vec<crate::ClusterOp> {
+        use crate::ClusterOp;
+        let mut ops: Vec<ClusterOp> = self
+            .slices
+            .iter()
+            .map(|(name, slice)| ClusterOp::SetResourceSlice {
+                name: name.clone(),
+                slice: slice.clone(),
+            })
+            .collect();
+        ops.extend(
+            self.classes
+                .values()
+                .map(|e| ClusterOp::SetDeviceClass(e.class.clone())),
+        );
+        for e in self.claims.values() {
+            let mut claim = e.claim.clone();
+            if let Some((pod, a)) = &e.chosen
+                && bound(pod)
+            {
+                claim.allocation = Some(a.clone());
+            }
+            ops.push(ClusterOp::SetClaim(claim));
+        }
+        ops
+    }
+}

@@ -1,0 +1,472 @@
+//! `resource.k8s.io/v1` objects → the framework's devices: ResourceSlices,
+//! DeviceClasses and ResourceClaims, and the claims a pod names. A field
+//! Dragon does not allocate by (admin access, capacity requests,
+//! `distinctAttribute`, partitionable devices) makes the claim or class
+//! unusable with the field named, so its pods wait rather than get devices
+//! that ignore it.
+
+use dragon_framework::devices::{
+    AllocatedDevice, Allocation, Attribute, Choice, Claim, Device, DeviceClass, DeviceId,
+    MatchAttribute, Mode, Quantity, Reach, Request, ResourceSlice,
+};
+use dragon_framework::quantity;
+use dragon_framework::{Taint, TaintEffect, Toleration, TolerationOperator};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::resource::v1 as resource;
+
+use super::constraints::node_selector;
+use super::{TranslateError, err, pod_key};
+use crate::key::ObjectKey;
+
+/// A slice's name and what it publishes.
+///
+/// # Errors
+/// A field that cannot be read, named: the slice is left out.
+pub fn resource_slice(
+    s: &resource::ResourceSlice,
+) -> Result<(String, ResourceSlice), TranslateError> {
+    let name = s.metadata.name.clone().unwrap_or_default();
+    let object = format!("ResourceSlice {name}");
+    let spec = &s.spec;
+    if spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(err(
+            &object,
+            "spec.sharedCounters: partitionable devices are not allocated by Dragon",
+        ));
+    }
+    let reach = reach(
+        &object,
+        "spec",
+        spec.node_name.as_ref(),
+        spec.node_selector.as_ref(),
+        spec.all_nodes,
+    )?;
+    let per_device = spec.per_device_node_selection == Some(true);
+    if reach.is_none() && !per_device {
+        return Err(err(&object, "spec: no node selection field is set"));
+    }
+    let devices = spec
+        .devices
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, d)| device(&object, i, d, per_device))
+        .collect::<Result<_, _>>()?;
+    Ok((
+        name,
+        ResourceSlice {
+            driver: spec.driver.clone(),
+            pool: spec.pool.name.clone(),
+            generation: spec.pool.generation,
+            slice_count: u64::try_from(spec.pool.resource_slice_count).unwrap_or(0),
+            reach,
+            devices,
+        },
+    ))
+}
+
+fn reach(
+    object: &str,
+    field: &str,
+    node_name: Option<&String>,
+    selector: Option<&core::NodeSelector>,
+    all: Option<bool>,
+) -> Result<Option<Reach>, TranslateError> {
+    Ok(match (node_name, selector, all) {
+        (Some(n), _, _) if !n.is_empty() => Some(Reach::Node(n.clone())),
+        (_, Some(s), _) => Some(Reach::Nodes(
+            node_selector(&format!("{field}.nodeSelector"), s)
+                .map_err(|e| err(object, e.to_string()))?,
+        )),
+        (_, _, Some(true)) => Some(Reach::All),
+        _ => None,
+    })
+}
+
+fn device(
+    object: &str,
+    i: usize,
+    d: &resource::Device,
+    per_device: bool,
+) -> Result<Device, TranslateError> {
+    let field = format!("spec.devices[{i}]");
+    if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(err(
+            object,
+            format!("{field}.consumesCounters: partitionable devices are not allocated by Dragon"),
+        ));
+    }
+    let attributes = d
+        .attributes
+        .iter()
+        .flatten()
+        .map(|(name, a)| {
+            let value = match a {
+                resource::DeviceAttribute { int: Some(v), .. } => Attribute::Int(*v),
+                resource::DeviceAttribute { bool: Some(v), .. } => Attribute::Bool(*v),
+                resource::DeviceAttribute {
+                    string: Some(v), ..
+                } => Attribute::String(v.clone()),
+                resource::DeviceAttribute {
+                    version: Some(v), ..
+                } => Attribute::Version(v.clone()),
+                _ => {
+                    return Err(err(
+                        object,
+                        format!(
+                            "{field}.attributes[{name:?}]: no int, bool, string or version value"
+                        ),
+                    ));
+                }
+            };
+            Ok((name.clone(), value))
+        })
+        .collect::<Result<_, _>>()?;
+    let capacity = d
+        .capacity
+        .iter()
+        .flatten()
+        .map(|(name, c)| {
+            quantity::parse(&c.value.0, 1000)
+                .map(|q| (name.clone(), Quantity(q)))
+                .map_err(|e| err(object, format!("{field}.capacity[{name:?}].value: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let taints = d
+        .taints
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            // `None` and unknown effects do not keep a device from a request.
+            TaintEffect::parse(&t.effect).map(|effect| Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect();
+    let reach = if per_device {
+        let r = reach(
+            object,
+            &field,
+            d.node_name.as_ref(),
+            d.node_selector.as_ref(),
+            d.all_nodes,
+        )?;
+        if r.is_none() {
+            return Err(err(
+                object,
+                format!("{field}: no node selection field is set"),
+            ));
+        }
+        r
+    } else {
+        None
+    };
+    Ok(Device {
+        name: d.name.clone(),
+        attributes,
+        capacity,
+        taints,
+        reach,
+    })
+}
+
+/// A DeviceClass; a field Dragon cannot use makes it unusable, named.
+pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
+    let name = c.metadata.name.clone().unwrap_or_default();
+    let mut unusable = None;
+    let spec = c.spec.as_ref();
+    let selectors = spec
+        .and_then(|s| s.selectors.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.cel {
+            Some(cel) => Some(cel.expression.clone()),
+            None => {
+                unusable.get_or_insert_with(|| format!("spec.selectors[{i}]: no CEL expression"));
+                None
+            }
+        })
+        .collect();
+    DeviceClass {
+        name,
+        selectors,
+        extended_resource: spec.and_then(|s| s.extended_resource_name.clone()),
+        unusable,
+    }
+}
+
+/// `namespace/name` of a ResourceClaim.
+pub fn claim_key(c: &resource::ResourceClaim) -> String {
+    ObjectKey::of(c).to_string()
+}
+
+/// A ResourceClaim with its allocation; a field Dragon does not allocate
+/// by makes it unusable, named.
+pub fn claim(c: &resource::ResourceClaim) -> Claim {
+    let key = claim_key(c);
+    let devices = c.spec.as_ref().and_then(|s| s.devices.as_ref());
+    let mut problem: Option<String> = None;
+    let mut note = |p: String| {
+        problem.get_or_insert(p);
+    };
+    let mut requests = Vec::new();
+    for (i, r) in devices
+        .and_then(|d| d.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("spec.devices.requests[{i}]");
+        let choices: Vec<Choice> = match (&r.exactly, &r.first_available) {
+            (Some(e), _) => {
+                if e.admin_access == Some(true) {
+                    note(format!(
+                        "{field}.exactly.adminAccess: admin access is not allocated by Dragon"
+                    ));
+                }
+                if e.capacity.is_some() {
+                    note(format!(
+                        "{field}.exactly.capacity: capacity requests are not allocated by Dragon"
+                    ));
+                }
+                vec![choice(
+                    &format!("{field}.exactly"),
+                    None,
+                    &e.device_class_name,
+                    e.selectors.as_ref(),
+                    (e.allocation_mode.as_deref(), e.count),
+                    e.tolerations.as_ref(),
+                    &mut note,
+                )]
+            }
+            (None, Some(subs)) => subs
+                .iter()
+                .enumerate()
+                .map(|(j, s)| {
+                    let field = format!("{field}.firstAvailable[{j}]");
+                    if s.capacity.is_some() {
+                        note(format!(
+                            "{field}.capacity: capacity requests are not allocated by Dragon"
+                        ));
+                    }
+                    choice(
+                        &field,
+                        Some(s.name.clone()),
+                        &s.device_class_name,
+                        s.selectors.as_ref(),
+                        (s.allocation_mode.as_deref(), s.count),
+                        s.tolerations.as_ref(),
+                        &mut note,
+                    )
+                })
+                .collect(),
+            (None, None) => {
+                note(format!(
+                    "{field}: neither exactly nor firstAvailable is set"
+                ));
+                Vec::new()
+            }
+        };
+        requests.push(Request {
+            name: r.name.clone(),
+            choices,
+        });
+    }
+    let mut constraints = Vec::new();
+    for (i, k) in devices
+        .and_then(|d| d.constraints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        match (&k.match_attribute, &k.distinct_attribute) {
+            (Some(attribute), None) => constraints.push(MatchAttribute {
+                requests: k.requests.clone().unwrap_or_default(),
+                attribute: attribute.clone(),
+            }),
+            (_, Some(_)) => note(format!(
+                "spec.devices.constraints[{i}].distinctAttribute: not allocated by Dragon"
+            )),
+            (None, None) => note(format!("spec.devices.constraints[{i}]: empty constraint")),
+        }
+    }
+    let allocation = c
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .map(|a| {
+            let nodes = a.node_selector.as_ref().and_then(|s| {
+                node_selector("status.allocation.nodeSelector", s)
+                    .map_err(|e| note(e.to_string()))
+                    .ok()
+            });
+            Allocation {
+                devices: a
+                    .devices
+                    .iter()
+                    .flat_map(|d| d.results.iter().flatten())
+                    .map(|r| AllocatedDevice {
+                        request: r.request.clone(),
+                        device: DeviceId {
+                            driver: r.driver.clone(),
+                            pool: r.pool.clone(),
+                            device: r.device.clone(),
+                        },
+                    })
+                    .collect(),
+                nodes,
+            }
+        });
+    let deleting = c.metadata.deletion_timestamp.is_some();
+    Claim {
+        key,
+        requests,
+        constraints,
+        allocation,
+        unusable: if deleting
+            && c.status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .is_none()
+        {
+            Some("is being deleted".into())
+        } else {
+            problem
+        },
+    }
+}
+
+fn choice(
+    field: &str,
+    subrequest: Option<String>,
+    class: &str,
+    selectors: Option<&Vec<resource::DeviceSelector>>,
+    (mode, count): (Option<&str>, Option<i64>),
+    tolerations: Option<&Vec<resource::DeviceToleration>>,
+    note: &mut impl FnMut(String),
+) -> Choice {
+    let mode = match mode {
+        None | Some("") | Some("ExactCount") => match u32::try_from(count.unwrap_or(1)) {
+            Ok(n) if n > 0 => Mode::Count(n),
+            _ => {
+                note(format!(
+                    "{field}.count: must be from 1 to {}, got {count:?}",
+                    u32::MAX
+                ));
+                Mode::Count(1)
+            }
+        },
+        Some("All") => Mode::All,
+        Some(other) => {
+            note(format!(
+                "{field}.allocationMode: unsupported count mode {other:?}"
+            ));
+            Mode::Count(1)
+        }
+    };
+    let selectors = selectors
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.cel {
+            Some(cel) => Some(cel.expression.clone()),
+            None => {
+                note(format!("{field}.selectors[{i}]: no CEL expression"));
+                None
+            }
+        })
+        .collect();
+    let tolerations = tolerations
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let operator = match t.operator.as_deref() {
+                None | Some("") | Some("Equal") => TolerationOperator::Equal,
+                Some("Exists") => TolerationOperator::Exists,
+                Some(other) => {
+                    note(format!(
+                        "{field}.tolerations[{i}].operator: unknown operator {other:?}"
+                    ));
+                    return None;
+                }
+            };
+            let effect = match t.effect.as_deref() {
+                None | Some("") => None,
+                Some(e) => match TaintEffect::parse(e) {
+                    Some(e) => Some(e),
+                    None => {
+                        note(format!(
+                            "{field}.tolerations[{i}].effect: unknown effect {e:?}"
+                        ));
+                        return None;
+                    }
+                },
+            };
+            Some(Toleration {
+                key: t.key.clone().unwrap_or_default(),
+                operator,
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect();
+    Choice {
+        subrequest,
+        class: class.to_string(),
+        selectors,
+        mode,
+        tolerations,
+    }
+}
+
+/// The ResourceClaims (`namespace/name`) a pod needs, in its order:
+/// `resourceClaimName` as written, a template's claim as
+/// `status.resourceClaimStatuses` names it (none when the status says the
+/// claim is not needed).
+///
+/// # Errors
+/// A template's claim the resourceclaim controller has not created yet,
+/// or an entry with neither field.
+pub fn device_claims(p: &core::Pod) -> Result<Vec<String>, TranslateError> {
+    let key = pod_key(p);
+    let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+    let statuses = p
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref());
+    let mut out = Vec::new();
+    for c in p
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+    {
+        let name = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+            (Some(name), _) => Some(name.clone()),
+            (None, Some(_)) => {
+                let status = statuses
+                    .into_iter()
+                    .flatten()
+                    .find(|s| s.name == c.name)
+                    .ok_or_else(|| err(&format!("pod {key:?}"), "ResourceClaim not created yet"))?;
+                status.resource_claim_name.clone()
+            }
+            (None, None) => {
+                return Err(err(
+                    &format!("pod {key:?}"),
+                    format!(
+                        "spec.resourceClaims[{:?}]: none of the supported fields are set",
+                        c.name
+                    ),
+                ));
+            }
+        };
+        if let Some(name) = name {
+            out.push(ObjectKey::new(Some(namespace), &name).to_string());
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,210 @@
+//! Pods that claim devices (Dynamic Resource Allocation) through the
+//! framework with the wasm policies: a gang's claims are allocated in one
+//! attempt or not at all, devices held by a claim are not given twice, and
+//! what a released gang had chosen is free again.
+
+use dragon_host::framework::devices::{
+    Choice, Claim, Device, DeviceClass, Mode, Reach, Request, ResourceSlice,
+};
+use dragon_host::framework::{
+    Cluster, ClusterOp, Decision, Job, Node, Pod, PodState, RecordingIo, Resources, Role,
+    Scheduler, SchedulerConfig,
+};
+use dragon_host::runtime::Hooks;
+use dragon_tests::{Ops, bundled, engine};
+
+const DRIVER: &str = "gpu.example.com";
+
+fn gpus(node: &str, n: usize) -> ResourceSlice {
+    ResourceSlice {
+        driver: DRIVER.into(),
+        pool: node.into(),
+        generation: 1,
+        slice_count: 1,
+        reach: Some(Reach::Node(node.into())),
+        devices: (0..n)
+            .map(|i| Device {
+                name: format!("gpu-{i}"),
+                attributes: Default::default(),
+                capacity: Default::default(),
+                taints: Vec::new(),
+                reach: None,
+            })
+            .collect(),
+    }
+}
+
+fn sched(nodes: &[(&str, usize)]) -> Scheduler {
+    let mut c = Cluster::new();
+    for (name, devices) in nodes {
+        // No GPU advertised: every GPU comes through a slice.
+        c.add_node(Node::new(
+            *name,
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 131_072,
+                gpus: 0,
+            },
+        ))
+        .expect("a node");
+        c.set_resource_slice(&format!("{name}-gpus"), gpus(name, *devices));
+    }
+    c.set_device_class(DeviceClass {
+        name: "gpu".into(),
+        selectors: vec![format!("device.driver == \"{DRIVER}\"")],
+        extended_resource: None,
+        unusable: None,
+    });
+    Scheduler::new(c, SchedulerConfig::default())
+}
+
+/// A declared gang of `workers` pods, each with a claim of its own for one
+/// GPU.
+fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
+    s.op(ClusterOp::UpsertJob(Job {
+        name: name.into(),
+        min_member: workers,
+        workers,
+        min_workers: workers,
+        max_workers: workers,
+        priority: 0,
+        arrival_ms: 0,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+        declared: true,
+        progress_permille: None,
+    }))
+    .expect("a job");
+    for i in 0..workers {
+        let claim = format!("ns/{name}-{i}-gpu");
+        s.op(ClusterOp::SetClaim(Claim {
+            key: claim.clone(),
+            requests: vec![Request {
+                name: "gpu".into(),
+                choices: vec![Choice {
+                    subrequest: None,
+                    class: "gpu".into(),
+                    selectors: Vec::new(),
+                    mode: Mode::Count(1),
+                    tolerations: Vec::new(),
+                }],
+            }],
+            constraints: Vec::new(),
+            allocation: None,
+            unusable: None,
+        }))
+        .expect("a claim");
+        let mut pod = Pod::new(
+            format!("ns/{name}-{i}"),
+            Resources {
+                cpu_milli: 1_000,
+                memory_mib: 1_024,
+                gpus: 0,
+            },
+        );
+        pod.job = Some(name.into());
+        pod.role = Role::Worker;
+        pod.index = i;
+        pod.claims = vec![claim];
+        s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
+    }
+}
+
+fn round(s: &mut Scheduler, now: u64, p: &dyn Hooks) -> (Vec<Decision>, RecordingIo) {
+    let mut io = RecordingIo::default();
+    let r = s.schedule_round(now, p, &mut io, &mut RecordingIo::default());
+    (r.decisions, io)
+}
+
+/// The devices held, as `claim=device`, sorted.
+fn held(s: &Scheduler) -> Vec<String> {
+    let mut out: Vec<String> = s
+        .cluster()
+        .pods()
+        .filter(|(_, st)| matches!(st, PodState::Bound(_)))
+        .flat_map(|(p, _)| {
+            s.cluster()
+                .devices()
+                .chosen_for(&p.key)
+                .into_iter()
+                .flat_map(|(claim, a)| {
+                    a.devices
+                        .iter()
+                        .map(move |d| format!("{claim}={}", d.device))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_gang_whose_members_claim_devices_is_allocated_whole_or_waits_whole() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    // Three GPUs for a gang of four: nothing is bound, nothing held.
+    let mut s = sched(&[("a", 2), ("b", 1)]);
+    add_gang(&mut s, "j", 4);
+    let (d, io) = round(&mut s, 0, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    assert!(held(&s).is_empty());
+    let reason = d
+        .iter()
+        .find_map(|d| match d {
+            Decision::Unschedulable { reason, .. } => Some(reason.to_string()),
+            _ => None,
+        })
+        .expect("the gang is reported");
+    assert!(reason.contains("cannot allocate all claims"), "{reason}");
+    // A slice adds a GPU: the whole gang binds, each member with a GPU of
+    // its own on the node it is bound to.
+    s.op(ClusterOp::SetResourceSlice {
+        name: "b-gpus".into(),
+        slice: gpus("b", 2),
+    })
+    .expect("a slice");
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert_eq!(io.binds.len(), 4, "{d:?}");
+    let held = held(&s);
+    assert_eq!(held.len(), 4, "{held:?}");
+    for (pod, node) in &io.binds {
+        let chosen = s.cluster().devices().chosen_for(pod);
+        assert_eq!(chosen.len(), 1, "{pod}");
+        assert_eq!(chosen[0].1.devices[0].device.pool, *node, "{pod} on {node}");
+    }
+    let mut devices: Vec<&str> = held
+        .iter()
+        .map(|h| h.split('=').nth(1).unwrap_or(""))
+        .collect();
+    devices.dedup();
+    assert_eq!(devices.len(), 4, "no device is given twice: {held:?}");
+}
+
+#[test]
+fn devices_a_claim_holds_are_not_given_again_and_a_removed_pod_gives_back_its_choice() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2)]);
+    add_gang(&mut s, "first", 2);
+    add_gang(&mut s, "second", 1);
+    let (d, io) = round(&mut s, 0, &policy);
+    assert_eq!(io.binds.len(), 2, "{d:?}");
+    assert!(
+        io.binds.iter().all(|(p, _)| p.starts_with("ns/first")),
+        "{:?}",
+        io.binds
+    );
+    // The first gang's pods go: their unwritten choices are given back.
+    for i in 0..2 {
+        s.op(ClusterOp::RemovePod(format!("ns/first-{i}")))
+            .expect("removed");
+    }
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert_eq!(
+        io.binds,
+        vec![("ns/second-0".to_string(), "a".to_string())],
+        "{d:?}"
+    );
+}
