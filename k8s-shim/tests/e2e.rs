@@ -1594,3 +1594,96 @@ async fn an_elastic_pytorchjob_shrinks_through_its_scale_to_make_room_for_a_high
     s.cleanup().await;
     let _ = classes.delete(&high, &Default::default()).await;
 }
+
+/// Devices through Dynamic Resource Allocation: the test publishes
+/// ResourceSlices for KWOK nodes as a driver would, kube-controller-manager
+/// makes each pod's claim from its template, and dragon-scheduler allocates
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_claiming_devices_binds_whole_once_slices_offer_enough_and_a_claim_stays_in_one_domain()
+ {
+    let _g = serial();
+    let s = Scenario::new("dra").await;
+    const DRIVER: &str = "gpu.example.com";
+    // No node advertises a GPU: every device comes from a slice.
+    for n in ["a", "b", "c", "d"] {
+        s.node(n, 0).await;
+    }
+    let class = s.device_class("gpu", DRIVER).await;
+    s.device_slice(DRIVER, "a", "p0", &[("gpu-0", "x"), ("gpu-1", "y")])
+        .await;
+    s.claim_template("one-gpu", &class, 1).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.podgroup("g", 3, json!({})).await;
+    let claiming = json!({
+        "metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    });
+    for i in 0..3 {
+        s.pod_with(&format!("g-{i}"), None, 0, claiming.clone())
+            .await;
+    }
+    // Two devices for three members: none is bound, and each says why.
+    s.until_explained(90, "g-0", "cannot allocate all claims")
+        .await;
+    assert_eq!(bound(&s.placement("g-").await), 0, "{}", sched.log());
+    // A slice on b adds two: the gang binds whole, each member's claim
+    // allocated on its node and reserved for it.
+    s.device_slice(DRIVER, "b", "p0", &[("gpu-0", "x"), ("gpu-1", "x")])
+        .await;
+    until(90, "the gang bound whole", || async {
+        bound(&s.placement("g-").await) == 3
+    })
+    .await;
+    let placement = s.placement("g-").await;
+    let mut devices = Vec::new();
+    for i in 0..3 {
+        let pod = format!("g-{i}");
+        let claim = s.claim_of(&pod, "gpu").await.expect("its claim");
+        let status = claim.status.expect("a status");
+        let results = status
+            .allocation
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .expect("allocated");
+        assert_eq!(results.len(), 1);
+        let node = placement[&pod].clone().expect("bound");
+        assert_eq!(
+            format!("{}-p0", node),
+            results[0].pool,
+            "{pod}'s device is on its node"
+        );
+        devices.push(format!("{}/{}", results[0].pool, results[0].device));
+        let reserved = status.reserved_for.expect("reserved");
+        assert!(reserved.iter().any(|r| r.name == pod), "{reserved:?}");
+    }
+    devices.sort();
+    devices.dedup();
+    assert_eq!(devices.len(), 3, "no device given twice: {devices:?}");
+    // Two devices in one NVLink domain: c has two, in two domains; only d
+    // has them.
+    s.device_slice(DRIVER, "c", "p0", &[("gpu-0", "z"), ("gpu-1", "w")])
+        .await;
+    s.device_slice(DRIVER, "d", "p0", &[("gpu-0", "v"), ("gpu-1", "v")])
+        .await;
+    s.device_claim("pair", &class, 2, Some(&format!("{DRIVER}/nvlink")))
+        .await;
+    s.pod_with(
+        "pair",
+        None,
+        0,
+        json!({"spec": {"resourceClaims": [{"name": "gpus", "resourceClaimName": "pair"}]}}),
+    )
+    .await;
+    until(90, "the pair bound", || async {
+        bound(&s.placement("pair").await) == 1
+    })
+    .await;
+    assert_eq!(
+        s.placement("pair").await["pair"].as_deref(),
+        Some(format!("{}-d", s.name).as_str()),
+        "{}",
+        sched.log()
+    );
+    s.cleanup().await;
+}

@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1 as resource;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -449,6 +450,119 @@ impl Scenario {
         pod
     }
 
+    /// DeviceClass `SCENARIO-NAME`: the devices of `driver`.
+    pub async fn device_class(&self, name: &str, driver: &str) -> String {
+        let full = format!("{}-{name}", self.name);
+        let classes: Api<resource::DeviceClass> = Api::all(self.client.clone());
+        let class = json!({
+            "metadata": {"name": full, "labels": {"dragon-e2e": self.name}},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}
+        });
+        classes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(class).unwrap(),
+            )
+            .await
+            .unwrap();
+        full
+    }
+
+    /// A ResourceSlice of driver `driver` publishing `devices` (name, NVLink
+    /// domain) on node `node` of the scenario, in pool `pool`: what a DRA
+    /// driver's kubelet plugin would publish.
+    pub async fn device_slice(
+        &self,
+        driver: &str,
+        node: &str,
+        pool: &str,
+        devices: &[(&str, &str)],
+    ) {
+        let slices: Api<resource::ResourceSlice> = Api::all(self.client.clone());
+        let devices: Vec<Value> = devices
+            .iter()
+            .map(|(name, domain)| {
+                json!({"name": name, "attributes": {"nvlink": {"string": domain}}})
+            })
+            .collect();
+        let slice = json!({
+            "metadata": {"name": format!("{}-{node}-{pool}", self.name), "labels": {"dragon-e2e": self.name}},
+            "spec": {
+                "driver": driver,
+                "nodeName": format!("{}-{node}", self.name),
+                "pool": {"name": format!("{}-{node}-{pool}", self.name), "generation": 1, "resourceSliceCount": 1},
+                "devices": devices
+            }
+        });
+        slices
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(slice).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// ResourceClaimTemplate `name`: `count` devices of class `class`.
+    pub async fn claim_template(&self, name: &str, class: &str, count: u32) {
+        let templates: Api<resource::ResourceClaimTemplate> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let t = json!({
+            "metadata": {"name": name, "namespace": self.name},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": class, "count": count}}
+            ]}}}
+        });
+        templates
+            .create(&PostParams::default(), &serde_json::from_value(t).unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// ResourceClaim `name`: `count` devices of class `class`, all with one
+    /// value of attribute `same` when given.
+    pub async fn device_claim(&self, name: &str, class: &str, count: u32, same: Option<&str>) {
+        let claims: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), &self.name);
+        let mut devices = json!({"requests": [
+            {"name": "gpus", "exactly": {"deviceClassName": class, "count": count}}
+        ]});
+        if let Some(attribute) = same {
+            devices["constraints"] = json!([{"matchAttribute": attribute}]);
+        }
+        let c = json!({"metadata": {"name": name, "namespace": self.name}, "spec": {"devices": devices}});
+        claims
+            .create(&PostParams::default(), &serde_json::from_value(c).unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// The ResourceClaim pod `pod` names as `claim` (from a template, as
+    /// its status says, or by name), as the API server has it.
+    pub async fn claim_of(&self, pod: &str, claim: &str) -> Option<resource::ResourceClaim> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
+        let p = pods.get(pod).await.ok()?;
+        let spec = p
+            .spec
+            .as_ref()?
+            .resource_claims
+            .as_ref()?
+            .iter()
+            .find(|c| c.name == claim)?
+            .clone();
+        let name = match spec.resource_claim_name {
+            Some(n) => n,
+            None => {
+                p.status?
+                    .resource_claim_statuses?
+                    .into_iter()
+                    .find(|s| s.name == claim)?
+                    .resource_claim_name?
+            }
+        };
+        let claims: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), &self.name);
+        claims.get(&name).await.ok()
+    }
+
     pub async fn pods(&self) -> Vec<Pod> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
         pods.list(&ListParams::default()).await.unwrap().items
@@ -508,6 +622,14 @@ async fn remove_scenario(client: &Client, name: &str) {
             let _ = nodes.delete(node, &DeleteParams::default()).await;
         }
     }
+    let slices: Api<resource::ResourceSlice> = Api::all(client.clone());
+    let _ = slices
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let classes: Api<resource::DeviceClass> = Api::all(client.clone());
+    let _ = classes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns.delete(name, &DeleteParams::default()).await;
 }
