@@ -154,6 +154,30 @@ fn native_podgroup(pg: NativePodGroup) -> Event {
 /// enabled) and this scheduler may list them (an older ClusterRole may not
 /// allow it: then it schedules without them rather than wait forever for a
 /// list that is refused).
+/// Whether `resource.k8s.io/v1` is served (by default since Kubernetes
+/// 1.34) and listable: devices are watched only then, and a pod claiming
+/// devices otherwise waits for its claim, named.
+async fn serves_devices(client: &Client) -> bool {
+    let served = match client.list_api_group_resources("resource.k8s.io/v1").await {
+        Ok(list) => list.resources.iter().any(|r| r.name == "resourceslices"),
+        Err(_) => false,
+    };
+    if !served {
+        return false;
+    }
+    let api = Api::<resource::ResourceSlice>::all(client.clone());
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(
+                "not allowed to list resource.k8s.io ResourceSlices ({}); pods claiming devices wait until the ClusterRole allows it",
+                e.message
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
 async fn serves_native_podgroups(client: &Client) -> bool {
     let served = match client
         .list_api_group_resources("scheduling.k8s.io/v1beta1")
@@ -430,30 +454,35 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         key_of,
     );
     // Devices (`resource.k8s.io/v1`, served by default since 1.34).
-    spawn_watch(
-        Api::<resource::ResourceSlice>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::ResourceSlice,
-        tx.clone(),
-        |s| Event::ResourceSlice(Box::new(s)),
-        |s| s.name_any(),
-    );
-    spawn_watch(
-        Api::<resource::DeviceClass>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::DeviceClass,
-        tx.clone(),
-        |c| Event::DeviceClass(Box::new(c)),
-        |c| c.name_any(),
-    );
-    spawn_watch(
-        Api::<resource::ResourceClaim>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::ResourceClaim,
-        tx.clone(),
-        |c| Event::ResourceClaim(Box::new(c)),
-        key_of,
-    );
+    let devices = serves_devices(&client).await;
+    if devices {
+        spawn_watch(
+            Api::<resource::ResourceSlice>::all(client.clone()),
+            watcher::Config::default(),
+            Kind::ResourceSlice,
+            tx.clone(),
+            |s| Event::ResourceSlice(Box::new(s)),
+            |s| s.name_any(),
+        );
+        spawn_watch(
+            Api::<resource::DeviceClass>::all(client.clone()),
+            watcher::Config::default(),
+            Kind::DeviceClass,
+            tx.clone(),
+            |c| Event::DeviceClass(Box::new(c)),
+            |c| c.name_any(),
+        );
+        spawn_watch(
+            Api::<resource::ResourceClaim>::all(client.clone()),
+            watcher::Config::default(),
+            Kind::ResourceClaim,
+            tx.clone(),
+            |c| Event::ResourceClaim(Box::new(c)),
+            key_of,
+        );
+    } else {
+        tracing::info!("resource.k8s.io/v1 is not served: pods claiming devices wait, named");
+    }
     let native = serves_native_podgroups(&client).await;
     if native {
         spawn_watch(
@@ -491,10 +520,15 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         leading: !config.leader_election.enabled,
         // Nothing to list of an API the server does not serve.
-        unlisted: if native {
-            BTreeSet::new()
-        } else {
-            BTreeSet::from([Kind::NativeGroup])
+        unlisted: {
+            let mut unlisted = BTreeSet::new();
+            if !native {
+                unlisted.insert(Kind::NativeGroup);
+            }
+            if !devices {
+                unlisted.extend([Kind::ResourceSlice, Kind::DeviceClass, Kind::ResourceClaim]);
+            }
+            unlisted
         },
         taps: Taps { recorder, shadow },
     });

@@ -4,6 +4,9 @@
 //! `dragon`, each policy run natively and through wasm in one process, so
 //! the wasm/native ratio is measured in one run; `wasm_0_1` is the same
 //! policy built against interface 0.1. Divan reports pods/s.
+//! Device claims: 125 gangs of 8 on 1,000 nodes of 8 GPUs, each worker
+//! with a claim for one device of its own (CEL selectors in its class and
+//! its request), against the same gangs without claims.
 //! And one preemption: a gang of 8 whole-node workers on 5,000 full nodes
 //! choosing its 8 victims among 5,000 running gangs. And the flight
 //! recorder's cost: the gangs again, with and without every round written
@@ -20,7 +23,7 @@ use divan::counter::ItemsCount;
 use divan::{Bencher, Divan};
 use dragon_host::runtime::{Hooks, WasmPolicy};
 use dragon_policy::Dragon;
-use dragon_tests::workload::{crowded, pending, preempt, schedule_all};
+use dragon_tests::workload::{crowded, pending, pending_claiming, preempt, schedule_all};
 use dragon_tests::{Native, engine};
 
 const NODES: usize = 5000;
@@ -155,5 +158,30 @@ mod preemption_dragon {
     #[divan::bench]
     fn wasm(b: Bencher) {
         run(b, &*WASM_DRAGON);
+    }
+}
+
+/// The allocator's cost per gang member: the same gangs through wasm on
+/// 1,000 nodes of 8 GPUs, with every GPU a published device and every
+/// worker claiming one, and without.
+#[divan::bench_group]
+mod device_claims_gangs_of_8_dragon {
+    use super::*;
+
+    const NODES: usize = 1000;
+    const GANGS: usize = 125;
+
+    #[divan::bench]
+    fn without_claims(b: Bencher) {
+        b.counter(ItemsCount::new(GANGS * 8))
+            .with_inputs(|| pending(NODES, GANGS, 8))
+            .bench_local_refs(|s| schedule_all(s, &*WASM_DRAGON).expect("every pod bound"));
+    }
+
+    #[divan::bench]
+    fn with_claims(b: Bencher) {
+        b.counter(ItemsCount::new(GANGS * 8))
+            .with_inputs(|| pending_claiming(NODES, GANGS, 8))
+            .bench_local_refs(|s| schedule_all(s, &*WASM_DRAGON).expect("every pod bound"));
     }
 }

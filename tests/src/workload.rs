@@ -301,3 +301,79 @@ pub fn preempt(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
     );
     Ok(victims)
 }
+
+/// The devices every node publishes in [`pending_claiming`]: eight A100s
+/// of 80 GiB.
+const DEVICES_PER_NODE: usize = 8;
+
+/// [`pending`] with every GPU also published as a device of a
+/// ResourceSlice (eight per node, driver `gpu.example.com`, a model
+/// attribute and a memory capacity), a DeviceClass selecting A100s by CEL,
+/// and every worker claiming one device of at least 40 GiB through a claim
+/// of its own: the same placements, with the allocator's work added.
+pub fn pending_claiming(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
+    use dragon_host::framework::ClusterOp;
+    use dragon_host::framework::devices::{
+        Attribute, Claim, Device, DeviceClass, Quantity, Request, ResourceSlice,
+    };
+    const DRIVER: &str = "gpu.example.com";
+    let config = SchedulerConfig {
+        round_budget_ms: 0,
+        ..SchedulerConfig::without_backoff()
+    };
+    let mut s = Scheduler::new(cluster(nodes), config);
+    for i in 0..nodes {
+        let node = format!("node-{i:05}");
+        let devices = (0..DEVICES_PER_NODE)
+            .map(|d| {
+                let mut device = Device::new(format!("gpu-{d}"));
+                device
+                    .attributes
+                    .insert("model".into(), Attribute::String("a100".into()));
+                device
+                    .capacity
+                    .insert("memory".into(), Quantity((80u64 << 30) * 1000));
+                device
+            })
+            .collect();
+        s.op(ClusterOp::SetResourceSlice {
+            name: format!("{node}-gpus"),
+            slice: ResourceSlice::on_node(DRIVER, &node, &node, devices),
+        })
+        .expect("a slice");
+    }
+    s.op(ClusterOp::SetDeviceClass(DeviceClass {
+        name: "a100".into(),
+        selectors: vec![format!(
+            "device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"a100\""
+        )],
+        extended_resource: None,
+        unusable: None,
+    }))
+    .expect("a class");
+    for j in 0..jobs {
+        let jp = dragon_host::spec::job_pods(
+            "bench",
+            &format!("job-{j:05}"),
+            j as u64,
+            0,
+            None,
+            &worker_spec(per_job),
+        )
+        .expect("a valid job");
+        s.upsert_job(jp.job);
+        for mut pod in jp.pods {
+            let claim = format!("{}-gpu", pod.key);
+            let memory =
+                format!("device.capacity[\"{DRIVER}\"].memory.compareTo(quantity(\"40Gi\")) >= 0");
+            s.op(ClusterOp::SetClaim(Claim::new(
+                claim.clone(),
+                vec![Request::exactly("gpu", "a100", 1, &[&memory])],
+            )))
+            .expect("a claim");
+            pod.claims = vec![claim];
+            s.add_pod(pod, None).expect("a new pod");
+        }
+    }
+    s
+}

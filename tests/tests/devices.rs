@@ -3,9 +3,7 @@
 //! attempt or not at all, devices held by a claim are not given twice, and
 //! what a released gang had chosen is free again.
 
-use dragon_host::framework::devices::{
-    Choice, Claim, Device, DeviceClass, Mode, Reach, Request, ResourceSlice,
-};
+use dragon_host::framework::devices::{Claim, Device, DeviceClass, Request, ResourceSlice};
 use dragon_host::framework::{
     Cluster, ClusterOp, Decision, Job, Node, Pod, PodState, RecordingIo, Resources, Role,
     Scheduler, SchedulerConfig,
@@ -16,22 +14,8 @@ use dragon_tests::{Ops, bundled, engine};
 const DRIVER: &str = "gpu.example.com";
 
 fn gpus(node: &str, n: usize) -> ResourceSlice {
-    ResourceSlice {
-        driver: DRIVER.into(),
-        pool: node.into(),
-        generation: 1,
-        slice_count: 1,
-        reach: Some(Reach::Node(node.into())),
-        devices: (0..n)
-            .map(|i| Device {
-                name: format!("gpu-{i}"),
-                attributes: Default::default(),
-                capacity: Default::default(),
-                taints: Vec::new(),
-                reach: None,
-            })
-            .collect(),
-    }
+    let devices = (0..n).map(|i| Device::new(format!("gpu-{i}"))).collect();
+    ResourceSlice::on_node(DRIVER, node, node, devices)
 }
 
 fn sched(nodes: &[(&str, usize)]) -> Scheduler {
@@ -78,22 +62,10 @@ fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
     .expect("a job");
     for i in 0..workers {
         let claim = format!("ns/{name}-{i}-gpu");
-        s.op(ClusterOp::SetClaim(Claim {
-            key: claim.clone(),
-            requests: vec![Request {
-                name: "gpu".into(),
-                choices: vec![Choice {
-                    subrequest: None,
-                    class: "gpu".into(),
-                    selectors: Vec::new(),
-                    mode: Mode::Count(1),
-                    tolerations: Vec::new(),
-                }],
-            }],
-            constraints: Vec::new(),
-            allocation: None,
-            unusable: None,
-        }))
+        s.op(ClusterOp::SetClaim(Claim::new(
+            claim.clone(),
+            vec![Request::exactly("gpu", "gpu", 1, &[])],
+        )))
         .expect("a claim");
         let mut pod = Pod::new(
             format!("ns/{name}-{i}"),

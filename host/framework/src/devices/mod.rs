@@ -93,6 +93,20 @@ pub struct Device {
     pub reach: Option<Reach>,
 }
 
+impl Device {
+    /// A device with no attributes, capacity, taints or node selection of
+    /// its own.
+    pub fn new(name: impl Into<String>) -> Device {
+        Device {
+            name: name.into(),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            taints: Vec::new(),
+            reach: None,
+        }
+    }
+}
+
 /// A ResourceSlice: some devices of one pool of one driver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResourceSlice {
@@ -106,6 +120,21 @@ pub struct ResourceSlice {
     /// `None`: each device says where it is (`perDeviceNodeSelection`).
     pub reach: Option<Reach>,
     pub devices: Vec<Device>,
+}
+
+impl ResourceSlice {
+    /// The whole of pool `pool` (one slice, generation 1): devices local to
+    /// node `node`.
+    pub fn on_node(driver: &str, pool: &str, node: &str, devices: Vec<Device>) -> ResourceSlice {
+        ResourceSlice {
+            driver: driver.into(),
+            pool: pool.into(),
+            generation: 1,
+            slice_count: 1,
+            reach: Some(Reach::Node(node.into())),
+            devices,
+        }
+    }
 }
 
 /// A DeviceClass.
@@ -158,6 +187,23 @@ pub struct Request {
     pub choices: Vec<Choice>,
 }
 
+impl Request {
+    /// An `exactly` request for `count` devices of `class`, with
+    /// `selectors`.
+    pub fn exactly(name: &str, class: &str, count: u32, selectors: &[&str]) -> Request {
+        Request {
+            name: name.into(),
+            choices: vec![Choice {
+                subrequest: None,
+                class: class.into(),
+                selectors: selectors.iter().map(|s| s.to_string()).collect(),
+                mode: Mode::Count(count),
+                tolerations: Vec::new(),
+            }],
+        }
+    }
+}
+
 /// `matchAttribute`: every device of the named requests (all when empty)
 /// has the attribute, with one value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +244,19 @@ pub struct Claim {
     /// pods wait with this reason.
     #[serde(default)]
     pub unusable: Option<String>,
+}
+
+impl Claim {
+    /// Claim `key` with `requests`, no constraint, not allocated.
+    pub fn new(key: impl Into<String>, requests: Vec<Request>) -> Claim {
+        Claim {
+            key: key.into(),
+            requests,
+            constraints: Vec::new(),
+            allocation: None,
+            unusable: None,
+        }
+    }
 }
 
 /// A class with its selectors compiled.

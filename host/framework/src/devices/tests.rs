@@ -20,13 +20,7 @@ fn node1() -> Node {
 }
 
 fn device(name: &str) -> Device {
-    Device {
-        name: name.into(),
-        attributes: BTreeMap::new(),
-        capacity: BTreeMap::new(),
-        taints: Vec::new(),
-        reach: None,
-    }
+    Device::new(name)
 }
 
 fn with_attr(mut d: Device, name: &str, a: Attribute) -> Device {
@@ -42,17 +36,13 @@ fn with_memory(mut d: Device, q: &str) -> Device {
 
 fn slice(driver: &str, pool: &str, reach: Reach, devices: Vec<Device>) -> ResourceSlice {
     ResourceSlice {
-        driver: driver.into(),
-        pool: pool.into(),
-        generation: 1,
-        slice_count: 1,
         reach: Some(reach),
-        devices,
+        ..ResourceSlice::on_node(driver, pool, "", devices)
     }
 }
 
 fn local(driver: &str, pool: &str, devices: Vec<Device>) -> ResourceSlice {
-    slice(driver, pool, Reach::Node("node-1".into()), devices)
+    ResourceSlice::on_node(driver, pool, "node-1", devices)
 }
 
 fn class(name: &str, driver: &str) -> DeviceClass {
@@ -65,16 +55,7 @@ fn class(name: &str, driver: &str) -> DeviceClass {
 }
 
 fn exactly(name: &str, class: &str, count: u32, selectors: &[&str]) -> Request {
-    Request {
-        name: name.into(),
-        choices: vec![Choice {
-            subrequest: None,
-            class: class.into(),
-            selectors: selectors.iter().map(|s| s.to_string()).collect(),
-            mode: Mode::Count(count),
-            tolerations: Vec::new(),
-        }],
-    }
+    Request::exactly(name, class, count, selectors)
 }
 
 fn all(name: &str, class: &str) -> Request {
@@ -84,13 +65,7 @@ fn all(name: &str, class: &str) -> Request {
 }
 
 fn claim(key: &str, requests: Vec<Request>) -> Claim {
-    Claim {
-        key: key.into(),
-        requests,
-        constraints: Vec::new(),
-        allocation: None,
-        unusable: None,
-    }
+    Claim::new(key, requests)
 }
 
 fn inventory(
