@@ -180,3 +180,98 @@ fn devices_a_claim_holds_are_not_given_again_and_a_removed_pod_gives_back_its_ch
         "{d:?}"
     );
 }
+
+#[test]
+fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_counted_as_gpus() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2), ("b", 4)]);
+    // Without a class serving `nvidia.com/gpu`, devices are not GPUs.
+    assert_eq!(s.cluster().free(1).gpus, 0);
+    s.op(ClusterOp::SetDeviceClass(DeviceClass {
+        name: "gpu".into(),
+        selectors: vec![format!("device.driver == \"{DRIVER}\"")],
+        extended_resource: Some("nvidia.com/gpu".into()),
+        unusable: None,
+    }))
+    .expect("a class");
+    assert_eq!(
+        (s.cluster().free(0).gpus, s.cluster().free(1).gpus),
+        (2, 4),
+        "the devices are the nodes' GPUs"
+    );
+    // A gang of four asking `nvidia.com/gpu: 1` each, no claim: DRAGON
+    // packs it on the node with four, each member served by a device.
+    s.op(ClusterOp::UpsertJob(Job {
+        name: "j".into(),
+        min_member: 4,
+        workers: 4,
+        min_workers: 4,
+        max_workers: 4,
+        priority: 0,
+        arrival_ms: 0,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+        declared: true,
+        progress_permille: None,
+    }))
+    .expect("a job");
+    for i in 0..4 {
+        let mut pod = Pod::new(
+            format!("ns/j-{i}"),
+            Resources {
+                cpu_milli: 1_000,
+                memory_mib: 1_024,
+                gpus: 1,
+            },
+        );
+        pod.job = Some("j".into());
+        pod.role = Role::Worker;
+        pod.index = i;
+        s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
+    }
+    let (d, io) = round(&mut s, 0, &policy);
+    assert_eq!(io.binds.len(), 4, "{d:?}");
+    assert!(io.binds.iter().all(|(_, n)| n == "b"), "{:?}", io.binds);
+    let mut devices = Vec::new();
+    for (pod, _) in &io.binds {
+        let (class, a) = s
+            .cluster()
+            .devices()
+            .extended_for(pod)
+            .expect("served by devices");
+        assert_eq!(class, "gpu");
+        assert_eq!(a.devices.len(), 1);
+        assert_eq!(a.devices[0].request, "container-0-request-0");
+        devices.push(a.devices[0].device.to_string());
+    }
+    devices.sort();
+    devices.dedup();
+    assert_eq!(devices.len(), 4, "no device given twice");
+    assert_eq!(s.cluster().free(1).gpus, 0, "all four held");
+    // A fifth asking for three fits nowhere: a has two.
+    let pod = Pod::new(
+        "ns/three",
+        Resources {
+            cpu_milli: 1_000,
+            memory_mib: 1_024,
+            gpus: 3,
+        },
+    );
+    s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    // Its GPUs gone, the gang's devices are free again.
+    for i in 0..4 {
+        s.op(ClusterOp::RemovePod(format!("ns/j-{i}")))
+            .expect("removed");
+    }
+    assert_eq!(s.cluster().free(1).gpus, 4);
+    let (d, io) = round(&mut s, 2_000, &policy);
+    assert_eq!(
+        io.binds,
+        vec![("ns/three".to_string(), "b".to_string())],
+        "{d:?}"
+    );
+}

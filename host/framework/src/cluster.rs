@@ -422,8 +422,9 @@ impl Cluster {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
         }
-        if !e.pod.claims.is_empty() {
+        if uses_devices(&e.pod) {
             self.devices.unchoose(key);
+            self.sync_device_nodes();
         }
         self.note_job(e.pod.job.as_ref());
         Ok(e.pod)
@@ -437,12 +438,14 @@ impl Cluster {
         });
         self.devices.set_slice(name.to_string(), slice);
         self.changes.room = true;
+        self.sync_device_nodes();
     }
 
     /// The ResourceSlice named `name` is gone.
     pub fn remove_resource_slice(&mut self, name: &str) {
         self.journal(|| ClusterOp::RemoveResourceSlice(name.to_string()));
         self.devices.remove_slice(name);
+        self.sync_device_nodes();
     }
 
     /// A DeviceClass was created or changed.
@@ -450,12 +453,14 @@ impl Cluster {
         self.journal(|| ClusterOp::SetDeviceClass(class.clone()));
         self.devices.set_class(class);
         self.changes.room = true;
+        self.sync_device_nodes();
     }
 
     /// The DeviceClass named `name` is gone.
     pub fn remove_device_class(&mut self, name: &str) {
         self.journal(|| ClusterOp::RemoveDeviceClass(name.to_string()));
         self.devices.remove_class(name);
+        self.sync_device_nodes();
     }
 
     /// A ResourceClaim as the API server has it now (created, allocated,
@@ -464,6 +469,7 @@ impl Cluster {
         self.journal(|| ClusterOp::SetClaim(claim.clone()));
         self.devices.set_claim(claim);
         self.changes.room = true;
+        self.sync_device_nodes();
     }
 
     /// The ResourceClaim `key` (`namespace/name`) is gone.
@@ -471,6 +477,7 @@ impl Cluster {
         self.journal(|| ClusterOp::RemoveClaim(key.to_string()));
         self.devices.remove_claim(key);
         self.changes.room = true;
+        self.sync_device_nodes();
     }
 
     /// Published devices, classes and claims, with what the framework chose
@@ -552,18 +559,23 @@ impl Cluster {
             return;
         };
         let old = e.state.node();
-        if !e.pod.claims.is_empty() {
-            // A reservation chooses the pod's devices; going back to
-            // pending gives back what was chosen and not yet written.
-            match (old, state) {
-                (None, PodState::Reserved(n)) => {
-                    if let Ok(Fit::Yes(chosen)) = self.devices.fit(&self.nodes[n], &e.pod.claims) {
-                        self.devices.choose(key, chosen);
+        // A reservation chooses the pod's devices; going back to pending
+        // gives back what was chosen and not yet written.
+        match (old, state) {
+            (None, PodState::Reserved(n)) => {
+                let gpus = served_by_devices(&self.devices, &self.nodes[n], &e.pod);
+                if (!e.pod.claims.is_empty() || gpus > 0)
+                    && let Ok(Fit::Yes(chosen, extended)) =
+                        self.devices.fit(&self.nodes[n], &e.pod.claims, gpus)
+                {
+                    self.devices.choose(key, chosen);
+                    if let Some(a) = extended {
+                        self.devices.choose_extended(key, a);
                     }
                 }
-                (Some(_), PodState::Pending) => self.devices.unchoose(key),
-                _ => {}
             }
+            (Some(_), PodState::Pending) if uses_devices(&e.pod) => self.devices.unchoose(key),
+            _ => {}
         }
         e.state = state;
         let pod = &e.pod;
@@ -594,6 +606,17 @@ impl Cluster {
         }
         for n in [old, state.node()].into_iter().flatten() {
             self.sync_columns(n);
+        }
+        self.sync_device_nodes();
+    }
+
+    /// Refreshes the columns of the nodes whose GPU devices or their use
+    /// changed.
+    fn sync_device_nodes(&mut self) {
+        for name in self.devices.take_touched() {
+            if let Some(i) = self.node_by_name(&name) {
+                self.sync_columns(i);
+            }
         }
     }
 
@@ -645,11 +668,14 @@ impl Cluster {
     }
 
     fn sync_columns(&mut self, i: usize) {
-        let alloc = if self.gone[i] {
+        let mut alloc = if self.gone[i] {
             Resources::default()
         } else {
             self.nodes[i].allocatable
         };
+        if let Some((gpus, _)) = self.device_gpus(i) {
+            alloc.gpus = gpus;
+        }
         let free = self.free(i);
         let node = &self.nodes[i];
         let open = !self.gone[i] && !node.unschedulable && !node.taints.iter().any(|t| t.repels());
@@ -676,4 +702,21 @@ impl Cluster {
         };
         self.columns.set(i, alloc, free, free_pods, open);
     }
+}
+
+/// How many of `pod`'s `nvidia.com/gpu` must come from devices on `node`:
+/// all of them on a node that advertises none but has devices of the GPU
+/// class (kube's `DRAExtendedResource`), else none.
+pub(crate) fn served_by_devices(devices: &Inventory, node: &Node, pod: &Pod) -> u32 {
+    if pod.request.gpus > 0 && node.allocatable.gpus == 0 && devices.gpus_on(&node.name).is_some() {
+        pod.request.gpus
+    } else {
+        0
+    }
+}
+
+/// Whether `pod` may hold devices: it claims some, or asks for GPUs that
+/// devices may serve.
+fn uses_devices(pod: &Pod) -> bool {
+    !pod.claims.is_empty() || pod.request.gpus > 0
 }

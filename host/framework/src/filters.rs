@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, served_by_devices};
 use super::constraints::{
     PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
 };
@@ -208,23 +208,26 @@ fn passes<'p>(
         counts[Reason::from(f) as usize] += 1;
         return false;
     }
-    if !pod.claims.is_empty() {
-        return devices_fit(cluster, pod, i, device_reasons);
+    let gpus = served_by_devices(&cluster.devices, node, pod);
+    if !pod.claims.is_empty() || gpus > 0 {
+        return devices_fit(cluster, pod, (i, gpus), device_reasons);
     }
     true
 }
 
-/// DynamicResources' filter: whether every claim of `pod` can be met on
-/// node `i`, counting why not. Out of line: most pods claim nothing.
+/// DynamicResources' filter: whether every claim of `pod`, and the `gpus`
+/// it asks that devices must serve, can be met on node `i`, counting why
+/// not. Out of line: most pods claim nothing.
 #[inline(never)]
 fn devices_fit(
     cluster: &Cluster,
     pod: &Pod,
-    i: usize,
+    (i, gpus): (usize, u32),
     reasons: &mut BTreeMap<Cow<'static, str>, usize>,
 ) -> bool {
-    let reason: Cow<'static, str> = match cluster.devices.fit(&cluster.nodes()[i], &pod.claims) {
-        Ok(Fit::Yes(_)) => return true,
+    let node = &cluster.nodes()[i];
+    let reason: Cow<'static, str> = match cluster.devices.fit(node, &pod.claims, gpus) {
+        Ok(Fit::Yes(..)) => return true,
         Ok(Fit::No(why)) => why.into(),
         Err(e) => e.to_string().into(),
     };
@@ -258,7 +261,8 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
         && pod.constraints.node_affinity.is_none()
         && pod.constraints.host_ports.is_empty()
         && pod.constraints.volume_node_affinity.is_empty()
-        && pod.claims.is_empty();
+        && pod.claims.is_empty()
+        && (r.gpus == 0 || !cluster.devices.has_gpus());
     let extended = !pod.extended.is_empty();
     let mut out = Vec::with_capacity(n);
     if plain && !extended && checks.is_none() {

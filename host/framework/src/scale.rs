@@ -143,7 +143,7 @@ impl Scheduler {
                         .map(|p| wit::Task {
                             role: p.role.to_wit(),
                             index: p.index,
-                            request: p.request.to_wit(),
+                            request: c.task_request(p),
                         })
                         .collect(),
                     workers: e.job.workers,

@@ -21,10 +21,36 @@ impl Cluster {
     /// Free resources of node `i` (allocatable − requests of pods on it).
     pub fn free(&self, i: usize) -> Resources {
         if self.gone[i] {
-            Resources::default()
-        } else {
-            self.nodes[i].allocatable.minus(self.used[i])
+            return Resources::default();
         }
+        let mut free = self.nodes[i].allocatable.minus(self.used[i]);
+        if let Some((gpus, held)) = self.device_gpus(i) {
+            free.gpus = gpus.saturating_sub(held);
+        }
+        free
+    }
+
+    /// A node's GPUs when they are devices (it advertises no
+    /// `nvidia.com/gpu` but has devices of the GPU class): how many, and
+    /// how many are held.
+    pub(crate) fn device_gpus(&self, i: usize) -> Option<(u32, u32)> {
+        let node = &self.nodes[i];
+        if self.gone[i] || node.allocatable.gpus > 0 {
+            return None;
+        }
+        self.devices.gpus_on(&node.name)
+    }
+
+    /// What a policy sees `pod` request: its own requests, and the GPUs
+    /// its claims ask of the GPU class.
+    pub(crate) fn task_request(&self, pod: &Pod) -> dragon_runtime::wit::Resources {
+        let mut r = pod.request.to_wit();
+        if !pod.claims.is_empty() {
+            r.gpus = r
+                .gpus
+                .saturating_add(self.devices.claimed_gpus(&pod.claims));
+        }
+        r
     }
 
     /// Requests of the pods on node `i`.

@@ -28,7 +28,7 @@ impl Scheduler {
             wit::Task {
                 role: p.role.to_wit(),
                 index: p.index,
-                request: p.request.to_wit(),
+                request: c.task_request(p),
             }
         };
         let mut units = Vec::new();

@@ -23,8 +23,9 @@ const MAX_STEPS: u32 = 100_000;
 /// Whether a pod's claims can be met on a node.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fit {
-    /// Yes, with these allocations for the claims not yet allocated.
-    Yes(Vec<(String, Allocation)>),
+    /// Yes, with these allocations for the claims not yet allocated, and
+    /// the devices serving its GPU request when asked.
+    Yes(Vec<(String, Allocation)>, Option<Allocation>),
     /// No, for this reason (kube's wording).
     No(&'static str),
 }
@@ -169,11 +170,36 @@ struct Search<'a, 'c> {
 }
 
 impl<'a> Inventory {
-    /// Whether the claims named `keys` can be met on `node`.
+    /// Whether the claims named `keys`, and `gpus` devices of the GPU
+    /// class (a `nvidia.com/gpu` request on a node that does not advertise
+    /// it), can be met on `node`.
     ///
     /// # Errors
     /// Why they cannot be tried on any node.
-    pub(crate) fn fit(&'a self, node: &'a Node, keys: &[String]) -> Result<Fit, DeviceError> {
+    pub(crate) fn fit(
+        &'a self,
+        node: &'a Node,
+        keys: &[String],
+        gpus: u32,
+    ) -> Result<Fit, DeviceError> {
+        // The request kube-scheduler's extended-resource claim would make.
+        let implicit = match (gpus, self.gpu_class_name()) {
+            (0, _) => None,
+            (n, Some(class)) => Some(ClaimEntry {
+                claim: super::Claim::new(
+                    "",
+                    vec![super::Request::exactly(
+                        super::EXTENDED_REQUEST,
+                        class,
+                        n,
+                        &[],
+                    )],
+                ),
+                selectors: Ok(vec![vec![Vec::new()]]),
+                chosen: None,
+            }),
+            (_, None) => return Ok(Fit::No("Insufficient nvidia.com/gpu")),
+        };
         let mut todo = Vec::new();
         let mut elsewhere = false;
         for key in keys {
@@ -202,8 +228,9 @@ impl<'a> Inventory {
         if elsewhere {
             return Ok(Fit::No("resourceclaim not available on the node"));
         }
+        todo.extend(implicit.as_ref());
         if todo.is_empty() {
-            return Ok(Fit::Yes(Vec::new()));
+            return Ok(Fit::Yes(Vec::new(), None));
         }
         let wants = self.wants(&todo)?;
         let (cands, pool_problem) = gather(self, node);
@@ -229,7 +256,12 @@ impl<'a> Inventory {
                 "cannot allocate all claims"
             }));
         }
-        Ok(Fit::Yes(search.results()))
+        let mut results = search.results();
+        let extended = match implicit {
+            Some(_) => results.pop().map(|(_, a)| a),
+            None => None,
+        };
+        Ok(Fit::Yes(results, extended))
     }
 
     /// Every claim's requests with their classes' selectors, checked

@@ -24,6 +24,16 @@ pub use allocate::DeviceError;
 pub(crate) use allocate::Fit;
 pub use cel::{Quantity, SelectorError};
 
+/// The extended resource whose DeviceClass makes devices GPUs: a class
+/// with this `extendedResourceName` serves `nvidia.com/gpu` requests on
+/// nodes that do not advertise it (`DRAExtendedResource`), and the devices
+/// it selects count as the node's GPUs in a policy's view.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// The request name of an extended-resource claim, as kube-scheduler
+/// names it: container 0's first extended resource.
+pub const EXTENDED_REQUEST: &str = "container-0-request-0";
+
 /// At most this many devices per claim (`AllocationResultsMaxSize`).
 pub const MAX_DEVICES_PER_CLAIM: usize = 32;
 
@@ -299,13 +309,27 @@ pub struct Inventory {
     by_node: HashMap<String, BTreeSet<String>>,
     /// Names of the slices that may reach several nodes.
     shared: BTreeSet<String>,
-    /// Devices held by an allocation, and the claim holding each.
+    /// Devices held by an allocation, and the claim holding each (a pod's
+    /// extended-resource devices by the pod's key).
     in_use: HashMap<DeviceId, String>,
+    /// The devices of each node that the GPU class selects (see
+    /// [`GPU_RESOURCE`]), and the node of each.
+    gpus_by_node: HashMap<String, Vec<DeviceId>>,
+    gpu_node: HashMap<DeviceId, String>,
+    /// Devices chosen to serve a pod's `nvidia.com/gpu` request on a node
+    /// that does not advertise it, by pod, not yet written.
+    extended: BTreeMap<String, Allocation>,
+    /// Nodes whose GPU devices or their use changed since last taken.
+    touched: BTreeSet<String>,
 }
 
 impl Inventory {
     pub(crate) fn set_slice(&mut self, name: String, slice: ResourceSlice) {
         self.remove_slice(&name);
+        let node = match &slice.reach {
+            Some(Reach::Node(n)) => Some(n.clone()),
+            _ => None,
+        };
         match &slice.reach {
             Some(Reach::Node(n)) => {
                 self.by_node
@@ -318,6 +342,9 @@ impl Inventory {
             }
         }
         self.slices.insert(name, slice);
+        if let Some(n) = node {
+            self.index_gpus(&n);
+        }
     }
 
     pub(crate) fn remove_slice(&mut self, name: &str) {
@@ -332,6 +359,7 @@ impl Inventory {
                         self.by_node.remove(n);
                     }
                 }
+                self.index_gpus(n);
             }
             _ => {
                 self.shared.remove(name);
@@ -341,12 +369,123 @@ impl Inventory {
 
     pub(crate) fn set_class(&mut self, class: DeviceClass) {
         let selectors = cel::compile_all(&class.selectors);
+        let before = self.gpu_class_name().map(str::to_string);
+        let serves = class.extended_resource.as_deref() == Some(GPU_RESOURCE);
         self.classes
             .insert(class.name.clone(), ClassEntry { class, selectors });
+        if serves || before.is_some() {
+            self.index_all_gpus();
+        }
     }
 
     pub(crate) fn remove_class(&mut self, name: &str) {
+        let was = self.gpu_class_name() == Some(name);
         self.classes.remove(name);
+        if was {
+            self.index_all_gpus();
+        }
+    }
+
+    /// The class that serves `nvidia.com/gpu` (the first by name, if
+    /// several say so), usable.
+    pub fn gpu_class_name(&self) -> Option<&str> {
+        self.classes
+            .values()
+            .find(|e| {
+                e.class.extended_resource.as_deref() == Some(GPU_RESOURCE)
+                    && e.class.unusable.is_none()
+                    && e.selectors.is_ok()
+            })
+            .map(|e| e.class.name.as_str())
+    }
+
+    /// Recomputes which devices of node `node` are GPUs.
+    fn index_gpus(&mut self, node: &str) {
+        for id in self.gpus_by_node.remove(node).into_iter().flatten() {
+            self.gpu_node.remove(&id);
+        }
+        self.touched.insert(node.to_string());
+        let Some(class) = self.gpu_class_name().and_then(|c| self.classes.get(c)) else {
+            return;
+        };
+        let Ok(selectors) = &class.selectors else {
+            return;
+        };
+        let mut found = Vec::new();
+        for name in self.by_node.get(node).into_iter().flatten() {
+            let Some(slice) = self.slices.get(name) else {
+                continue;
+            };
+            for device in &slice.devices {
+                let id = DeviceId {
+                    driver: slice.driver.clone(),
+                    pool: slice.pool.clone(),
+                    device: device.name.clone(),
+                };
+                // A selector that fails on a device leaves it out of the
+                // count; the allocator reports the failure to the pod.
+                if selectors.iter().all(|s| s.matches(&id, device) == Ok(true)) {
+                    found.push(id);
+                }
+            }
+        }
+        for id in &found {
+            self.gpu_node.insert(id.clone(), node.to_string());
+        }
+        if !found.is_empty() {
+            self.gpus_by_node.insert(node.to_string(), found);
+        }
+    }
+
+    fn index_all_gpus(&mut self) {
+        let nodes: BTreeSet<String> = self
+            .by_node
+            .keys()
+            .chain(self.gpus_by_node.keys())
+            .cloned()
+            .collect();
+        for n in nodes {
+            self.index_gpus(&n);
+        }
+    }
+
+    /// Whether some node has devices of the GPU class.
+    pub(crate) fn has_gpus(&self) -> bool {
+        !self.gpus_by_node.is_empty()
+    }
+
+    /// Node `node`'s GPU devices and how many of them are held, when it
+    /// has any.
+    pub fn gpus_on(&self, node: &str) -> Option<(u32, u32)> {
+        let ids = self.gpus_by_node.get(node)?;
+        let held = ids
+            .iter()
+            .filter(|id| self.in_use.contains_key(*id))
+            .count();
+        Some((ids.len() as u32, held as u32))
+    }
+
+    /// The nodes whose GPU devices or their use changed since last asked.
+    pub(crate) fn take_touched(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// How many GPUs the claims named `keys` ask of the GPU class (their
+    /// `exactly` counts): what a policy sees the pod request.
+    pub(crate) fn claimed_gpus(&self, keys: &[String]) -> u32 {
+        let Some(class) = self.gpu_class_name() else {
+            return 0;
+        };
+        keys.iter()
+            .filter_map(|k| self.claims.get(k))
+            .flat_map(|e| &e.claim.requests)
+            .filter_map(|r| r.choices.first())
+            .filter(|c| c.class == class)
+            .map(|c| match c.mode {
+                Mode::Count(n) => n,
+                Mode::All => 0,
+            })
+            .fold(0u32, u32::saturating_add)
     }
 
     /// A claim as the API server has it now. A framework choice the API
@@ -387,21 +526,55 @@ impl Inventory {
 
     fn hold(&mut self, entry: &ClaimEntry) {
         if let Some(a) = entry.allocation() {
-            for d in &a.devices {
-                self.in_use
-                    .insert(d.device.clone(), entry.claim.key.clone());
-            }
+            self.hold_devices(a, &entry.claim.key);
         }
     }
 
     fn release(&mut self, entry: &ClaimEntry) {
         if let Some(a) = entry.allocation() {
-            for d in &a.devices {
-                if self.in_use.get(&d.device) == Some(&entry.claim.key) {
-                    self.in_use.remove(&d.device);
+            self.release_devices(a, &entry.claim.key);
+        }
+    }
+
+    fn hold_devices(&mut self, a: &Allocation, holder: &str) {
+        for d in &a.devices {
+            self.in_use.insert(d.device.clone(), holder.to_string());
+            if let Some(n) = self.gpu_node.get(&d.device) {
+                self.touched.insert(n.clone());
+            }
+        }
+    }
+
+    fn release_devices(&mut self, a: &Allocation, holder: &str) {
+        for d in &a.devices {
+            if self.in_use.get(&d.device).map(String::as_str) == Some(holder) {
+                self.in_use.remove(&d.device);
+                if let Some(n) = self.gpu_node.get(&d.device) {
+                    self.touched.insert(n.clone());
                 }
             }
         }
+    }
+
+    /// Records the devices chosen to serve `pod`'s GPU request.
+    pub(crate) fn choose_extended(&mut self, pod: &str, allocation: Allocation) {
+        self.unchoose_extended(pod);
+        self.hold_devices(&allocation, pod);
+        self.extended.insert(pod.to_string(), allocation);
+    }
+
+    fn unchoose_extended(&mut self, pod: &str) {
+        if let Some(a) = self.extended.remove(pod) {
+            self.release_devices(&a, pod);
+        }
+    }
+
+    /// The devices chosen to serve `pod`'s `nvidia.com/gpu` request, and
+    /// the class they come from: the driver creates the pod's
+    /// extended-resource claim with them before its Binding.
+    pub fn extended_for(&self, pod: &str) -> Option<(&str, &Allocation)> {
+        let a = self.extended.get(pod)?;
+        Some((self.gpu_class_name()?, a))
     }
 
     /// Records `allocations` (one per claim named) as chosen for `pod`.
@@ -419,6 +592,7 @@ impl Inventory {
 
     /// Undoes what was chosen for `pod` and not yet written.
     pub(crate) fn unchoose(&mut self, pod: &str) {
+        self.unchoose_extended(pod);
         let keys: Vec<String> = self
             .claims
             .iter()
