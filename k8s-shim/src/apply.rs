@@ -16,8 +16,16 @@ use tokio::sync::{Notify, Semaphore};
 use crate::cluster_io::{ClusterIo, Note};
 use crate::group_status::Status;
 
-/// The device allocations a round chose, by pod: `(claim, allocation)`.
-pub type Claims = BTreeMap<String, Vec<(String, Allocation)>>;
+/// The devices a round chose for a pod: each claim's allocation, and the
+/// class and devices serving its `nvidia.com/gpu` request.
+#[derive(Debug, Clone, Default)]
+pub struct PodDevices {
+    pub claims: Vec<(String, Allocation)>,
+    pub extended: Option<(String, Allocation)>,
+}
+
+/// The devices a round chose, by pod.
+pub type Claims = BTreeMap<String, PodDevices>;
 
 /// Up to `concurrency` (at least 1) binds in flight, each a Binding POST
 /// after its pod's claim allocations (`claims`), results in input order. The loop waits for all of them: the framework releases a
@@ -36,8 +44,13 @@ pub async fn bind_all<I: ClusterIo>(
             // Its devices first, as kube-scheduler's PreBind: a pod is never
             // bound without them. A refused write fails the bind, and the
             // framework releases the gang.
-            for (claim, allocation) in claims.get(pod).into_iter().flatten() {
-                io.allocate(claim, allocation, pod).await?;
+            if let Some(devices) = claims.get(pod) {
+                for (claim, allocation) in &devices.claims {
+                    io.allocate(claim, allocation, pod).await?;
+                }
+                if let Some((class, allocation)) = &devices.extended {
+                    io.allocate_extended(pod, class, allocation).await?;
+                }
             }
             io.bind(pod, node).await
         })

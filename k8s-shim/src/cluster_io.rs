@@ -59,6 +59,17 @@ pub trait ClusterIo: Send + Sync + 'static {
         pod: &str,
     ) -> Result<(), ApiError>;
 
+    /// Create `pod`'s extended-resource claim (its `nvidia.com/gpu` served
+    /// by devices of DeviceClass `class`), allocated and reserved for it,
+    /// and name it in the pod's `status.extendedResourceClaimStatus`, as
+    /// kube-scheduler does for `DRAExtendedResource`.
+    async fn allocate_extended(
+        &self,
+        pod: &str,
+        class: &str,
+        allocation: &Allocation,
+    ) -> Result<(), ApiError>;
+
     /// Undo the bind of a gang member whose siblings could not be bound.
     /// A bound pod cannot be unbound: it is deleted when a controller owns
     /// it (and makes a fresh pending copy), and otherwise kept
@@ -121,6 +132,11 @@ pub mod fake {
         Allocate {
             claim: String,
             pod: String,
+        },
+        AllocateExtended {
+            pod: String,
+            class: String,
+            devices: usize,
         },
         Evict {
             pod: String,
@@ -212,6 +228,20 @@ pub mod fake {
                 Some(e) => Err(e.clone()),
                 None => Ok(()),
             }
+        }
+
+        async fn allocate_extended(
+            &self,
+            pod: &str,
+            class: &str,
+            allocation: &Allocation,
+        ) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::AllocateExtended {
+                pod: pod.into(),
+                class: class.into(),
+                devices: allocation.devices.len(),
+            });
+            Ok(())
         }
 
         async fn release(&self, pod: &str) -> Result<Release, ApiError> {

@@ -142,3 +142,15 @@ pub fn claiming(event: Event, claim: &str) -> Event {
     }]);
     Event::Pod(p)
 }
+
+/// DeviceClass `gpu` serving `nvidia.com/gpu` requests on nodes that
+/// advertise none (`extendedResourceName`).
+pub fn gpu_class_serving_gpus() -> Event {
+    let Event::DeviceClass(mut c) = gpu_class() else {
+        unreachable!("a class event")
+    };
+    if let Some(spec) = c.spec.as_mut() {
+        spec.extended_resource_name = Some("nvidia.com/gpu".into());
+    }
+    Event::DeviceClass(c)
+}

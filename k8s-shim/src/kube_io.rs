@@ -201,8 +201,119 @@ fn allocation_result(a: &Allocation) -> resource::AllocationResult {
     }
 }
 
+/// The annotation kube-scheduler puts on a claim it makes for a pod's
+/// extended resources.
+const EXTENDED_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+
 #[async_trait::async_trait]
 impl ClusterIo for KubeIo {
+    async fn allocate_extended(
+        &self,
+        pod: &str,
+        class: &str,
+        allocation: &Allocation,
+    ) -> Result<(), ApiError> {
+        use dragon_framework::devices::{EXTENDED_REQUEST, GPU_RESOURCE};
+        let key = object(pod)?;
+        let (ns, name) = (key.namespace(), key.name());
+        self.request_token().await;
+        let current = self
+            .pods(ns)
+            .get(name)
+            .await
+            .map_err(|e| typed(&format!("reading {pod} to serve its GPUs"), &e))?;
+        let uid = current.metadata.uid.clone().unwrap_or_default();
+        // Every container asking the resource is served by the one request.
+        let mappings: Vec<core::ContainerExtendedResourceRequest> = current
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .filter(|c| {
+                c.resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .is_some_and(|r| r.contains_key(GPU_RESOURCE))
+            })
+            .map(|c| core::ContainerExtendedResourceRequest {
+                container_name: c.name.clone(),
+                request_name: EXTENDED_REQUEST.into(),
+                resource_name: GPU_RESOURCE.into(),
+            })
+            .collect();
+        let claim = resource::ResourceClaim {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}-extended-resources-")),
+                namespace: Some(ns.into()),
+                annotations: Some([(EXTENDED_CLAIM.to_string(), "true".to_string())].into()),
+                finalizers: Some(vec![CLAIM_PROTECTION.into()]),
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Pod".into(),
+                        name: name.into(),
+                        uid: uid.clone(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    },
+                ]),
+                ..Default::default()
+            },
+            spec: Some(resource::ResourceClaimSpec {
+                devices: Some(resource::DeviceClaim {
+                    requests: Some(vec![resource::DeviceRequest {
+                        name: EXTENDED_REQUEST.into(),
+                        exactly: Some(resource::ExactDeviceRequest {
+                            device_class_name: class.into(),
+                            allocation_mode: Some("ExactCount".into()),
+                            count: Some(allocation.devices.len() as i64),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            }),
+            status: None,
+        };
+        let claims: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), ns);
+        self.request_token().await;
+        let mut created = claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(|e| {
+                typed(
+                    &format!("creating the extended-resource claim of {pod}"),
+                    &e,
+                )
+            })?;
+        let claim_name = created.metadata.name.clone().unwrap_or_default();
+        created.status = Some(resource::ResourceClaimStatus {
+            allocation: Some(allocation_result(allocation)),
+            reserved_for: Some(vec![resource::ResourceClaimConsumerReference {
+                api_group: None,
+                resource: "pods".into(),
+                name: name.into(),
+                uid,
+            }]),
+            ..Default::default()
+        });
+        self.request_token().await;
+        claims
+            .replace_status(&claim_name, &PostParams::default(), &created)
+            .await
+            .map_err(|e| typed(&format!("allocating claim {ns}/{claim_name} for {pod}"), &e))?;
+        let status = json!({"status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": claim_name,
+            "requestMappings": mappings,
+        }}});
+        self.request_token().await;
+        self.pods(ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map(|_| ())
+            .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))
+    }
+
     async fn allocate(
         &self,
         claim: &str,

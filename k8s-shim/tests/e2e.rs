@@ -1685,5 +1685,32 @@ async fn a_gang_claiming_devices_binds_whole_once_slices_offer_enough_and_a_clai
         "{}",
         sched.log()
     );
+    // A class serving `nvidia.com/gpu`: a pod asking one on nodes that
+    // advertise none is served by a device, through a claim made for it.
+    s.device_class_serving("gpus", DRIVER, "nvidia.com/gpu")
+        .await;
+    s.pod("plain", None, 1, None).await;
+    until(90, "the GPU pod bound", || async {
+        bound(&s.placement("plain").await) == 1
+    })
+    .await;
+    let node = s.placement("plain").await["plain"].clone().expect("bound");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    let status = pods.get("plain").await.unwrap().status.unwrap();
+    let named = status
+        .extended_resource_claim_status
+        .expect("the pod names its extended-resource claim");
+    assert_eq!(named.request_mappings[0].resource_name, "nvidia.com/gpu");
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        Api::namespaced(s.client.clone(), &s.name);
+    let claim = claims.get(&named.resource_claim_name).await.unwrap();
+    let results = claim
+        .status
+        .and_then(|st| st.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .expect("allocated");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].pool, format!("{node}-p0"), "on its node");
     s.cleanup().await;
 }

@@ -20,7 +20,7 @@ use dragon_framework::{
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Claims, Publisher, StatusWriter, bind_all};
+use crate::apply::{Claims, PodDevices, Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};

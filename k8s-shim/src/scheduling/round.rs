@@ -94,14 +94,18 @@ impl<I: ClusterIo> Loop<I> {
             .binds()
             .iter()
             .filter_map(|(pod, _)| {
-                let chosen = devices.chosen_for(pod);
-                (!chosen.is_empty()).then(|| {
-                    let chosen = chosen
+                let chosen = PodDevices {
+                    claims: devices
+                        .chosen_for(pod)
                         .into_iter()
                         .map(|(claim, a)| (claim.to_string(), a.clone()))
-                        .collect();
-                    (pod.clone(), chosen)
-                })
+                        .collect(),
+                    extended: devices
+                        .extended_for(pod)
+                        .map(|(class, a)| (class.to_string(), a.clone())),
+                };
+                (!chosen.claims.is_empty() || chosen.extended.is_some())
+                    .then(|| (pod.clone(), chosen))
             })
             .collect();
         let results = bind_all(

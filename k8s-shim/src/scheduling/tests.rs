@@ -1,6 +1,8 @@
 use super::*;
 use crate::cluster_io::fake::{Call, FakeCluster};
-use crate::fixtures::{claiming, gpu_claim, gpu_class, gpu_slice, group, node, pod};
+use crate::fixtures::{
+    claiming, gpu_claim, gpu_class, gpu_class_serving_gpus, gpu_slice, group, node, pod,
+};
 use dragon_framework::{ApiError, ApiErrorKind, SchedulerConfig};
 use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine};
 
@@ -183,6 +185,37 @@ async fn a_gang_claiming_devices_has_each_claim_allocated_before_its_binding() {
         .expect("it is bound");
         assert!(allocated < bound, "{calls:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_request_on_a_node_advertising_none_gets_its_extended_resource_claim_before_its_binding()
+ {
+    let fake = Arc::new(FakeCluster::default());
+    let mut l = listed_loop(&fake);
+    step_with(
+        &mut l,
+        vec![
+            node("a", 0),
+            gpu_class_serving_gpus(),
+            gpu_slice("a", 2),
+            pod("p", None, "", 0, None, US),
+        ],
+    )
+    .await;
+    let calls = fake.calls();
+    let at = |wanted: &Call| calls.iter().position(|c| c == wanted);
+    let allocated = at(&Call::AllocateExtended {
+        pod: "ml/p".into(),
+        class: "gpu".into(),
+        devices: 1,
+    })
+    .expect("its GPU served by a device");
+    let bound = at(&Call::Bind {
+        pod: "ml/p".into(),
+        node: "a".into(),
+    })
+    .expect("bound");
+    assert!(allocated < bound, "{calls:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

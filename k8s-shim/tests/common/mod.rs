@@ -468,6 +468,29 @@ impl Scenario {
         full
     }
 
+    /// DeviceClass `SCENARIO-NAME`: the devices of `driver`, serving
+    /// requests of extended resource `resource` on nodes that do not
+    /// advertise it.
+    pub async fn device_class_serving(&self, name: &str, driver: &str, resource: &str) -> String {
+        let full = format!("{}-{name}", self.name);
+        let classes: Api<resource::DeviceClass> = Api::all(self.client.clone());
+        let class = json!({
+            "metadata": {"name": full, "labels": {"dragon-e2e": self.name}},
+            "spec": {
+                "selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}],
+                "extendedResourceName": resource
+            }
+        });
+        classes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(class).unwrap(),
+            )
+            .await
+            .unwrap();
+        full
+    }
+
     /// A ResourceSlice of driver `driver` publishing `devices` (name, NVLink
     /// domain) on node `node` of the scenario, in pool `pool`: what a DRA
     /// driver's kubelet plugin would publish.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::cel::Selector;
 use super::{
     AllocatedDevice, Allocation, Attribute, ClaimEntry, Device, DeviceId, Inventory,
-    MAX_DEVICES_PER_CLAIM, Mode, Reach, ResourceSlice,
+    MAX_DEVICES_PER_CLAIM, Mode, Published, Reach, ResourceSlice,
 };
 use crate::model::Node;
 use crate::selector::{NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement};
@@ -63,7 +63,10 @@ pub enum DeviceError {
 
 /// A device the node reaches, with where it comes from.
 struct Candidate<'a> {
-    id: DeviceId,
+    published: &'a Published,
+    /// Its index in the slice.
+    at: usize,
+    id: &'a DeviceId,
     device: &'a Device,
     slice: &'a ResourceSlice,
 }
@@ -72,8 +75,9 @@ struct Candidate<'a> {
 /// device) order, and whether some pool was seen incomplete or invalid.
 fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<String>) {
     // Newest generation of each pool among the slices the node reaches.
-    let mut pools: BTreeMap<(&str, &str), (i64, Vec<&'a ResourceSlice>)> = BTreeMap::new();
-    for slice in inv.slices_near(&node.name) {
+    let mut pools: BTreeMap<(&str, &str), (i64, Vec<&'a Published>)> = BTreeMap::new();
+    for published in inv.slices_near(&node.name) {
+        let slice = &published.slice;
         let reaches = match &slice.reach {
             Some(r) => r.admits(node),
             None => slice
@@ -91,13 +95,13 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
             *e = (slice.generation, Vec::new());
         }
         if slice.generation == e.0 {
-            e.1.push(slice);
+            e.1.push(published);
         }
     }
     let mut out = Vec::new();
     let mut unusable = None;
     for ((driver, pool), (generation, local)) in pools {
-        let want = local[0].slice_count;
+        let want = local[0].slice.slice_count;
         if local.len() as u64 != want {
             // Slices of the pool elsewhere may complete it; a newer
             // generation anywhere makes this one obsolete.
@@ -114,23 +118,22 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
         let mut names = HashSet::new();
         let valid = local
             .iter()
-            .flat_map(|s| &s.devices)
+            .flat_map(|s| &s.slice.devices)
             .all(|d| names.insert(d.name.as_str()));
         if !valid {
             unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
             continue;
         }
-        for slice in local {
-            for device in &slice.devices {
+        for published in local {
+            let slice = &published.slice;
+            for (at, device) in slice.devices.iter().enumerate() {
                 if slice.reach.is_none() && !device.reach.as_ref().is_some_and(|r| r.admits(node)) {
                     continue;
                 }
                 out.push(Candidate {
-                    id: DeviceId {
-                        driver: slice.driver.clone(),
-                        pool: slice.pool.clone(),
-                        device: device.name.clone(),
-                    },
+                    published,
+                    at,
+                    id: &published.ids[at],
                     device,
                     slice,
                 });
@@ -145,7 +148,7 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
 struct Want<'a> {
     /// `req` or `req/sub`.
     name: String,
-    class: &'a [Selector],
+    class: &'a str,
     own: &'a [Selector],
     mode: Mode,
     choice: &'a super::Choice,
@@ -294,14 +297,16 @@ impl<'a> Inventory {
                             problem: problem.clone(),
                         });
                     }
-                    let class_selectors = class.selectors.as_ref().map_err(|e| e.clone())?;
+                    if let Err(e) = &class.selectors {
+                        return Err(e.clone().into());
+                    }
                     fewest = fewest.min(match choice.mode {
                         Mode::Count(n) => u64::from(n),
                         Mode::All => 1,
                     });
                     choices.push(Want {
                         name,
-                        class: class_selectors,
+                        class: &class.class.name,
                         own: &own[ri][hi],
                         mode: choice.mode,
                         choice,
@@ -323,7 +328,7 @@ impl<'a> Inventory {
 
     /// The slices that may reach node `name`: its own, and those reaching
     /// several nodes.
-    fn slices_near(&'a self, name: &str) -> impl Iterator<Item = &'a ResourceSlice> {
+    fn slices_near(&'a self, name: &str) -> impl Iterator<Item = &'a Published> {
         let own = self.by_node.get(name).into_iter().flatten();
         own.chain(&self.shared).filter_map(|n| self.slices.get(n))
     }
@@ -331,6 +336,7 @@ impl<'a> Inventory {
     fn pool_slices(&'a self, driver: &str, pool: &str) -> Vec<&'a ResourceSlice> {
         self.slices
             .values()
+            .map(|p| &p.slice)
             .filter(|s| s.driver == driver && s.pool == pool)
             .collect()
     }
@@ -436,7 +442,7 @@ impl<'a> Search<'a, '_> {
     }
 
     fn free(&self, i: usize) -> bool {
-        !self.taken.contains(&i) && !self.inv.in_use.contains_key(&self.cands[i].id)
+        !self.taken.contains(&i) && !self.inv.in_use.contains_key(self.cands[i].id)
     }
 
     fn selectable(
@@ -450,11 +456,21 @@ impl<'a> Search<'a, '_> {
             return Ok(v);
         }
         let c = &self.cands[i];
-        let mut ok = true;
-        for s in want.class.iter().chain(want.own) {
-            if !s.matches(&c.id, c.device)? {
-                ok = false;
-                break;
+        let by_class = c
+            .published
+            .classes
+            .get(want.class)
+            .and_then(|v| v.get(c.at))
+            .cloned()
+            .unwrap_or(Ok(false))?;
+        let mut ok = by_class;
+        if ok {
+            let bound = &c.published.bound[c.at];
+            for s in want.own {
+                if !s.matches_bound(c.id, bound)? {
+                    ok = false;
+                    break;
+                }
             }
         }
         self.memo.insert(key, ok);

@@ -373,8 +373,9 @@ fn by_domain<'a, T: 'a>(
     ))
 }
 
-/// The `device` variable.
-struct Bound(CelMap<'static>);
+/// The `device` variable, bound once per device.
+#[derive(Debug)]
+pub(crate) struct Bound(CelMap<'static>);
 
 impl VariableResolver for Bound {
     fn resolve<'b>(&'b self, name: &str) -> Option<CowVal<'b, 'b>> {
@@ -382,7 +383,7 @@ impl VariableResolver for Bound {
     }
 }
 
-fn bind(id: &DeviceId, device: &Device) -> Bound {
+pub(crate) fn bind(id: &DeviceId, device: &Device) -> Bound {
     let attributes = by_domain(&id.driver, device.attributes.iter(), |a| match a {
         Attribute::Int(i) => Box::new(CelInt::from(*i)) as Box<dyn Val>,
         Attribute::Bool(b) => Box::new(CelBool::from(*b)),
@@ -412,10 +413,22 @@ impl Selector {
     /// # Errors
     /// The expression fails on this device (a missing attribute, a type
     /// mismatch) or does not give a bool.
+    #[cfg(test)]
     pub(crate) fn matches(&self, id: &DeviceId, device: &Device) -> Result<bool, SelectorError> {
-        let bound = bind(id, device);
+        self.matches_bound(id, &bind(id, device))
+    }
+
+    /// Whether device `id`, bound as `bound`, satisfies the selector.
+    ///
+    /// # Errors
+    /// As [`Selector::matches`].
+    pub(crate) fn matches_bound(
+        &self,
+        id: &DeviceId,
+        bound: &Bound,
+    ) -> Result<bool, SelectorError> {
         let mut ctx = Context::with_env(ENV.clone());
-        ctx.set_variable_resolver(&bound);
+        ctx.set_variable_resolver(bound);
         let fail = |message: String| SelectorError::Runtime {
             expression: self.source.to_string(),
             device: id.to_string(),

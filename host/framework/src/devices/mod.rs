@@ -299,10 +299,67 @@ impl ClaimEntry {
     }
 }
 
+/// A published slice with what every allocation attempt would otherwise
+/// recompute per device: its id, its CEL binding, and each class's verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct Published {
+    pub(crate) slice: ResourceSlice,
+    pub(crate) ids: Vec<DeviceId>,
+    pub(crate) bound: Vec<std::sync::Arc<cel::Bound>>,
+    /// Per class, per device: whether the class's selectors select it.
+    pub(crate) classes: HashMap<String, Vec<Result<bool, SelectorError>>>,
+}
+
+impl Published {
+    fn new(slice: ResourceSlice) -> Published {
+        let ids: Vec<DeviceId> = slice
+            .devices
+            .iter()
+            .map(|d| DeviceId {
+                driver: slice.driver.clone(),
+                pool: slice.pool.clone(),
+                device: d.name.clone(),
+            })
+            .collect();
+        let bound = ids
+            .iter()
+            .zip(&slice.devices)
+            .map(|(id, d)| std::sync::Arc::new(cel::bind(id, d)))
+            .collect();
+        Published {
+            slice,
+            ids,
+            bound,
+            classes: HashMap::new(),
+        }
+    }
+
+    /// Records class `entry`'s verdict on every device.
+    fn judge(&mut self, entry: &ClassEntry) {
+        let verdicts = self
+            .ids
+            .iter()
+            .zip(&self.bound)
+            .map(|(id, bound)| match &entry.selectors {
+                Ok(selectors) => {
+                    for s in selectors {
+                        if !s.matches_bound(id, bound)? {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                }
+                Err(e) => Err(e.clone()),
+            })
+            .collect();
+        self.classes.insert(entry.class.name.clone(), verdicts);
+    }
+}
+
 /// Everything published about devices, what is allocated, and the claims.
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
-    slices: BTreeMap<String, ResourceSlice>,
+    slices: BTreeMap<String, Published>,
     classes: BTreeMap<String, ClassEntry>,
     pub(crate) claims: BTreeMap<String, ClaimEntry>,
     /// Names of the slices local to each node.
@@ -341,7 +398,11 @@ impl Inventory {
                 self.shared.insert(name.clone());
             }
         }
-        self.slices.insert(name, slice);
+        let mut published = Published::new(slice);
+        for entry in self.classes.values() {
+            published.judge(entry);
+        }
+        self.slices.insert(name, published);
         if let Some(n) = node {
             self.index_gpus(&n);
         }
@@ -351,7 +412,7 @@ impl Inventory {
         let Some(old) = self.slices.remove(name) else {
             return;
         };
-        match &old.reach {
+        match &old.slice.reach {
             Some(Reach::Node(n)) => {
                 if let Some(set) = self.by_node.get_mut(n) {
                     set.remove(name);
@@ -371,8 +432,11 @@ impl Inventory {
         let selectors = cel::compile_all(&class.selectors);
         let before = self.gpu_class_name().map(str::to_string);
         let serves = class.extended_resource.as_deref() == Some(GPU_RESOURCE);
-        self.classes
-            .insert(class.name.clone(), ClassEntry { class, selectors });
+        let entry = ClassEntry { class, selectors };
+        for published in self.slices.values_mut() {
+            published.judge(&entry);
+        }
+        self.classes.insert(entry.class.name.clone(), entry);
         if serves || before.is_some() {
             self.index_all_gpus();
         }
@@ -381,6 +445,9 @@ impl Inventory {
     pub(crate) fn remove_class(&mut self, name: &str) {
         let was = self.gpu_class_name() == Some(name);
         self.classes.remove(name);
+        for published in self.slices.values_mut() {
+            published.classes.remove(name);
+        }
         if was {
             self.index_all_gpus();
         }
@@ -405,27 +472,22 @@ impl Inventory {
             self.gpu_node.remove(&id);
         }
         self.touched.insert(node.to_string());
-        let Some(class) = self.gpu_class_name().and_then(|c| self.classes.get(c)) else {
-            return;
-        };
-        let Ok(selectors) = &class.selectors else {
+        let Some(class) = self.gpu_class_name() else {
             return;
         };
         let mut found = Vec::new();
         for name in self.by_node.get(node).into_iter().flatten() {
-            let Some(slice) = self.slices.get(name) else {
+            let Some(published) = self.slices.get(name) else {
                 continue;
             };
-            for device in &slice.devices {
-                let id = DeviceId {
-                    driver: slice.driver.clone(),
-                    pool: slice.pool.clone(),
-                    device: device.name.clone(),
-                };
-                // A selector that fails on a device leaves it out of the
-                // count; the allocator reports the failure to the pod.
-                if selectors.iter().all(|s| s.matches(&id, device) == Ok(true)) {
-                    found.push(id);
+            let Some(verdicts) = published.classes.get(class) else {
+                continue;
+            };
+            // A selector that fails on a device leaves it out of the
+            // count; the allocator reports the failure to the pod.
+            for (id, verdict) in published.ids.iter().zip(verdicts) {
+                if *verdict == Ok(true) {
+                    found.push(id.clone());
                 }
             }
         }
@@ -645,9 +707,9 @@ impl Inventory {
         let mut ops: Vec<ClusterOp> = self
             .slices
             .iter()
-            .map(|(name, slice)| ClusterOp::SetResourceSlice {
+            .map(|(name, published)| ClusterOp::SetResourceSlice {
                 name: name.clone(),
-                slice: slice.clone(),
+                slice: published.slice.clone(),
             })
             .collect();
         ops.extend(
