@@ -226,7 +226,7 @@ fn devices_fit(
     reasons: &mut BTreeMap<Cow<'static, str>, usize>,
 ) -> bool {
     let node = &cluster.nodes()[i];
-    let reason: Cow<'static, str> = match cluster.devices.fit(node, &pod.claims, gpus) {
+    let reason: Cow<'static, str> = match cluster.devices.fits(node, &pod.claims, gpus) {
         Ok(Fit::Yes(..)) => return true,
         Ok(Fit::No(why)) => why.into(),
         Err(e) => e.to_string().into(),

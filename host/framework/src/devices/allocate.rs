@@ -185,6 +185,30 @@ impl<'a> Inventory {
         keys: &[String],
         gpus: u32,
     ) -> Result<Fit, DeviceError> {
+        self.try_fit(node, keys, gpus, true)
+    }
+
+    /// [`Inventory::fit`] without the allocations: the filter's question,
+    /// asked of every node.
+    ///
+    /// # Errors
+    /// As [`Inventory::fit`].
+    pub(crate) fn fits(
+        &'a self,
+        node: &'a Node,
+        keys: &[String],
+        gpus: u32,
+    ) -> Result<Fit, DeviceError> {
+        self.try_fit(node, keys, gpus, false)
+    }
+
+    fn try_fit(
+        &'a self,
+        node: &'a Node,
+        keys: &[String],
+        gpus: u32,
+        allocations: bool,
+    ) -> Result<Fit, DeviceError> {
         // The request kube-scheduler's extended-resource claim would make.
         let implicit = match (gpus, self.gpu_class_name()) {
             (0, _) => None,
@@ -258,6 +282,9 @@ impl<'a> Inventory {
             } else {
                 "cannot allocate all claims"
             }));
+        }
+        if !allocations {
+            return Ok(Fit::Yes(Vec::new(), None));
         }
         let mut results = search.results();
         let extended = match implicit {
@@ -466,8 +493,13 @@ impl<'a> Search<'a, '_> {
         let mut ok = by_class;
         if ok {
             let bound = &c.published.bound[c.at];
+            let devices = c.published.ids.len();
             for s in want.own {
-                if !s.matches_bound(c.id, bound)? {
+                let verdict = c
+                    .published
+                    .verdicts
+                    .get(s, c.at, devices, || s.matches_bound(c.id, bound))?;
+                if !verdict {
                     ok = false;
                     break;
                 }

@@ -408,6 +408,15 @@ pub(crate) fn bind(id: &DeviceId, device: &Device) -> Bound {
 }
 
 impl Selector {
+    /// The expression.
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub(crate) fn source_arc(&self) -> Arc<str> {
+        self.source.clone()
+    }
+
     /// Whether device `id` satisfies the selector.
     ///
     /// # Errors

@@ -308,6 +308,62 @@ pub(crate) struct Published {
     pub(crate) bound: Vec<std::sync::Arc<cel::Bound>>,
     /// Per class, per device: whether the class's selectors select it.
     pub(crate) classes: HashMap<String, Vec<Result<bool, SelectorError>>>,
+    /// Claims' selectors' verdicts per device, by expression: the claims
+    /// of one template share theirs.
+    pub(crate) verdicts: Verdicts,
+}
+
+/// Most distinct claim expressions whose verdicts a slice keeps: past it
+/// they are forgotten and evaluated again as needed.
+const MAX_CACHED_EXPRESSIONS: usize = 64;
+
+/// A claim selector's verdict on each device of a slice, by expression,
+/// filled as allocation attempts evaluate them.
+#[derive(Debug, Default)]
+pub(crate) struct Verdicts(
+    std::sync::Mutex<HashMap<std::sync::Arc<str>, Vec<Option<Result<bool, SelectorError>>>>>,
+);
+
+impl Clone for Verdicts {
+    fn clone(&self) -> Verdicts {
+        Verdicts(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl Verdicts {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        HashMap<std::sync::Arc<str>, Vec<Option<Result<bool, SelectorError>>>>,
+    > {
+        // Entries are whole values: one left by a panicking holder is
+        // still sound.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Selector `s`'s verdict on device `at` of `devices`, evaluated on
+    /// first use.
+    pub(crate) fn get(
+        &self,
+        s: &cel::Selector,
+        at: usize,
+        devices: usize,
+        evaluate: impl FnOnce() -> Result<bool, SelectorError>,
+    ) -> Result<bool, SelectorError> {
+        if let Some(Some(v)) = self.lock().get(s.source()).map(|v| v[at].clone()) {
+            return v;
+        }
+        let v = evaluate();
+        let mut cache = self.lock();
+        if cache.len() >= MAX_CACHED_EXPRESSIONS && !cache.contains_key(s.source()) {
+            cache.clear();
+        }
+        cache
+            .entry(s.source_arc())
+            .or_insert_with(|| vec![None; devices])[at] = Some(v.clone());
+        v
+    }
 }
 
 impl Published {
@@ -331,6 +387,7 @@ impl Published {
             ids,
             bound,
             classes: HashMap::new(),
+            verdicts: Verdicts::default(),
         }
     }
 
