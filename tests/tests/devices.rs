@@ -42,10 +42,9 @@ fn sched(nodes: &[(&str, usize)]) -> Scheduler {
     Scheduler::new(c, SchedulerConfig::default())
 }
 
-/// A declared gang of `workers` pods, each with a claim of its own for one
-/// GPU.
-fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
-    s.op(ClusterOp::UpsertJob(Job {
+/// A declared gang of exactly `workers` workers.
+fn declared_job(name: &str, workers: u32) -> Job {
+    Job {
         name: name.into(),
         min_member: workers,
         workers,
@@ -58,8 +57,14 @@ fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
         hold: None,
         declared: true,
         progress_permille: None,
-    }))
-    .expect("a job");
+    }
+}
+
+/// A declared gang of `workers` pods, each with a claim of its own for one
+/// GPU.
+fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
+    s.op(ClusterOp::UpsertJob(declared_job(name, workers)))
+        .expect("a job");
     for i in 0..workers {
         let claim = format!("ns/{name}-{i}-gpu");
         s.op(ClusterOp::SetClaim(Claim::new(
@@ -202,21 +207,8 @@ fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_cou
     );
     // A gang of four asking `nvidia.com/gpu: 1` each, no claim: DRAGON
     // packs it on the node with four, each member served by a device.
-    s.op(ClusterOp::UpsertJob(Job {
-        name: "j".into(),
-        min_member: 4,
-        workers: 4,
-        min_workers: 4,
-        max_workers: 4,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
-        declared: true,
-        progress_permille: None,
-    }))
-    .expect("a job");
+    s.op(ClusterOp::UpsertJob(declared_job("j", 4)))
+        .expect("a job");
     for i in 0..4 {
         let mut pod = Pod::new(
             format!("ns/j-{i}"),

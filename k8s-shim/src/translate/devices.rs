@@ -177,19 +177,9 @@ pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
     let name = c.metadata.name.clone().unwrap_or_default();
     let mut unusable = None;
     let spec = c.spec.as_ref();
-    let selectors = spec
-        .and_then(|s| s.selectors.as_ref())
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.cel {
-            Some(cel) => Some(cel.expression.clone()),
-            None => {
-                unusable.get_or_insert_with(|| format!("spec.selectors[{i}]: no CEL expression"));
-                None
-            }
-        })
-        .collect();
+    let selectors = expressions("spec", spec.and_then(|s| s.selectors.as_ref()), &mut |p| {
+        unusable.get_or_insert(p);
+    });
     DeviceClass {
         name,
         selectors,
@@ -367,18 +357,7 @@ fn choice(
             Mode::Count(1)
         }
     };
-    let selectors = selectors
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.cel {
-            Some(cel) => Some(cel.expression.clone()),
-            None => {
-                note(format!("{field}.selectors[{i}]: no CEL expression"));
-                None
-            }
-        })
-        .collect();
+    let selectors = expressions(field, selectors, note);
     let tolerations = tolerations
         .into_iter()
         .flatten()
@@ -469,4 +448,25 @@ pub fn device_claims(p: &core::Pod) -> Result<Vec<String>, TranslateError> {
         }
     }
     Ok(out)
+}
+
+/// The CEL expressions of `selectors` (at `field.selectors`), noting each
+/// selector that has none.
+fn expressions(
+    field: &str,
+    selectors: Option<&Vec<resource::DeviceSelector>>,
+    note: &mut impl FnMut(String),
+) -> Vec<String> {
+    selectors
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.cel {
+            Some(cel) => Some(cel.expression.clone()),
+            None => {
+                note(format!("{field}.selectors[{i}]: no CEL expression"));
+                None
+            }
+        })
+        .collect()
 }

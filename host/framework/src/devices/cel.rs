@@ -204,25 +204,22 @@ fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
             &c.result,
         ],
         Expr::List(l) => l.elements.iter().collect(),
-        Expr::Map(m) => m
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
-            .collect(),
+        Expr::Map(m) => entries(&m.entries),
+        Expr::Struct(s) => entries(&s.entries),
         Expr::Select(s) => vec![&*s.operand],
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     }
+}
+
+/// The keys and values of a map's or struct's entries.
+fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })
+        .collect()
 }
 
 /// The tree's depth, without recursion (the tree may be deep).
