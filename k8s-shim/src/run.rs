@@ -149,51 +149,27 @@ fn native_podgroup(pg: NativePodGroup) -> Event {
     })
 }
 
-/// Whether to watch `scheduling.k8s.io/v1beta1` PodGroups: the API server
-/// serves them (feature gate `GenericWorkload` and that API version
-/// enabled) and this scheduler may list them (an older ClusterRole may not
-/// allow it: then it schedules without them rather than wait forever for a
+/// Whether to watch `K`, a resource (`plural`) of `group_version`: the API
+/// server serves it (an API version or feature gate may be off) and this
+/// scheduler may list it (an older ClusterRole may not allow it: then it
+/// schedules without it, doing `without`, rather than wait forever for a
 /// list that is refused).
-/// Whether `resource.k8s.io/v1` is served (by default since Kubernetes
-/// 1.34) and listable: devices are watched only then, and a pod claiming
-/// devices otherwise waits for its claim, named.
-async fn serves_devices(client: &Client) -> bool {
-    let served = match client.list_api_group_resources("resource.k8s.io/v1").await {
-        Ok(list) => list.resources.iter().any(|r| r.name == "resourceslices"),
+async fn serves<K>(client: &Client, group_version: &str, plural: &str, without: &str) -> bool
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let served = match client.list_api_group_resources(group_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
         Err(_) => false,
     };
     if !served {
         return false;
     }
-    let api = Api::<resource::ResourceSlice>::all(client.clone());
+    let api = Api::<K>::all(client.clone());
     match api.list(&kube::api::ListParams::default().limit(1)).await {
         Err(kube::Error::Api(e)) if e.code == 403 => {
             tracing::warn!(
-                "not allowed to list resource.k8s.io ResourceSlices ({}); pods claiming devices wait until the ClusterRole allows it",
-                e.message
-            );
-            false
-        }
-        _ => true,
-    }
-}
-
-async fn serves_native_podgroups(client: &Client) -> bool {
-    let served = match client
-        .list_api_group_resources("scheduling.k8s.io/v1beta1")
-        .await
-    {
-        Ok(list) => list.resources.iter().any(|r| r.name == "podgroups"),
-        Err(_) => false,
-    };
-    if !served {
-        return false;
-    }
-    let api = Api::<NativePodGroup>::all(client.clone());
-    match api.list(&kube::api::ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            tracing::warn!(
-                "not allowed to list scheduling.k8s.io PodGroups ({}); gangs come from scheduler-plugins PodGroups only until the ClusterRole allows it",
+                "not allowed to list {group_version} {plural} ({}); {without} until the ClusterRole allows it",
                 e.message
             );
             false
@@ -454,7 +430,13 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         key_of,
     );
     // Devices (`resource.k8s.io/v1`, served by default since 1.34).
-    let devices = serves_devices(&client).await;
+    let devices = serves::<resource::ResourceSlice>(
+        &client,
+        "resource.k8s.io/v1",
+        "resourceslices",
+        "pods claiming devices wait",
+    )
+    .await;
     if devices {
         spawn_watch(
             Api::<resource::ResourceSlice>::all(client.clone()),
@@ -483,7 +465,13 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     } else {
         tracing::info!("resource.k8s.io/v1 is not served: pods claiming devices wait, named");
     }
-    let native = serves_native_podgroups(&client).await;
+    let native = serves::<NativePodGroup>(
+        &client,
+        "scheduling.k8s.io/v1beta1",
+        "podgroups",
+        "gangs come from scheduler-plugins PodGroups only",
+    )
+    .await;
     if native {
         spawn_watch(
             Api::<NativePodGroup>::all(client.clone()),

@@ -452,35 +452,26 @@ impl Scenario {
 
     /// DeviceClass `SCENARIO-NAME`: the devices of `driver`.
     pub async fn device_class(&self, name: &str, driver: &str) -> String {
-        let full = format!("{}-{name}", self.name);
-        let classes: Api<resource::DeviceClass> = Api::all(self.client.clone());
-        let class = json!({
-            "metadata": {"name": full, "labels": {"dragon-e2e": self.name}},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}
-        });
-        classes
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(class).unwrap(),
-            )
-            .await
-            .unwrap();
-        full
+        self.create_device_class(name, driver, None).await
     }
 
     /// DeviceClass `SCENARIO-NAME`: the devices of `driver`, serving
     /// requests of extended resource `resource` on nodes that do not
     /// advertise it.
     pub async fn device_class_serving(&self, name: &str, driver: &str, resource: &str) -> String {
+        self.create_device_class(name, driver, Some(resource)).await
+    }
+
+    async fn create_device_class(&self, name: &str, driver: &str, serving: Option<&str>) -> String {
         let full = format!("{}-{name}", self.name);
         let classes: Api<resource::DeviceClass> = Api::all(self.client.clone());
-        let class = json!({
+        let mut class = json!({
             "metadata": {"name": full, "labels": {"dragon-e2e": self.name}},
-            "spec": {
-                "selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}],
-                "extendedResourceName": resource
-            }
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}
         });
+        if let Some(resource) = serving {
+            class["spec"]["extendedResourceName"] = json!(resource);
+        }
         classes
             .create(
                 &PostParams::default(),
