@@ -13,6 +13,7 @@ use super::constraints::{
 };
 use super::devices::Fit;
 use super::model::{Pod, Taint};
+use super::volumes::IN_USE_ONCE;
 use dragon_runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
@@ -209,10 +210,34 @@ fn passes<'p>(
         return false;
     }
     let gpus = served_by_devices(&cluster.devices, node, pod);
-    if !pod.claims.is_empty() || gpus > 0 {
-        return devices_fit(cluster, pod, (i, gpus), device_reasons);
+    if (!pod.claims.is_empty() || gpus > 0) && !devices_fit(cluster, pod, (i, gpus), device_reasons) {
+        return false;
     }
-    true
+    pod.volumes.is_empty() || volumes_fit(cluster, pod, i, device_reasons)
+}
+
+/// VolumeRestrictions' and VolumeBinding's filters for claims not bound
+/// yet: no other placed pod uses its `ReadWriteOncePod` claims, and each
+/// unbound claim finds a volume on node `i` or may be provisioned there.
+#[inline(never)]
+fn volumes_fit(
+    cluster: &Cluster,
+    pod: &Pod,
+    i: usize,
+    reasons: &mut BTreeMap<Cow<'static, str>, usize>,
+) -> bool {
+    let volumes = &cluster.volumes;
+    let reason: Cow<'static, str> = if volumes.in_use_once(&pod.key, &pod.volumes.once) {
+        IN_USE_ONCE.into()
+    } else {
+        match volumes.fit(&cluster.nodes()[i], &pod.volumes.unbound) {
+            Ok(Ok(_)) => return true,
+            Ok(Err(why)) => why.into(),
+            Err(e) => e.to_string().into(),
+        }
+    };
+    *reasons.entry(reason).or_default() += 1;
+    false
 }
 
 /// DynamicResources' filter: whether every claim of `pod`, and the `gpus`
@@ -262,6 +287,7 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
         && pod.constraints.host_ports.is_empty()
         && pod.constraints.volume_node_affinity.is_empty()
         && pod.claims.is_empty()
+        && pod.volumes.is_empty()
         && (r.gpus == 0 || !cluster.devices.has_gpus());
     let extended = !pod.extended.is_empty();
     let mut out = Vec::with_capacity(n);

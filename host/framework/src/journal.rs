@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::{Cluster, ClusterError, PodState};
 use super::devices::{Claim, DeviceClass, ResourceSlice};
 use super::model::{DisruptionBudget, Job, Node, Pod};
+use super::volumes::{PersistentVolume, StorageClass, VolumeClaim};
 use super::selector::Labels;
 
 /// One change a driver made to the snapshot.
@@ -55,6 +56,12 @@ pub enum ClusterOp {
     RemoveDeviceClass(String),
     SetClaim(Claim),
     RemoveClaim(String),
+    SetVolume(PersistentVolume),
+    RemoveVolume(String),
+    SetStorageClass(StorageClass),
+    RemoveStorageClass(String),
+    SetVolumeClaim(VolumeClaim),
+    RemoveVolumeClaim(String),
 }
 
 impl ClusterOp {
@@ -120,6 +127,30 @@ impl ClusterOp {
             }
             ClusterOp::RemoveClaim(key) => {
                 cluster.remove_claim(&key);
+                Ok(())
+            }
+            ClusterOp::SetVolume(v) => {
+                cluster.set_volume(v);
+                Ok(())
+            }
+            ClusterOp::RemoveVolume(name) => {
+                cluster.remove_volume(&name);
+                Ok(())
+            }
+            ClusterOp::SetStorageClass(c) => {
+                cluster.set_storage_class(c);
+                Ok(())
+            }
+            ClusterOp::RemoveStorageClass(name) => {
+                cluster.remove_storage_class(&name);
+                Ok(())
+            }
+            ClusterOp::SetVolumeClaim(c) => {
+                cluster.set_volume_claim(c);
+                Ok(())
+            }
+            ClusterOp::RemoveVolumeClaim(key) => {
+                cluster.remove_volume_claim(&key);
                 Ok(())
             }
         }

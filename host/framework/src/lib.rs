@@ -29,6 +29,7 @@ mod selector;
 pub mod shadow;
 mod unit;
 mod view;
+pub mod volumes;
 
 pub use breaker::{BreakerChange, BreakerConfig};
 pub use cluster::{Cluster, ClusterError, PodState};

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::constraints::Constraints;
 use super::selector::{LabelSelector, Labels};
+use super::volumes::PodVolumes;
 use dragon_runtime::wit;
 
 /// Amounts of every resource other than CPU, memory and `nvidia.com/gpu`,
@@ -316,6 +317,10 @@ pub struct Pod {
     /// goes only where all of them can be allocated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<String>,
+    /// Its unbound `WaitForFirstConsumer` and its `ReadWriteOncePod`
+    /// PersistentVolumeClaims.
+    #[serde(default, skip_serializing_if = "PodVolumes::is_empty")]
+    pub volumes: PodVolumes,
 }
 
 impl Pod {
@@ -338,6 +343,7 @@ impl Pod {
             scheduling_gates: Vec::new(),
             constraints: Constraints::default(),
             claims: Vec::new(),
+            volumes: PodVolumes::default(),
         }
     }
 }

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
-use super::devices::{Claim, DeviceClass, Fit, Inventory, ResourceSlice};
+use super::devices::{Fit, Inventory};
+use super::volumes::Volumes;
 use super::journal::ClusterOp;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
@@ -13,6 +14,7 @@ use super::queue::Changes;
 use super::view::{Interned, Service, Topology};
 use dragon_runtime::wit;
 
+mod claims;
 mod reads;
 #[cfg(test)]
 mod tests;
@@ -113,6 +115,8 @@ pub struct Cluster {
     clock_ms: u64,
     /// Devices published by drivers, their classes, and the claims.
     pub(crate) devices: Inventory,
+    /// PersistentVolumes, StorageClasses and unbound claims.
+    pub(crate) volumes: Volumes,
 }
 
 impl Cluster {
@@ -426,64 +430,14 @@ impl Cluster {
             self.devices.unchoose(key);
             self.sync_device_nodes();
         }
+        if !e.pod.volumes.is_empty() {
+            self.volumes.unchoose(key);
+            if e.state.node().is_some() {
+                self.volumes.use_once(key, &e.pod.volumes.once, false);
+            }
+        }
         self.note_job(e.pod.job.as_ref());
         Ok(e.pod)
-    }
-
-    /// A ResourceSlice named `name` was published or changed.
-    pub fn set_resource_slice(&mut self, name: &str, slice: ResourceSlice) {
-        self.journal(|| ClusterOp::SetResourceSlice {
-            name: name.to_string(),
-            slice: slice.clone(),
-        });
-        self.devices.set_slice(name.to_string(), slice);
-        self.changes.room = true;
-        self.sync_device_nodes();
-    }
-
-    /// The ResourceSlice named `name` is gone.
-    pub fn remove_resource_slice(&mut self, name: &str) {
-        self.journal(|| ClusterOp::RemoveResourceSlice(name.to_string()));
-        self.devices.remove_slice(name);
-        self.sync_device_nodes();
-    }
-
-    /// A DeviceClass was created or changed.
-    pub fn set_device_class(&mut self, class: DeviceClass) {
-        self.journal(|| ClusterOp::SetDeviceClass(class.clone()));
-        self.devices.set_class(class);
-        self.changes.room = true;
-        self.sync_device_nodes();
-    }
-
-    /// The DeviceClass named `name` is gone.
-    pub fn remove_device_class(&mut self, name: &str) {
-        self.journal(|| ClusterOp::RemoveDeviceClass(name.to_string()));
-        self.devices.remove_class(name);
-        self.sync_device_nodes();
-    }
-
-    /// A ResourceClaim as the API server has it now (created, allocated,
-    /// deallocated).
-    pub fn set_claim(&mut self, claim: Claim) {
-        self.journal(|| ClusterOp::SetClaim(claim.clone()));
-        self.devices.set_claim(claim);
-        self.changes.room = true;
-        self.sync_device_nodes();
-    }
-
-    /// The ResourceClaim `key` (`namespace/name`) is gone.
-    pub fn remove_claim(&mut self, key: &str) {
-        self.journal(|| ClusterOp::RemoveClaim(key.to_string()));
-        self.devices.remove_claim(key);
-        self.changes.room = true;
-        self.sync_device_nodes();
-    }
-
-    /// Published devices, classes and claims, with what the framework chose
-    /// for pods it reserved.
-    pub fn devices(&self) -> &Inventory {
-        &self.devices
     }
 
     /// Record that the API server has `key` bound to `node` (by this
@@ -576,6 +530,21 @@ impl Cluster {
             }
             (Some(_), PodState::Pending) if uses_devices(&e.pod) => self.devices.unchoose(key),
             _ => {}
+        }
+        // And its volumes: the bindings of its unbound claims, and the
+        // `ReadWriteOncePod` claims it now holds.
+        if !e.pod.volumes.is_empty() && old.is_some() != state.node().is_some() {
+            match state {
+                PodState::Reserved(n) => {
+                    if let Ok(Ok(chosen)) = self.volumes.fit(&self.nodes[n], &e.pod.volumes.unbound) {
+                        self.volumes.choose(key, chosen);
+                    }
+                }
+                PodState::Pending => self.volumes.unchoose(key),
+                PodState::Bound(_) => {}
+            }
+            self.volumes
+                .use_once(key, &e.pod.volumes.once, state.node().is_some());
         }
         e.state = state;
         let pod = &e.pod;

@@ -1,0 +1,113 @@
+//! What drivers tell the cluster about devices and volumes: ResourceSlices,
+//! DeviceClasses and ResourceClaims; PersistentVolumes, StorageClasses and
+//! unbound PersistentVolumeClaims.
+
+use super::Cluster;
+use crate::devices::{Claim, DeviceClass, Inventory, ResourceSlice};
+use crate::journal::ClusterOp;
+use crate::volumes::{PersistentVolume, StorageClass, VolumeClaim, Volumes};
+
+impl Cluster {
+    /// A ResourceSlice named `name` was published or changed.
+    pub fn set_resource_slice(&mut self, name: &str, slice: ResourceSlice) {
+        self.journal(|| ClusterOp::SetResourceSlice {
+            name: name.to_string(),
+            slice: slice.clone(),
+        });
+        self.devices.set_slice(name.to_string(), slice);
+        self.changes.room = true;
+        self.sync_device_nodes();
+    }
+
+    /// The ResourceSlice named `name` is gone.
+    pub fn remove_resource_slice(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveResourceSlice(name.to_string()));
+        self.devices.remove_slice(name);
+        self.sync_device_nodes();
+    }
+
+    /// A DeviceClass was created or changed.
+    pub fn set_device_class(&mut self, class: DeviceClass) {
+        self.journal(|| ClusterOp::SetDeviceClass(class.clone()));
+        self.devices.set_class(class);
+        self.changes.room = true;
+        self.sync_device_nodes();
+    }
+
+    /// The DeviceClass named `name` is gone.
+    pub fn remove_device_class(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveDeviceClass(name.to_string()));
+        self.devices.remove_class(name);
+        self.sync_device_nodes();
+    }
+
+    /// A ResourceClaim as the API server has it now (created, allocated,
+    /// deallocated).
+    pub fn set_claim(&mut self, claim: Claim) {
+        self.journal(|| ClusterOp::SetClaim(claim.clone()));
+        self.devices.set_claim(claim);
+        self.changes.room = true;
+        self.sync_device_nodes();
+    }
+
+    /// The ResourceClaim `key` (`namespace/name`) is gone.
+    pub fn remove_claim(&mut self, key: &str) {
+        self.journal(|| ClusterOp::RemoveClaim(key.to_string()));
+        self.devices.remove_claim(key);
+        self.changes.room = true;
+        self.sync_device_nodes();
+    }
+
+    /// Published devices, classes and claims, with what the framework chose
+    /// for pods it reserved.
+    pub fn devices(&self) -> &Inventory {
+        &self.devices
+    }
+
+
+    /// A PersistentVolume was created or changed.
+    pub fn set_volume(&mut self, volume: PersistentVolume) {
+        self.journal(|| ClusterOp::SetVolume(volume.clone()));
+        self.volumes.set_volume(volume);
+        self.changes.room = true;
+    }
+
+    /// The PersistentVolume named `name` is gone.
+    pub fn remove_volume(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveVolume(name.to_string()));
+        self.volumes.remove_volume(name);
+    }
+
+    /// A StorageClass was created or changed.
+    pub fn set_storage_class(&mut self, class: StorageClass) {
+        self.journal(|| ClusterOp::SetStorageClass(class.clone()));
+        self.volumes.set_class(class);
+        self.changes.room = true;
+    }
+
+    /// The StorageClass named `name` is gone.
+    pub fn remove_storage_class(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveStorageClass(name.to_string()));
+        self.volumes.remove_class(name);
+    }
+
+    /// An unbound claim of a `WaitForFirstConsumer` class, as the API
+    /// server has it now.
+    pub fn set_volume_claim(&mut self, claim: VolumeClaim) {
+        self.journal(|| ClusterOp::SetVolumeClaim(claim.clone()));
+        self.volumes.set_claim(claim);
+        self.changes.room = true;
+    }
+
+    /// The claim `key` (`namespace/name`) is bound or gone.
+    pub fn remove_volume_claim(&mut self, key: &str) {
+        self.journal(|| ClusterOp::RemoveVolumeClaim(key.to_string()));
+        self.volumes.remove_claim(key);
+    }
+
+    /// Volumes, classes and unbound claims, with the bindings chosen for
+    /// pods the framework reserved.
+    pub fn volumes(&self) -> &Volumes {
+        &self.volumes
+    }
+}

@@ -1,0 +1,384 @@
+//! PersistentVolumes as kube-scheduler v1.37's VolumeBinding and
+//! VolumeRestrictions plugins see them.
+//!
+//! A claim of a `WaitForFirstConsumer` StorageClass is bound only once a
+//! pod using it is placed: on the node the scheduler chooses, the claim
+//! takes the smallest available PersistentVolume that matches it (class,
+//! capacity, access modes, volume mode, label selector, node affinity), or,
+//! when none does, is provisioned there if its class has a provisioner
+//! whose allowed topologies include the node. [`Volumes`] keeps the
+//! volumes, classes and such claims, and what was chosen for the pods the
+//! framework reserved, so the members of one gang never choose the same
+//! volume. Claims already bound are not here: their volumes' node affinity
+//! is a constraint of each pod that uses them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Node;
+use crate::selector::{LabelSelector, Labels, NodeSelector};
+
+#[cfg(test)]
+mod tests;
+
+/// How a volume may be mounted (`spec.accessModes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AccessMode {
+    ReadWriteOnce,
+    ReadOnlyMany,
+    ReadWriteMany,
+    /// One pod at a time, cluster-wide (VolumeRestrictions).
+    ReadWriteOncePod,
+}
+
+/// Whether a volume is a filesystem or a raw block device
+/// (`spec.volumeMode`; Filesystem when unset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeMode {
+    #[default]
+    Filesystem,
+    Block,
+}
+
+/// A PersistentVolume as binding needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistentVolume {
+    pub name: String,
+    /// `spec.storageClassName` ("" for none).
+    pub class: String,
+    /// `spec.capacity.storage`, bytes.
+    pub capacity: u64,
+    pub access_modes: Vec<AccessMode>,
+    #[serde(default)]
+    pub mode: VolumeMode,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    /// `spec.nodeAffinity.required` (`None`: reachable from every node).
+    pub node_affinity: Option<NodeSelector>,
+    /// The claim (`namespace/name`) of `spec.claimRef`: the claim it is
+    /// bound or pre-bound to.
+    pub claim: Option<String>,
+    /// `status.phase` is `Available`.
+    pub available: bool,
+    /// Being deleted (`metadata.deletionTimestamp`).
+    #[serde(default)]
+    pub deleting: bool,
+}
+
+/// A StorageClass as binding needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageClass {
+    pub name: String,
+    /// Whether a provisioner makes its volumes on demand (not
+    /// `kubernetes.io/no-provisioner`).
+    pub provisions: bool,
+    /// `allowedTopologies` (`None`: every node).
+    pub allowed_topologies: Option<NodeSelector>,
+}
+
+/// An unbound claim of a `WaitForFirstConsumer` class, which the
+/// scheduler binds once it places a pod that uses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeClaim {
+    /// `namespace/name`.
+    pub key: String,
+    pub class: String,
+    /// `spec.resources.requests.storage`, bytes.
+    pub request: u64,
+    pub access_modes: Vec<AccessMode>,
+    #[serde(default)]
+    pub mode: VolumeMode,
+    /// `spec.selector`: the labels a volume must carry.
+    pub selector: Option<LabelSelector>,
+}
+
+/// What binds a claim on the chosen node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeBinding {
+    /// This existing volume (its `spec.claimRef` is set to the claim).
+    Volume(String),
+    /// A volume the class's provisioner makes on this node (the claim's
+    /// `volume.kubernetes.io/selected-node` annotation).
+    Provision(String),
+}
+
+impl fmt::Display for VolumeBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VolumeBinding::Volume(v) => write!(f, "persistentvolume {v:?}"),
+            VolumeBinding::Provision(n) => write!(f, "a volume provisioned on node {n:?}"),
+        }
+    }
+}
+
+/// kube-scheduler's reason when a claim finds neither a volume nor a way to
+/// provision one on a node.
+pub const NO_VOLUME: &str = "node(s) didn't find available persistent volumes to bind";
+/// kube-scheduler's reason when a claim's chosen volume cannot be reached.
+pub const NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// VolumeRestrictions' reason for a `ReadWriteOncePod` claim in use.
+pub const IN_USE_ONCE: &str = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+
+/// Why a pod's claims cannot be bound anywhere: an object it needs is
+/// missing, named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeError {
+    #[error("persistentvolumeclaim {0:?} is not known")]
+    NoClaim(String),
+    #[error("persistentvolumeclaim {claim:?}: storageclass {class:?} not found")]
+    NoClass { claim: String, class: String },
+}
+
+/// Volumes, classes and unbound claims, with the bindings chosen for the
+/// pods the framework reserved.
+#[derive(Debug, Clone, Default)]
+pub struct Volumes {
+    volumes: BTreeMap<String, PersistentVolume>,
+    /// Volume names by class: a claim looks only at its own class.
+    by_class: BTreeMap<String, BTreeSet<String>>,
+    classes: BTreeMap<String, StorageClass>,
+    claims: BTreeMap<String, VolumeClaim>,
+    /// Claim → the pod that chose its binding, and the binding.
+    chosen: BTreeMap<String, (String, VolumeBinding)>,
+    /// Volumes in `chosen`: taken for every other claim.
+    taken: BTreeSet<String>,
+    /// `ReadWriteOncePod` claim → the placed pods that use it.
+    users: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Volumes {
+    pub fn set_volume(&mut self, volume: PersistentVolume) {
+        self.remove_volume(&volume.name.clone());
+        self.by_class
+            .entry(volume.class.clone())
+            .or_default()
+            .insert(volume.name.clone());
+        self.volumes.insert(volume.name.clone(), volume);
+    }
+
+    pub fn remove_volume(&mut self, name: &str) {
+        if let Some(old) = self.volumes.remove(name)
+            && let Some(names) = self.by_class.get_mut(&old.class)
+        {
+            names.remove(name);
+            if names.is_empty() {
+                self.by_class.remove(&old.class);
+            }
+        }
+    }
+
+    pub fn set_class(&mut self, class: StorageClass) {
+        self.classes.insert(class.name.clone(), class);
+    }
+
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn set_claim(&mut self, claim: VolumeClaim) {
+        self.claims.insert(claim.key.clone(), claim);
+    }
+
+    /// The claim is bound (or gone): nothing more to choose for it.
+    pub fn remove_claim(&mut self, key: &str) {
+        self.claims.remove(key);
+        if let Some((_, VolumeBinding::Volume(v))) = self.chosen.remove(key) {
+            self.taken.remove(&v);
+        }
+    }
+
+    pub fn volume_names(&self) -> impl Iterator<Item = &String> {
+        self.volumes.keys()
+    }
+
+    pub fn class_names(&self) -> impl Iterator<Item = &String> {
+        self.classes.keys()
+    }
+
+    pub fn claim_keys(&self) -> impl Iterator<Item = &String> {
+        self.claims.keys()
+    }
+
+    /// The bindings `pod`'s reservation chose, by claim: what must be
+    /// written before it is bound.
+    pub fn chosen_for<'a>(&'a self, pod: &'a str) -> impl Iterator<Item = (&'a str, &'a VolumeBinding)> {
+        self.chosen
+            .iter()
+            .filter(move |(_, (p, _))| p == pod)
+            .map(|(c, (_, b))| (c.as_str(), b))
+    }
+
+    /// How each of `claims` is bound on `node`, or why it cannot be:
+    /// FindPodVolumes for unbound delayed-binding claims. A claim another
+    /// reserved pod already chose a binding for (a shared claim) must be
+    /// reachable with that binding and is not returned.
+    ///
+    /// # Errors
+    /// A claim or its class is unknown.
+    pub fn fit(
+        &self,
+        node: &Node,
+        claims: &[String],
+    ) -> Result<Result<Vec<(String, VolumeBinding)>, &'static str>, VolumeError> {
+        let mut open: Vec<&VolumeClaim> = Vec::with_capacity(claims.len());
+        for key in claims {
+            if let Some((_, binding)) = self.chosen.get(key) {
+                if !self.reaches(binding, node) {
+                    return Ok(Err(NODE_CONFLICT));
+                }
+                continue;
+            }
+            open.push(
+                self.claims
+                    .get(key)
+                    .ok_or_else(|| VolumeError::NoClaim(key.clone()))?,
+            );
+        }
+        // Smallest requests first, so each takes the smallest volume that
+        // fits it and larger ones stay for larger claims.
+        open.sort_by_key(|c| c.request);
+        let mut bindings = Vec::with_capacity(open.len());
+        let mut picked: BTreeSet<&str> = BTreeSet::new();
+        for claim in open {
+            let binding = match self.matching_volume(claim, node, &picked) {
+                Some(v) => {
+                    picked.insert(v);
+                    VolumeBinding::Volume(v.to_string())
+                }
+                None => {
+                    let class = self.classes.get(&claim.class).ok_or_else(|| VolumeError::NoClass {
+                        claim: claim.key.clone(),
+                        class: claim.class.clone(),
+                    })?;
+                    let allowed = class
+                        .allowed_topologies
+                        .as_ref()
+                        .is_none_or(|t| t.matches(&node.name, &node.labels));
+                    if !class.provisions || !allowed {
+                        return Ok(Err(NO_VOLUME));
+                    }
+                    VolumeBinding::Provision(node.name.clone())
+                }
+            };
+            bindings.push((claim.key.clone(), binding));
+        }
+        Ok(Ok(bindings))
+    }
+
+    /// FindMatchingVolume: a volume pre-bound to the claim if it reaches
+    /// `node`, else the smallest available one that matches it.
+    fn matching_volume<'a>(
+        &'a self,
+        claim: &VolumeClaim,
+        node: &Node,
+        picked: &BTreeSet<&str>,
+    ) -> Option<&'a str> {
+        let mut best: Option<&PersistentVolume> = None;
+        for name in self.by_class.get(&claim.class).into_iter().flatten() {
+            let v = &self.volumes[name];
+            if picked.contains(name.as_str()) || self.taken.contains(name) {
+                continue;
+            }
+            let mine = v.claim.as_deref() == Some(claim.key.as_str());
+            if (v.claim.is_some() && !mine) || v.capacity < claim.request || v.mode != claim.mode || v.deleting {
+                continue;
+            }
+            let reaches = v
+                .node_affinity
+                .as_ref()
+                .is_none_or(|s| s.matches(&node.name, &node.labels));
+            if mine {
+                return reaches.then_some(name.as_str());
+            }
+            if !v.available
+                || !reaches
+                || !claim.selector.as_ref().is_none_or(|s| s.matches(&v.labels))
+                || !claim.access_modes.iter().all(|m| v.access_modes.contains(m))
+            {
+                continue;
+            }
+            if best.is_none_or(|b| v.capacity < b.capacity) {
+                best = Some(v);
+            }
+        }
+        best.map(|v| v.name.as_str())
+    }
+
+    fn reaches(&self, binding: &VolumeBinding, node: &Node) -> bool {
+        match binding {
+            VolumeBinding::Provision(n) => *n == node.name,
+            VolumeBinding::Volume(v) => self.volumes.get(v).is_some_and(|v| {
+                v.node_affinity
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&node.name, &node.labels))
+            }),
+        }
+    }
+
+    /// Keep `bindings` as `pod`'s choice.
+    pub(crate) fn choose(&mut self, pod: &str, bindings: Vec<(String, VolumeBinding)>) {
+        for (claim, binding) in bindings {
+            if let VolumeBinding::Volume(v) = &binding {
+                self.taken.insert(v.clone());
+            }
+            self.chosen.insert(claim, (pod.to_string(), binding));
+        }
+    }
+
+    /// Give back what `pod` chose and was not bound yet.
+    pub(crate) fn unchoose(&mut self, pod: &str) {
+        let taken = &mut self.taken;
+        self.chosen.retain(|_, (p, binding)| {
+            let keep = p != pod;
+            if !keep && let VolumeBinding::Volume(v) = binding {
+                taken.remove(v);
+            }
+            keep
+        });
+    }
+
+    /// Whether another placed pod uses one of `claims` (`ReadWriteOncePod`).
+    pub(crate) fn in_use_once(&self, pod: &str, claims: &[String]) -> bool {
+        claims.iter().any(|c| {
+            self.users
+                .get(c)
+                .is_some_and(|users| users.iter().any(|u| u != pod))
+        })
+    }
+
+    /// `pod` holds (`true`) or no longer holds its `ReadWriteOncePod`
+    /// claims.
+    pub(crate) fn use_once(&mut self, pod: &str, claims: &[String], holds: bool) {
+        for c in claims {
+            if holds {
+                self.users.entry(c.clone()).or_default().insert(pod.to_string());
+            } else if let Some(users) = self.users.get_mut(c) {
+                users.remove(pod);
+                if users.is_empty() {
+                    self.users.remove(c);
+                }
+            }
+        }
+    }
+}
+
+/// A pod's claims that placement must check beyond bound volumes' node
+/// affinity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodVolumes {
+    /// Unbound `WaitForFirstConsumer` claims (`namespace/name`), bound on
+    /// the node the pod is placed on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unbound: Vec<String>,
+    /// `ReadWriteOncePod` claims: no other placed pod may use them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub once: Vec<String>,
+}
+
+impl PodVolumes {
+    pub fn is_empty(&self) -> bool {
+        self.unbound.is_empty() && self.once.is_empty()
+    }
+}

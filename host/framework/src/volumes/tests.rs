@@ -1,0 +1,225 @@
+//! Cases of kube-scheduler's `TestFindPodVolumesWithoutProvisioning` and
+//! `TestFindPodVolumesWithProvisioning` (volumebinding/binder_test.go),
+//! with their volumes, claims and classes.
+
+use super::*;
+use crate::model::Resources;
+use crate::selector::{NodeSelectorTerm, Operator, Requirement};
+
+const G: u64 = 1_000_000_000;
+const GI: u64 = 1 << 30;
+
+fn on(node: &str) -> NodeSelector {
+    NodeSelector {
+        terms: vec![NodeSelectorTerm {
+            match_expressions: vec![Requirement {
+                key: "nodeKey".into(),
+                operator: Operator::In,
+                values: vec![node.into()],
+            }],
+            match_fields: Vec::new(),
+        }],
+    }
+}
+
+fn node(name: &str) -> Node {
+    let mut n = Node::new(name, Resources::default());
+    n.labels.insert("nodeKey".into(), name.into());
+    n
+}
+
+fn pv(name: &str, node: &str, capacity: u64, claim: Option<&str>) -> PersistentVolume {
+    PersistentVolume {
+        name: name.into(),
+        class: "waitClass".into(),
+        capacity,
+        access_modes: vec![AccessMode::ReadWriteOnce],
+        mode: VolumeMode::Filesystem,
+        labels: Labels::new(),
+        node_affinity: Some(on(node)),
+        claim: claim.map(|c| format!("testns/{c}")),
+        available: claim.is_none(),
+        deleting: false,
+    }
+}
+
+fn pvc(name: &str, request: u64, class: &str) -> VolumeClaim {
+    VolumeClaim {
+        key: format!("testns/{name}"),
+        class: class.into(),
+        request,
+        access_modes: vec![AccessMode::ReadWriteOnce],
+        mode: VolumeMode::Filesystem,
+        selector: None,
+    }
+}
+
+/// kube's fixtures: three classes, two nodes' volumes, four claims.
+fn inventory(volumes: &[PersistentVolume]) -> Volumes {
+    let mut v = Volumes::default();
+    for (name, provisions, topology) in [
+        ("waitClass", false, None),
+        ("waitClassWithProvisioner", true, None),
+        ("topoMismatchClass", true, Some(on("node2"))),
+    ] {
+        v.set_class(StorageClass {
+            name: name.into(),
+            provisions,
+            allowed_topologies: topology,
+        });
+    }
+    for volume in volumes {
+        v.set_volume(volume.clone());
+    }
+    v.set_claim(pvc("unbound-pvc", G, "waitClass"));
+    v.set_claim(pvc("unbound-pvc2", 5 * G, "waitClass"));
+    v.set_claim(pvc("provisioned-pvc", GI, "waitClassWithProvisioner"));
+    v.set_claim(pvc("no-provisioner-pvc", GI, "waitClass"));
+    v.set_claim(pvc("topo-mismatch-pvc", GI, "topoMismatchClass"));
+    v
+}
+
+fn keys(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| format!("testns/{n}")).collect()
+}
+
+fn bound(pairs: &[(&str, &str)]) -> Vec<(String, VolumeBinding)> {
+    pairs
+        .iter()
+        .map(|(c, v)| (format!("testns/{c}"), VolumeBinding::Volume(v.to_string())))
+        .collect()
+}
+
+fn node1a() -> PersistentVolume {
+    pv("pv-node1a", "node1", 5 * G, None)
+}
+fn node1b() -> PersistentVolume {
+    pv("pv-node1b", "node1", 10 * G, None)
+}
+fn node2() -> PersistentVolume {
+    pv("pv-node2", "node2", G, None)
+}
+
+fn fit(volumes: &Volumes, claims: &[&str]) -> Result<Vec<(String, VolumeBinding)>, &'static str> {
+    volumes.fit(&node("node1"), &keys(claims)).unwrap()
+}
+
+#[test]
+fn a_claim_takes_the_smallest_matching_volume_its_node_reaches() {
+    // unbound-pvc,pv-same-node
+    let v = inventory(&[node2(), node1a(), node1b()]);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Ok(bound(&[("unbound-pvc", "pv-node1a")])));
+    // unbound-pvc,pv-different-node
+    let v = inventory(&[node2()]);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+}
+
+#[test]
+fn two_claims_take_two_volumes_smallest_request_first() {
+    // two-unbound-pvcs and two-unbound-pvcs,order-by-size
+    let v = inventory(&[node1a(), node1b()]);
+    let both = bound(&[("unbound-pvc", "pv-node1a"), ("unbound-pvc2", "pv-node1b")]);
+    assert_eq!(fit(&v, &["unbound-pvc", "unbound-pvc2"]), Ok(both.clone()));
+    assert_eq!(fit(&v, &["unbound-pvc2", "unbound-pvc"]), Ok(both));
+    // two-unbound-pvcs,partial-match: the second has no volume left and
+    // its class provisions none.
+    let v = inventory(&[node1a()]);
+    assert_eq!(fit(&v, &["unbound-pvc", "unbound-pvc2"]), Err(NO_VOLUME));
+}
+
+#[test]
+fn a_volume_pre_bound_to_the_claim_is_taken_even_when_larger() {
+    let mut v = inventory(&[node1a(), pv("pv-node1b", "node1", 10 * G, Some("unbound-pvc"))]);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Ok(bound(&[("unbound-pvc", "pv-node1b")])));
+    // Pre-bound to a volume on another node: no other volume will do.
+    v.set_volume(pv("pv-node1b", "node2", 10 * G, Some("unbound-pvc")));
+    v.set_volume(node1a());
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+}
+
+#[test]
+fn a_volume_bound_to_another_claim_or_of_another_mode_or_size_is_not_taken() {
+    let mut v = inventory(&[pv("pv-node1a", "node1", 5 * G, Some("bound-pvc"))]);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+    let mut block = node1a();
+    block.mode = VolumeMode::Block;
+    v.set_volume(block);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+    v.set_volume(pv("pv-node1a", "node1", G / 2, None));
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+    let mut many = node1a();
+    many.access_modes = vec![AccessMode::ReadOnlyMany];
+    v.set_volume(many);
+    assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
+}
+
+#[test]
+fn a_claim_with_no_volume_is_provisioned_where_its_class_may_provision() {
+    // one-provisioned
+    let v = inventory(&[]);
+    assert_eq!(
+        fit(&v, &["provisioned-pvc"]),
+        Ok(vec![(
+            "testns/provisioned-pvc".into(),
+            VolumeBinding::Provision("node1".into())
+        )])
+    );
+    // two-unbound-pvcs,one-matched,one-provisioned
+    let v = inventory(&[node1a()]);
+    let both = fit(&v, &["unbound-pvc", "provisioned-pvc"]).unwrap();
+    assert_eq!(both.len(), 2);
+    // invalid-provisioner and volume-topology-unsatisfied (no volumes)
+    let v = inventory(&[]);
+    assert_eq!(fit(&v, &["no-provisioner-pvc"]), Err(NO_VOLUME));
+    assert_eq!(fit(&v, &["topo-mismatch-pvc"]), Err(NO_VOLUME));
+    assert!(
+        v.fit(&node("node2"), &keys(&["topo-mismatch-pvc"]))
+            .unwrap()
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_missing_claim_or_class_is_an_error_naming_it() {
+    // pvc-not-found
+    let mut v = inventory(&[]);
+    assert_eq!(
+        v.fit(&node("node1"), &keys(&["nowhere"])),
+        Err(VolumeError::NoClaim("testns/nowhere".into()))
+    );
+    v.set_claim(pvc("orphan", G, "gone"));
+    assert!(matches!(
+        v.fit(&node("node1"), &keys(&["orphan"])),
+        Err(VolumeError::NoClass { .. })
+    ));
+}
+
+#[test]
+fn a_volume_one_pod_chose_is_not_offered_to_another_and_comes_back_when_given_up() {
+    let mut v = inventory(&[node1a()]);
+    v.set_claim(pvc("other", G, "waitClass"));
+    let chosen = fit(&v, &["unbound-pvc"]).unwrap();
+    v.choose("testns/p0", chosen);
+    assert_eq!(fit(&v, &["other"]), Err(NO_VOLUME));
+    // The claim itself, shared by a second pod: reachable from node1 only.
+    assert_eq!(fit(&v, &["unbound-pvc"]), Ok(Vec::new()));
+    assert_eq!(
+        v.fit(&node("node2"), &keys(&["unbound-pvc"])).unwrap(),
+        Err(NODE_CONFLICT)
+    );
+    assert_eq!(v.chosen_for("testns/p0").count(), 1);
+    v.unchoose("testns/p0");
+    assert_eq!(fit(&v, &["other"]), Ok(bound(&[("other", "pv-node1a")])));
+}
+
+#[test]
+fn a_read_write_once_pod_claim_is_used_by_one_placed_pod_at_a_time() {
+    let mut v = Volumes::default();
+    let claim = keys(&["once"]);
+    assert!(!v.in_use_once("a", &claim));
+    v.use_once("a", &claim, true);
+    assert!(!v.in_use_once("a", &claim), "its own use is no conflict");
+    assert!(v.in_use_once("b", &claim));
+    v.use_once("a", &claim, false);
+    assert!(!v.in_use_once("b", &claim));
+}

@@ -1,0 +1,199 @@
+//! Pods whose claims are bound only once they are placed
+//! (`WaitForFirstConsumer`) and pods that share a `ReadWriteOncePod` claim,
+//! through the framework with the wasm policies: a gang goes where every
+//! member's claim finds a volume of its own, and never holds one claim in
+//! two pods at once.
+
+use dragon_host::framework::volumes::{
+    AccessMode, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
+};
+use dragon_host::framework::{
+    Cluster, ClusterOp, Decision, Job, Node, NodeSelector, NodeSelectorTerm, Operator, Pod,
+    RecordingIo, Requirement, Resources, Role, Scheduler, SchedulerConfig,
+};
+use dragon_host::runtime::Hooks;
+use dragon_tests::{Ops, bundled, engine};
+
+const GI: u64 = 1 << 30;
+
+fn on(node: &str) -> NodeSelector {
+    NodeSelector {
+        terms: vec![NodeSelectorTerm {
+            match_expressions: vec![Requirement {
+                key: "kubernetes.io/hostname".into(),
+                operator: Operator::In,
+                values: vec![node.into()],
+            }],
+            match_fields: Vec::new(),
+        }],
+    }
+}
+
+/// A local volume of `node`.
+fn local(name: &str, node: &str) -> PersistentVolume {
+    PersistentVolume {
+        name: name.into(),
+        class: "local".into(),
+        capacity: 100 * GI,
+        access_modes: vec![AccessMode::ReadWriteOnce],
+        mode: VolumeMode::Filesystem,
+        labels: Default::default(),
+        node_affinity: Some(on(node)),
+        claim: None,
+        available: true,
+        deleting: false,
+    }
+}
+
+fn sched(nodes: &[&str]) -> Scheduler {
+    let mut c = Cluster::new();
+    for name in nodes {
+        let mut node = Node::new(
+            *name,
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 131_072,
+                gpus: 8,
+            },
+        );
+        node.labels
+            .insert("kubernetes.io/hostname".into(), name.to_string());
+        c.add_node(node).expect("a node");
+    }
+    c.set_storage_class(StorageClass {
+        name: "local".into(),
+        provisions: false,
+        allowed_topologies: None,
+    });
+    Scheduler::new(c, SchedulerConfig::default())
+}
+
+fn declared_job(name: &str, workers: u32) -> Job {
+    Job {
+        name: name.into(),
+        min_member: workers,
+        workers,
+        min_workers: workers,
+        max_workers: workers,
+        priority: 0,
+        arrival_ms: 0,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+        declared: true,
+        progress_permille: None,
+    }
+}
+
+/// A gang of `workers` pods of 8 GPUs (a node each), member `i` using
+/// `claim(i)`: unbound `WaitForFirstConsumer` claims, or, with `once`, one
+/// `ReadWriteOncePod` claim.
+fn add_gang(s: &mut Scheduler, name: &str, workers: u32, claim: impl Fn(u32) -> String, once: bool) {
+    s.op(ClusterOp::UpsertJob(declared_job(name, workers)))
+        .expect("a job");
+    for i in 0..workers {
+        let mut pod = Pod::new(
+            format!("ns/{name}-{i}"),
+            Resources {
+                cpu_milli: 1_000,
+                memory_mib: 1_024,
+                gpus: 8,
+            },
+        );
+        pod.job = Some(name.into());
+        pod.role = Role::Worker;
+        pod.index = i;
+        if once {
+            pod.volumes.once = vec![claim(i)];
+        } else {
+            s.op(ClusterOp::SetVolumeClaim(VolumeClaim {
+                key: claim(i),
+                class: "local".into(),
+                request: 10 * GI,
+                access_modes: vec![AccessMode::ReadWriteOnce],
+                mode: VolumeMode::Filesystem,
+                selector: None,
+            }))
+            .expect("a claim");
+            pod.volumes.unbound = vec![claim(i)];
+        }
+        s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
+    }
+}
+
+fn round(s: &mut Scheduler, now: u64, p: &dyn Hooks) -> (Vec<Decision>, RecordingIo) {
+    let mut io = RecordingIo::default();
+    let r = s.schedule_round(now, p, &mut io, &mut RecordingIo::default());
+    (r.decisions, io)
+}
+
+fn unschedulable(d: &[Decision]) -> String {
+    d.iter()
+        .find_map(|d| match d {
+            Decision::Unschedulable { reason, .. } => Some(reason.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the gang is reported: {d:?}"))
+}
+
+#[test]
+fn a_gang_with_unbound_local_claims_goes_where_each_member_finds_a_volume_of_its_own() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    // Four nodes, volumes on `b` and `d` only.
+    let mut s = sched(&["a", "b", "c", "d"]);
+    s.op(ClusterOp::SetVolume(local("pv-b", "b"))).expect("a volume");
+    add_gang(&mut s, "j", 2, |i| format!("ns/data-{i}"), false);
+    // One volume for two claims: the whole gang waits, named.
+    let (d, io) = round(&mut s, 0, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    let reason = unschedulable(&d);
+    assert!(reason.contains("didn't find available persistent volumes to bind"), "{reason}");
+    // A second volume: each member lands on a volume's node, each claim
+    // with a volume of its own.
+    s.op(ClusterOp::SetVolume(local("pv-d", "d"))).expect("a volume");
+    let (d, io) = round(&mut s, 1_000, &policy);
+    let mut nodes: Vec<&str> = io.binds.iter().map(|(_, n)| n.as_str()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["b", "d"], "{d:?}");
+    for (pod, node) in &io.binds {
+        let chosen: Vec<_> = s.cluster().volumes().chosen_for(pod).collect();
+        assert_eq!(chosen.len(), 1, "{pod}");
+        assert_eq!(*chosen[0].1, VolumeBinding::Volume(format!("pv-{node}")), "{pod}");
+    }
+}
+
+#[test]
+fn a_claim_with_no_volume_is_provisioned_on_the_node_its_class_allows() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    s.op(ClusterOp::SetStorageClass(StorageClass {
+        name: "local".into(),
+        provisions: true,
+        allowed_topologies: Some(on("b")),
+    }))
+    .expect("a class");
+    add_gang(&mut s, "j", 1, |i| format!("ns/data-{i}"), false);
+    let (d, io) = round(&mut s, 0, &policy);
+    assert_eq!(io.binds, vec![("ns/j-0".to_string(), "b".to_string())], "{d:?}");
+    let chosen: Vec<_> = s.cluster().volumes().chosen_for("ns/j-0").collect();
+    assert_eq!(chosen, [("ns/data-0", &VolumeBinding::Provision("b".into()))]);
+}
+
+#[test]
+fn a_read_write_once_pod_claim_shared_within_a_gang_keeps_it_pending_and_a_lone_user_runs() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    add_gang(&mut s, "shared", 2, |_| "ns/ckpt".to_string(), true);
+    let (d, io) = round(&mut s, 0, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    let reason = unschedulable(&d);
+    assert!(reason.contains("ReadWriteOncePod"), "{reason}");
+    // A gang whose members each have a claim of their own runs.
+    add_gang(&mut s, "own", 2, |i| format!("ns/ckpt-{i}"), true);
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert_eq!(io.binds.len(), 2, "{d:?}");
+    assert!(io.binds.iter().all(|(p, _)| p.starts_with("ns/own")));
+}
