@@ -3,62 +3,149 @@
 //! PodGroup statuses) from tasks of their own, so a round never waits for
 //! them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use dragon_framework::devices::Allocation;
+use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind};
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::cluster_io::{ClusterIo, Note};
+use crate::cluster_io::{ClaimProgress, ClusterIo, Note};
 use crate::group_status::Status;
 
-/// The devices a round chose for a pod: each claim's allocation, and the
-/// class and devices serving its `nvidia.com/gpu` request.
+/// What a round chose for a pod that must be written before its Binding:
+/// each ResourceClaim's allocation, the class and devices serving its
+/// `nvidia.com/gpu` request, and the binding of each PersistentVolumeClaim
+/// it binds.
 #[derive(Debug, Clone, Default)]
-pub struct PodDevices {
+pub struct Prebind {
     pub claims: Vec<(String, Allocation)>,
     pub extended: Option<(String, Allocation)>,
+    pub volumes: Vec<(String, VolumeBinding)>,
 }
 
-/// The devices a round chose, by pod.
-pub type Claims = BTreeMap<String, PodDevices>;
+impl Prebind {
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.extended.is_none() && self.volumes.is_empty()
+    }
+}
 
-/// Up to `concurrency` (at least 1) binds in flight, each a Binding POST
-/// after its pod's claim allocations (`claims`), results in input order. The loop waits for all of them: the framework releases a
-/// gang whose bind failed only once it has every result.
+/// A round's binds and what goes before them.
+#[derive(Debug, Clone, Default)]
+pub struct Prebinds {
+    /// By pod.
+    pub pods: BTreeMap<String, Prebind>,
+    /// The gang (job) of each pod in one: a gang none of whose writes
+    /// failed is bound, else none of it.
+    pub gangs: BTreeMap<String, String>,
+    /// How long a pod's claims may take to become bound once written.
+    pub volume_wait: Duration,
+}
+
+/// Sends a round's binds, up to `concurrency` (at least 1) requests in
+/// flight, results in input order. First every pod's pre-bind writes (as
+/// kube-scheduler's PreBind: devices allocated, volumes bound and waited
+/// for), then the Bindings of the pods whose gang's writes all succeeded:
+/// a pod is never bound without what it needs, and a gang is not bound in
+/// part for want of one member's volume. The loop waits for all of them:
+/// the framework releases a gang whose bind failed only once it has every
+/// result.
 pub async fn bind_all<I: ClusterIo>(
     io: &I,
     binds: &[(String, String)],
-    claims: &Claims,
+    prebinds: &Prebinds,
     concurrency: usize,
 ) -> Vec<Result<(), ApiError>> {
+    let concurrency = concurrency.max(1);
     // Made before the stream, not by an adapter over the slice: a future
     // holding a slice iterator across an await is not provably `Send`.
+    let writes: Vec<_> = binds
+        .iter()
+        .map(|(pod, _)| async move {
+            match prebinds.pods.get(pod) {
+                Some(p) => prebind(io, pod, p, prebinds.volume_wait).await,
+                None => Ok(()),
+            }
+        })
+        .collect();
+    let written: Vec<Result<(), ApiError>> = futures::stream::iter(writes)
+        .buffered(concurrency)
+        .collect()
+        .await;
+    let failed: BTreeSet<&String> = binds
+        .iter()
+        .zip(&written)
+        .filter(|(_, r)| r.is_err())
+        .filter_map(|((pod, _), _)| prebinds.gangs.get(pod))
+        .collect();
     let sends: Vec<_> = binds
         .iter()
-        .map(|(pod, node)| async move {
-            // Its devices first, as kube-scheduler's PreBind: a pod is never
-            // bound without them. A refused write fails the bind, and the
-            // framework releases the gang.
-            if let Some(devices) = claims.get(pod) {
-                for (claim, allocation) in &devices.claims {
-                    io.allocate(claim, allocation, pod).await?;
+        .zip(written)
+        .map(|((pod, node), written)| {
+            let gang = prebinds.gangs.get(pod).filter(|g| failed.contains(g));
+            async move {
+                written?;
+                if let Some(gang) = gang {
+                    return Err(ApiError::new(
+                        ApiErrorKind::Conflict,
+                        format!("not bound: a member of gang {gang} could not get its devices or volumes"),
+                    ));
                 }
-                if let Some((class, allocation)) = &devices.extended {
-                    io.allocate_extended(pod, class, allocation).await?;
-                }
+                io.bind(pod, node).await
             }
-            io.bind(pod, node).await
         })
         .collect();
     futures::stream::iter(sends)
-        .buffered(concurrency.max(1))
+        .buffered(concurrency)
         .collect()
         .await
+}
+
+/// `pod`'s writes before its Binding: its claims' allocations, its
+/// extended-resource claim, its volumes' bindings; then the volumes waited
+/// for until the PV controller (or a provisioner) has bound them, at most
+/// `wait`. A refused write or a binding not done in time fails the bind,
+/// and the framework releases the gang; a claim left bound or being
+/// provisioned keeps its pods to that node from then on.
+async fn prebind<I: ClusterIo>(
+    io: &I,
+    pod: &str,
+    p: &Prebind,
+    wait: Duration,
+) -> Result<(), ApiError> {
+    for (claim, allocation) in &p.claims {
+        io.allocate(claim, allocation, pod).await?;
+    }
+    if let Some((class, allocation)) = &p.extended {
+        io.allocate_extended(pod, class, allocation).await?;
+    }
+    for (claim, binding) in &p.volumes {
+        io.bind_volume(claim, binding).await?;
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    // Read back as kube-scheduler does (each second), sooner at first: a
+    // static binding usually completes within a few hundred ms.
+    let mut pause = Duration::from_millis(50);
+    for (claim, binding) in &p.volumes {
+        while io.claim_progress(claim, binding).await? == ClaimProgress::Binding {
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(ApiError::new(
+                    ApiErrorKind::Unavailable,
+                    format!(
+                        "persistentvolumeclaim {claim} was not bound to {binding} within {} s",
+                        wait.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+    Ok(())
 }
 
 /// Events spawned and not yet sent beyond which new ones are dropped

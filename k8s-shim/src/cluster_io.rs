@@ -5,6 +5,7 @@
 //! do with its answer is the loop's business.
 
 use dragon_framework::devices::Allocation;
+use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, Release};
 
 use crate::group_status::Status;
@@ -39,6 +40,15 @@ pub struct Unschedulable {
     pub message: String,
 }
 
+/// How far a PersistentVolumeClaim's binding has got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimProgress {
+    /// Bound to its volume, and the PV controller is done with it.
+    Bound,
+    /// Not yet.
+    Binding,
+}
+
 /// The requests of the scheduling loop. Implementations are shared by the
 /// loop and the tasks it spawns (Events, PodGroup status), hence `Sync`.
 /// The futures are boxed (`async_trait`): one allocation per request is
@@ -69,6 +79,20 @@ pub trait ClusterIo: Send + Sync + 'static {
         class: &str,
         allocation: &Allocation,
     ) -> Result<(), ApiError>;
+
+    /// Bind PersistentVolumeClaim `claim` as chosen, as kube-scheduler's
+    /// VolumeBinding plugin does before the Binding: the chosen volume's
+    /// `spec.claimRef` set to the claim, or the claim's
+    /// `volume.kubernetes.io/selected-node` set for its provisioner.
+    async fn bind_volume(&self, claim: &str, binding: &VolumeBinding) -> Result<(), ApiError>;
+
+    /// Whether `claim` is bound yet; an error when its binding can no
+    /// longer complete (its provisioner gave up).
+    async fn claim_progress(
+        &self,
+        claim: &str,
+        binding: &VolumeBinding,
+    ) -> Result<ClaimProgress, ApiError>;
 
     /// Undo the bind of a gang member whose siblings could not be bound.
     /// A bound pod cannot be unbound: it is deleted when a controller owns
@@ -118,7 +142,9 @@ pub mod fake {
 
     use dragon_framework::{ApiError, ApiErrorKind, Release};
 
-    use super::{Allocation, ClusterIo, Note, ScaleTarget, Unschedulable};
+    use super::{
+        Allocation, ClaimProgress, ClusterIo, Note, ScaleTarget, Unschedulable, VolumeBinding,
+    };
     use crate::group_status::Status;
 
     /// A request the fake saw.
@@ -137,6 +163,10 @@ pub mod fake {
             pod: String,
             class: String,
             devices: usize,
+        },
+        BindVolume {
+            claim: String,
+            binding: VolumeBinding,
         },
         Evict {
             pod: String,
@@ -168,6 +198,9 @@ pub mod fake {
         pub refuse_bind: BTreeMap<String, ApiError>,
         /// Claims whose allocation is refused, with the error.
         pub refuse_allocate: BTreeMap<String, ApiError>,
+        /// PersistentVolumeClaims whose binding never completes (the
+        /// others are bound as soon as asked).
+        pub never_bound: BTreeSet<String>,
         /// Pods no controller owns: a release keeps them.
         pub uncontrolled: BTreeSet<String>,
         /// Pods a disruption budget protects: their eviction is refused.
@@ -242,6 +275,25 @@ pub mod fake {
                 devices: allocation.devices.len(),
             });
             Ok(())
+        }
+
+        async fn bind_volume(&self, claim: &str, binding: &VolumeBinding) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::BindVolume {
+                claim: claim.into(),
+                binding: binding.clone(),
+            });
+            Ok(())
+        }
+
+        async fn claim_progress(
+            &self,
+            claim: &str,
+            _binding: &VolumeBinding,
+        ) -> Result<ClaimProgress, ApiError> {
+            Ok(match self.lock().never_bound.contains(claim) {
+                true => ClaimProgress::Binding,
+                false => ClaimProgress::Bound,
+            })
         }
 
         async fn release(&self, pod: &str) -> Result<Release, ApiError> {

@@ -92,6 +92,13 @@ pub struct Config {
     /// number bounds Scheduled Events in flight. 1 binds one at a time.
     #[serde(default = "default_bind_concurrency")]
     pub bind_concurrency: usize,
+    /// How long the claims a round binds (`WaitForFirstConsumer`
+    /// PersistentVolumeClaims) may take to become bound before their pod's
+    /// bind fails: the round waits for them, as kube-scheduler's PreBind
+    /// does (600 s there, where each pod binds apart). A claim that binds
+    /// later keeps its pods to its node, and they are placed once it has.
+    #[serde(default = "default_volume_bind_timeout")]
+    pub volume_bind_timeout_seconds: u64,
     /// `/healthz` fails once the scheduling loop has been busy with one
     /// batch of work (a round, the scale step, applying events) for longer
     /// than this, or has stopped: a liveness probe then restarts it.
@@ -190,12 +197,17 @@ fn default_scale_interval() -> f64 {
 fn default_bind_concurrency() -> usize {
     32
 }
+fn default_volume_bind_timeout() -> u64 {
+    30
+}
 fn default_stuck_after() -> u64 {
     120
 }
 /// More would be one HTTP/1.1 connection each to the API server for little
 /// gain (its own in-flight limit for mutations is 200 by default).
 const MAX_BIND_CONCURRENCY: usize = 1024;
+/// kube-scheduler's own bind timeout.
+const MAX_VOLUME_BIND_TIMEOUT: u64 = 600;
 fn default_metrics_addr() -> String {
     "127.0.0.1:10260".into()
 }
@@ -259,8 +271,21 @@ impl Config {
                 self.bind_concurrency
             );
         }
+        if !(1..=MAX_VOLUME_BIND_TIMEOUT).contains(&self.volume_bind_timeout_seconds) {
+            bail!(
+                "volumeBindTimeoutSeconds must be 1 to {MAX_VOLUME_BIND_TIMEOUT}, got {}",
+                self.volume_bind_timeout_seconds
+            );
+        }
         if self.stuck_after_seconds == 0 {
             bail!("stuckAfterSeconds must be at least 1");
+        }
+        if self.volume_bind_timeout_seconds >= self.stuck_after_seconds {
+            bail!(
+                "volumeBindTimeoutSeconds ({}) must be below stuckAfterSeconds ({}): a round waiting for volumes would be taken for a stuck loop",
+                self.volume_bind_timeout_seconds,
+                self.stuck_after_seconds
+            );
         }
         self.recording.check()?;
         let m = self.reload_gate.latency_multiple;

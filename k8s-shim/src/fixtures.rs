@@ -154,3 +154,68 @@ pub fn gpu_class_serving_gpus() -> Event {
     }
     Event::DeviceClass(c)
 }
+
+/// StorageClass `local`: volumes made by hand, bound when a pod is placed
+/// (`WaitForFirstConsumer`).
+pub fn local_class() -> Event {
+    Event::StorageClass(Box::new(
+        serde_norway::from_str(
+            "metadata: {name: local}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n",
+        )
+        .unwrap(),
+    ))
+}
+
+/// An available 10Gi volume `NAME` of class `local` on node `node` (by
+/// its hostname label), for one node or one pod at a time.
+pub fn local_volume(name: &str, node: &str) -> Event {
+    Event::Volume(Box::new(
+        serde_norway::from_str(&format!(
+            "metadata: {{name: {name}}}\nspec:\n  capacity: {{storage: 10Gi}}\n  accessModes: [ReadWriteOnce, ReadWriteOncePod]\n  storageClassName: local\n  local: {{path: /data}}\n  nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{node}]}}]}}]}}}}\nstatus: {{phase: Available}}\n"
+        ))
+        .unwrap(),
+    ))
+}
+
+/// An unbound claim `ml/NAME` of class `local` for 1Gi, mounted `mode`.
+pub fn volume_claim(name: &str, mode: &str) -> Event {
+    Event::Claim(Box::new(
+        serde_norway::from_str(&format!(
+            "metadata: {{name: {name}, namespace: ml}}\nspec:\n  accessModes: [{mode}]\n  storageClassName: local\n  resources: {{requests: {{storage: 1Gi}}}}\nstatus: {{phase: Pending}}\n"
+        ))
+        .unwrap(),
+    ))
+}
+
+/// `event` (a pod) mounting PersistentVolumeClaim `claim`.
+pub fn mounting(event: Event, claim: &str) -> Event {
+    let Event::Pod(mut p) = event else {
+        unreachable!("a pod event")
+    };
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: claim.into(),
+                persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.into(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+    }
+    Event::Pod(p)
+}
+
+/// `event` (a node) labelled with its hostname, as the kubelet labels it.
+pub fn with_hostname(event: Event) -> Event {
+    let Event::Node(mut n) = event else {
+        unreachable!("a node event")
+    };
+    let name = n.metadata.name.clone().unwrap_or_default();
+    n.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert("kubernetes.io/hostname".into(), name);
+    Event::Node(n)
+}

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dragon_framework::devices::Allocation;
+use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind, Release};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
@@ -18,12 +19,13 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::cluster_io::{ClaimProgress, ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
 use crate::key::{ObjectKey, ScaleTarget};
 use crate::ratelimit::TokenBucket;
 
 mod claims;
+mod volumes;
 
 /// The object `key` names; a key that is not `namespace/name` is refused
 /// before any request is sent.
@@ -175,6 +177,18 @@ impl ClusterIo for KubeIo {
         pod: &str,
     ) -> Result<(), ApiError> {
         self.write_allocation(claim, allocation, pod).await
+    }
+
+    async fn bind_volume(&self, claim: &str, binding: &VolumeBinding) -> Result<(), ApiError> {
+        self.write_volume_binding(claim, binding).await
+    }
+
+    async fn claim_progress(
+        &self,
+        claim: &str,
+        binding: &VolumeBinding,
+    ) -> Result<ClaimProgress, ApiError> {
+        self.read_claim_progress(claim, binding).await
     }
 
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {

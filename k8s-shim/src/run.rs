@@ -14,6 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1 as resource;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -106,6 +107,7 @@ fn spawn_watch<K>(
                     Kind::Group | Kind::NativeGroup => Event::GroupGone(key_of(&obj)),
                     Kind::Claim => Event::ClaimGone(key_of(&obj)),
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
+                    Kind::StorageClass => Event::StorageClassGone(key_of(&obj)),
                     Kind::Budget => Event::BudgetGone(key_of(&obj)),
                     Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
                     Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
@@ -403,15 +405,16 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         watcher::Config::default(),
         Kind::Claim,
         tx.clone(),
-        |c| Event::Claim {
-            key: key_of(&c),
-            volume: c
-                .spec
-                .and_then(|s| s.volume_name)
-                .filter(|v| !v.is_empty())
-                .filter(|_| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")),
-        },
+        |c| Event::Claim(Box::new(c)),
         key_of,
+    );
+    spawn_watch(
+        Api::<StorageClass>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::StorageClass,
+        tx.clone(),
+        |c| Event::StorageClass(Box::new(c)),
+        |c| c.name_any(),
     );
     spawn_watch(
         Api::<core::PersistentVolume>::all(client.clone()),
@@ -505,6 +508,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         io,
         metrics,
         bind_concurrency: config.bind_concurrency,
+        volume_bind_timeout: Duration::from_secs(config.volume_bind_timeout_seconds),
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         leading: !config.leader_election.enabled,
         // Nothing to list of an API the server does not serve.

@@ -10,10 +10,13 @@ use dragon_framework::{
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::resource::v1 as resource;
+use k8s_openapi::api::storage::v1 as storage;
 
 use crate::group_status::{GroupStatuses, PodPhase};
-use crate::key::ObjectKey;
+use crate::translate::volumes::ClaimSeen;
 use crate::translate::{self, PodGroupSpec, TranslateError};
+
+mod volumes;
 
 /// A PodGroup as the shim needs it.
 #[derive(Debug, Clone)]
@@ -36,9 +39,11 @@ pub enum VolumeWait {
     #[error("persistentvolumeclaim {0:?} not found")]
     NoClaim(String),
     #[error(
-        "persistentvolumeclaim {0:?} is not bound: Dragon places pods whose claims are bound (a WaitForFirstConsumer claim needs kube-scheduler to bind it)"
+        "persistentvolumeclaim {0:?} is not bound, and its storage class is not known or binds it without waiting for a pod"
     )]
     Unbound(String),
+    #[error("persistentvolumeclaim {claim:?} is being provisioned on node {node:?}")]
+    Provisioning { claim: String, node: String },
     #[error(
         "persistentvolumeclaim {claim:?} is bound to persistentvolume {volume:?}, which is not found"
     )]
@@ -56,8 +61,16 @@ pub enum Listed {
     Budgets,
     /// ResourceSlices, DeviceClasses, ResourceClaims.
     Devices(DeviceKind),
-    /// Claims and volumes.
-    Other,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses.
+    Storage(StorageKind),
+}
+
+/// The kinds of storage objects the snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageKind {
+    Claim,
+    Volume,
+    Class,
 }
 
 /// The kinds of `resource.k8s.io` objects the snapshot holds.
@@ -88,15 +101,13 @@ pub enum Event {
     PodGone(String),
     Group(PodGroup),
     GroupGone(String),
-    /// A PersistentVolumeClaim (`namespace/name`) and the volume it is
-    /// bound to, if any.
-    Claim {
-        key: String,
-        volume: Option<String>,
-    },
+    /// A PersistentVolumeClaim (`namespace/name` when gone).
+    Claim(Box<core::PersistentVolumeClaim>),
     ClaimGone(String),
     Volume(Box<core::PersistentVolume>),
     VolumeGone(String),
+    StorageClass(Box<storage::StorageClass>),
+    StorageClassGone(String),
     /// A PodDisruptionBudget: what preemption may evict.
     Budget(Box<policy::PodDisruptionBudget>),
     BudgetGone(String),
@@ -179,8 +190,14 @@ pub struct Snapshot {
     /// the PodGroup is seen (a restarted scheduler lists pods and PodGroups
     /// in no particular order).
     ungrouped: BTreeMap<String, String>,
-    /// Claims by `namespace/name`, with the volume each is bound to.
-    claims: BTreeMap<String, Option<String>>,
+    /// Claims by `namespace/name`: the volume each is bound to, and what
+    /// binding one needs.
+    claims: BTreeMap<String, ClaimSeen>,
+    /// StorageClasses by name: whether each waits for the first consumer.
+    classes: BTreeMap<String, bool>,
+    /// Pending pods of ours in the framework with claims it binds: applied
+    /// again when those claims change (bound, provisioning, gone).
+    binding_pods: BTreeMap<String, core::Pod>,
     /// Volumes by name, with their node affinity (or why it cannot be
     /// evaluated).
     volumes: BTreeMap<String, Result<Option<NodeSelector>, TranslateError>>,
@@ -211,6 +228,8 @@ impl Snapshot {
             orphans: BTreeMap::new(),
             ungrouped: BTreeMap::new(),
             claims: BTreeMap::new(),
+            classes: BTreeMap::new(),
+            binding_pods: BTreeMap::new(),
             volumes: BTreeMap::new(),
             awaiting_volumes: BTreeMap::new(),
             statuses: GroupStatuses::default(),
@@ -291,7 +310,7 @@ impl Snapshot {
                     .map(|k| gone_event(k.to_string()))
                     .collect()
             }
-            Listed::Other => Vec::new(),
+            Listed::Storage(kind) => self.vanished_storage(kind, listed),
         }
     }
 
@@ -344,26 +363,12 @@ impl Snapshot {
                     self.change(ClusterOp::RemoveJob(key));
                 }
             }
-            Event::Claim { key, volume } => {
-                if self.claims.get(&key) != Some(&volume) {
-                    self.claims.insert(key, volume);
-                    self.retry_awaiting_volumes();
-                }
-            }
-            Event::ClaimGone(key) => {
-                self.claims.remove(&key);
-            }
-            Event::Volume(pv) => {
-                let name = pv.metadata.name.clone().unwrap_or_default();
-                let affinity = translate::volume_node_affinity(&pv);
-                if self.volumes.get(&name) != Some(&affinity) {
-                    self.volumes.insert(name, affinity);
-                    self.retry_awaiting_volumes();
-                }
-            }
-            Event::VolumeGone(name) => {
-                self.volumes.remove(&name);
-            }
+            Event::Claim(pvc) => self.claim_changed(&pvc),
+            Event::ClaimGone(key) => self.claim_gone(&key),
+            Event::Volume(pv) => self.volume_changed(&pv),
+            Event::VolumeGone(name) => self.volume_gone(&name),
+            Event::StorageClass(sc) => self.class_changed(&sc),
+            Event::StorageClassGone(name) => self.class_gone(&name),
             Event::Budget(pdb) => {
                 let key = crate::key::key_of(pdb.as_ref());
                 let (budget, problem) = translate::disruption_budget(&pdb);
@@ -404,6 +409,7 @@ impl Snapshot {
     fn drop_pod(&mut self, key: &str) {
         self.deferred.remove(key);
         self.awaiting_volumes.remove(key);
+        self.binding_pods.remove(key);
         self.invalid.remove(key);
         self.orphans.remove(key);
         self.ungrouped.remove(key);
@@ -412,43 +418,6 @@ impl Snapshot {
         {
             self.refresh_job(&job);
         }
-    }
-
-    fn retry_awaiting_volumes(&mut self) {
-        let pods: Vec<core::Pod> = std::mem::take(&mut self.awaiting_volumes)
-            .into_values()
-            .collect();
-        for p in pods {
-            self.apply_pod(p);
-        }
-    }
-
-    /// The node affinity of every volume bound to `p`'s claims, or why the
-    /// pod cannot be placed yet. Dragon does not bind volumes: a claim
-    /// still unbound (`WaitForFirstConsumer`, or waiting for a volume)
-    /// leaves the pod pending with that reason.
-    fn volume_affinity(&self, p: &core::Pod) -> Result<Vec<NodeSelector>, VolumeWait> {
-        let namespace = p.metadata.namespace.as_deref();
-        let mut out = Vec::new();
-        for claim in translate::pod_claims(p) {
-            let key = ObjectKey::new(namespace, &claim).to_string();
-            let volume = match self.claims.get(&key) {
-                None => return Err(VolumeWait::NoClaim(claim)),
-                Some(None) => return Err(VolumeWait::Unbound(claim)),
-                Some(Some(v)) => v,
-            };
-            match self.volumes.get(volume) {
-                None => {
-                    return Err(VolumeWait::NoVolume {
-                        claim,
-                        volume: volume.clone(),
-                    });
-                }
-                Some(Err(e)) => return Err(VolumeWait::Unreadable(e.clone())),
-                Some(Ok(affinity)) => out.extend(affinity.iter().cloned()),
-            }
-        }
-        Ok(out)
     }
 
     /// A node is gone. The framework frees its reservations (they become
@@ -594,9 +563,14 @@ impl Snapshot {
             }
             Err(_) => {}
         }
-        if bound_to.is_none() {
-            match self.volume_affinity(&p) {
-                Ok(affinity) => pod.constraints.volume_node_affinity = affinity,
+        if bound_to.is_some() {
+            pod.volumes.claims = translate::pod_claim_keys(&p);
+        } else {
+            match self.pod_volumes(&p) {
+                Ok((affinity, volumes)) => {
+                    pod.constraints.volume_node_affinity = affinity;
+                    pod.volumes = volumes;
+                }
                 Err(reason) => {
                     // Not tried until its volumes are known (and out of the
                     // framework if it was there).
@@ -613,6 +587,10 @@ impl Snapshot {
         }
         self.invalid.remove(&key);
         self.awaiting_volumes.remove(&key);
+        match bound_to.is_none() && ours && !pod.volumes.unbound.is_empty() {
+            true => self.binding_pods.insert(key.clone(), p.clone()),
+            false => self.binding_pods.remove(&key),
+        };
         if let Some(node) = &bound_to
             && self.sched.cluster().node_by_name(node).is_none()
         {

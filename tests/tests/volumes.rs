@@ -86,9 +86,15 @@ fn declared_job(name: &str, workers: u32) -> Job {
 }
 
 /// A gang of `workers` pods of 8 GPUs (a node each), member `i` using
-/// `claim(i)`: unbound `WaitForFirstConsumer` claims, or, with `once`, one
-/// `ReadWriteOncePod` claim.
-fn add_gang(s: &mut Scheduler, name: &str, workers: u32, claim: impl Fn(u32) -> String, once: bool) {
+/// `claim(i)`: unbound `WaitForFirstConsumer` claims, or, with `once`,
+/// bound `ReadWriteOncePod` claims.
+fn add_gang(
+    s: &mut Scheduler,
+    name: &str,
+    workers: u32,
+    claim: impl Fn(u32) -> String,
+    once: bool,
+) {
     s.op(ClusterOp::UpsertJob(declared_job(name, workers)))
         .expect("a job");
     for i in 0..workers {
@@ -103,18 +109,21 @@ fn add_gang(s: &mut Scheduler, name: &str, workers: u32, claim: impl Fn(u32) -> 
         pod.job = Some(name.into());
         pod.role = Role::Worker;
         pod.index = i;
-        if once {
-            pod.volumes.once = vec![claim(i)];
-        } else {
-            s.op(ClusterOp::SetVolumeClaim(VolumeClaim {
-                key: claim(i),
-                class: "local".into(),
-                request: 10 * GI,
-                access_modes: vec![AccessMode::ReadWriteOnce],
-                mode: VolumeMode::Filesystem,
-                selector: None,
-            }))
-            .expect("a claim");
+        let mode = match once {
+            true => AccessMode::ReadWriteOncePod,
+            false => AccessMode::ReadWriteOnce,
+        };
+        s.op(ClusterOp::SetVolumeClaim(VolumeClaim {
+            key: claim(i),
+            class: "local".into(),
+            request: 10 * GI,
+            access_modes: vec![mode],
+            mode: VolumeMode::Filesystem,
+            selector: None,
+        }))
+        .expect("a claim");
+        pod.volumes.claims = vec![claim(i)];
+        if !once {
             pod.volumes.unbound = vec![claim(i)];
         }
         s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
@@ -142,16 +151,21 @@ fn a_gang_with_unbound_local_claims_goes_where_each_member_finds_a_volume_of_its
     let policy = bundled(&e, "dragon", "");
     // Four nodes, volumes on `b` and `d` only.
     let mut s = sched(&["a", "b", "c", "d"]);
-    s.op(ClusterOp::SetVolume(local("pv-b", "b"))).expect("a volume");
+    s.op(ClusterOp::SetVolume(local("pv-b", "b")))
+        .expect("a volume");
     add_gang(&mut s, "j", 2, |i| format!("ns/data-{i}"), false);
     // One volume for two claims: the whole gang waits, named.
     let (d, io) = round(&mut s, 0, &policy);
     assert!(io.binds.is_empty(), "{d:?}");
     let reason = unschedulable(&d);
-    assert!(reason.contains("didn't find available persistent volumes to bind"), "{reason}");
+    assert!(
+        reason.contains("didn't find available persistent volumes to bind"),
+        "{reason}"
+    );
     // A second volume: each member lands on a volume's node, each claim
     // with a volume of its own.
-    s.op(ClusterOp::SetVolume(local("pv-d", "d"))).expect("a volume");
+    s.op(ClusterOp::SetVolume(local("pv-d", "d")))
+        .expect("a volume");
     let (d, io) = round(&mut s, 1_000, &policy);
     let mut nodes: Vec<&str> = io.binds.iter().map(|(_, n)| n.as_str()).collect();
     nodes.sort();
@@ -159,7 +173,11 @@ fn a_gang_with_unbound_local_claims_goes_where_each_member_finds_a_volume_of_its
     for (pod, node) in &io.binds {
         let chosen: Vec<_> = s.cluster().volumes().chosen_for(pod).collect();
         assert_eq!(chosen.len(), 1, "{pod}");
-        assert_eq!(*chosen[0].1, VolumeBinding::Volume(format!("pv-{node}")), "{pod}");
+        assert_eq!(
+            *chosen[0].1,
+            VolumeBinding::Volume(format!("pv-{node}")),
+            "{pod}"
+        );
     }
 }
 
@@ -176,9 +194,16 @@ fn a_claim_with_no_volume_is_provisioned_on_the_node_its_class_allows() {
     .expect("a class");
     add_gang(&mut s, "j", 1, |i| format!("ns/data-{i}"), false);
     let (d, io) = round(&mut s, 0, &policy);
-    assert_eq!(io.binds, vec![("ns/j-0".to_string(), "b".to_string())], "{d:?}");
+    assert_eq!(
+        io.binds,
+        vec![("ns/j-0".to_string(), "b".to_string())],
+        "{d:?}"
+    );
     let chosen: Vec<_> = s.cluster().volumes().chosen_for("ns/j-0").collect();
-    assert_eq!(chosen, [("ns/data-0", &VolumeBinding::Provision("b".into()))]);
+    assert_eq!(
+        chosen,
+        [("ns/data-0", &VolumeBinding::Provision("b".into()))]
+    );
 }
 
 #[test]

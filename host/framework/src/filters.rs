@@ -210,7 +210,8 @@ fn passes<'p>(
         return false;
     }
     let gpus = served_by_devices(&cluster.devices, node, pod);
-    if (!pod.claims.is_empty() || gpus > 0) && !devices_fit(cluster, pod, (i, gpus), device_reasons) {
+    if (!pod.claims.is_empty() || gpus > 0) && !devices_fit(cluster, pod, (i, gpus), device_reasons)
+    {
         return false;
     }
     pod.volumes.is_empty() || volumes_fit(cluster, pod, i, device_reasons)
@@ -227,7 +228,7 @@ fn volumes_fit(
     reasons: &mut BTreeMap<Cow<'static, str>, usize>,
 ) -> bool {
     let volumes = &cluster.volumes;
-    let reason: Cow<'static, str> = if volumes.in_use_once(&pod.key, &pod.volumes.once) {
+    let reason: Cow<'static, str> = if volumes.in_use_once(&pod.key, &pod.volumes.claims) {
         IN_USE_ONCE.into()
     } else {
         match volumes.fit(&cluster.nodes()[i], &pod.volumes.unbound) {

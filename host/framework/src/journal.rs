@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::cluster::{Cluster, ClusterError, PodState};
 use super::devices::{Claim, DeviceClass, ResourceSlice};
 use super::model::{DisruptionBudget, Job, Node, Pod};
-use super::volumes::{PersistentVolume, StorageClass, VolumeClaim};
 use super::selector::Labels;
+use super::volumes::{PersistentVolume, StorageClass, VolumeClaim};
 
 /// One change a driver made to the snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -20,12 +20,12 @@ use dragon_framework::{
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Claims, PodDevices, Publisher, StatusWriter, bind_all};
+use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{HookMetrics, Metrics};
-use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot};
+use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot, StorageKind};
 use crate::taps::Taps;
 use crate::translate::SCALE_TARGET;
 
@@ -53,6 +53,7 @@ pub enum Kind {
     NativeGroup,
     Claim,
     Volume,
+    StorageClass,
     Budget,
     ResourceSlice,
     DeviceClass,
@@ -61,13 +62,14 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind watched.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Node,
         Kind::Pod,
         Kind::Group,
         Kind::NativeGroup,
         Kind::Claim,
         Kind::Volume,
+        Kind::StorageClass,
         Kind::Budget,
         Kind::ResourceSlice,
         Kind::DeviceClass,
@@ -85,7 +87,9 @@ impl Kind {
             Kind::ResourceSlice => Listed::Devices(DeviceKind::Slice),
             Kind::DeviceClass => Listed::Devices(DeviceKind::Class),
             Kind::ResourceClaim => Listed::Devices(DeviceKind::Claim),
-            Kind::Claim | Kind::Volume => Listed::Other,
+            Kind::Claim => Listed::Storage(StorageKind::Claim),
+            Kind::Volume => Listed::Storage(StorageKind::Volume),
+            Kind::StorageClass => Listed::Storage(StorageKind::Class),
         }
     }
 }
@@ -110,6 +114,9 @@ pub struct Parts<I> {
     pub metrics: Arc<Metrics>,
     /// Binding POSTs in flight at once (`bindConcurrency`).
     pub bind_concurrency: usize,
+    /// How long a pod's volumes may take to bind before its bind fails
+    /// (`volumeBindTimeoutSeconds`).
+    pub volume_bind_timeout: Duration,
     pub scale_interval: Duration,
     /// Whether this replica acts from the start (no leader election).
     pub leading: bool,
@@ -130,6 +137,7 @@ pub struct Loop<I> {
     statuses: StatusWriter,
     metrics: Arc<Metrics>,
     bind_concurrency: usize,
+    volume_bind_timeout: Duration,
     /// Whether this replica leads (always, without leader election).
     leading: bool,
     /// When the framework next has work with no cluster change: a backoff
@@ -171,6 +179,7 @@ impl<I: ClusterIo> Loop<I> {
             io: parts.io,
             metrics: parts.metrics,
             bind_concurrency: parts.bind_concurrency.max(1),
+            volume_bind_timeout: parts.volume_bind_timeout,
             leading: parts.leading,
             next_retry_ms: None,
             scale_interval: parts.scale_interval,

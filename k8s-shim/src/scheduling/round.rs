@@ -89,29 +89,11 @@ impl<I: ClusterIo> Loop<I> {
             let mut budget = WallBudget::starting_now(budget_ms);
             sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks), &mut budget)
         });
-        let devices = self.snapshot.sched.cluster().devices();
-        let claims: Claims = planned
-            .binds()
-            .iter()
-            .filter_map(|(pod, _)| {
-                let chosen = PodDevices {
-                    claims: devices
-                        .chosen_for(pod)
-                        .into_iter()
-                        .map(|(claim, a)| (claim.to_string(), a.clone()))
-                        .collect(),
-                    extended: devices
-                        .extended_for(pod)
-                        .map(|(class, a)| (class.to_string(), a.clone())),
-                };
-                (!chosen.claims.is_empty() || chosen.extended.is_some())
-                    .then(|| (pod.clone(), chosen))
-            })
-            .collect();
+        let prebinds = self.prebinds(planned.binds());
         let results = bind_all(
             self.io.as_ref(),
             planned.binds(),
-            &claims,
+            &prebinds,
             self.bind_concurrency,
         )
         .await;
@@ -146,6 +128,40 @@ impl<I: ClusterIo> Loop<I> {
             )
             .await;
         }
+    }
+
+    /// What the framework chose for `binds` that must be written before
+    /// them, and the gangs they belong to.
+    fn prebinds(&self, binds: &[(String, String)]) -> Prebinds {
+        let cluster = self.snapshot.sched.cluster();
+        let (devices, volumes) = (cluster.devices(), cluster.volumes());
+        let mut prebinds = Prebinds {
+            volume_wait: self.volume_bind_timeout,
+            ..Prebinds::default()
+        };
+        for (pod, _) in binds {
+            let chosen = Prebind {
+                claims: devices
+                    .chosen_for(pod)
+                    .into_iter()
+                    .map(|(claim, a)| (claim.to_string(), a.clone()))
+                    .collect(),
+                extended: devices
+                    .extended_for(pod)
+                    .map(|(class, a)| (class.to_string(), a.clone())),
+                volumes: volumes
+                    .chosen_for(pod)
+                    .map(|(claim, b)| (claim.to_string(), b.clone()))
+                    .collect(),
+            };
+            if !chosen.is_empty() {
+                prebinds.pods.insert(pod.clone(), chosen);
+            }
+            if let Some(job) = cluster.pod(pod).and_then(|(p, _)| p.job.clone()) {
+                prebinds.gangs.insert(pod.clone(), job);
+            }
+        }
+        prebinds
     }
 
     /// Release the members of gangs whose binds failed, apply the scales

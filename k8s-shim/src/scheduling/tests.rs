@@ -1,8 +1,10 @@
 use super::*;
 use crate::cluster_io::fake::{Call, FakeCluster};
 use crate::fixtures::{
-    claiming, gpu_claim, gpu_class, gpu_class_serving_gpus, gpu_slice, group, node, pod,
+    claiming, gpu_claim, gpu_class, gpu_class_serving_gpus, gpu_slice, group, local_class,
+    local_volume, mounting, node, pod, volume_claim, with_hostname,
 };
+use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind, SchedulerConfig};
 use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine};
 
@@ -27,6 +29,7 @@ fn listed_loop_with(fake: &Arc<FakeCluster>, name: &str, bytes: &[u8]) -> Loop<F
         io: fake.clone(),
         metrics: Arc::new(Metrics::new()),
         bind_concurrency: 4,
+        volume_bind_timeout: Duration::from_millis(300),
         scale_interval: Duration::from_secs(3600),
         leading: true,
         unlisted: BTreeSet::new(),
@@ -219,7 +222,7 @@ async fn a_gpu_request_on_a_node_advertising_none_gets_its_extended_resource_cla
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_claim_allocation_binds_nothing_of_that_member_and_releases_its_gang() {
+async fn a_refused_claim_allocation_binds_no_member_of_its_gang() {
     let fake = Arc::new(FakeCluster::default());
     fake.lock().refuse_allocate.insert(
         "ml/g-1-gpu".into(),
@@ -236,8 +239,103 @@ async fn a_refused_claim_allocation_binds_nothing_of_that_member_and_releases_it
     )
     .await;
     let calls = fake.calls();
-    assert_eq!(binds(&calls), ["ml/g-0"], "{calls:?}");
-    assert!(calls.contains(&Call::Release("ml/g-0".into())), "{calls:?}");
+    assert!(binds(&calls).is_empty(), "{calls:?}");
+    assert!(
+        calls.contains(&Call::Allocate {
+            claim: "ml/g-0-gpu".into(),
+            pod: "ml/g-0".into()
+        }),
+        "{calls:?}"
+    );
+}
+
+/// Two nodes with a local volume each, and a gang of two whose members
+/// each mount a claim of their own (`g-i-data`, access `mode`), or one
+/// claim between them (`shared`).
+fn volume_gang(mode: &str, shared: bool) -> Vec<Event> {
+    let mut events = vec![
+        with_hostname(node("a", 8)),
+        with_hostname(node("b", 8)),
+        local_class(),
+        local_volume("pv-a", "a"),
+        local_volume("pv-b", "b"),
+        group("g", 2),
+    ];
+    for i in 0..2 {
+        let claim = match shared {
+            true => "data".to_string(),
+            false => format!("g-{i}-data"),
+        };
+        events.push(volume_claim(&claim, mode));
+        events.push(mounting(
+            pod(&format!("g-{i}"), Some("g"), "worker", i, None, US),
+            &claim,
+        ));
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_with_unbound_local_claims_has_each_bound_to_a_volume_of_its_node_before_its_binding()
+ {
+    let fake = Arc::new(FakeCluster::default());
+    let mut l = listed_loop(&fake);
+    step_with(&mut l, volume_gang("ReadWriteOnce", false)).await;
+    let calls = fake.calls();
+    assert_eq!(binds(&calls).len(), 2, "{calls:?}");
+    let last_volume = calls
+        .iter()
+        .rposition(|c| matches!(c, Call::BindVolume { .. }))
+        .expect("volumes bound");
+    let first_bind = calls
+        .iter()
+        .position(|c| matches!(c, Call::Bind { .. }))
+        .expect("pods bound");
+    assert!(
+        last_volume < first_bind,
+        "every volume before any Binding: {calls:?}"
+    );
+    for c in &calls {
+        if let Call::Bind { pod, node } = c {
+            let claim = format!("{}-data", pod);
+            let wanted = Call::BindVolume {
+                claim,
+                binding: VolumeBinding::Volume(format!("pv-{node}")),
+            };
+            assert!(calls.contains(&wanted), "{pod} on {node}: {calls:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_not_bound_in_time_binds_no_member_of_its_gang() {
+    let fake = Arc::new(FakeCluster::default());
+    fake.lock().never_bound.insert("ml/g-1-data".into());
+    let mut l = listed_loop(&fake);
+    step_with(&mut l, volume_gang("ReadWriteOnce", false)).await;
+    let calls = fake.calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| matches!(c, Call::BindVolume { .. }))
+            .count(),
+        2,
+        "{calls:?}"
+    );
+    assert!(binds(&calls).is_empty(), "{calls:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_once_pod_claim_shared_within_a_gang_keeps_it_pending_named() {
+    let fake = Arc::new(FakeCluster::default());
+    let mut l = listed_loop(&fake);
+    step_with(&mut l, volume_gang("ReadWriteOncePod", true)).await;
+    let calls = fake.calls();
+    assert!(binds(&calls).is_empty(), "{calls:?}");
+    let told = calls.iter().any(|c| {
+        matches!(c, Call::Unschedulable { message, .. } if message.contains("ReadWriteOncePod"))
+    });
+    assert!(told, "{calls:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

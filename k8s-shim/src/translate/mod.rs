@@ -5,6 +5,7 @@
 mod constraints;
 pub mod devices;
 mod requests;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -116,27 +117,6 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
     })
 }
 
-/// The node affinity of a PersistentVolume (`None`: reachable from every
-/// node).
-///
-/// # Errors
-/// A selector Dragon cannot evaluate, named.
-pub fn volume_node_affinity(
-    pv: &core::PersistentVolume,
-) -> Result<Option<dragon_framework::NodeSelector>, TranslateError> {
-    let object = format!(
-        "persistentvolume {}",
-        pv.metadata.name.as_deref().unwrap_or("")
-    );
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.node_affinity.as_ref())
-        .and_then(|a| a.required.as_ref())
-        .map(|s| constraints::node_selector("spec.nodeAffinity.required", s))
-        .transpose()
-        .map_err(|m| err(&object, m.to_string()))
-}
-
 /// What a PodDisruptionBudget lets preemption evict: `None` for one whose
 /// selector is absent (it covers no pod). A selector Dragon cannot
 /// evaluate covers every pod of its namespace, so nothing it might protect
@@ -196,6 +176,15 @@ pub fn pod_claims(p: &core::Pod) -> Vec<String> {
                 v.ephemeral.as_ref().map(|_| format!("{pod}-{}", v.name))
             }
         })
+        .collect()
+}
+
+/// [`pod_claims`] as `namespace/name` keys.
+pub fn pod_claim_keys(p: &core::Pod) -> Vec<String> {
+    let namespace = p.metadata.namespace.as_deref();
+    pod_claims(p)
+        .iter()
+        .map(|c| ObjectKey::new(namespace, c).to_string())
         .collect()
 }
 
@@ -369,6 +358,8 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         constraints: Default::default(),
         // Read with the snapshot's view of the claims (`devices::device_claims`).
         claims: Vec::new(),
+        // Likewise (the snapshot's `pod_volumes`).
+        volumes: Default::default(),
     })
 }
 

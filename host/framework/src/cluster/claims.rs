@@ -64,7 +64,6 @@ impl Cluster {
         &self.devices
     }
 
-
     /// A PersistentVolume was created or changed.
     pub fn set_volume(&mut self, volume: PersistentVolume) {
         self.journal(|| ClusterOp::SetVolume(volume.clone()));
@@ -91,15 +90,14 @@ impl Cluster {
         self.volumes.remove_class(name);
     }
 
-    /// An unbound claim of a `WaitForFirstConsumer` class, as the API
-    /// server has it now.
+    /// A PersistentVolumeClaim as the API server has it now.
     pub fn set_volume_claim(&mut self, claim: VolumeClaim) {
         self.journal(|| ClusterOp::SetVolumeClaim(claim.clone()));
         self.volumes.set_claim(claim);
         self.changes.room = true;
     }
 
-    /// The claim `key` (`namespace/name`) is bound or gone.
+    /// The claim `key` (`namespace/name`) is gone.
     pub fn remove_volume_claim(&mut self, key: &str) {
         self.journal(|| ClusterOp::RemoveVolumeClaim(key.to_string()));
         self.volumes.remove_claim(key);

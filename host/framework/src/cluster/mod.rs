@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
 use super::devices::{Fit, Inventory};
-use super::volumes::Volumes;
 use super::journal::ClusterOp;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
 };
 use super::queue::Changes;
 use super::view::{Interned, Service, Topology};
+use super::volumes::Volumes;
 use dragon_runtime::wit;
 
 mod claims;
@@ -433,7 +433,7 @@ impl Cluster {
         if !e.pod.volumes.is_empty() {
             self.volumes.unchoose(key);
             if e.state.node().is_some() {
-                self.volumes.use_once(key, &e.pod.volumes.once, false);
+                self.volumes.use_claims(key, &e.pod.volumes.claims, false);
             }
         }
         self.note_job(e.pod.job.as_ref());
@@ -532,11 +532,12 @@ impl Cluster {
             _ => {}
         }
         // And its volumes: the bindings of its unbound claims, and the
-        // `ReadWriteOncePod` claims it now holds.
+        // claims it now uses.
         if !e.pod.volumes.is_empty() && old.is_some() != state.node().is_some() {
             match state {
                 PodState::Reserved(n) => {
-                    if let Ok(Ok(chosen)) = self.volumes.fit(&self.nodes[n], &e.pod.volumes.unbound) {
+                    if let Ok(Ok(chosen)) = self.volumes.fit(&self.nodes[n], &e.pod.volumes.unbound)
+                    {
                         self.volumes.choose(key, chosen);
                     }
                 }
@@ -544,7 +545,7 @@ impl Cluster {
                 PodState::Bound(_) => {}
             }
             self.volumes
-                .use_once(key, &e.pod.volumes.once, state.node().is_some());
+                .use_claims(key, &e.pod.volumes.claims, state.node().is_some());
         }
         e.state = state;
         let pod = &e.pod;

@@ -9,8 +9,9 @@
 //! whose allowed topologies include the node. [`Volumes`] keeps the
 //! volumes, classes and such claims, and what was chosen for the pods the
 //! framework reserved, so the members of one gang never choose the same
-//! volume. Claims already bound are not here: their volumes' node affinity
-//! is a constraint of each pod that uses them.
+//! volume. A claim already bound is placed through its volume's node
+//! affinity, a constraint of each pod that uses it; all claims are kept for
+//! their access modes (`ReadWriteOncePod`: one placed pod at a time).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -78,8 +79,9 @@ pub struct StorageClass {
     pub allowed_topologies: Option<NodeSelector>,
 }
 
-/// An unbound claim of a `WaitForFirstConsumer` class, which the
-/// scheduler binds once it places a pod that uses it.
+/// A PersistentVolumeClaim: what a volume must offer to bind it (when it is
+/// an unbound claim of a `WaitForFirstConsumer` class, bound by the
+/// scheduler once it places a pod that uses it), and how it may be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VolumeClaim {
     /// `namespace/name`.
@@ -113,13 +115,17 @@ impl fmt::Display for VolumeBinding {
     }
 }
 
+/// Claims (`namespace/name`) with the binding chosen for each.
+pub type Bindings = Vec<(String, VolumeBinding)>;
+
 /// kube-scheduler's reason when a claim finds neither a volume nor a way to
 /// provision one on a node.
 pub const NO_VOLUME: &str = "node(s) didn't find available persistent volumes to bind";
 /// kube-scheduler's reason when a claim's chosen volume cannot be reached.
 pub const NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 /// VolumeRestrictions' reason for a `ReadWriteOncePod` claim in use.
-pub const IN_USE_ONCE: &str = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+pub const IN_USE_ONCE: &str =
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
 
 /// Why a pod's claims cannot be bound anywhere: an object it needs is
 /// missing, named.
@@ -144,7 +150,7 @@ pub struct Volumes {
     chosen: BTreeMap<String, (String, VolumeBinding)>,
     /// Volumes in `chosen`: taken for every other claim.
     taken: BTreeSet<String>,
-    /// `ReadWriteOncePod` claim → the placed pods that use it.
+    /// Claim → the placed pods that use it.
     users: BTreeMap<String, BTreeSet<String>>,
 }
 
@@ -181,7 +187,7 @@ impl Volumes {
         self.claims.insert(claim.key.clone(), claim);
     }
 
-    /// The claim is bound (or gone): nothing more to choose for it.
+    /// The claim is gone: nothing more to choose for it.
     pub fn remove_claim(&mut self, key: &str) {
         self.claims.remove(key);
         if let Some((_, VolumeBinding::Volume(v))) = self.chosen.remove(key) {
@@ -203,7 +209,10 @@ impl Volumes {
 
     /// The bindings `pod`'s reservation chose, by claim: what must be
     /// written before it is bound.
-    pub fn chosen_for<'a>(&'a self, pod: &'a str) -> impl Iterator<Item = (&'a str, &'a VolumeBinding)> {
+    pub fn chosen_for<'a>(
+        &'a self,
+        pod: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a VolumeBinding)> {
         self.chosen
             .iter()
             .filter(move |(_, (p, _))| p == pod)
@@ -221,7 +230,7 @@ impl Volumes {
         &self,
         node: &Node,
         claims: &[String],
-    ) -> Result<Result<Vec<(String, VolumeBinding)>, &'static str>, VolumeError> {
+    ) -> Result<Result<Bindings, &'static str>, VolumeError> {
         let mut open: Vec<&VolumeClaim> = Vec::with_capacity(claims.len());
         for key in claims {
             if let Some((_, binding)) = self.chosen.get(key) {
@@ -248,10 +257,13 @@ impl Volumes {
                     VolumeBinding::Volume(v.to_string())
                 }
                 None => {
-                    let class = self.classes.get(&claim.class).ok_or_else(|| VolumeError::NoClass {
-                        claim: claim.key.clone(),
-                        class: claim.class.clone(),
-                    })?;
+                    let class =
+                        self.classes
+                            .get(&claim.class)
+                            .ok_or_else(|| VolumeError::NoClass {
+                                claim: claim.key.clone(),
+                                class: claim.class.clone(),
+                            })?;
                     let allowed = class
                         .allowed_topologies
                         .as_ref()
@@ -282,7 +294,11 @@ impl Volumes {
                 continue;
             }
             let mine = v.claim.as_deref() == Some(claim.key.as_str());
-            if (v.claim.is_some() && !mine) || v.capacity < claim.request || v.mode != claim.mode || v.deleting {
+            if (v.claim.is_some() && !mine)
+                || v.capacity < claim.request
+                || v.mode != claim.mode
+                || v.deleting
+            {
                 continue;
             }
             let reaches = v
@@ -295,7 +311,10 @@ impl Volumes {
             if !v.available
                 || !reaches
                 || !claim.selector.as_ref().is_none_or(|s| s.matches(&v.labels))
-                || !claim.access_modes.iter().all(|m| v.access_modes.contains(m))
+                || !claim
+                    .access_modes
+                    .iter()
+                    .all(|m| v.access_modes.contains(m))
             {
                 continue;
             }
@@ -318,7 +337,7 @@ impl Volumes {
     }
 
     /// Keep `bindings` as `pod`'s choice.
-    pub(crate) fn choose(&mut self, pod: &str, bindings: Vec<(String, VolumeBinding)>) {
+    pub(crate) fn choose(&mut self, pod: &str, bindings: Bindings) {
         for (claim, binding) in bindings {
             if let VolumeBinding::Volume(v) = &binding {
                 self.taken.insert(v.clone());
@@ -339,21 +358,28 @@ impl Volumes {
         });
     }
 
-    /// Whether another placed pod uses one of `claims` (`ReadWriteOncePod`).
+    /// Whether another placed pod uses one of `claims` that may be used
+    /// by one pod only (`ReadWriteOncePod`).
     pub(crate) fn in_use_once(&self, pod: &str, claims: &[String]) -> bool {
         claims.iter().any(|c| {
-            self.users
+            self.claims
                 .get(c)
-                .is_some_and(|users| users.iter().any(|u| u != pod))
+                .is_some_and(|c| c.access_modes.contains(&AccessMode::ReadWriteOncePod))
+                && self
+                    .users
+                    .get(c)
+                    .is_some_and(|users| users.iter().any(|u| u != pod))
         })
     }
 
-    /// `pod` holds (`true`) or no longer holds its `ReadWriteOncePod`
-    /// claims.
-    pub(crate) fn use_once(&mut self, pod: &str, claims: &[String], holds: bool) {
+    /// `pod`, placed, uses (`true`) or no longer uses its `claims`.
+    pub(crate) fn use_claims(&mut self, pod: &str, claims: &[String], holds: bool) {
         for c in claims {
             if holds {
-                self.users.entry(c.clone()).or_default().insert(pod.to_string());
+                self.users
+                    .entry(c.clone())
+                    .or_default()
+                    .insert(pod.to_string());
             } else if let Some(users) = self.users.get_mut(c) {
                 users.remove(pod);
                 if users.is_empty() {
@@ -368,17 +394,17 @@ impl Volumes {
 /// affinity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodVolumes {
-    /// Unbound `WaitForFirstConsumer` claims (`namespace/name`), bound on
-    /// the node the pod is placed on.
+    /// Every PersistentVolumeClaim (`namespace/name`) its volumes use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
+    /// Those of a `WaitForFirstConsumer` class not bound yet: bound on the
+    /// node the pod is placed on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unbound: Vec<String>,
-    /// `ReadWriteOncePod` claims: no other placed pod may use them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub once: Vec<String>,
 }
 
 impl PodVolumes {
     pub fn is_empty(&self) -> bool {
-        self.unbound.is_empty() && self.once.is_empty()
+        self.claims.is_empty()
     }
 }

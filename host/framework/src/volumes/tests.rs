@@ -108,7 +108,10 @@ fn fit(volumes: &Volumes, claims: &[&str]) -> Result<Vec<(String, VolumeBinding)
 fn a_claim_takes_the_smallest_matching_volume_its_node_reaches() {
     // unbound-pvc,pv-same-node
     let v = inventory(&[node2(), node1a(), node1b()]);
-    assert_eq!(fit(&v, &["unbound-pvc"]), Ok(bound(&[("unbound-pvc", "pv-node1a")])));
+    assert_eq!(
+        fit(&v, &["unbound-pvc"]),
+        Ok(bound(&[("unbound-pvc", "pv-node1a")]))
+    );
     // unbound-pvc,pv-different-node
     let v = inventory(&[node2()]);
     assert_eq!(fit(&v, &["unbound-pvc"]), Err(NO_VOLUME));
@@ -129,8 +132,14 @@ fn two_claims_take_two_volumes_smallest_request_first() {
 
 #[test]
 fn a_volume_pre_bound_to_the_claim_is_taken_even_when_larger() {
-    let mut v = inventory(&[node1a(), pv("pv-node1b", "node1", 10 * G, Some("unbound-pvc"))]);
-    assert_eq!(fit(&v, &["unbound-pvc"]), Ok(bound(&[("unbound-pvc", "pv-node1b")])));
+    let mut v = inventory(&[
+        node1a(),
+        pv("pv-node1b", "node1", 10 * G, Some("unbound-pvc")),
+    ]);
+    assert_eq!(
+        fit(&v, &["unbound-pvc"]),
+        Ok(bound(&[("unbound-pvc", "pv-node1b")]))
+    );
     // Pre-bound to a volume on another node: no other volume will do.
     v.set_volume(pv("pv-node1b", "node2", 10 * G, Some("unbound-pvc")));
     v.set_volume(node1a());
@@ -214,12 +223,19 @@ fn a_volume_one_pod_chose_is_not_offered_to_another_and_comes_back_when_given_up
 
 #[test]
 fn a_read_write_once_pod_claim_is_used_by_one_placed_pod_at_a_time() {
-    let mut v = Volumes::default();
-    let claim = keys(&["once"]);
-    assert!(!v.in_use_once("a", &claim));
-    v.use_once("a", &claim, true);
-    assert!(!v.in_use_once("a", &claim), "its own use is no conflict");
-    assert!(v.in_use_once("b", &claim));
-    v.use_once("a", &claim, false);
-    assert!(!v.in_use_once("b", &claim));
+    let mut v = inventory(&[]);
+    let mut once = pvc("once", G, "waitClass");
+    once.access_modes = vec![AccessMode::ReadWriteOncePod];
+    v.set_claim(once);
+    let claims = keys(&["once", "unbound-pvc"]);
+    assert!(!v.in_use_once("a", &claims));
+    v.use_claims("a", &claims, true);
+    assert!(!v.in_use_once("a", &claims), "its own use is no conflict");
+    assert!(v.in_use_once("b", &claims));
+    assert!(
+        !v.in_use_once("b", &keys(&["unbound-pvc"])),
+        "a ReadWriteOnce claim is shared"
+    );
+    v.use_claims("a", &claims, false);
+    assert!(!v.in_use_once("b", &claims));
 }

@@ -1,0 +1,201 @@
+//! PersistentVolumes, StorageClasses and PersistentVolumeClaims → what the
+//! framework binds and checks, as kube-scheduler's VolumeBinding and
+//! VolumeRestrictions plugins read them.
+
+use dragon_framework::quantity;
+use dragon_framework::volumes::{
+    AccessMode, PersistentVolume, StorageClass, VolumeClaim, VolumeMode,
+};
+use dragon_framework::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::storage::v1 as storage;
+
+use super::{TranslateError, constraints, err};
+use crate::key::ObjectKey;
+
+/// The node a claim's volume is provisioned on, set by the scheduler
+/// (removed by a provisioner that failed).
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// Set by the PV controller once a claim is fully bound.
+pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// Set on a volume whose `claimRef` a controller (or scheduler) wrote.
+pub const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+/// The provisioner of classes whose volumes are made by hand.
+const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+/// The class annotation older claims and volumes carry instead of
+/// `storageClassName`.
+const BETA_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// A claim as the snapshot keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSeen {
+    /// The volume it is bound to (`spec.volumeName` of a `Bound` claim).
+    pub volume: Option<String>,
+    /// `volume.kubernetes.io/selected-node`: provisioning under way there.
+    pub selected_node: Option<String>,
+    /// What a volume must offer, or why the claim cannot be read.
+    pub spec: Result<VolumeClaim, TranslateError>,
+}
+
+/// A StorageClass, and whether it waits for the first consumer
+/// (`volumeBindingMode: WaitForFirstConsumer`).
+///
+/// # Errors
+/// `allowedTopologies` Dragon cannot evaluate, named.
+pub fn storage_class(sc: &storage::StorageClass) -> Result<(StorageClass, bool), TranslateError> {
+    let name = sc.metadata.name.clone().unwrap_or_default();
+    let terms: Vec<NodeSelectorTerm> = sc
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .map(|t| NodeSelectorTerm {
+            match_expressions: t
+                .match_label_expressions
+                .iter()
+                .flatten()
+                .map(|e| Requirement {
+                    key: e.key.clone(),
+                    operator: Operator::In,
+                    values: e.values.clone(),
+                })
+                .collect(),
+            match_fields: Vec::new(),
+        })
+        .collect();
+    if terms.iter().any(|t| t.match_expressions.is_empty()) {
+        return Err(err(
+            &format!("storageclass {name}"),
+            "allowedTopologies: a term with no matchLabelExpressions",
+        ));
+    }
+    let delayed = sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+    let class = StorageClass {
+        provisions: !sc.provisioner.is_empty() && sc.provisioner != NO_PROVISIONER,
+        allowed_topologies: (!terms.is_empty()).then_some(NodeSelector { terms }),
+        name,
+    };
+    Ok((class, delayed))
+}
+
+/// A PersistentVolume as binding needs it.
+///
+/// # Errors
+/// A node affinity Dragon cannot evaluate or a capacity it cannot read,
+/// named.
+pub fn persistent_volume(pv: &core::PersistentVolume) -> Result<PersistentVolume, TranslateError> {
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    let object = format!("persistentvolume {name}");
+    let spec = pv.spec.clone().unwrap_or_default();
+    let node_affinity = spec
+        .node_affinity
+        .as_ref()
+        .and_then(|a| a.required.as_ref())
+        .map(|s| constraints::node_selector("spec.nodeAffinity.required", s))
+        .transpose()
+        .map_err(|m| err(&object, m.to_string()))?;
+    let capacity = storage_bytes(spec.capacity.as_ref(), &object, "spec.capacity")?;
+    Ok(PersistentVolume {
+        class: spec
+            .storage_class_name
+            .clone()
+            .or_else(|| beta_class(&pv.metadata))
+            .unwrap_or_default(),
+        capacity,
+        access_modes: access_modes(spec.access_modes.as_ref()),
+        mode: volume_mode(spec.volume_mode.as_deref()),
+        labels: pv.metadata.labels.clone().unwrap_or_default(),
+        node_affinity,
+        claim: spec.claim_ref.as_ref().map(|r| {
+            ObjectKey::new(r.namespace.as_deref(), r.name.as_deref().unwrap_or("")).to_string()
+        }),
+        available: pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
+        deleting: pv.metadata.deletion_timestamp.is_some(),
+        name,
+    })
+}
+
+/// A PersistentVolumeClaim as the snapshot keeps it.
+pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
+    let key = ObjectKey::of(pvc).to_string();
+    let object = format!("persistentvolumeclaim {key}");
+    let spec = pvc.spec.clone().unwrap_or_default();
+    let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let read = || -> Result<VolumeClaim, TranslateError> {
+        let selector = spec
+            .selector
+            .as_ref()
+            .map(|s| constraints::label_selector("spec.selector", s))
+            .transpose()
+            .map_err(|m| err(&object, m.to_string()))?;
+        let request = storage_bytes(
+            spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            &object,
+            "spec.resources.requests",
+        )?;
+        Ok(VolumeClaim {
+            key: key.clone(),
+            class: spec
+                .storage_class_name
+                .clone()
+                .or_else(|| beta_class(&pvc.metadata))
+                .unwrap_or_default(),
+            request,
+            access_modes: access_modes(spec.access_modes.as_ref()),
+            mode: volume_mode(spec.volume_mode.as_deref()),
+            selector,
+        })
+    };
+    ClaimSeen {
+        volume: spec.volume_name.clone().filter(|v| !v.is_empty() && bound),
+        selected_node: pvc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SELECTED_NODE))
+            .cloned(),
+        spec: read(),
+    }
+}
+
+fn beta_class(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+    meta.annotations.as_ref()?.get(BETA_CLASS).cloned()
+}
+
+/// The `storage` entry of a capacity or request list, bytes (0 if none).
+fn storage_bytes(
+    list: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+    object: &str,
+    field: &str,
+) -> Result<u64, TranslateError> {
+    list.and_then(|l| l.get("storage"))
+        .map(|q| quantity::value(&q.0).map_err(|e| err(object, format!("{field}.storage: {e}"))))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+/// Known access modes; one Kubernetes does not define grants nothing.
+fn access_modes(modes: Option<&Vec<String>>) -> Vec<AccessMode> {
+    modes
+        .into_iter()
+        .flatten()
+        .filter_map(|m| match m.as_str() {
+            "ReadWriteOnce" => Some(AccessMode::ReadWriteOnce),
+            "ReadOnlyMany" => Some(AccessMode::ReadOnlyMany),
+            "ReadWriteMany" => Some(AccessMode::ReadWriteMany),
+            "ReadWriteOncePod" => Some(AccessMode::ReadWriteOncePod),
+            _ => None,
+        })
+        .collect()
+}
+
+fn volume_mode(mode: Option<&str>) -> VolumeMode {
+    match mode {
+        Some("Block") => VolumeMode::Block,
+        _ => VolumeMode::Filesystem,
+    }
+}
