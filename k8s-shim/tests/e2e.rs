@@ -1714,3 +1714,75 @@ async fn a_gang_claiming_devices_binds_whole_once_slices_offer_enough_and_a_clai
     assert_eq!(results[0].pool, format!("{node}-p0"), "on its node");
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_with_wait_for_first_consumer_claims_lands_where_its_volumes_are_and_a_shared_read_write_once_pod_claim_keeps_a_gang_pending()
+ {
+    let _g = serial();
+    let s = Scenario::new("wffc").await;
+    for n in ["a", "b", "c", "d"] {
+        s.node(n, 8).await;
+    }
+    let class = s.waiting_class("local").await;
+    let pv_b = s.volume("pv-b", "b", &class, "ReadWriteOnce").await;
+    let pv_c = s.volume("pv-c", "c", &class, "ReadWriteOnce").await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    let mounting = |group: &str, claim: &str| {
+        json!({
+            "metadata": {"labels": {"scheduling.x-k8s.io/pod-group": group}},
+            "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+        })
+    };
+    // Each member's claim is bound only once the gang is placed: on b and
+    // c, the nodes of the two volumes, one each.
+    s.podgroup("g", 2, json!({})).await;
+    for i in 0..2 {
+        let claim = format!("data-{i}");
+        s.claim_in(&claim, &class, "ReadWriteOnce", None).await;
+        s.pod_with(&format!("g-{i}"), None, 0, mounting("g", &claim))
+            .await;
+    }
+    until(90, "the gang bound whole", || async {
+        bound(&s.placement("g-").await) == 2
+    })
+    .await;
+    let placement = s.placement("g-").await;
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(s.client.clone(), &s.name);
+    for i in 0..2 {
+        let node = placement[&format!("g-{i}")].clone().expect("bound");
+        let wanted = match node.strip_prefix(&format!("{}-", s.name)) {
+            Some("b") => &pv_b,
+            Some("c") => &pv_c,
+            _ => panic!("g-{i} on {node}, where no volume is:\n{}", sched.log()),
+        };
+        until(60, "the claim bound by the PV controller", || async {
+            claims
+                .get(&format!("data-{i}"))
+                .await
+                .ok()
+                .and_then(|c| c.status?.phase)
+                .as_deref()
+                == Some("Bound")
+        })
+        .await;
+        let claim = claims.get(&format!("data-{i}")).await.unwrap();
+        assert_eq!(
+            claim.spec.and_then(|s| s.volume_name).as_ref(),
+            Some(wanted),
+            "g-{i} on {node}"
+        );
+    }
+    // One ReadWriteOncePod claim mounted by both members of a gang: never
+    // both, so the gang waits, named.
+    s.volume("pv-d", "d", &class, "ReadWriteOncePod").await;
+    s.claim_in("ckpt", &class, "ReadWriteOncePod", None).await;
+    s.podgroup("h", 2, json!({})).await;
+    for i in 0..2 {
+        s.pod_with(&format!("h-{i}"), None, 0, mounting("h", "ckpt"))
+            .await;
+    }
+    s.until_explained(90, "h-0", "ReadWriteOncePod").await;
+    assert_eq!(bound(&s.placement("h-").await), 0, "{}", sched.log());
+    s.cleanup().await;
+}

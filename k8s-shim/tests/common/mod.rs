@@ -324,27 +324,11 @@ impl Scenario {
     /// and a claim bound to it (the controller manager binds them): returns
     /// (volume, claim).
     pub async fn local_volume(&self, name: &str, node: &str) -> (String, String) {
-        let pv = format!("{}-{name}", self.name);
-        let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> =
-            Api::all(self.client.clone());
-        let _ = volumes.delete(&pv, &DeleteParams::default()).await;
-        let volume = json!({
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "dragon-e2e-local", "local": {"path": "/data"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [format!("{}-{node}", self.name)]}]}]}}
-            }
-        });
-        volumes
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(volume).unwrap(),
-            )
-            .await
-            .unwrap();
-        self.claim(name, Some(&pv)).await;
+        let pv = self
+            .volume(name, node, "dragon-e2e-local", "ReadWriteOnce")
+            .await;
+        self.claim_in(name, "dragon-e2e-local", "ReadWriteOnce", Some(&pv))
+            .await;
         let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.name);
         until(60, "the claim bound to its volume", || async {
@@ -360,14 +344,68 @@ impl Scenario {
         (pv, name.to_string())
     }
 
+    /// PersistentVolume `SCENARIO-NAME` of 1Gi and class `class`, reachable
+    /// only from node `node` of the scenario, mounted `mode`.
+    pub async fn volume(&self, name: &str, node: &str, class: &str, mode: &str) -> String {
+        let pv = format!("{}-{name}", self.name);
+        let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> =
+            Api::all(self.client.clone());
+        let _ = volumes.delete(&pv, &DeleteParams::default()).await;
+        let volume = json!({
+            "metadata": {"name": pv, "labels": {"dragon-e2e": self.name}},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": [mode],
+                "storageClassName": class, "local": {"path": "/data"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [format!("{}-{node}", self.name)]}]}]}}
+            }
+        });
+        volumes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(volume).unwrap(),
+            )
+            .await
+            .unwrap();
+        pv
+    }
+
+    /// StorageClass `SCENARIO-NAME` of volumes made by hand, bound once a
+    /// pod using a claim is placed (`WaitForFirstConsumer`).
+    pub async fn waiting_class(&self, name: &str) -> String {
+        let full = format!("{}-{name}", self.name);
+        let classes: Api<k8s_openapi::api::storage::v1::StorageClass> =
+            Api::all(self.client.clone());
+        let class = json!({
+            "metadata": {"name": full, "labels": {"dragon-e2e": self.name}},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer"
+        });
+        classes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(class).unwrap(),
+            )
+            .await
+            .unwrap();
+        full
+    }
+
     /// A claim `name`, asking for volume `volume` (else left unbound: its
     /// storage class has no provisioner).
     pub async fn claim(&self, name: &str, volume: Option<&str>) {
+        self.claim_in(name, "dragon-e2e-local", "ReadWriteOnce", volume)
+            .await;
+    }
+
+    /// A claim `name` of 1Gi of class `class`, mounted `mode`, asking for
+    /// volume `volume` if given.
+    pub async fn claim_in(&self, name: &str, class: &str, mode: &str, volume: Option<&str>) {
         let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.name);
         let mut claim = json!({
             "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "dragon-e2e-local",
+            "spec": {"accessModes": [mode], "storageClassName": class,
                      "resources": {"requests": {"storage": "1Gi"}}}
         });
         if let Some(v) = volume {
@@ -642,6 +680,14 @@ async fn remove_scenario(client: &Client, name: &str) {
         .await;
     let classes: Api<resource::DeviceClass> = Api::all(client.clone());
     let _ = classes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(client.clone());
+    let _ = volumes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let storage: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
+    let _ = storage
         .delete_collection(&DeleteParams::default(), &lp)
         .await;
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
