@@ -112,6 +112,9 @@ pub trait ClusterIo: Send + Sync + 'static {
     /// Set the replicas of a job's `/scale` target.
     async fn scale(&self, job: &str, target: &ScaleTarget, replicas: u32) -> Result<(), ApiError>;
 
+    /// Set `pod`'s `status.nominatedNodeName` to `node`, or clear it.
+    async fn nominate(&self, pod: &str, node: Option<&str>) -> Result<(), ApiError>;
+
     /// Set `PodScheduled=False` on `pod`.
     async fn pod_unschedulable(&self, pod: &str, condition: &Unschedulable)
     -> Result<(), ApiError>;
@@ -167,6 +170,10 @@ pub mod fake {
         BindVolume {
             claim: String,
             binding: VolumeBinding,
+        },
+        Nominate {
+            pod: String,
+            node: Option<String>,
         },
         Evict {
             pod: String,
@@ -294,6 +301,14 @@ pub mod fake {
                 true => ClaimProgress::Binding,
                 false => ClaimProgress::Bound,
             })
+        }
+
+        async fn nominate(&self, pod: &str, node: Option<&str>) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::Nominate {
+                pod: pod.into(),
+                node: node.map(str::to_string),
+            });
+            Ok(())
         }
 
         async fn release(&self, pod: &str) -> Result<Release, ApiError> {

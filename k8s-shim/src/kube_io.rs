@@ -316,6 +316,17 @@ impl ClusterIo for KubeIo {
     }
 
     /// The API server sets the condition True when the pod is bound.
+    async fn nominate(&self, pod: &str, node: Option<&str>) -> Result<(), ApiError> {
+        let key = object(pod)?;
+        let patch = json!({"status": {"nominatedNodeName": node}});
+        self.request_token().await;
+        self.pods(key.namespace())
+            .patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| typed(&format!("nominating {pod} to a node"), &e))
+    }
+
     async fn pod_unschedulable(&self, pod: &str, c: &Unschedulable) -> Result<(), ApiError> {
         let key = object(pod)?;
         let (ns, name) = (key.namespace(), key.name());

@@ -1368,7 +1368,9 @@ async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_
     s.until_explained(60, "early-0", "does not fit").await;
 
     // A higher-priority gang, created after it, evicts the low gang whole
-    // and takes its room; the earlier gang still waits.
+    // and takes its room, nominated to it while the victims leave; the
+    // earlier gang still waits.
+    let monitor = Monitor::start(&s).await;
     s.podgroup("high", 2, json!({})).await;
     for i in 0..2 {
         s.pod_with(
@@ -1394,6 +1396,31 @@ async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_
         sched.log()
     );
     assert_eq!(bound(&s.placement("guarded").await), 1);
+    monitor.catch_up(&s).await;
+    for seen in monitor
+        .seen()
+        .iter()
+        .filter(|p| p.name.starts_with("high-"))
+    {
+        assert!(
+            seen.nominated.is_some(),
+            "{} was never nominated",
+            seen.name
+        );
+        assert_eq!(
+            seen.nominated, seen.node,
+            "{} nominated to one node, bound to another",
+            seen.name
+        );
+    }
+    // The Binding cleared it (ClearingNominatedNodeNameAfterBinding).
+    for p in s.pods().await {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if name.starts_with("high-") {
+            let nominated = p.status.and_then(|s| s.nominated_node_name);
+            assert_eq!(nominated.filter(|n| !n.is_empty()), None, "{name}");
+        }
+    }
     for pod in ["low-0", "low-1"] {
         let events = s.events_for(pod).await;
         assert!(

@@ -136,10 +136,19 @@ fn a_higher_priority_gang_evicts_the_least_important_gang_whole_and_takes_its_ro
         vec![],
         "nothing is placed before the victims leave"
     );
+    // Each preemptor pod is nominated to the node it will take.
+    let nominated = nominations(&r, &high);
+    assert_eq!(nominated.len(), 3, "{:?}", r.decisions);
 
     terminate(&mut s, &r);
     let r = round(&mut s, 2000, &dragon);
     assert_eq!(bound(&s, "high"), 3, "{:?}", r.decisions);
+    for (pod, node) in &r.io.binds {
+        assert!(
+            nominated.contains(&(pod.clone(), Some(node.clone()))),
+            "{pod} bound to {node}, nominated {nominated:?}"
+        );
+    }
     assert_eq!(bound(&s, "low"), 0, "the victim is not half placed again");
     assert_eq!(bound(&s, "mid"), 4);
     assert_eq!(evicted(&r), vec![]);
@@ -208,6 +217,40 @@ fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
     let r = round(&mut s, 3000, &dragon);
     assert_eq!(bound(&s, "high"), 2, "{:?}", r.decisions);
     assert_eq!((bound(&s, "rigid"), bound(&s, "elastic")), (4, 2));
+}
+
+/// The nominations `r` made for `unit`'s pods.
+fn nominations(r: &Round, unit: &UnitKey) -> Vec<(String, Option<String>)> {
+    r.decisions
+        .iter()
+        .find_map(|d| match d {
+            Decision::Nominated { unit: u, pods } if u == unit => Some(pods.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_nomination_is_cleared_when_the_room_goes_to_more_important_work_and_none_can_be_made() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    job(&mut s, "low", 0, 0, 4, 4);
+    job(&mut s, "mid", 1, 10, 4, 4);
+    round(&mut s, 0, &dragon);
+    job(&mut s, "high", 10, 5, 3, 3);
+    let r = round(&mut s, 1000, &dragon);
+    let high = UnitKey::job("high");
+    assert_eq!(nominations(&r, &high).len(), 3, "{:?}", r.decisions);
+    // The room freed goes to a more important gang; nothing below `high`
+    // is left to preempt, so its pods are nominated nowhere.
+    terminate(&mut s, &r);
+    job(&mut s, "top", 20, 20, 4, 4);
+    let r = round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "top"), 4, "{:?}", r.decisions);
+    let cleared = nominations(&r, &high);
+    assert_eq!(cleared.len(), 3, "{:?}", r.decisions);
+    assert!(cleared.iter().all(|(_, n)| n.is_none()), "{cleared:?}");
 }
 
 #[test]

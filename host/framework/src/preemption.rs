@@ -57,8 +57,9 @@ pub(crate) enum Room {
     None(Option<&'static str>),
     /// Victims chosen earlier still hold this many pods.
     Awaited(usize),
-    /// Make room with these: shrinks, or evictions, never both.
-    Victims(Vec<Candidate>),
+    /// Make room with these: shrinks, or evictions, never both; and where
+    /// the unit's pods would go once they are gone (node indices).
+    Victims(Vec<Candidate>, Vec<(String, usize)>),
 }
 
 impl Scheduler {
@@ -103,15 +104,31 @@ impl Scheduler {
             && let Some(mut kept) = self.fewest(now_ms, policy, unit, shrinks)?
         {
             self.trim_shrinks(now_ms, policy, unit, &mut kept)?;
-            return Ok(Room::Victims(kept));
+            return self.victims(now_ms, policy, unit, kept);
         }
         let evictable = self.within_budgets(units);
         match self.fewest(now_ms, policy, unit, evictable)? {
-            Some(victims) => Ok(Room::Victims(victims)),
+            Some(victims) => self.victims(now_ms, policy, unit, victims),
             None => Ok(Room::None(Some(
                 "evicting all the lower-priority work it may evict would not make room",
             ))),
         }
+    }
+
+    /// `victims` as the room found, with where the unit would go once
+    /// they are gone (the nodes its pods are nominated to).
+    fn victims(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        victims: Vec<Candidate>,
+    ) -> Result<Room, CallError> {
+        let all = vec![true; victims.len()];
+        let placed = self
+            .fits_without(now_ms, policy, unit, &victims, &all)?
+            .unwrap_or_default();
+        Ok(Room::Victims(victims, placed))
     }
 
     /// Placed units of lower priority than `unit`'s, least important first
@@ -265,7 +282,10 @@ impl Scheduler {
     ) -> Result<Option<Vec<Candidate>>, CallError> {
         let n = candidates.len();
         let prefix = |k: usize| -> Vec<bool> { (0..n).map(|i| i < k).collect() };
-        if !self.fits_without(now_ms, policy, unit, &candidates, &prefix(n))? {
+        if self
+            .fits_without(now_ms, policy, unit, &candidates, &prefix(n))?
+            .is_none()
+        {
             return Ok(None);
         }
         // The first `hi` leave room; the first `lo` do not (none do: the
@@ -273,7 +293,10 @@ impl Scheduler {
         let (mut lo, mut hi) = (0, n);
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if self.fits_without(now_ms, policy, unit, &candidates, &prefix(mid))? {
+            if self
+                .fits_without(now_ms, policy, unit, &candidates, &prefix(mid))?
+                .is_some()
+            {
                 hi = mid;
             } else {
                 lo = mid;
@@ -282,7 +305,10 @@ impl Scheduler {
         let mut gone = prefix(hi);
         for i in (0..hi.saturating_sub(1)).rev() {
             gone[i] = false;
-            if !self.fits_without(now_ms, policy, unit, &candidates, &gone)? {
+            if self
+                .fits_without(now_ms, policy, unit, &candidates, &gone)?
+                .is_none()
+            {
                 gone[i] = true;
             }
         }
@@ -327,7 +353,10 @@ impl Scheduler {
             while lo < hi {
                 let mid = lo + (hi - lo).div_ceil(2);
                 kept[i].pods = above(mid);
-                if self.fits_without(now_ms, policy, unit, kept, &all)? {
+                if self
+                    .fits_without(now_ms, policy, unit, kept, &all)?
+                    .is_some()
+                {
                     lo = mid;
                 } else {
                     hi = mid - 1;
@@ -348,7 +377,7 @@ impl Scheduler {
         unit: &UnitPlan,
         candidates: &[Candidate],
         gone: &[bool],
-    ) -> Result<bool, CallError> {
+    ) -> Result<Option<Vec<(String, usize)>>, CallError> {
         let away = || {
             candidates
                 .iter()
@@ -366,29 +395,29 @@ impl Scheduler {
         fits
     }
 
-    /// Whether a round would place `unit` now: the pre-filter lets it
+    /// Where a round would place `unit` now, if the pre-filter lets it
     /// through and one of its sizes fits (reserving nothing).
     fn would_place(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
         unit: &UnitPlan,
-    ) -> Result<bool, CallError> {
+    ) -> Result<Option<Vec<(String, usize)>>, CallError> {
         let Sizes::Try(sizes) = self.pre_filtered(now_ms, policy, unit)? else {
-            return Ok(false);
+            return Ok(None);
         };
         for size in sizes {
             match self.place(now_ms, policy, unit, size) {
                 Ok(placed) => {
-                    for (k, _) in placed {
-                        self.cluster.set_state(&k, PodState::Pending);
+                    for (k, _) in &placed {
+                        self.cluster.set_state(k, PodState::Pending);
                     }
-                    return Ok(true);
+                    return Ok(Some(placed));
                 }
                 Err(PlaceError::Unschedulable(_)) => {}
                 Err(PlaceError::Policy(e)) => return Err(e),
             }
         }
-        Ok(false)
+        Ok(None)
     }
 }

@@ -133,6 +133,13 @@ impl<I: ClusterIo> Loop<I> {
                         "preempting lower-priority work to make room"
                     );
                 }
+                Decision::Nominated { pods, .. } => {
+                    for (pod, node) in pods {
+                        if let Err(e) = self.io.nominate(pod, node.as_deref()).await {
+                            tracing::warn!(pod, "cannot set nominatedNodeName: {e}");
+                        }
+                    }
+                }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
                 Decision::Deferred { units, budget_ms } => {
                     m.rounds_over_budget.inc();

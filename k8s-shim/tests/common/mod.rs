@@ -1395,6 +1395,8 @@ pub struct Seen {
     /// Deletion requested, finished or gone, whichever was seen first.
     pub dying_at: Option<Instant>,
     pub gone: bool,
+    /// The last `status.nominatedNodeName` it was seen with.
+    pub nominated: Option<String>,
 }
 
 #[derive(Default)]
@@ -1429,7 +1431,16 @@ impl MonitorState {
             bound_at: None,
             dying_at: None,
             gone: false,
+            nominated: None,
         });
+        if let Some(n) = p
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.clone())
+            && !n.is_empty()
+        {
+            seen.nominated = Some(n);
+        }
         if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone())
             && !node.is_empty()
         {

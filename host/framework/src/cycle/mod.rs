@@ -112,6 +112,9 @@ pub struct Scheduler {
     /// Preemptions under way: each preemptor's victims' pods, until none
     /// holds a node.
     pub(crate) preempting: BTreeMap<UnitKey, Vec<String>>,
+    /// Preemptors' pods nominated to nodes, by unit, until it is placed,
+    /// gone, or nominated nowhere.
+    pub(crate) nominated: BTreeMap<UnitKey, Vec<String>>,
     /// Victims whose eviction was refused, not chosen again before the
     /// given time, ms.
     pub(crate) protected: BTreeMap<UnitKey, u64>,
@@ -263,6 +266,7 @@ impl Scheduler {
             });
             pending.contains(k) && !pods.is_empty()
         });
+        self.nominated.retain(|k, _| pending.contains(k));
         units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {

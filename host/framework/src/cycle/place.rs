@@ -363,10 +363,20 @@ impl Scheduler {
                 reason.note_preemption(more);
             }
         };
-        let victims = match self.find_room(now_ms, policy, unit, gangs) {
-            Ok(Room::None(None)) => return Attempt::Failed,
-            Ok(Room::None(Some(cause))) => {
-                why(report, cause);
+        let (victims, placed) = match self.find_room(now_ms, policy, unit, gangs) {
+            Ok(Room::None(cause)) => {
+                if let Some(cause) = cause {
+                    why(report, cause);
+                }
+                // No room to be made: a nomination from an earlier
+                // preemption no longer holds (kube-scheduler clears it
+                // when a later attempt nominates nothing).
+                if let Some(pods) = self.nominated.remove(&unit.key) {
+                    report.decisions.push(Decision::Nominated {
+                        unit: unit.key.clone(),
+                        pods: pods.into_iter().map(|p| (p, None)).collect(),
+                    });
+                }
                 return Attempt::Failed;
             }
             Ok(Room::Awaited(pods)) => {
@@ -376,7 +386,7 @@ impl Scheduler {
                 );
                 return Attempt::Failed;
             }
-            Ok(Room::Victims(victims)) => victims,
+            Ok(Room::Victims(victims, placed)) => (victims, placed),
             Err(e) => {
                 return policy_failed(report, &unit.key, e);
             }
@@ -426,6 +436,23 @@ impl Scheduler {
             evicted,
             shrunk,
         });
+        // Where its pods go once the room is free, for cluster tools
+        // (`status.nominatedNodeName`); a Binding clears it.
+        let nodes = self.cluster.nodes();
+        let nominated: Vec<(String, Option<String>)> = placed
+            .into_iter()
+            .map(|(pod, n)| (pod, Some(nodes[n].name.clone())))
+            .collect();
+        if !nominated.is_empty() {
+            self.nominated.insert(
+                unit.key.clone(),
+                nominated.iter().map(|(p, _)| p.clone()).collect(),
+            );
+            report.decisions.push(Decision::Nominated {
+                unit: unit.key.clone(),
+                pods: nominated,
+            });
+        }
         self.preempting.insert(unit.key.clone(), pods);
         Attempt::Failed
     }

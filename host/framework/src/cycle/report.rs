@@ -45,6 +45,13 @@ pub enum Decision {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         shrunk: Vec<UnitKey>,
     },
+    /// Where a preemptor's pods are expected to go once its victims are
+    /// gone (a node), or that they no longer are (`None`): Kubernetes'
+    /// `status.nominatedNodeName`.
+    Nominated {
+        unit: UnitKey,
+        pods: Vec<(String, Option<String>)>,
+    },
     /// A gang was rejected by permit and released.
     Rejected { unit: UnitKey, reason: String },
     /// A gang's permit wait ran out and it was released.
@@ -152,6 +159,13 @@ impl fmt::Display for Decision {
                 workers,
                 reason,
             } => write!(f, "resized      {unit} -> {workers} workers: {reason}"),
+            Decision::Nominated { unit, pods } => {
+                let pods: Vec<String> = pods
+                    .iter()
+                    .map(|(p, n)| format!("{p} -> {}", n.as_deref().unwrap_or("(none)")))
+                    .collect();
+                write!(f, "nominated    {unit}: {}", pods.join(", "))
+            }
             Decision::Preempting {
                 unit,
                 evicted,

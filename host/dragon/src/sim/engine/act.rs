@@ -158,6 +158,7 @@ impl Sim<'_> {
                 | Decision::FellBack { .. }
                 | Decision::Unschedulable { .. }
                 | Decision::Preempting { .. }
+                | Decision::Nominated { .. }
                 | Decision::Rejected { .. }
                 | Decision::TimedOut { .. }
                 | Decision::BindFailed { .. } => {}
