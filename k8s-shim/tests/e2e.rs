@@ -1813,3 +1813,36 @@ async fn a_gang_with_wait_for_first_consumer_claims_lands_where_its_volumes_are_
     assert_eq!(bound(&s.placement("h-").await), 0, "{}", sched.log());
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordoned_node_takes_only_a_pod_that_tolerates_the_cordon() {
+    let _g = serial();
+    let s = Scenario::new("cordon").await;
+    s.node("a", 8).await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.client.clone());
+    nodes
+        .patch(
+            &format!("{}-a", s.name),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.pod("plain", None, 1, None).await;
+    s.pod_with(
+        "tolerant",
+        None,
+        1,
+        json!({"spec": {"tolerations": [
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    until(60, "the tolerant pod bound", || async {
+        bound(&s.placement("tolerant").await) == 1
+    })
+    .await;
+    s.until_explained(60, "plain", "unschedulable").await;
+    assert_eq!(bound(&s.placement("plain").await), 0, "{}", sched.log());
+    s.cleanup().await;
+}
