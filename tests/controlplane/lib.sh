@@ -74,9 +74,9 @@ cp_start() {
   cp_log "started $name (pid $!), log $run/logs/$name.log"
 }
 
-# cp_wait RUN NAME TIMEOUT_S CMD...: poll CMD until it succeeds; fail (with
-# the tail of NAME's log) if NAME dies or TIMEOUT_S passes.
-cp_wait() {
+# cp_poll RUN NAME TIMEOUT_S CMD...: poll CMD until it succeeds (0); 1 if
+# NAME dies first, 2 if TIMEOUT_S passes (with the tail of NAME's log).
+cp_poll() {
   local run="$1" name="$2" timeout="$3" start
   shift 3
   start=$(date +%s)
@@ -87,14 +87,46 @@ cp_wait() {
     fi
     if ! cp_pid_alive "$run" "$name"; then
       tail -n 40 "$run/logs/$name.log" >&2 || true
-      cp_die "$name exited before it became ready (log: $run/logs/$name.log)"
+      return 1
     fi
     if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
       tail -n 40 "$run/logs/$name.log" >&2 || true
-      cp_die "$name not ready after ${timeout}s (log: $run/logs/$name.log)"
+      return 2
     fi
     sleep 0.2
   done
+}
+
+# cp_wait RUN NAME TIMEOUT_S CMD...: cp_poll, failing if NAME is not ready.
+cp_wait() {
+  local status=0
+  cp_poll "$@" || status=$?
+  case $status in
+    0) return 0 ;;
+    1) cp_die "$2 exited before it became ready (log: $1/logs/$2.log)" ;;
+    *) cp_die "$2 not ready after ${3}s (log: $1/logs/$2.log)" ;;
+  esac
+}
+
+# cp_start_ready RUN NAME TIMEOUT_S START READY: run START (a function that
+# starts NAME with cp_start, choosing its port afresh), then poll READY. A
+# process that exits before it is ready (a port taken between choosing and
+# binding, an API server that was not serving yet) is started again, up to
+# three times; one that hangs is not.
+cp_start_ready() {
+  local run="$1" name="$2" timeout="$3" start_fn="$4" ready_fn="$5" attempt status
+  for attempt in 1 2 3; do
+    "$start_fn"
+    status=0
+    cp_poll "$run" "$name" "$timeout" "$ready_fn" || status=$?
+    case $status in
+      0) return 0 ;;
+      1) cp_log "$name exited before it became ready (attempt $attempt of 3)"
+         rm -f "$run/pids/$name.pid" ;;
+      *) cp_die "$name not ready after ${timeout}s (log: $run/logs/$name.log)" ;;
+    esac
+  done
+  cp_die "$name exited before it became ready, three times (log: $run/logs/$name.log)"
 }
 
 # cp_stop RUN NAME: stop the process of RUN/pids/NAME.pid (TERM, then KILL

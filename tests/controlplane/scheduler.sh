@@ -23,20 +23,23 @@ shift
 BIN="$(cp_bin_dir)"
 [ -x "$BIN/kube-scheduler" ] || cp_die "$BIN/kube-scheduler is missing (run build.sh)"
 
-cp_free_port port
 kubeconfig="$CP_RUN/kubeconfig"
-cp_start "$CP_RUN" kube-scheduler "$BIN/kube-scheduler" \
-  --kubeconfig "$kubeconfig" \
-  --authentication-kubeconfig "$kubeconfig" \
-  --authorization-kubeconfig "$kubeconfig" \
-  --authentication-skip-lookup=true \
-  --leader-elect=false \
-  --bind-address 127.0.0.1 \
-  --secure-port "$port" \
-  --cert-dir "$CP_RUN/scheduler-certs" \
-  "$@"
+extra=("$@")
+start_scheduler() {
+  cp_free_port port
+  cp_start "$CP_RUN" kube-scheduler "$BIN/kube-scheduler" \
+    --kubeconfig "$kubeconfig" \
+    --authentication-kubeconfig "$kubeconfig" \
+    --authorization-kubeconfig "$kubeconfig" \
+    --authentication-skip-lookup=true \
+    --leader-elect=false \
+    --bind-address 127.0.0.1 \
+    --secure-port "$port" \
+    --cert-dir "$CP_RUN/scheduler-certs" \
+    "${extra[@]}"
+}
 sched_ready() { curl -skf --max-time 2 "https://127.0.0.1:$port/healthz" | grep -q '^ok$'; }
-cp_wait "$CP_RUN" kube-scheduler "${DRAGON_CP_READY_TIMEOUT:-120}" sched_ready
+cp_start_ready "$CP_RUN" kube-scheduler "${DRAGON_CP_READY_TIMEOUT:-120}" start_scheduler sched_ready
 if [ -f "$CP_RUN/env" ]; then
   sed -i -e '/^DRAGON_CP_SCHEDULER_URL=/d' -e '/^DRAGON_CP_PID_KUBE_SCHEDULER=/d' "$CP_RUN/env"
   {

@@ -109,7 +109,6 @@ chmod 600 "$run/token" "$run/tokens.csv" "$pki"/*.key
 cp_free_port etcd_port
 cp_free_port etcd_peer_port
 cp_free_port api_port
-cp_free_port kcm_port
 cp_free_port kwok_port
 api_url="https://127.0.0.1:$api_port"
 
@@ -190,20 +189,23 @@ cp_wait "$run" kube-apiserver "$READY_TIMEOUT" api_ready
 # "Unhandled Error ... missing content for CA bundle" line every few seconds.
 # Bearer tokens are still checked through TokenReview.
 if [ "$with_kcm" = 1 ]; then
-  cp_start "$run" kube-controller-manager "$BIN/kube-controller-manager" \
-    --kubeconfig "$kubeconfig" \
-    --authentication-kubeconfig "$kubeconfig" \
-    --authorization-kubeconfig "$kubeconfig" \
-    --authentication-skip-lookup=true \
-    --leader-elect=false \
-    --bind-address 127.0.0.1 \
-    --secure-port "$kcm_port" \
-    --cert-dir "$run/kcm-certs" \
-    --service-account-private-key-file "$pki/sa.key" \
-    --root-ca-file "$pki/ca.crt" \
-    --cluster-name dragon-test
+  start_kcm() {
+    cp_free_port kcm_port
+    cp_start "$run" kube-controller-manager "$BIN/kube-controller-manager" \
+      --kubeconfig "$kubeconfig" \
+      --authentication-kubeconfig "$kubeconfig" \
+      --authorization-kubeconfig "$kubeconfig" \
+      --authentication-skip-lookup=true \
+      --leader-elect=false \
+      --bind-address 127.0.0.1 \
+      --secure-port "$kcm_port" \
+      --cert-dir "$run/kcm-certs" \
+      --service-account-private-key-file "$pki/sa.key" \
+      --root-ca-file "$pki/ca.crt" \
+      --cluster-name dragon-test
+  }
   kcm_ready() { curl -skf --max-time 2 "https://127.0.0.1:$kcm_port/healthz" | grep -q '^ok$'; }
-  cp_wait "$run" kube-controller-manager "$READY_TIMEOUT" kcm_ready
+  cp_start_ready "$run" kube-controller-manager "$READY_TIMEOUT" start_kcm kcm_ready
 fi
 
 # --- kwok -------------------------------------------------------------------------
