@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1 as resource;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -108,6 +108,7 @@ fn spawn_watch<K>(
                     Kind::Claim => Event::ClaimGone(key_of(&obj)),
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
                     Kind::StorageClass => Event::StorageClassGone(key_of(&obj)),
+                    Kind::CsiNode => Event::CsiNodeGone(key_of(&obj)),
                     Kind::Budget => Event::BudgetGone(key_of(&obj)),
                     Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
                     Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
@@ -415,6 +416,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         tx.clone(),
         |c| Event::StorageClass(Box::new(c)),
         |c| c.name_any(),
+    );
+    spawn_watch(
+        Api::<CSINode>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::CsiNode,
+        tx.clone(),
+        |n| Event::CsiNode(Box::new(n)),
+        |n| n.name_any(),
     );
     spawn_watch(
         Api::<core::PersistentVolume>::all(client.clone()),

@@ -71,6 +71,7 @@ pub enum StorageKind {
     Claim,
     Volume,
     Class,
+    CsiNode,
 }
 
 /// The kinds of `resource.k8s.io` objects the snapshot holds.
@@ -108,6 +109,9 @@ pub enum Event {
     VolumeGone(String),
     StorageClass(Box<storage::StorageClass>),
     StorageClassGone(String),
+    /// A node's CSI drivers and how many volumes each may attach.
+    CsiNode(Box<storage::CSINode>),
+    CsiNodeGone(String),
     /// A PodDisruptionBudget: what preemption may evict.
     Budget(Box<policy::PodDisruptionBudget>),
     BudgetGone(String),
@@ -369,6 +373,14 @@ impl Snapshot {
             Event::VolumeGone(name) => self.volume_gone(&name),
             Event::StorageClass(sc) => self.class_changed(&sc),
             Event::StorageClassGone(name) => self.class_gone(&name),
+            Event::CsiNode(node) => {
+                let (node, limits) = translate::volumes::volume_limits(&node);
+                self.change(ClusterOp::SetVolumeLimits { node, limits });
+            }
+            Event::CsiNodeGone(node) => self.change(ClusterOp::SetVolumeLimits {
+                node,
+                limits: Default::default(),
+            }),
             Event::Budget(pdb) => {
                 let key = crate::key::key_of(pdb.as_ref());
                 let (budget, problem) = translate::disruption_budget(&pdb);

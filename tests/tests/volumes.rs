@@ -42,6 +42,7 @@ fn local(name: &str, node: &str) -> PersistentVolume {
         claim: None,
         available: true,
         deleting: false,
+        csi: None,
     }
 }
 
@@ -62,7 +63,7 @@ fn sched(nodes: &[&str]) -> Scheduler {
     }
     c.set_storage_class(StorageClass {
         name: "local".into(),
-        provisions: false,
+        provisioner: None,
         allowed_topologies: None,
     });
     Scheduler::new(c, SchedulerConfig::default())
@@ -120,6 +121,7 @@ fn add_gang(
             access_modes: vec![mode],
             mode: VolumeMode::Filesystem,
             selector: None,
+            volume: None,
         }))
         .expect("a claim");
         pod.volumes.claims = vec![claim(i)];
@@ -188,7 +190,7 @@ fn a_claim_with_no_volume_is_provisioned_on_the_node_its_class_allows() {
     let mut s = sched(&["a", "b"]);
     s.op(ClusterOp::SetStorageClass(StorageClass {
         name: "local".into(),
-        provisions: true,
+        provisioner: Some("csi.example.com".into()),
         allowed_topologies: Some(on("b")),
     }))
     .expect("a class");

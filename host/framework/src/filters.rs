@@ -13,7 +13,7 @@ use super::constraints::{
 };
 use super::devices::Fit;
 use super::model::{Pod, Taint};
-use super::volumes::IN_USE_ONCE;
+use super::volumes::{IN_USE_ONCE, TOO_MANY_VOLUMES};
 use dragon_runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
@@ -217,9 +217,11 @@ fn passes<'p>(
     pod.volumes.is_empty() || volumes_fit(cluster, pod, i, device_reasons)
 }
 
-/// VolumeRestrictions' and VolumeBinding's filters for claims not bound
-/// yet: no other placed pod uses its `ReadWriteOncePod` claims, and each
-/// unbound claim finds a volume on node `i` or may be provisioned there.
+/// VolumeRestrictions', VolumeBinding's and NodeVolumeLimits' filters
+/// beyond bound volumes' node affinity: no other placed pod uses its
+/// `ReadWriteOncePod` claims, each unbound claim finds a volume on node `i`
+/// or may be provisioned there, and the node's CSI drivers may attach its
+/// volumes.
 #[inline(never)]
 fn volumes_fit(
     cluster: &Cluster,
@@ -228,11 +230,13 @@ fn volumes_fit(
     reasons: &mut BTreeMap<Cow<'static, str>, usize>,
 ) -> bool {
     let volumes = &cluster.volumes;
+    let node = &cluster.nodes()[i];
     let reason: Cow<'static, str> = if volumes.in_use_once(&pod.key, &pod.volumes.claims) {
         IN_USE_ONCE.into()
     } else {
-        match volumes.fit(&cluster.nodes()[i], &pod.volumes.unbound) {
-            Ok(Ok(_)) => return true,
+        match volumes.fit(node, &pod.volumes.unbound) {
+            Ok(Ok(_)) if volumes.within_limits(&node.name, i, &pod.volumes.claims) => return true,
+            Ok(Ok(_)) => TOO_MANY_VOLUMES.into(),
             Ok(Err(why)) => why.into(),
             Err(e) => e.to_string().into(),
         }

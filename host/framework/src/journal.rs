@@ -5,6 +5,8 @@
 //! nothing of its own that is not decided by a round. A recording of a
 //! run is these ops plus each round's time (see `dragon replay`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{Cluster, ClusterError, PodState};
@@ -62,6 +64,12 @@ pub enum ClusterOp {
     RemoveStorageClass(String),
     SetVolumeClaim(VolumeClaim),
     RemoveVolumeClaim(String),
+    /// How many volumes each CSI driver may attach to a node (a CSINode);
+    /// empty for no limit.
+    SetVolumeLimits {
+        node: String,
+        limits: BTreeMap<String, u32>,
+    },
 }
 
 impl ClusterOp {
@@ -151,6 +159,10 @@ impl ClusterOp {
             }
             ClusterOp::RemoveVolumeClaim(key) => {
                 cluster.remove_volume_claim(&key);
+                Ok(())
+            }
+            ClusterOp::SetVolumeLimits { node, limits } => {
+                cluster.set_volume_limits(&node, limits);
                 Ok(())
             }
         }

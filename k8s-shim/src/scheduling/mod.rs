@@ -54,6 +54,7 @@ pub enum Kind {
     Claim,
     Volume,
     StorageClass,
+    CsiNode,
     Budget,
     ResourceSlice,
     DeviceClass,
@@ -62,7 +63,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind watched.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Node,
         Kind::Pod,
         Kind::Group,
@@ -70,6 +71,7 @@ impl Kind {
         Kind::Claim,
         Kind::Volume,
         Kind::StorageClass,
+        Kind::CsiNode,
         Kind::Budget,
         Kind::ResourceSlice,
         Kind::DeviceClass,
@@ -90,6 +92,7 @@ impl Kind {
             Kind::Claim => Listed::Storage(StorageKind::Claim),
             Kind::Volume => Listed::Storage(StorageKind::Volume),
             Kind::StorageClass => Listed::Storage(StorageKind::Class),
+            Kind::CsiNode => Listed::Storage(StorageKind::CsiNode),
         }
     }
 }

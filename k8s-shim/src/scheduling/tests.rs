@@ -338,6 +338,57 @@ async fn a_read_write_once_pod_claim_shared_within_a_gang_keeps_it_pending_named
     assert!(told, "{calls:?}");
 }
 
+/// Claim `ml/NAME`, bound to CSI volume `pv-NAME` of driver `ebs`.
+fn csi_claim(name: &str) -> Vec<Event> {
+    let pv = format!(
+        "metadata: {{name: pv-{name}}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOnce]\n  csi: {{driver: ebs, volumeHandle: vol-{name}}}\n  claimRef: {{namespace: ml, name: {name}}}\nstatus: {{phase: Bound}}\n"
+    );
+    let pvc = format!(
+        "metadata: {{name: {name}, namespace: ml}}\nspec:\n  accessModes: [ReadWriteOnce]\n  volumeName: pv-{name}\n  resources: {{requests: {{storage: 1Gi}}}}\nstatus: {{phase: Bound}}\n"
+    );
+    vec![
+        Event::Volume(Box::new(serde_norway::from_str(&pv).unwrap())),
+        Event::Claim(Box::new(serde_norway::from_str(&pvc).unwrap())),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_csi_driver_attaches_one_volume_takes_no_second_pod_with_another() {
+    let fake = Arc::new(FakeCluster::default());
+    let mut l = listed_loop(&fake);
+    let csi_node = Event::CsiNode(Box::new(
+        serde_norway::from_str(
+            "metadata: {name: a}\nspec:\n  drivers: [{name: ebs, nodeID: a, allocatable: {count: 1}}]\n",
+        )
+        .unwrap(),
+    ));
+    let events = [
+        vec![node("a", 8), csi_node],
+        csi_claim("one"),
+        csi_claim("two"),
+        vec![mounting(pod("first", None, "", 0, None, US), "one")],
+    ]
+    .concat();
+    step_with(&mut l, events).await;
+    assert_eq!(binds(&fake.calls()), ["ml/first"]);
+    let first = pod("first", None, "", 0, Some("a"), US);
+    step_with(
+        &mut l,
+        vec![
+            mounting(first, "one"),
+            mounting(pod("second", None, "", 0, None, US), "two"),
+        ],
+    )
+    .await;
+    let calls = fake.calls();
+    assert_eq!(binds(&calls), ["ml/first"], "{calls:?}");
+    let told = calls.iter().any(|c| {
+        matches!(c, Call::Unschedulable { pod, message, .. }
+            if pod == "ml/second" && message.contains("exceed max volume count"))
+    });
+    assert!(told, "{calls:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_bind_releases_the_bound_members_and_tells_each_waiting_pod_why() {
     let fake = Arc::new(FakeCluster::default());

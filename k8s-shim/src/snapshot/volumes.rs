@@ -91,6 +91,10 @@ impl Snapshot {
             StorageKind::Claim => (self.claims.keys().collect(), Event::ClaimGone),
             StorageKind::Volume => (self.volumes.keys().collect(), Event::VolumeGone),
             StorageKind::Class => (self.classes.keys().collect(), Event::StorageClassGone),
+            StorageKind::CsiNode => (
+                self.sched.cluster().volumes().limited_nodes().collect(),
+                Event::CsiNodeGone,
+            ),
         };
         names
             .into_iter()

@@ -3,8 +3,10 @@
 //! VolumeRestrictions plugins read them.
 
 use dragon_framework::quantity;
+use std::collections::BTreeMap;
+
 use dragon_framework::volumes::{
-    AccessMode, PersistentVolume, StorageClass, VolumeClaim, VolumeMode,
+    AccessMode, CsiVolume, PersistentVolume, StorageClass, VolumeClaim, VolumeMode,
 };
 use dragon_framework::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
 use k8s_openapi::api::core::v1 as core;
@@ -70,7 +72,8 @@ pub fn storage_class(sc: &storage::StorageClass) -> Result<(StorageClass, bool),
     }
     let delayed = sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
     let class = StorageClass {
-        provisions: !sc.provisioner.is_empty() && sc.provisioner != NO_PROVISIONER,
+        provisioner: (!sc.provisioner.is_empty() && sc.provisioner != NO_PROVISIONER)
+            .then(|| sc.provisioner.clone()),
         allowed_topologies: (!terms.is_empty()).then_some(NodeSelector { terms }),
         name,
     };
@@ -110,6 +113,10 @@ pub fn persistent_volume(pv: &core::PersistentVolume) -> Result<PersistentVolume
         }),
         available: pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
         deleting: pv.metadata.deletion_timestamp.is_some(),
+        csi: spec.csi.as_ref().map(|c| CsiVolume {
+            driver: c.driver.clone(),
+            handle: c.volume_handle.clone(),
+        }),
         name,
     })
 }
@@ -120,6 +127,7 @@ pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
     let object = format!("persistentvolumeclaim {key}");
     let spec = pvc.spec.clone().unwrap_or_default();
     let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let volume = spec.volume_name.clone().filter(|v| !v.is_empty() && bound);
     let read = || -> Result<VolumeClaim, TranslateError> {
         let selector = spec
             .selector
@@ -143,10 +151,11 @@ pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
             access_modes: access_modes(spec.access_modes.as_ref()),
             mode: volume_mode(spec.volume_mode.as_deref()),
             selector,
+            volume: volume.clone(),
         })
     };
     ClaimSeen {
-        volume: spec.volume_name.clone().filter(|v| !v.is_empty() && bound),
+        volume: volume.clone(),
         selected_node: pvc
             .metadata
             .annotations
@@ -155,6 +164,24 @@ pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
             .cloned(),
         spec: read(),
     }
+}
+
+/// How many volumes each CSI driver may attach to the CSINode's node
+/// (drivers that state no `allocatable.count` are not limited).
+pub fn volume_limits(node: &storage::CSINode) -> (String, BTreeMap<String, u32>) {
+    let limits = node
+        .spec
+        .drivers
+        .iter()
+        .filter_map(|d| {
+            let count = d.allocatable.as_ref()?.count?;
+            Some((
+                d.name.clone(),
+                u32::try_from(count.max(0)).unwrap_or(u32::MAX),
+            ))
+        })
+        .collect();
+    (node.metadata.name.clone().unwrap_or_default(), limits)
 }
 
 fn beta_class(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {

@@ -2,6 +2,8 @@
 //! DeviceClasses and ResourceClaims; PersistentVolumes, StorageClasses and
 //! unbound PersistentVolumeClaims.
 
+use std::collections::BTreeMap;
+
 use super::Cluster;
 use crate::devices::{Claim, DeviceClass, Inventory, ResourceSlice};
 use crate::journal::ClusterOp;
@@ -101,6 +103,17 @@ impl Cluster {
     pub fn remove_volume_claim(&mut self, key: &str) {
         self.journal(|| ClusterOp::RemoveVolumeClaim(key.to_string()));
         self.volumes.remove_claim(key);
+    }
+
+    /// How many volumes each CSI driver may attach to `node` (its
+    /// CSINode); empty for no limit.
+    pub fn set_volume_limits(&mut self, node: &str, limits: BTreeMap<String, u32>) {
+        self.journal(|| ClusterOp::SetVolumeLimits {
+            node: node.to_string(),
+            limits: limits.clone(),
+        });
+        self.volumes.set_limits(node, limits);
+        self.changes.room = true;
     }
 
     /// Volumes, classes and unbound claims, with the bindings chosen for

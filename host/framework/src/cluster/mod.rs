@@ -432,8 +432,9 @@ impl Cluster {
         }
         if !e.pod.volumes.is_empty() {
             self.volumes.unchoose(key);
-            if e.state.node().is_some() {
-                self.volumes.use_claims(key, &e.pod.volumes.claims, false);
+            if let Some(n) = e.state.node() {
+                self.volumes
+                    .use_claims(key, n, &e.pod.volumes.claims, false);
             }
         }
         self.note_job(e.pod.job.as_ref());
@@ -533,19 +534,24 @@ impl Cluster {
         }
         // And its volumes: the bindings of its unbound claims, and the
         // claims it now uses.
-        if !e.pod.volumes.is_empty() && old.is_some() != state.node().is_some() {
-            match state {
-                PodState::Reserved(n) => {
+        if !e.pod.volumes.is_empty() && old != state.node() {
+            match (old, state) {
+                (None, PodState::Reserved(n)) => {
                     if let Ok(Ok(chosen)) = self.volumes.fit(&self.nodes[n], &e.pod.volumes.unbound)
                     {
                         self.volumes.choose(key, chosen);
                     }
                 }
-                PodState::Pending => self.volumes.unchoose(key),
-                PodState::Bound(_) => {}
+                (_, PodState::Pending) => self.volumes.unchoose(key),
+                _ => {}
             }
-            self.volumes
-                .use_claims(key, &e.pod.volumes.claims, state.node().is_some());
+            if let Some(n) = old {
+                self.volumes
+                    .use_claims(key, n, &e.pod.volumes.claims, false);
+            }
+            if let Some(n) = state.node() {
+                self.volumes.use_claims(key, n, &e.pod.volumes.claims, true);
+            }
         }
         e.state = state;
         let pod = &e.pod;

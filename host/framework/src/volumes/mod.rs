@@ -66,15 +66,25 @@ pub struct PersistentVolume {
     /// Being deleted (`metadata.deletionTimestamp`).
     #[serde(default)]
     pub deleting: bool,
+    /// The CSI driver and volume handle (`spec.csi`): what a node attaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiVolume>,
+}
+
+/// A volume as a CSI driver attaches it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CsiVolume {
+    pub driver: String,
+    pub handle: String,
 }
 
 /// A StorageClass as binding needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorageClass {
     pub name: String,
-    /// Whether a provisioner makes its volumes on demand (not
-    /// `kubernetes.io/no-provisioner`).
-    pub provisions: bool,
+    /// The provisioner that makes its volumes on demand (`None` for
+    /// `kubernetes.io/no-provisioner`): a CSI driver's name.
+    pub provisioner: Option<String>,
     /// `allowedTopologies` (`None`: every node).
     pub allowed_topologies: Option<NodeSelector>,
 }
@@ -94,6 +104,9 @@ pub struct VolumeClaim {
     pub mode: VolumeMode,
     /// `spec.selector`: the labels a volume must carry.
     pub selector: Option<LabelSelector>,
+    /// The volume it is bound to, once bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }
 
 /// What binds a claim on the chosen node.
@@ -123,6 +136,9 @@ pub type Bindings = Vec<(String, VolumeBinding)>;
 pub const NO_VOLUME: &str = "node(s) didn't find available persistent volumes to bind";
 /// kube-scheduler's reason when a claim's chosen volume cannot be reached.
 pub const NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// NodeVolumeLimits' reason when a node's CSI driver would attach more
+/// volumes than its CSINode allows.
+pub const TOO_MANY_VOLUMES: &str = "node(s) exceed max volume count";
 /// VolumeRestrictions' reason for a `ReadWriteOncePod` claim in use.
 pub const IN_USE_ONCE: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
@@ -152,6 +168,11 @@ pub struct Volumes {
     taken: BTreeSet<String>,
     /// Claim → the placed pods that use it.
     users: BTreeMap<String, BTreeSet<String>>,
+    /// Node index → the claims its placed pods use, with how many use each.
+    on_node: BTreeMap<usize, BTreeMap<String, u32>>,
+    /// Node name → how many volumes each CSI driver may attach there
+    /// (CSINode `spec.drivers[].allocatable.count`).
+    limits: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 impl Volumes {
@@ -268,7 +289,7 @@ impl Volumes {
                         .allowed_topologies
                         .as_ref()
                         .is_none_or(|t| t.matches(&node.name, &node.labels));
-                    if !class.provisions || !allowed {
+                    if class.provisioner.is_none() || !allowed {
                         return Ok(Err(NO_VOLUME));
                     }
                     VolumeBinding::Provision(node.name.clone())
@@ -372,21 +393,109 @@ impl Volumes {
         })
     }
 
-    /// `pod`, placed, uses (`true`) or no longer uses its `claims`.
-    pub(crate) fn use_claims(&mut self, pod: &str, claims: &[String], holds: bool) {
+    /// `pod`, placed on node `node`, uses (`true`) or no longer uses its
+    /// `claims`.
+    pub(crate) fn use_claims(&mut self, pod: &str, node: usize, claims: &[String], holds: bool) {
+        let on_node = self.on_node.entry(node).or_default();
         for c in claims {
             if holds {
                 self.users
                     .entry(c.clone())
                     .or_default()
                     .insert(pod.to_string());
-            } else if let Some(users) = self.users.get_mut(c) {
-                users.remove(pod);
-                if users.is_empty() {
-                    self.users.remove(c);
+                *on_node.entry(c.clone()).or_default() += 1;
+            } else {
+                if let Some(users) = self.users.get_mut(c) {
+                    users.remove(pod);
+                    if users.is_empty() {
+                        self.users.remove(c);
+                    }
+                }
+                if let Some(n) = on_node.get_mut(c) {
+                    *n -= 1;
+                    if *n == 0 {
+                        on_node.remove(c);
+                    }
                 }
             }
         }
+        if on_node.is_empty() {
+            self.on_node.remove(&node);
+        }
+    }
+
+    /// How many volumes each CSI driver may attach to node `node` (none:
+    /// no limit).
+    pub fn set_limits(&mut self, node: &str, limits: BTreeMap<String, u32>) {
+        match limits.is_empty() {
+            true => self.limits.remove(node),
+            false => self.limits.insert(node.to_string(), limits),
+        };
+    }
+
+    pub fn limited_nodes(&self) -> impl Iterator<Item = &String> {
+        self.limits.keys()
+    }
+
+    /// The CSI driver and the unique name of the volume `claim` is bound to
+    /// (or chosen or provisioned for): what a node attaches for it, as
+    /// NodeVolumeLimits counts it. `None`: not a CSI volume, or not known.
+    fn attached(&self, claim: &str) -> Option<(&str, String)> {
+        let c = self.claims.get(claim)?;
+        let volume = c
+            .volume
+            .as_deref()
+            .or_else(|| match self.chosen.get(claim) {
+                Some((_, VolumeBinding::Volume(v))) => Some(v.as_str()),
+                _ => None,
+            });
+        match volume {
+            Some(v) => {
+                let csi = self.volumes.get(v)?.csi.as_ref()?;
+                Some((
+                    csi.driver.as_str(),
+                    format!("{}^{}", csi.driver, csi.handle),
+                ))
+            }
+            // Unbound: the class's provisioner will make it.
+            None => {
+                let driver = self.classes.get(&c.class)?.provisioner.as_deref()?;
+                Some((driver, format!("{driver}^claim:{claim}")))
+            }
+        }
+    }
+
+    /// NodeVolumeLimits: whether node `i` (`name`) can attach the volumes
+    /// of `claims` beside those its placed pods use, per CSI driver.
+    pub(crate) fn within_limits(&self, name: &str, i: usize, claims: &[String]) -> bool {
+        let Some(limits) = self.limits.get(name) else {
+            return true;
+        };
+        let attached: BTreeMap<String, &str> = self
+            .on_node
+            .get(&i)
+            .into_iter()
+            .flatten()
+            .filter_map(|(c, _)| self.attached(c))
+            .map(|(d, u)| (u, d))
+            .collect();
+        let mut count: BTreeMap<&str, u32> = BTreeMap::new();
+        for driver in attached.values() {
+            *count.entry(driver).or_default() += 1;
+        }
+        // A volume already attached there is not attached again.
+        let new: BTreeMap<String, &str> = claims
+            .iter()
+            .filter_map(|c| self.attached(c))
+            .filter(|(_, u)| !attached.contains_key(u))
+            .map(|(d, u)| (u, d))
+            .collect();
+        for driver in new.values() {
+            *count.entry(driver).or_default() += 1;
+        }
+        count
+            .iter()
+            .all(|(driver, n)| limits.get(*driver).is_none_or(|max| n <= max))
     }
 }
 

@@ -40,6 +40,7 @@ fn pv(name: &str, node: &str, capacity: u64, claim: Option<&str>) -> PersistentV
         claim: claim.map(|c| format!("testns/{c}")),
         available: claim.is_none(),
         deleting: false,
+        csi: None,
     }
 }
 
@@ -51,20 +52,25 @@ fn pvc(name: &str, request: u64, class: &str) -> VolumeClaim {
         access_modes: vec![AccessMode::ReadWriteOnce],
         mode: VolumeMode::Filesystem,
         selector: None,
+        volume: None,
     }
 }
 
 /// kube's fixtures: three classes, two nodes' volumes, four claims.
 fn inventory(volumes: &[PersistentVolume]) -> Volumes {
     let mut v = Volumes::default();
-    for (name, provisions, topology) in [
-        ("waitClass", false, None),
-        ("waitClassWithProvisioner", true, None),
-        ("topoMismatchClass", true, Some(on("node2"))),
+    for (name, provisioner, topology) in [
+        ("waitClass", None, None),
+        ("waitClassWithProvisioner", Some("csi.example.com"), None),
+        (
+            "topoMismatchClass",
+            Some("csi.example.com"),
+            Some(on("node2")),
+        ),
     ] {
         v.set_class(StorageClass {
             name: name.into(),
-            provisions,
+            provisioner: provisioner.map(str::to_string),
             allowed_topologies: topology,
         });
     }
@@ -229,13 +235,57 @@ fn a_read_write_once_pod_claim_is_used_by_one_placed_pod_at_a_time() {
     v.set_claim(once);
     let claims = keys(&["once", "unbound-pvc"]);
     assert!(!v.in_use_once("a", &claims));
-    v.use_claims("a", &claims, true);
+    v.use_claims("a", 0, &claims, true);
     assert!(!v.in_use_once("a", &claims), "its own use is no conflict");
     assert!(v.in_use_once("b", &claims));
     assert!(
         !v.in_use_once("b", &keys(&["unbound-pvc"])),
         "a ReadWriteOnce claim is shared"
     );
-    v.use_claims("a", &claims, false);
+    v.use_claims("a", 0, &claims, false);
     assert!(!v.in_use_once("b", &claims));
+}
+
+/// A bound claim `name` on CSI volume `handle` of driver `ebs`.
+fn on_csi(v: &mut Volumes, name: &str, handle: &str) {
+    let mut volume = pv(&format!("pv-{handle}"), "node1", G, Some(name));
+    volume.csi = Some(CsiVolume {
+        driver: "ebs".into(),
+        handle: handle.into(),
+    });
+    v.set_volume(volume);
+    let mut claim = pvc(name, G, "waitClass");
+    claim.volume = Some(format!("pv-{handle}"));
+    v.set_claim(claim);
+}
+
+// Cases of `TestCSILimits` (nodevolumelimits/csi_test.go): volumes counted
+// per driver against the CSINode's allocatable count, one volume used by
+// several pods counted once.
+#[test]
+fn a_node_attaches_no_more_csi_volumes_than_its_driver_allows_and_counts_a_shared_one_once() {
+    let mut v = inventory(&[]);
+    for (claim, handle) in [("one", "vol-1"), ("two", "vol-2"), ("three", "vol-3")] {
+        on_csi(&mut v, claim, handle);
+    }
+    // No CSINode limit: anything goes.
+    assert!(v.within_limits("node1", 0, &keys(&["one", "two", "three"])));
+    v.set_limits("node1", [("ebs".to_string(), 2)].into());
+    assert!(v.within_limits("node1", 0, &keys(&["one", "two"])));
+    // "doesn't when node volume limit <= pods CSI volume"
+    assert!(!v.within_limits("node1", 0, &keys(&["one", "two", "three"])));
+    // Two attached by a placed pod: a third is one too many, a shared one
+    // is not new.
+    v.use_claims("testns/placed", 0, &keys(&["one", "two"]), true);
+    assert!(!v.within_limits("node1", 0, &keys(&["three"])));
+    assert!(v.within_limits("node1", 0, &keys(&["two"])));
+    // Another node, another count; another driver, no limit.
+    assert!(v.within_limits("node1", 1, &keys(&["three"])));
+    v.use_claims("testns/placed", 0, &keys(&["one", "two"]), false);
+    assert!(v.within_limits("node1", 0, &keys(&["three"])));
+    // "should count pending PVCs if the feature is enabled": an unbound
+    // claim counts for its class's provisioner.
+    v.set_limits("node1", [("csi.example.com".to_string(), 0)].into());
+    assert!(!v.within_limits("node1", 0, &keys(&["provisioned-pvc"])));
+    assert!(v.within_limits("node1", 0, &keys(&["one"])));
 }
