@@ -3,10 +3,12 @@
 //! attempt or not at all, devices held by a claim are not given twice, and
 //! what a released gang had chosen is free again.
 
-use dragon_host::framework::devices::{Claim, Device, DeviceClass, Request, ResourceSlice};
+use dragon_host::framework::devices::{
+    Allocation, Claim, Device, DeviceClass, Request, ResourceSlice,
+};
 use dragon_host::framework::{
     Cluster, ClusterOp, Decision, Job, Node, Pod, PodState, RecordingIo, Resources, Role,
-    Scheduler, SchedulerConfig,
+    Scheduler, SchedulerConfig, UnitKey,
 };
 use dragon_host::runtime::Hooks;
 use dragon_tests::{Ops, bundled, engine};
@@ -63,8 +65,14 @@ fn declared_job(name: &str, workers: u32) -> Job {
 /// A declared gang of `workers` pods, each with a claim of its own for one
 /// GPU.
 fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
-    s.op(ClusterOp::UpsertJob(declared_job(name, workers)))
-        .expect("a job");
+    add_gang_at(s, name, workers, 0);
+}
+
+/// [`add_gang`] of priority `priority`.
+fn add_gang_at(s: &mut Scheduler, name: &str, workers: u32, priority: i32) {
+    let mut job = declared_job(name, workers);
+    job.priority = priority;
+    s.op(ClusterOp::UpsertJob(job)).expect("a job");
     for i in 0..workers {
         let claim = format!("ns/{name}-{i}-gpu");
         s.op(ClusterOp::SetClaim(Claim::new(
@@ -84,6 +92,7 @@ fn add_gang(s: &mut Scheduler, name: &str, workers: u32) {
         pod.role = Role::Worker;
         pod.index = i;
         pod.claims = vec![claim];
+        pod.priority = priority;
         s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
     }
 }
@@ -266,4 +275,46 @@ fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_cou
         vec![("ns/three".to_string(), "b".to_string())],
         "{d:?}"
     );
+}
+
+#[test]
+fn a_higher_priority_gang_claiming_devices_preempts_the_gang_whose_allocations_hold_them() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2)]);
+    add_gang(&mut s, "low", 2);
+    let (d, io) = round(&mut s, 0, &policy);
+    assert_eq!(io.binds.len(), 2, "{d:?}");
+    // The allocations come back from the API server, as a driver's watch
+    // brings them.
+    for i in 0..2 {
+        let pod = format!("ns/low-{i}");
+        let chosen: Vec<(String, Allocation)> = s
+            .cluster()
+            .devices()
+            .chosen_for(&pod)
+            .into_iter()
+            .map(|(c, a)| (c.to_string(), a.clone()))
+            .collect();
+        for (key, a) in chosen {
+            let mut claim = Claim::new(key, vec![Request::exactly("gpu", "gpu", 1, &[])]);
+            claim.allocation = Some(a);
+            s.op(ClusterOp::SetClaim(claim)).expect("allocated");
+        }
+    }
+    let before = held(&s);
+    // A more important gang needs both devices: the low gang's claims
+    // count as freed once it is gone, so it is evicted whole.
+    add_gang_at(&mut s, "high", 2, 10);
+    let (d, _) = round(&mut s, 1_000, &policy);
+    let evicted: Vec<_> = d
+        .iter()
+        .find_map(|d| match d {
+            Decision::Preempting { evicted, .. } => Some(evicted.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a preemption: {d:?}"));
+    assert_eq!(evicted, vec![UnitKey::job("low")]);
+    // The dry runs gave back everything the victims hold until they go.
+    assert_eq!(held(&s), before);
 }

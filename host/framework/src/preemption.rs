@@ -378,20 +378,17 @@ impl Scheduler {
         candidates: &[Candidate],
         gone: &[bool],
     ) -> Result<Option<Vec<(String, usize)>>, CallError> {
-        let away = || {
-            candidates
-                .iter()
-                .zip(gone)
-                .filter(|(_, g)| **g)
-                .flat_map(|(c, _)| &c.pods)
-        };
-        for (k, _) in away() {
-            self.cluster.set_state(k, PodState::Pending);
-        }
+        let away: Vec<(String, usize)> = candidates
+            .iter()
+            .zip(gone)
+            .filter(|(_, g)| **g)
+            .flat_map(|(c, _)| c.pods.iter().cloned())
+            .collect();
+        // Their room, devices and volumes counted free, as once they are
+        // gone.
+        let vacated = self.cluster.vacate(&away);
         let fits = self.would_place(now_ms, policy, unit);
-        for (k, n) in away() {
-            self.cluster.set_state(k, PodState::Bound(*n));
-        }
+        self.cluster.restore(vacated);
         fits
     }
 

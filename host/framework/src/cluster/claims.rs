@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::Cluster;
-use crate::devices::{Claim, DeviceClass, Inventory, ResourceSlice};
+use super::{Cluster, PodState};
+use crate::devices::{Allocation, Claim, DeviceClass, Inventory, ResourceSlice};
 use crate::journal::ClusterOp;
-use crate::volumes::{PersistentVolume, StorageClass, VolumeClaim, Volumes};
+use crate::volumes::{Bindings, PersistentVolume, StorageClass, VolumeClaim, Volumes};
 
 impl Cluster {
     /// A ResourceSlice named `name` was published or changed.
@@ -121,4 +121,76 @@ impl Cluster {
     pub fn volumes(&self) -> &Volumes {
         &self.volumes
     }
+
+    /// Take `pods` off their nodes for a preemption's dry run, with what
+    /// they hold: their nodes, the devices and volumes chosen for them,
+    /// and the devices their claims' allocations hold (unless a pod that
+    /// stays uses the claim too), all given back by [`Cluster::restore`].
+    pub(crate) fn vacate(&mut self, pods: &[(String, usize)]) -> Vacated {
+        let mut vacated = Vacated::default();
+        let leaving: std::collections::BTreeSet<&str> =
+            pods.iter().map(|(k, _)| k.as_str()).collect();
+        let mut claims: std::collections::BTreeSet<&String> = std::collections::BTreeSet::new();
+        for (key, node) in pods {
+            let Some(e) = self.pods.get(key) else {
+                continue;
+            };
+            claims.extend(e.pod.claims.iter());
+            let (devices, extended) = self.devices.choices_of(key);
+            vacated.pods.push(Held {
+                pod: key.clone(),
+                node: *node,
+                devices,
+                extended,
+                volumes: self.volumes.choices_of(key),
+            });
+        }
+        // A claim shared with a pod that stays keeps its devices.
+        let shared: std::collections::BTreeSet<&String> = self
+            .pods
+            .iter()
+            .filter(|(k, e)| !leaving.contains(k.as_str()) && e.state.node().is_some())
+            .flat_map(|(_, e)| e.pod.claims.iter())
+            .filter(|c| claims.contains(c))
+            .collect();
+        let claims: Vec<&String> = claims.into_iter().filter(|c| !shared.contains(c)).collect();
+        let let_go = self.devices.let_go(&claims);
+        for held in &vacated.pods {
+            self.set_state(&held.pod, PodState::Pending);
+        }
+        vacated.claims = let_go;
+        self.sync_device_nodes();
+        vacated
+    }
+
+    /// Put back what [`Cluster::vacate`] took.
+    pub(crate) fn restore(&mut self, vacated: Vacated) {
+        self.devices.hold_again(&vacated.claims);
+        for held in vacated.pods {
+            self.set_state(&held.pod, PodState::Bound(held.node));
+            self.devices.choose(&held.pod, held.devices);
+            if let Some(a) = held.extended {
+                self.devices.choose_extended(&held.pod, a);
+            }
+            self.volumes.choose(&held.pod, held.volumes);
+        }
+        self.sync_device_nodes();
+    }
+}
+
+/// Pods taken off their nodes for a dry run, with what they held.
+#[derive(Debug, Default)]
+pub(crate) struct Vacated {
+    pods: Vec<Held>,
+    /// Claims whose API allocations were let go.
+    claims: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Held {
+    pod: String,
+    node: usize,
+    devices: Vec<(String, Allocation)>,
+    extended: Option<Allocation>,
+    volumes: Bindings,
 }

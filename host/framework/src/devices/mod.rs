@@ -709,6 +709,44 @@ impl Inventory {
         }
     }
 
+    /// What `pod` holds by the framework's own choice: its claims'
+    /// allocations and the devices serving its GPUs.
+    pub(crate) fn choices_of(&self, pod: &str) -> (Vec<(String, Allocation)>, Option<Allocation>) {
+        let claims = self
+            .chosen_for(pod)
+            .into_iter()
+            .map(|(k, a)| (k.to_string(), a.clone()))
+            .collect();
+        (claims, self.extended.get(pod).cloned())
+    }
+
+    /// The devices the API's allocations of `claims` hold are free again,
+    /// as they will be once the pods using them are gone (a preemption's
+    /// dry run): the claims whose devices were let go, to [`Self::hold_again`].
+    pub(crate) fn let_go(&mut self, claims: &[&String]) -> Vec<String> {
+        let mut let_go = Vec::new();
+        for key in claims {
+            if let Some(entry) = self.claims.remove(*key) {
+                if let Some(a) = &entry.claim.allocation {
+                    self.release_devices(a, key);
+                    let_go.push((*key).clone());
+                }
+                self.claims.insert((*key).clone(), entry);
+            }
+        }
+        let_go
+    }
+
+    /// Hold again what [`Self::let_go`] let go.
+    pub(crate) fn hold_again(&mut self, claims: &[String]) {
+        for key in claims {
+            if let Some(entry) = self.claims.remove(key) {
+                self.hold(&entry);
+                self.claims.insert(key.clone(), entry);
+            }
+        }
+    }
+
     /// Undoes what was chosen for `pod` and not yet written.
     pub(crate) fn unchoose(&mut self, pod: &str) {
         self.unchoose_extended(pod);

@@ -357,6 +357,13 @@ impl Volumes {
         }
     }
 
+    /// What `pod`'s reservation chose, to keep again with [`Self::choose`].
+    pub(crate) fn choices_of(&self, pod: &str) -> Bindings {
+        self.chosen_for(pod)
+            .map(|(c, b)| (c.to_string(), b.clone()))
+            .collect()
+    }
+
     /// Keep `bindings` as `pod`'s choice.
     pub(crate) fn choose(&mut self, pod: &str, bindings: Bindings) {
         for (claim, binding) in bindings {
