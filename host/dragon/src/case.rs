@@ -18,6 +18,9 @@ pub struct Case {
     #[serde(default)]
     pub now_s: f64,
     pub nodes: Vec<NodeGroup>,
+    /// DeviceClasses, for nodes with devices and tasks that claim them.
+    #[serde(default)]
+    pub device_classes: Vec<spec::DeviceClassSpec>,
     #[serde(default)]
     pub jobs: Vec<CaseJob>,
     #[serde(default)]
@@ -114,6 +117,12 @@ impl Case {
                 cluster.add_node(n).with_context(|| format!("nodes[{i}]"))?;
             }
         }
+        for (name, slice) in spec::devices::slices(&self.nodes, |i| format!("nodes[{i}]"))? {
+            cluster.set_resource_slice(&name, slice);
+        }
+        for class in &self.device_classes {
+            cluster.set_device_class(class.class());
+        }
         for (i, j) in self.jobs.iter().enumerate() {
             let place = format!("jobs[{i}] ({})", j.name);
             let arrival = ms(&format!("{place}.arrival_s"), j.arrival_s)?;
@@ -133,6 +142,9 @@ impl Case {
                 );
             }
             cluster.upsert_job(jp.job);
+            for claim in jp.claims {
+                cluster.set_claim(claim);
+            }
             for (k, pod) in jp.pods.into_iter().enumerate() {
                 let node = j.running_on.get(k).map(String::as_str);
                 cluster

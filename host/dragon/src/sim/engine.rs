@@ -266,6 +266,12 @@ fn run<'a>(
         // Names were checked unique when the trace was validated.
         let _ = cluster.add_node(n.clone());
     }
+    for class in &trace.device_classes {
+        cluster.set_device_class(class.clone());
+    }
+    for (name, slice) in &trace.slices {
+        cluster.set_resource_slice(name, slice.clone());
+    }
     for (pod, node) in &trace.background {
         let _ = cluster.add_pod(pod.clone(), Some(node));
     }
@@ -543,6 +549,9 @@ impl Sim<'_> {
             let (job, ms) = (tj.name.clone(), self.now);
             let _ = self.sched.apply(ClusterOp::MarkStarted { job, ms });
         }
+        for claim in &tj.claims {
+            let _ = self.sched.apply(ClusterOp::SetClaim(claim.clone()));
+        }
         for pod in &tj.pods {
             // Keys are unique: job names are unique and pods are `name-role-index`.
             let node = tj.placed.get(&pod.key);
@@ -564,7 +573,11 @@ impl Sim<'_> {
         let name = self.trace.jobs[i].name.clone();
         let keys: Vec<String> = self.jobs[i].placement.keys().cloned().collect();
         for key in keys {
-            let _ = self.sched.apply(ClusterOp::RemovePod(key));
+            if let Ok(pod) = self.sched.remove_pod(&key) {
+                for claim in pod.claims {
+                    let _ = self.sched.apply(ClusterOp::RemoveClaim(claim));
+                }
+            }
         }
         let _ = self.sched.apply(ClusterOp::RemoveJob(name.clone()));
         let j = &mut self.jobs[i];

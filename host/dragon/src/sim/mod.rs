@@ -61,6 +61,72 @@ mod tests {
         (r, s)
     }
 
+    /// Two node groups whose GPUs are DRA devices (no `nvidia.com/gpu`
+    /// advertised): h100 and a100 models, two nodes of 4 each.
+    const DRA: &str = r#"
+cluster:
+  device_classes:
+    - {name: gpu, selectors: ['device.driver == "gpu.example.com"'], serves_gpus: true}
+  nodes:
+    - {name_prefix: h, count: 2, cpu: 32, memory_gib: 128, devices: {driver: gpu.example.com, count: 4, attributes: {model: h100}}}
+    - {name_prefix: a, count: 2, cpu: 32, memory_gib: 128, devices: {driver: gpu.example.com, count: 4, attributes: {model: a100}}}
+jobs:
+  - {name: plain, arrival_s: 0, duration_s: 600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - name: picky
+    arrival_s: 0
+    duration_s: 600
+    workers:
+      count: 2
+      cpu: 1
+      memory_gib: 1
+      devices: [{class: gpu, count: 2, selector: 'device.attributes["gpu.example.com"].model == "h100"'}]
+"#;
+
+    #[test]
+    fn a_trace_of_dra_nodes_runs_gpu_jobs_on_devices_and_claims_land_where_their_selector_allows() {
+        let trace = Trace::parse(DRA, "dra.yaml", false).unwrap();
+        assert_eq!(trace.total_gpus(), 16, "devices of the GPU class are GPUs");
+        let policy = wasm("dragon", "");
+        let mut frames: Vec<crate::record::Frame> = Vec::new();
+        let mut sink = |f: crate::record::Frame| frames.push(f);
+        let r = simulate_recorded(&trace, &policy, SimOptions::default(), None, &mut sink);
+        let s = Summary::of(&r);
+        assert_eq!(s.jobs_completed, 2, "{s:?}");
+        // Every bind of a picky worker went to an h100 node.
+        let binds: Vec<(String, String)> = frames
+            .iter()
+            .filter_map(|f| match f {
+                crate::record::Frame::Round { decisions, .. } => {
+                    serde_json::from_str::<Vec<serde_json::Value>>(decisions).ok()
+                }
+                _ => None,
+            })
+            .flatten()
+            .filter(|d| d["kind"] == "bound")
+            .filter_map(|d| {
+                Some((
+                    d["pod"].as_str()?.to_string(),
+                    d["node"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let picky: Vec<&(String, String)> = binds
+            .iter()
+            .filter(|(p, _)| p.starts_with("picky"))
+            .collect();
+        assert_eq!(picky.len(), 2, "{binds:?}");
+        assert!(picky.iter().all(|(_, n)| n.starts_with("h-")), "{picky:?}");
+    }
+
+    #[test]
+    fn a_trace_whose_task_claims_more_devices_than_a_claim_holds_is_refused_named() {
+        let text = DRA.replace("count: 2, selector", "count: 33, selector");
+        let e = Trace::parse(&text, "dra.yaml", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("jobs[1] (picky).workers.devices"), "{e}");
+    }
+
     /// Two 3-worker jobs on four GPUs: only one fits whole.
     const TWO_JOBS: &str = r#"
 cluster:

@@ -116,6 +116,8 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             pods,
             placed,
             started,
+            claims: Vec::new(),
+            worker_devices: None,
         });
     }
     if jobs.is_empty() {
@@ -129,6 +131,9 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
         ),
         description: String::new(),
         nodes,
+        device_classes: Vec::new(),
+        slices: Vec::new(),
+        device_gpus: BTreeMap::new(),
         jobs,
         background,
         scale_interval_ms: (DEFAULT_SCALE_INTERVAL_S * 1000.0) as u64,

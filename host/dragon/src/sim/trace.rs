@@ -9,8 +9,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
 use super::speed::SpeedModel;
+use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
 use crate::framework::{Job, Node, Pod, Preemption, Resources};
-use crate::spec::{self, NodeGroup, TaskSpec};
+use crate::spec::{self, DeviceClassSpec, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
 pub const BUNDLED: &[(&str, &str)] = &[
@@ -43,6 +44,8 @@ struct TraceFile {
 #[serde(deny_unknown_fields)]
 struct ClusterFile {
     nodes: Vec<NodeGroup>,
+    #[serde(default)]
+    device_classes: Vec<DeviceClassSpec>,
 }
 
 /// Trace-wide model parameters; every field is optional.
@@ -113,6 +116,10 @@ pub struct TraceJob {
     /// It had started before the run began (it runs as soon as all its
     /// pods are bound, and the scale step may resize it).
     pub started: bool,
+    /// The claims of its pods that claim devices.
+    pub claims: Vec<Claim>,
+    /// What each worker's claim asks for.
+    pub worker_devices: Option<Vec<Request>>,
 }
 
 impl TraceJob {
@@ -132,6 +139,12 @@ pub struct Trace {
     pub origin: String,
     pub description: String,
     pub nodes: Vec<Node>,
+    /// DeviceClasses, and the ResourceSlices of nodes with devices.
+    pub device_classes: Vec<DeviceClass>,
+    pub slices: Vec<(String, ResourceSlice)>,
+    /// GPUs served by devices (of a class that serves `nvidia.com/gpu`),
+    /// by node: what the cluster's GPU total counts beside advertised ones.
+    pub device_gpus: BTreeMap<String, u32>,
     /// Jobs in arrival order (ties: trace order).
     pub jobs: Vec<TraceJob>,
     /// Pods outside any job bound to a node (by name) for the whole run.
@@ -287,9 +300,38 @@ impl Trace {
                 nodes.push(n);
             }
         }
+        let slices = spec::devices::slices(&file.cluster.nodes, |i| {
+            format!("cluster.nodes[{i}] ({})", file.cluster.nodes[i].name_prefix)
+        })?;
+        let device_classes: Vec<DeviceClass> = file
+            .cluster
+            .device_classes
+            .iter()
+            .map(DeviceClassSpec::class)
+            .collect();
+        // A class serving `nvidia.com/gpu` makes devices GPUs (taken as all
+        // of a node's devices: what a GPU driver publishes).
+        let device_gpus: BTreeMap<String, u32> =
+            match device_classes.iter().any(|c| c.extended_resource.is_some()) {
+                true => slices
+                    .iter()
+                    .filter_map(|(_, s)| match &s.reach {
+                        Some(crate::framework::devices::Reach::Node(n)) => {
+                            Some((n.clone(), s.devices.len() as u32))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                false => BTreeMap::new(),
+            };
+        let capacity = |n: &Node| {
+            let mut r = n.allocatable;
+            r.gpus += device_gpus.get(&n.name).copied().unwrap_or(0);
+            r
+        };
         let total = nodes
             .iter()
-            .fold(Resources::default(), |a, n| a.plus(n.allocatable));
+            .fold(Resources::default(), |a, n| a.plus(capacity(n)));
 
         if file.jobs.is_empty() {
             bail!("jobs: a trace needs at least one job");
@@ -333,7 +375,7 @@ impl Trace {
                     spec.memory_gib,
                     spec.gpus,
                 )?;
-                if !nodes.iter().any(|n| r.fits_in(n.allocatable)) {
+                if !nodes.iter().any(|n| r.fits_in(capacity(n))) {
                     bail!(
                         "{place}.{role}: one task requests {} CPU, {} GiB, {} GPU(s), more than any node has",
                         spec.cpu,
@@ -372,6 +414,8 @@ impl Trace {
                 pods: jp.pods,
                 placed: BTreeMap::new(),
                 started: false,
+                claims: jp.claims,
+                worker_devices: jp.worker_devices,
             });
         }
         // Arrival order, ties in trace order (a stable sort).
@@ -380,6 +424,9 @@ impl Trace {
             origin: origin.to_string(),
             description: file.description.unwrap_or_default(),
             nodes,
+            device_classes,
+            slices,
+            device_gpus,
             jobs,
             background: Vec::new(),
             scale_interval_ms,
@@ -392,7 +439,12 @@ impl Trace {
         self.nodes
             .iter()
             .map(|n| u64::from(n.allocatable.gpus))
-            .sum()
+            .sum::<u64>()
+            + self
+                .device_gpus
+                .values()
+                .map(|&g| u64::from(g))
+                .sum::<u64>()
     }
 }
 

@@ -47,7 +47,11 @@ impl Sim<'_> {
                     continue;
                 };
                 for index in a.from..a.to {
-                    let pod = spec::worker_pod(&job, template, index);
+                    let (pod, claim) =
+                        spec::worker_pod(&job, template, index, tj.worker_devices.as_deref());
+                    if let Some(claim) = claim {
+                        let _ = self.sched.apply(ClusterOp::SetClaim(claim));
+                    }
                     let _ = self.sched.apply(ClusterOp::AddPod { pod, node: None });
                 }
             }

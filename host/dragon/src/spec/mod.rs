@@ -4,7 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::framework::devices::{Claim, Request};
 use crate::framework::{Job, Node, Pod, Resources, Role};
+
+pub mod devices;
+
+pub use devices::{DeviceClassSpec, DeviceGroup, DeviceRequestSpec};
 
 /// A group of identical nodes `name_prefix-0 … name_prefix-(count-1)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +28,9 @@ pub struct NodeGroup {
     /// Taints on every node of the group.
     #[serde(default)]
     pub taints: Vec<crate::framework::Taint>,
+    /// Devices a DRA driver publishes on every node of the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<DeviceGroup>,
 }
 
 /// One role of a job: how many tasks and what each requests.
@@ -42,6 +50,9 @@ pub struct TaskSpec {
     pub memory_gib: f64,
     #[serde(default)]
     pub gpus: u32,
+    /// Devices each task claims through a claim of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRequestSpec>,
 }
 
 /// Problems in a spec, naming the item and field.
@@ -110,10 +121,15 @@ impl NodeGroup {
     }
 }
 
-/// A PS/worker job: its gang record and its pods.
+/// A PS/worker job: its gang record, its pods, and the claims of the pods
+/// that claim devices.
 pub struct JobPods {
     pub job: Job,
     pub pods: Vec<Pod>,
+    pub claims: Vec<Claim>,
+    /// What each worker's claim asks for (a worker added later gets its
+    /// own claim of these).
+    pub worker_devices: Option<Vec<Request>>,
 }
 
 /// Build a job named `name` from its roles. `min_member` is every PS plus
@@ -183,8 +199,14 @@ pub fn job_pods(
         Some(p) => resources(&format!("{place}.ps"), p.cpu, p.memory_gib, p.gpus)?,
         None => Resources::default(),
     };
+    let ps_devices = match ps {
+        Some(p) => devices::task_requests(&format!("{place}.ps"), &p.devices)?,
+        None => None,
+    };
+    let worker_devices = devices::task_requests(&format!("{place}.workers"), &workers.devices)?;
     let mut pods = Vec::new();
-    let mut add = |role: Role, index: u32, request: Resources| {
+    let mut claims = Vec::new();
+    let mut add = |role: Role, index: u32, request: Resources, devices: Option<&Vec<Request>>| {
         let tag = if role == Role::Ps { "ps" } else { "worker" };
         let mut pod = Pod::new(format!("{name}-{tag}-{index}"), request);
         pod.job = Some(name.to_string());
@@ -192,13 +214,18 @@ pub fn job_pods(
         pod.index = index;
         pod.priority = priority;
         pod.arrival_ms = arrival_ms;
+        if let Some(requests) = devices {
+            let claim = devices::task_claim(&pod.key, requests);
+            pod.claims = vec![claim.key.clone()];
+            claims.push(claim);
+        }
         pods.push(pod);
     };
     for i in 0..ps_count {
-        add(Role::Ps, i, ps_req);
+        add(Role::Ps, i, ps_req, ps_devices.as_ref());
     }
     for i in 0..workers.count {
-        add(Role::Worker, i, worker_req);
+        add(Role::Worker, i, worker_req, worker_devices.as_ref());
     }
     Ok(JobPods {
         job: Job {
@@ -216,14 +243,24 @@ pub fn job_pods(
             progress_permille: None,
         },
         pods,
+        claims,
+        worker_devices,
     })
 }
 
-/// A pod for worker `index` of `job` (for scale-ups), shaped like its siblings.
-pub fn worker_pod(job: &Job, template: &Pod, index: u32) -> Pod {
+/// A pod for worker `index` of `job` (for scale-ups), shaped like its
+/// siblings, with its own claim of `devices` if its siblings claim some.
+pub fn worker_pod(
+    job: &Job,
+    template: &Pod,
+    index: u32,
+    devices: Option<&[Request]>,
+) -> (Pod, Option<Claim>) {
     let mut pod = template.clone();
     pod.key = format!("{}-worker-{index}", job.name);
     pod.index = index;
     pod.role = Role::Worker;
-    pod
+    let claim = devices.map(|requests| devices::task_claim(&pod.key, requests));
+    pod.claims = claim.iter().map(|c| c.key.clone()).collect();
+    (pod, claim)
 }
