@@ -1774,8 +1774,6 @@ async fn a_gang_with_wait_for_first_consumer_claims_lands_where_its_volumes_are_
     })
     .await;
     let placement = s.placement("g-").await;
-    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
-        Api::namespaced(s.client.clone(), &s.name);
     for i in 0..2 {
         let node = placement[&format!("g-{i}")].clone().expect("bound");
         let wanted = match node.strip_prefix(&format!("{}-", s.name)) {
@@ -1783,22 +1781,8 @@ async fn a_gang_with_wait_for_first_consumer_claims_lands_where_its_volumes_are_
             Some("c") => &pv_c,
             _ => panic!("g-{i} on {node}, where no volume is:\n{}", sched.log()),
         };
-        until(60, "the claim bound by the PV controller", || async {
-            claims
-                .get(&format!("data-{i}"))
-                .await
-                .ok()
-                .and_then(|c| c.status?.phase)
-                .as_deref()
-                == Some("Bound")
-        })
-        .await;
-        let claim = claims.get(&format!("data-{i}")).await.unwrap();
-        assert_eq!(
-            claim.spec.and_then(|s| s.volume_name).as_ref(),
-            Some(wanted),
-            "g-{i} on {node}"
-        );
+        let volume = s.until_claim_bound(&format!("data-{i}")).await;
+        assert_eq!(&volume, wanted, "g-{i} on {node}");
     }
     // One ReadWriteOncePod claim mounted by both members of a gang: never
     // both, so the gang waits, named.

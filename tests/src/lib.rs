@@ -358,6 +358,24 @@ pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
     )
 }
 
+/// A declared gang (a PodGroup's) of exactly `workers` workers.
+pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
+    dragon_host::framework::Job {
+        name: name.into(),
+        min_member: workers,
+        workers,
+        min_workers: workers,
+        max_workers: workers,
+        priority: 0,
+        arrival_ms: 0,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+        declared: true,
+        progress_permille: None,
+    }
+}
+
 /// Add a PS/worker job (one 2-CPU PS, `workers` 4-CPU/1-GPU workers with
 /// elastic bounds `min..=max`) and its pending pods to `cluster` (a
 /// cluster being built, or a scheduler's).
@@ -377,6 +395,7 @@ pub fn add_job(
         cpu: 4.0,
         memory_gib: 16.0,
         gpus: 1,
+        devices: Vec::new(),
     };
     let ps = TaskSpec {
         count: 1,
@@ -385,6 +404,7 @@ pub fn add_job(
         cpu: 2.0,
         memory_gib: 8.0,
         gpus: 0,
+        devices: Vec::new(),
     };
     add_gang(cluster, name, arrival_ms, Some(&ps), &w);
 }

@@ -159,6 +159,7 @@ pub fn worker_spec(count: u32) -> TaskSpec {
         cpu: 1.0,
         memory_gib: 2.0,
         gpus: 1,
+        devices: Vec::new(),
     }
 }
 

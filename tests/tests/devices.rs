@@ -7,11 +7,11 @@ use dragon_host::framework::devices::{
     Allocation, Claim, Device, DeviceClass, Request, ResourceSlice,
 };
 use dragon_host::framework::{
-    Cluster, ClusterOp, Decision, Job, Node, Pod, PodState, RecordingIo, Resources, Role,
-    Scheduler, SchedulerConfig, UnitKey,
+    Cluster, ClusterOp, Decision, Node, Pod, PodState, RecordingIo, Resources, Role, Scheduler,
+    SchedulerConfig, UnitKey,
 };
 use dragon_host::runtime::Hooks;
-use dragon_tests::{Ops, bundled, engine};
+use dragon_tests::{Ops, bundled, declared_job, engine};
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -42,24 +42,6 @@ fn sched(nodes: &[(&str, usize)]) -> Scheduler {
         unusable: None,
     });
     Scheduler::new(c, SchedulerConfig::default())
-}
-
-/// A declared gang of exactly `workers` workers.
-fn declared_job(name: &str, workers: u32) -> Job {
-    Job {
-        name: name.into(),
-        min_member: workers,
-        workers,
-        min_workers: workers,
-        max_workers: workers,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
-        declared: true,
-        progress_permille: None,
-    }
 }
 
 /// A declared gang of `workers` pods, each with a claim of its own for one

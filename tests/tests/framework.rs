@@ -425,6 +425,7 @@ fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
         cpu: 1.0,
         memory_gib: 1.0,
         gpus: 1,
+        devices: Vec::new(),
     };
     dragon_tests::add_gang(s, name, arrival_ms, None, &w);
     let (p, _) = s.cluster().job_pods(name).next().expect("a pod");
@@ -897,6 +898,7 @@ fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
             cpu: 4.0,
             memory_gib: 16.0,
             gpus: 1,
+            devices: Vec::new(),
         };
         let jp = dragon_host::spec::job_pods("test", "j", 0, 0, None, &workers).unwrap();
         s.upsert_job(jp.job);

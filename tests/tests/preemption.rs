@@ -35,6 +35,7 @@ fn job(s: &mut Scheduler, name: &str, at: u64, priority: i32, workers: u32, min:
         cpu: 1.0,
         memory_gib: 1.0,
         gpus: 1,
+        devices: Vec::new(),
     };
     let jp = job_pods("test", name, at, priority, None, &w).unwrap();
     s.upsert_job(jp.job);

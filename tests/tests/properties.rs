@@ -589,6 +589,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 cpu: f64::from(g.ps_cores),
                 memory_gib: f64::from(g.ps_memory_gib),
                 gpus: 0,
+                devices: Vec::new(),
             };
             let workers = TaskSpec {
                 count: g.workers,
@@ -597,6 +598,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 cpu: f64::from(g.worker_cores),
                 memory_gib: f64::from(g.worker_memory_gib),
                 gpus: g.worker_gpus,
+                devices: Vec::new(),
             };
             let ps = (g.ps > 0).then_some(&ps);
             let t = add_gang(&mut s, &job_name(i), now + i as u64, ps, &workers);
@@ -656,7 +658,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 out.scale_ups += 1;
                 let template = &templates[&a.job];
                 for index in a.from..a.to {
-                    s.add_pod(worker_pod(&job, template, index), None)
+                    s.add_pod(worker_pod(&job, template, index, None).0, None)
                         .expect("a new worker");
                 }
             } else {
@@ -836,6 +838,7 @@ fn the_checks_catch_violations() {
         cpu: 1.0,
         memory_gib: 1.0,
         gpus: 1,
+        devices: Vec::new(),
     };
     add_gang(&mut c, "j", 0, None, &workers);
     let mut s = Scheduler::new(c, SchedulerConfig::default());

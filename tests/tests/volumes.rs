@@ -8,11 +8,11 @@ use dragon_host::framework::volumes::{
     AccessMode, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
 };
 use dragon_host::framework::{
-    Cluster, ClusterOp, Decision, Job, Node, NodeSelector, NodeSelectorTerm, Operator, Pod,
-    RecordingIo, Requirement, Resources, Role, Scheduler, SchedulerConfig,
+    Cluster, ClusterOp, Decision, Node, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
+    Requirement, Resources, Role, Scheduler, SchedulerConfig,
 };
 use dragon_host::runtime::Hooks;
-use dragon_tests::{Ops, bundled, engine};
+use dragon_tests::{Ops, bundled, declared_job, engine};
 
 const GI: u64 = 1 << 30;
 
@@ -67,23 +67,6 @@ fn sched(nodes: &[&str]) -> Scheduler {
         allowed_topologies: None,
     });
     Scheduler::new(c, SchedulerConfig::default())
-}
-
-fn declared_job(name: &str, workers: u32) -> Job {
-    Job {
-        name: name.into(),
-        min_member: workers,
-        workers,
-        min_workers: workers,
-        max_workers: workers,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
-        declared: true,
-        progress_permille: None,
-    }
 }
 
 /// A gang of `workers` pods of 8 GPUs (a node each), member `i` using

@@ -329,19 +329,27 @@ impl Scenario {
             .await;
         self.claim_in(name, "dragon-e2e-local", "ReadWriteOnce", Some(&pv))
             .await;
+        self.until_claim_bound(name).await;
+        (pv, name.to_string())
+    }
+
+    /// Wait until the PV controller has bound claim `name`; returns the
+    /// volume it is bound to.
+    pub async fn until_claim_bound(&self, name: &str) -> String {
         let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.name);
+        let bound = || async {
+            let c = claims.get(name).await.ok()?;
+            let phase = c.status.and_then(|s| s.phase);
+            c.spec
+                .and_then(|s| s.volume_name)
+                .filter(|_| phase.as_deref() == Some("Bound"))
+        };
         until(60, "the claim bound to its volume", || async {
-            claims
-                .get(name)
-                .await
-                .ok()
-                .and_then(|c| c.status?.phase)
-                .as_deref()
-                == Some("Bound")
+            bound().await.is_some()
         })
         .await;
-        (pv, name.to_string())
+        bound().await.unwrap_or_default()
     }
 
     /// PersistentVolume `SCENARIO-NAME` of 1Gi and class `class`, reachable
