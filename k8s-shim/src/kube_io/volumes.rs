@@ -50,6 +50,17 @@ impl KubeIo {
                     // binds it.
                     return Ok(());
                 }
+                if let Some(r) = &spec.claim_ref {
+                    // Taken by another claim since the snapshot saw it.
+                    return Err(ApiError::new(
+                        ApiErrorKind::Conflict,
+                        format!(
+                            "persistentvolume {volume} is already bound to {}/{}, not {claim}",
+                            r.namespace.as_deref().unwrap_or(""),
+                            r.name.as_deref().unwrap_or("")
+                        ),
+                    ));
+                }
                 spec.claim_ref = Some(core::ObjectReference {
                     api_version: Some("v1".into()),
                     kind: Some("PersistentVolumeClaim".into()),
