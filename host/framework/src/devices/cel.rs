@@ -414,20 +414,11 @@ impl Selector {
         self.source.clone()
     }
 
-    /// Whether device `id` satisfies the selector.
+    /// Whether device `id`, bound as `bound`, satisfies the selector.
     ///
     /// # Errors
     /// The expression fails on this device (a missing attribute, a type
     /// mismatch) or does not give a bool.
-    #[cfg(test)]
-    pub(crate) fn matches(&self, id: &DeviceId, device: &Device) -> Result<bool, SelectorError> {
-        self.matches_bound(id, &bind(id, device))
-    }
-
-    /// Whether device `id`, bound as `bound`, satisfies the selector.
-    ///
-    /// # Errors
-    /// As [`Selector::matches`].
     pub(crate) fn matches_bound(
         &self,
         id: &DeviceId,

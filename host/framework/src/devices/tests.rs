@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::fixtures::labels;
-use crate::model::{Resources, TaintEffect};
-use crate::selector::{NodeSelectorTerm, Operator, Requirement};
+use crate::model::{Node, Resources, Taint, TaintEffect, Toleration};
+use crate::selector::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
 
 fn node(name: &str, region: &str) -> Node {
     let mut n = Node::new(name, Resources::default());

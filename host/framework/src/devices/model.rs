@@ -1,0 +1,244 @@
+//! The objects of Dynamic Resource Allocation as the framework holds
+//! them: devices and the slices that publish them, DeviceClasses, and
+//! claims with their requests and allocations.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::cel::Quantity;
+use crate::model::{Node, Taint, Toleration};
+use crate::selector::NodeSelector;
+
+/// One device, named as an allocation names it: driver, pool, device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// A device attribute's value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Attribute {
+    Int(i64),
+    Bool(bool),
+    String(String),
+    /// A semantic version, as written.
+    Version(String),
+}
+
+/// Which nodes can reach a device (a slice's, or a device's own, node
+/// selection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reach {
+    /// Local to one node.
+    Node(String),
+    /// Attached to the nodes a selector picks.
+    Nodes(NodeSelector),
+    /// Reachable from every node.
+    All,
+}
+
+impl Reach {
+    pub(crate) fn admits(&self, node: &Node) -> bool {
+        match self {
+            Reach::Node(n) => *n == node.name,
+            Reach::Nodes(s) => s.matches(&node.name, &node.labels),
+            Reach::All => true,
+        }
+    }
+}
+
+/// A device of a slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    pub name: String,
+    /// By qualified name (`domain/id`; a name without a domain belongs to
+    /// the driver's).
+    #[serde(default)]
+    pub attributes: BTreeMap<String, Attribute>,
+    /// By qualified name, as quantities.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// `NoSchedule` / `NoExecute` taints: only a request that tolerates
+    /// them gets the device.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    /// The device's own node selection, when its slice selects per device.
+    #[serde(default)]
+    pub reach: Option<Reach>,
+}
+
+impl Device {
+    /// A device with no attributes, capacity, taints or node selection of
+    /// its own.
+    pub fn new(name: impl Into<String>) -> Device {
+        Device {
+            name: name.into(),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            taints: Vec::new(),
+            reach: None,
+        }
+    }
+}
+
+/// A ResourceSlice: some devices of one pool of one driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSlice {
+    pub driver: String,
+    pub pool: String,
+    /// Only the newest generation of a pool counts.
+    pub generation: i64,
+    /// How many slices the pool's generation has: a pool with fewer in
+    /// sight is being updated, and is not allocated from.
+    pub slice_count: u64,
+    /// `None`: each device says where it is (`perDeviceNodeSelection`).
+    pub reach: Option<Reach>,
+    pub devices: Vec<Device>,
+}
+
+impl ResourceSlice {
+    /// The whole of pool `pool` (one slice, generation 1): devices local to
+    /// node `node`.
+    pub fn on_node(driver: &str, pool: &str, node: &str, devices: Vec<Device>) -> ResourceSlice {
+        ResourceSlice {
+            driver: driver.into(),
+            pool: pool.into(),
+            generation: 1,
+            slice_count: 1,
+            reach: Some(Reach::Node(node.into())),
+            devices,
+        }
+    }
+}
+
+/// A DeviceClass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceClass {
+    pub name: String,
+    /// CEL expressions a device must all satisfy.
+    #[serde(default)]
+    pub selectors: Vec<String>,
+    /// The extended resource (such as `nvidia.com/gpu`) whose requests this
+    /// class serves on nodes that do not advertise it.
+    #[serde(default)]
+    pub extended_resource: Option<String>,
+    /// Why no device can be allocated through this class (a field the
+    /// driver could not read): claims naming it wait with this reason.
+    #[serde(default)]
+    pub unusable: Option<String>,
+}
+
+/// How many devices a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Exactly this many.
+    Count(u32),
+    /// Every matching device the node reaches (at least one).
+    All,
+}
+
+/// One way to satisfy a request: an `exactly` request, or one of a
+/// `firstAvailable` list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The subrequest's name; `None` for an `exactly` request.
+    #[serde(default)]
+    pub subrequest: Option<String>,
+    pub class: String,
+    /// CEL expressions a device must satisfy besides the class's.
+    #[serde(default)]
+    pub selectors: Vec<String>,
+    pub mode: Mode,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A claim's request: its choices in order of preference (one for
+/// `exactly`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub name: String,
+    pub choices: Vec<Choice>,
+}
+
+impl Request {
+    /// An `exactly` request for `count` devices of `class`, with
+    /// `selectors`.
+    pub fn exactly(name: &str, class: &str, count: u32, selectors: &[&str]) -> Request {
+        Request {
+            name: name.into(),
+            choices: vec![Choice {
+                subrequest: None,
+                class: class.into(),
+                selectors: selectors.iter().map(|s| s.to_string()).collect(),
+                mode: Mode::Count(count),
+                tolerations: Vec::new(),
+            }],
+        }
+    }
+}
+
+/// `matchAttribute`: every device of the named requests (all when empty)
+/// has the attribute, with one value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchAttribute {
+    #[serde(default)]
+    pub requests: Vec<String>,
+    pub attribute: String,
+}
+
+/// One device of an allocation and the request (`req` or `req/sub`) it
+/// serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedDevice {
+    pub request: String,
+    pub device: DeviceId,
+}
+
+/// A claim's allocation: its devices, and the nodes that reach them all
+/// (`None`: every node).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub devices: Vec<AllocatedDevice>,
+    pub nodes: Option<NodeSelector>,
+}
+
+/// A ResourceClaim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// `namespace/name`.
+    pub key: String,
+    pub requests: Vec<Request>,
+    #[serde(default)]
+    pub constraints: Vec<MatchAttribute>,
+    /// As the API server has it.
+    #[serde(default)]
+    pub allocation: Option<Allocation>,
+    /// Why it cannot be allocated (a field the driver could not read): its
+    /// pods wait with this reason.
+    #[serde(default)]
+    pub unusable: Option<String>,
+}
+
+impl Claim {
+    /// Claim `key` with `requests`, no constraint, not allocated.
+    pub fn new(key: impl Into<String>, requests: Vec<Request>) -> Claim {
+        Claim {
+            key: key.into(),
+            requests,
+            constraints: Vec::new(),
+            allocation: None,
+            unusable: None,
+        }
+    }
+}
