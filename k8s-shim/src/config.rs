@@ -97,8 +97,10 @@ pub struct Config {
     /// bind fails: the round waits for them, as kube-scheduler's PreBind
     /// does (600 s there, where each pod binds apart). A claim that binds
     /// later keeps its pods to its node, and they are placed once it has.
-    #[serde(default = "default_volume_bind_timeout")]
-    pub volume_bind_timeout_seconds: u64,
+    /// Unset: 30, or less than `stuckAfterSeconds` when that is 30 or
+    /// less (see [`Config::volume_bind_timeout`]).
+    #[serde(default)]
+    pub volume_bind_timeout_seconds: Option<u64>,
     /// `/healthz` fails once the scheduling loop has been busy with one
     /// batch of work (a round, the scale step, applying events) for longer
     /// than this, or has stopped: a liveness probe then restarts it.
@@ -197,9 +199,8 @@ fn default_scale_interval() -> f64 {
 fn default_bind_concurrency() -> usize {
     32
 }
-fn default_volume_bind_timeout() -> u64 {
-    30
-}
+/// `volumeBindTimeoutSeconds` when it is not set.
+const DEFAULT_VOLUME_BIND_TIMEOUT: u64 = 30;
 fn default_stuck_after() -> u64 {
     120
 }
@@ -271,21 +272,19 @@ impl Config {
                 self.bind_concurrency
             );
         }
-        if !(1..=MAX_VOLUME_BIND_TIMEOUT).contains(&self.volume_bind_timeout_seconds) {
-            bail!(
-                "volumeBindTimeoutSeconds must be 1 to {MAX_VOLUME_BIND_TIMEOUT}, got {}",
-                self.volume_bind_timeout_seconds
-            );
-        }
         if self.stuck_after_seconds == 0 {
             bail!("stuckAfterSeconds must be at least 1");
         }
-        if self.volume_bind_timeout_seconds >= self.stuck_after_seconds {
-            bail!(
-                "volumeBindTimeoutSeconds ({}) must be below stuckAfterSeconds ({}): a round waiting for volumes would be taken for a stuck loop",
-                self.volume_bind_timeout_seconds,
-                self.stuck_after_seconds
-            );
+        if let Some(t) = self.volume_bind_timeout_seconds {
+            if !(1..=MAX_VOLUME_BIND_TIMEOUT).contains(&t) {
+                bail!("volumeBindTimeoutSeconds must be 1 to {MAX_VOLUME_BIND_TIMEOUT}, got {t}");
+            }
+            if t >= self.stuck_after_seconds {
+                bail!(
+                    "volumeBindTimeoutSeconds ({t}) must be below stuckAfterSeconds ({}): a round waiting for volumes would be taken for a stuck loop",
+                    self.stuck_after_seconds
+                );
+            }
         }
         self.recording.check()?;
         let m = self.reload_gate.latency_multiple;
@@ -298,6 +297,15 @@ impl Config {
             _ => {}
         }
         Ok(())
+    }
+
+    /// How long a round waits for the claims it binds: as set, else 30 s,
+    /// kept below `stuckAfterSeconds` (at least 1 s).
+    pub fn volume_bind_timeout(&self) -> std::time::Duration {
+        let secs = self.volume_bind_timeout_seconds.unwrap_or_else(|| {
+            DEFAULT_VOLUME_BIND_TIMEOUT.min(self.stuck_after_seconds.saturating_sub(1).max(1))
+        });
+        std::time::Duration::from_secs(secs)
     }
 
     /// The client-side rate limit `(qps, burst)`, if one is set.
@@ -433,6 +441,30 @@ mod tests {
                 msg.contains("c.yaml") && msg.contains("client"),
                 "{bad}: {msg}"
             );
+        }
+    }
+
+    #[test]
+    fn the_volume_bind_timeout_defaults_to_30_s_below_the_stuck_limit_and_is_checked() {
+        use std::time::Duration;
+        let c = Config::parse("policy: dragon\n", "c.yaml").unwrap();
+        assert_eq!(c.volume_bind_timeout(), Duration::from_secs(30));
+        let c = Config::parse("policy: dragon\nstuckAfterSeconds: 10\n", "c.yaml").unwrap();
+        assert_eq!(c.volume_bind_timeout(), Duration::from_secs(9));
+        let c = Config::parse("policy: dragon\nstuckAfterSeconds: 1\n", "c.yaml").unwrap();
+        assert_eq!(c.volume_bind_timeout(), Duration::from_secs(1));
+        let c = Config::parse("policy: dragon\nvolumeBindTimeoutSeconds: 90\n", "c.yaml").unwrap();
+        assert_eq!(c.volume_bind_timeout(), Duration::from_secs(90));
+        for (bad, why) in [
+            ("volumeBindTimeoutSeconds: 0", "must be 1 to 600"),
+            ("volumeBindTimeoutSeconds: 601", "must be 1 to 600"),
+            (
+                "volumeBindTimeoutSeconds: 120",
+                "must be below stuckAfterSeconds (120)",
+            ),
+        ] {
+            let e = Config::parse(&format!("policy: dragon\n{bad}\n"), "c.yaml").unwrap_err();
+            assert!(format!("{e:#}").contains(why), "{bad}: {e:#}");
         }
     }
 

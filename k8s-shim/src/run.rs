@@ -517,7 +517,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         io,
         metrics,
         bind_concurrency: config.bind_concurrency,
-        volume_bind_timeout: Duration::from_secs(config.volume_bind_timeout_seconds),
+        volume_bind_timeout: config.volume_bind_timeout(),
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         leading: !config.leader_election.enabled,
         // Nothing to list of an API the server does not serve.
