@@ -21,12 +21,13 @@ use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
-use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{HookMetrics, Metrics};
 use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot, StorageKind};
 use crate::taps::Taps;
+use crate::teller::{Tell, Teller};
 use crate::translate::SCALE_TARGET;
 
 /// What the watch tasks and the wiring send the loop.
@@ -138,6 +139,8 @@ pub struct Loop<I> {
     io: Arc<I>,
     events: Publisher<I>,
     statuses: StatusWriter,
+    /// Why pods wait, their nominations and native PodGroups' conditions.
+    teller: Teller,
     metrics: Arc<Metrics>,
     bind_concurrency: usize,
     volume_bind_timeout: Duration,
@@ -150,8 +153,6 @@ pub struct Loop<I> {
     last_scale: Instant,
     /// A cluster change arrived since the last round.
     dirty: bool,
-    /// Last FailedScheduling reason per pod, so events are not repeated.
-    last_reason: BTreeMap<String, String>,
     /// Scale targets by job (`namespace/podgroup`), from PodGroup
     /// annotations: the annotation as last seen and what it names.
     targets: BTreeMap<String, (String, Result<ScaleTarget, KeyError>)>,
@@ -159,9 +160,6 @@ pub struct Loop<I> {
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
     group_problem: BTreeMap<String, String>,
-    /// The `PodGroupInitiallyScheduled` condition last written on each
-    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
-    group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
     taps: Taps,
 }
@@ -176,6 +174,7 @@ impl<I: ClusterIo> Loop<I> {
         Loop {
             events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
             statuses: StatusWriter::spawn(parts.io.clone()),
+            teller: Teller::spawn(parts.io.clone(), parts.bind_concurrency),
             snapshot: parts.snapshot,
             slot: parts.slot,
             fallback: parts.fallback,
@@ -188,11 +187,9 @@ impl<I: ClusterIo> Loop<I> {
             scale_interval: parts.scale_interval,
             last_scale: Instant::now(),
             dirty: true,
-            last_reason: BTreeMap::new(),
             targets: BTreeMap::new(),
             group_status: BTreeMap::new(),
             group_problem: BTreeMap::new(),
-            group_condition: BTreeMap::new(),
             listed: parts.unlisted,
             taps: parts.taps,
         }
@@ -230,9 +227,12 @@ impl<I: ClusterIo> Loop<I> {
                         stop |= self.handle(msg);
                     }
                     if stop {
-                        let left = self.events.flush(Duration::from_secs(5)).await;
-                        if left > 0 {
-                            tracing::warn!(events = left, "stopping with events unsent");
+                        let (events, told) = futures::join!(
+                            self.events.flush(Duration::from_secs(5)),
+                            self.teller.flush(Duration::from_secs(5))
+                        );
+                        if events > 0 || told > 0 {
+                            tracing::warn!(events, told, "stopping with events unsent");
                         }
                         return;
                     }
@@ -256,7 +256,7 @@ impl<I: ClusterIo> Loop<I> {
                 if let Event::GroupGone(key) = &e {
                     self.group_status.remove(key);
                     self.group_problem.remove(key);
-                    self.group_condition.remove(key);
+                    self.teller.tell(Tell::GroupGone(key.clone()));
                 }
                 self.snapshot.apply(e);
                 self.dirty = true;

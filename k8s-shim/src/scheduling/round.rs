@@ -120,13 +120,12 @@ impl<I: ClusterIo> Loop<I> {
                 &policy,
             );
         }
-        self.tell(&report, now).await;
+        self.tell(&report, now);
         for (key, reason) in self.snapshot.invalid.clone() {
             self.explain(
                 &UnitKey::pod(key),
                 &format!("cannot be scheduled: {reason}"),
-            )
-            .await;
+            );
         }
     }
 

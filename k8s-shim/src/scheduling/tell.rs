@@ -1,20 +1,18 @@
-//! Telling what a round decided: metrics, logs, `FailedScheduling` Events
-//! and `PodScheduled` conditions on the pods, PodGroup statuses and the
-//! native PodGroup's condition.
-
-use futures::StreamExt;
+//! Telling what a round decided: metrics and logs here; the pods'
+//! `FailedScheduling` Events and `PodScheduled` conditions, the native
+//! PodGroup's condition and nominations handed to the [`Teller`], which
+//! sends them off the loop; PodGroup statuses.
 
 use super::*;
+use crate::teller::Tell;
 
 impl<I: ClusterIo> Loop<I> {
     /// Metrics, logs, Events and conditions for a round's decisions.
-    pub(super) async fn tell(&mut self, report: &RoundReport, now: u64) {
+    pub(super) fn tell(&mut self, report: &RoundReport, now: u64) {
         for d in &report.decisions {
             let m = self.metrics.clone();
             match d {
-                Decision::Bound { pod, .. } => {
-                    self.last_reason.remove(pod);
-                }
+                Decision::Bound { pod, .. } => self.teller.tell(Tell::Bound(pod.clone())),
                 Decision::Admitted {
                     unit,
                     pods,
@@ -40,8 +38,7 @@ impl<I: ClusterIo> Loop<I> {
                             waited_ms,
                             "gang admitted"
                         );
-                        self.native_condition(job, true, &format!("{pods} pods scheduled"))
-                            .await;
+                        self.native_condition(job, true, &format!("{pods} pods scheduled"));
                     }
                 }
                 Decision::Waiting {
@@ -50,24 +47,22 @@ impl<I: ClusterIo> Loop<I> {
                     wait_ms,
                 } => {
                     Metrics::inc(&m.attempts, "result", "waiting");
-                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest")).await;
+                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
                 }
                 Decision::Unschedulable { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "unschedulable");
                     let gated: BTreeSet<&str> = reason.gated_pods().collect();
-                    self.explain_as(unit, None, &reason.to_string(), &gated)
-                        .await;
+                    self.explain_as(unit, None, &reason.to_string(), &gated);
                 }
                 Decision::Rejected { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "rejected");
                     tracing::info!(%unit, reason, "gang released by permit");
-                    self.explain(unit, &format!("gang rejected by permit: {reason}"))
-                        .await;
+                    self.explain(unit, &format!("gang rejected by permit: {reason}"));
                 }
                 Decision::TimedOut { unit, reason } => {
                     Metrics::inc(&m.attempts, "result", "rejected");
                     tracing::info!(%unit, reason, "gang timed out");
-                    self.explain(unit, reason).await;
+                    self.explain(unit, reason);
                 }
                 Decision::BindFailed {
                     unit,
@@ -97,13 +92,12 @@ impl<I: ClusterIo> Loop<I> {
                     // unschedulable would contradict the API server.
                     let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
                     let reason = format!("binding failed, {what}: {error}");
-                    self.explain_as(unit, except, &reason, &BTreeSet::new())
-                        .await;
+                    self.explain_as(unit, except, &reason, &BTreeSet::new());
                 }
                 Decision::PolicyError { unit, error } => {
                     Metrics::inc(&m.attempts, "result", "error");
                     match unit {
-                        Some(unit) => self.explain(unit, &format!("policy error: {error}")).await,
+                        Some(unit) => self.explain(unit, &format!("policy error: {error}")),
                         None => tracing::warn!("policy error in the queue order: {error}"),
                     }
                 }
@@ -135,9 +129,10 @@ impl<I: ClusterIo> Loop<I> {
                 }
                 Decision::Nominated { pods, .. } => {
                     for (pod, node) in pods {
-                        if let Err(e) = self.io.nominate(pod, node.as_deref()).await {
-                            tracing::warn!(pod, "cannot set nominatedNodeName: {e}");
-                        }
+                        self.teller.tell(Tell::Nominate {
+                            pod: pod.clone(),
+                            node: node.clone(),
+                        });
                     }
                 }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
@@ -201,48 +196,40 @@ impl<I: ClusterIo> Loop<I> {
     /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
     /// PodGroup of `job`, as kube-scheduler writes it: True (reason
     /// `Scheduled`) once the gang is admitted, and then never False again;
-    /// False (reason `Unschedulable`) with why, while it waits. Written when
-    /// it changes; not for a scheduler-plugins PodGroup.
-    pub(super) async fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
+    /// False (reason `Unschedulable`) with why, while it waits. Not for a
+    /// scheduler-plugins PodGroup.
+    pub(super) fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
         if self
             .snapshot
             .group(job)
-            .is_none_or(|g| g.api != GroupApi::Native)
+            .is_some_and(|g| g.api == GroupApi::Native)
         {
-            return;
-        }
-        match self.group_condition.get(job) {
-            Some((true, _)) => return,
-            Some((s, m)) if *s == scheduled && m == message => return,
-            _ => {}
-        }
-        match self.io.group_condition(job, scheduled, message).await {
-            Ok(()) => {
-                self.group_condition
-                    .insert(job.to_string(), (scheduled, message.to_string()));
-            }
-            Err(e) => tracing::debug!(group = job, "cannot set the PodGroup's condition: {e}"),
+            self.teller.tell(Tell::Group {
+                group: job.to_string(),
+                scheduled,
+                message: message.to_string(),
+            });
         }
     }
 
     /// A FailedScheduling event and `PodScheduled=False` on each pending pod
     /// of `unit`, once per reason.
-    pub(super) async fn explain(&mut self, unit: &UnitKey, reason: &str) {
-        self.explain_as(unit, None, reason, &BTreeSet::new()).await;
+    pub(super) fn explain(&mut self, unit: &UnitKey, reason: &str) {
+        self.explain_as(unit, None, reason, &BTreeSet::new());
     }
 
     /// [`Loop::explain`], leaving out `except`; the pods in `gated` wait
     /// for their scheduling gates (condition reason `SchedulingGated`).
-    pub(super) async fn explain_as(
+    pub(super) fn explain_as(
         &mut self,
         unit: &UnitKey,
         except: Option<&str>,
         reason: &str,
         gated: &BTreeSet<&str>,
     ) {
-        let mut pods: Vec<String> = match unit {
+        let pods: Vec<String> = match unit {
             UnitKey::Job(job) => {
-                self.native_condition(job, false, reason).await;
+                self.native_condition(job, false, reason);
                 self.snapshot
                     .sched
                     .cluster()
@@ -253,48 +240,16 @@ impl<I: ClusterIo> Loop<I> {
             }
             UnitKey::Pod(pod) => vec![pod.clone()],
         };
-        pods.retain(|p| {
-            Some(p.as_str()) != except
-                && self.last_reason.get(p).map(String::as_str) != Some(reason)
-        });
-        // Each pod's Event and condition go out together, and up to
-        // `bindConcurrency` pods at once: a 64-pod gang costs a few round
-        // trips, not 128 in series.
-        let io = self.io.as_ref();
-        let told: Vec<String> = futures::stream::iter(pods)
-            .map(|pod| async move {
-                let note = Note {
-                    regarding: Regarding::Pod(pod.clone()),
-                    type_: "Warning",
-                    reason: "FailedScheduling",
-                    note: reason.to_string(),
-                };
-                let condition = Unschedulable {
-                    reason: if gated.contains(pod.as_str()) {
-                        "SchedulingGated"
-                    } else {
-                        "Unschedulable"
-                    },
-                    message: reason.to_string(),
-                };
-                let (published, set) =
-                    futures::join!(io.event(&note), io.pod_unschedulable(&pod, &condition));
-                if let Err(e) = &published {
-                    tracing::warn!(pod, "cannot publish event: {e}");
-                }
-                if let Err(e) = &set {
-                    tracing::debug!(pod, "cannot set PodScheduled=False: {e}");
-                }
-                (published.is_ok() && set.is_ok()).then_some(pod)
-            })
-            .buffer_unordered(self.bind_concurrency)
-            .filter_map(std::future::ready)
-            .collect()
-            .await;
-        // Remembered only once published: an Event or condition lost while
-        // the API server is away is sent again on the next round.
-        for pod in told {
-            self.last_reason.insert(pod, reason.to_string());
+        let reason: Arc<str> = Arc::from(reason);
+        for pod in pods {
+            if Some(pod.as_str()) != except {
+                let gated = gated.contains(pod.as_str());
+                self.teller.tell(Tell::Pending {
+                    pod,
+                    reason: reason.clone(),
+                    gated,
+                });
+            }
         }
     }
 }
