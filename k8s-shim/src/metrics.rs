@@ -8,37 +8,145 @@ use crate::shadow::ShadowView;
 
 use dragon_runtime::{CallError, Observer, hook_name, wit};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+/// Enums whose variants are a metric label's values, written as
+/// Prometheus shows them.
+macro_rules! label_values {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    };
+}
+
+label_values! {
+    /// How a scheduling attempt of a unit ended.
+    Attempt {
+        Scheduled => "scheduled",
+        Unschedulable => "unschedulable",
+        Waiting => "waiting",
+        Rejected => "rejected",
+        Error => "error",
+        Fallback => "fallback",
+    }
+}
+
+label_values! {
+    /// How a policy reload ended.
+    Reload {
+        Success => "success",
+        Failure => "failure",
+        Gated => "gated",
+    }
+}
+
+label_values! {
+    /// The shadow policy's decision against the serving one's.
+    ShadowOutcome {
+        Same => "same",
+        Different => "different",
+        Error => "error",
+    }
+}
+
+label_values! {
+    /// Which way a scale action went.
+    Direction {
+        Up => "up",
+        Down => "down",
+    }
+}
+
+label_values! {
+    /// What became of a preemption victim.
+    Victim {
+        Evicted => "evicted",
+        Refused => "refused",
+        Shrunk => "shrunk",
+    }
+}
+
+/// `{result}` of a scheduling attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AttemptLabels {
+    pub result: Attempt,
+}
+
+/// `{hook}` of a policy call, by its WIT name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct HookLabels {
+    pub hook: &'static str,
+}
+
+/// `{result}` of a reload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReloadLabels {
+    pub result: Reload,
+}
+
+/// `{outcome}` of a shadow decision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ShadowLabels {
+    pub outcome: ShadowOutcome,
+}
+
+/// `{direction}` of a scale action.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ScaleLabels {
+    pub direction: Direction,
+}
+
+/// `{result}` of a preemption victim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct VictimLabels {
+    pub result: Victim,
+}
 
 /// Everything `/metrics` shows.
 pub struct Metrics {
     registry: Registry,
     /// Scheduling attempts per unit by result (`scheduled`, `unschedulable`, `error`, `waiting`, `rejected`).
-    pub attempts: Family<Labels, Counter>,
+    pub attempts: Family<AttemptLabels, Counter>,
     /// Policy hook latency by hook.
-    pub hook_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    pub hook_seconds: Family<HookLabels, Histogram, fn() -> Histogram>,
     /// Policy hook failures by hook.
-    pub hook_errors: Family<Labels, Counter>,
+    pub hook_errors: Family<HookLabels, Counter>,
     /// Time from a gang's creation to its admission.
     pub gang_wait_seconds: Histogram,
     /// Policy reloads (of the serving and the shadow policy) by result
     /// (`success`, `failure`, `gated`).
-    pub reloads: Family<Labels, Counter>,
+    pub reloads: Family<ReloadLabels, Counter>,
     /// The shadow policy's decisions compared with the serving one's, per
     /// subject, by outcome (`same`, `different`, `error`).
-    pub shadow_decisions: Family<Labels, Counter>,
+    pub shadow_decisions: Family<ShadowLabels, Counter>,
     /// The shadow's totals and last disagreements, for `/shadow`.
     pub shadow: Arc<Mutex<ShadowView>>,
     /// Scale actions by direction (`up`, `down`).
-    pub scale_actions: Family<Labels, Counter>,
+    pub scale_actions: Family<ScaleLabels, Counter>,
     /// Preemption victims by outcome (`evicted`, `refused`, `shrunk`).
-    pub preemption_victims: Family<Labels, Counter>,
+    pub preemption_victims: Family<VictimLabels, Counter>,
     /// 1 while this replica leads.
     pub leader: Gauge,
     /// Times the circuit breaker suspended the policy.
@@ -132,16 +240,16 @@ impl Metrics {
     /// Registered metrics, all zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("dragon");
-        let attempts = Family::<Labels, Counter>::default();
-        let hook_seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+        let attempts = Family::default();
+        let hook_seconds = Family::<HookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             hook_histogram as fn() -> Histogram,
         );
-        let hook_errors = Family::<Labels, Counter>::default();
+        let hook_errors = Family::default();
         let gang_wait_seconds = Histogram::new(exponential_buckets(0.01, 3.0, 12));
-        let reloads = Family::<Labels, Counter>::default();
-        let shadow_decisions = Family::<Labels, Counter>::default();
-        let scale_actions = Family::<Labels, Counter>::default();
-        let preemption_victims = Family::<Labels, Counter>::default();
+        let reloads = Family::default();
+        let shadow_decisions = Family::default();
+        let scale_actions = Family::default();
+        let preemption_victims = Family::default();
         let leader = Gauge::default();
         let policy_suspensions = Counter::default();
         let policy_suspended = Gauge::default();
@@ -226,18 +334,35 @@ impl Metrics {
         }
     }
 
-    /// Count one labelled event.
-    pub fn inc(family: &Family<Labels, Counter>, key: &str, value: &str) {
-        family
-            .get_or_create(&vec![(key.to_string(), value.to_string())])
+    /// Count one attempt of a unit that ended as `result`.
+    pub fn attempt(&self, result: Attempt) {
+        self.attempts.get_or_create(&AttemptLabels { result }).inc();
+    }
+
+    /// Count one reload that ended as `result`.
+    pub fn reload(&self, result: Reload) {
+        self.reloads.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// Count `n` shadow decisions with `outcome`.
+    pub fn shadowed(&self, outcome: ShadowOutcome, n: u64) {
+        self.shadow_decisions
+            .get_or_create(&ShadowLabels { outcome })
+            .inc_by(n);
+    }
+
+    /// Count one scale action in `direction`.
+    pub fn scale_action(&self, direction: Direction) {
+        self.scale_actions
+            .get_or_create(&ScaleLabels { direction })
             .inc();
     }
 
-    /// Count `n` labelled events.
-    pub fn add(family: &Family<Labels, Counter>, key: &str, value: &str, n: u64) {
-        family
-            .get_or_create(&vec![(key.to_string(), value.to_string())])
-            .inc_by(n);
+    /// Count one preemption victim that ended as `result`.
+    pub fn victim(&self, result: Victim) {
+        self.preemption_victims
+            .get_or_create(&VictimLabels { result })
+            .inc();
     }
 
     /// The Prometheus text exposition.
@@ -272,7 +397,9 @@ impl Observer for HookMetrics<'_> {
     ) -> Result<R, CallError> {
         let started = Instant::now();
         let r = call();
-        let labels = vec![("hook".to_string(), hook_name(hook).to_string())];
+        let labels = HookLabels {
+            hook: hook_name(hook),
+        };
         self.0
             .hook_seconds
             .get_or_create(&labels)
@@ -320,10 +447,10 @@ mod tests {
     #[test]
     fn metrics_render_in_prometheus_text_format() {
         let m = Metrics::new();
-        Metrics::inc(&m.attempts, "result", "scheduled");
-        Metrics::inc(&m.reloads, "result", "failure");
+        m.attempt(Attempt::Scheduled);
+        m.reload(Reload::Failure);
         m.hook_seconds
-            .get_or_create(&vec![("hook".to_string(), "score".to_string())])
+            .get_or_create(&HookLabels { hook: "score" })
             .observe(0.000_05);
         let text = m.render();
         assert!(

@@ -16,7 +16,7 @@ use dragon_runtime::{Hooks, LoadOptions, PolicySlot, PolicySource, WasmPolicy};
 use notify::{RecursiveMode, Watcher};
 
 use crate::flight::CurrentFile;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Reload};
 
 fn digest(path: &Path) -> Option<String> {
     std::fs::read(path)
@@ -114,7 +114,7 @@ pub fn reload(
     let candidate = match WasmPolicy::load(slot.engine(), slot.cache(), source, options) {
         Ok(c) => c,
         Err(e) => {
-            Metrics::inc(&metrics.reloads, "result", "failure");
+            metrics.reload(Reload::Failure);
             tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
             return;
         }
@@ -130,7 +130,7 @@ pub fn reload(
             ),
             Ok(None) => tracing::info!("nothing recorded yet: the candidate policy is not gated"),
             Err(why) => {
-                Metrics::inc(&metrics.reloads, "result", "gated");
+                metrics.reload(Reload::Gated);
                 tracing::error!(
                     candidate = %candidate.info().name,
                     "policy reload refused by the gate, the previous policy keeps scheduling: {why}"
@@ -140,7 +140,7 @@ pub fn reload(
         }
     }
     let report = slot.swap(candidate);
-    Metrics::inc(&metrics.reloads, "result", "success");
+    metrics.reload(Reload::Success);
     tracing::info!(old = %report.old, new = %report.new, took_ms = report.took_ms, "policy reloaded");
 }
 
@@ -219,7 +219,7 @@ pub fn spawn(
                     match crate::config::read_settings_file(path) {
                         Ok(settings) => options.settings = settings,
                         Err(e) => {
-                            Metrics::inc(&metrics.reloads, "result", "failure");
+                            metrics.reload(Reload::Failure);
                             tracing::error!("settings refused, the previous policy and settings keep scheduling: {e:#}");
                             continue;
                         }

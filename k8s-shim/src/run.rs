@@ -25,7 +25,7 @@ use crate::flight::{FlightRecorder, Run};
 use crate::key::key_of;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Reload};
 use crate::reload::{Gate, Watched};
 use crate::scheduling::{Kind, Loop, Msg, Parts};
 use crate::shadow::ShadowFeed;
@@ -231,7 +231,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             // Fallback mode: the baseline serves until a good file appears
             // (the watcher below swaps it in).
             tracing::error!(error = %e, "the policy did not load; the built-in baseline serves until the file is replaced");
-            Metrics::inc(&metrics.reloads, "result", "failure");
+            metrics.reload(Reload::Failure);
             Arc::new(PolicySlot::new(engine.clone(), cache.clone(), baseline()?))
         }
         Err(e) => return Err(anyhow::Error::new(e).context("cannot load the policy")),

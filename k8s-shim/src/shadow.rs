@@ -21,7 +21,7 @@ use dragon_framework::shadow::{Disagreement, Shadow};
 use dragon_runtime::{Hooks, PolicySlot, WasmPolicy};
 use serde::Serialize;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ShadowOutcome};
 
 /// Steps queued for the shadow at most.
 pub const QUEUE: usize = 256;
@@ -111,19 +111,9 @@ impl ShadowFeed {
                         candidate.as_ref(),
                         fallback.as_ref().map(|f| f as &dyn Hooks),
                     );
-                    Metrics::add(&metrics.shadow_decisions, "outcome", "same", c.same);
-                    Metrics::add(
-                        &metrics.shadow_decisions,
-                        "outcome",
-                        "different",
-                        c.different.len() as u64,
-                    );
-                    Metrics::add(
-                        &metrics.shadow_decisions,
-                        "outcome",
-                        "error",
-                        c.errors.len() as u64,
-                    );
+                    metrics.shadowed(ShadowOutcome::Same, c.same);
+                    metrics.shadowed(ShadowOutcome::Different, c.different.len() as u64);
+                    metrics.shadowed(ShadowOutcome::Error, c.errors.len() as u64);
                     for d in &c.different {
                         tracing::info!(
                             subject = %d.subject,

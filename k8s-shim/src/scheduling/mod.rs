@@ -24,7 +24,7 @@ use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
-use crate::metrics::{HookMetrics, Metrics};
+use crate::metrics::{Direction, HookMetrics, Metrics, Victim};
 use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot, StorageKind};
 use crate::taps::Taps;
 use crate::teller::{Tell, Teller};

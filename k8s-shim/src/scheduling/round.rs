@@ -269,14 +269,14 @@ impl<I: ClusterIo> Loop<I> {
         let outcome = match &result {
             Ok(()) => {
                 tracing::info!(victim = %eviction.victim, preemptor = %eviction.preemptor, pods = evicted, "preempted");
-                "evicted"
+                Victim::Evicted
             }
             Err(e) => {
                 tracing::warn!(victim = %eviction.victim, preemptor = %eviction.preemptor, "cannot preempt: {e}");
-                "refused"
+                Victim::Refused
             }
         };
-        Metrics::inc(&self.metrics.preemption_victims, "result", outcome);
+        self.metrics.victim(outcome);
         result
     }
 }

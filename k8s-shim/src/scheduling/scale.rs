@@ -29,12 +29,10 @@ impl<I: ClusterIo> Loop<I> {
         self.snapshot.sched.settle_scale(&mut report, results);
         for action in &report.actions {
             self.scaled(&action.job, action.to);
-            let direction = if action.to > action.from {
-                "up"
-            } else {
-                "down"
-            };
-            Metrics::inc(&self.metrics.scale_actions, "direction", direction);
+            self.metrics.scale_action(match action.to > action.from {
+                true => Direction::Up,
+                false => Direction::Down,
+            });
             tracing::info!(job = %action.job, from = action.from, to = action.to, reason = %action.reason, "scale");
         }
         for refused in &report.refused {

@@ -4,6 +4,7 @@
 //! sends them off the loop; PodGroup statuses.
 
 use super::*;
+use crate::metrics::{Attempt, Victim};
 use crate::teller::Tell;
 
 impl<I: ClusterIo> Loop<I> {
@@ -19,7 +20,7 @@ impl<I: ClusterIo> Loop<I> {
                     workers,
                     nodes,
                 } => {
-                    Metrics::inc(&m.attempts, "result", "scheduled");
+                    m.attempt(Attempt::Scheduled);
                     if let Some(job) = unit.job_name() {
                         let waited_ms = self
                             .snapshot
@@ -46,21 +47,21 @@ impl<I: ClusterIo> Loop<I> {
                     reserved,
                     wait_ms,
                 } => {
-                    Metrics::inc(&m.attempts, "result", "waiting");
+                    m.attempt(Attempt::Waiting);
                     self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
                 }
                 Decision::Unschedulable { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "unschedulable");
+                    m.attempt(Attempt::Unschedulable);
                     let gated: BTreeSet<&str> = reason.gated_pods().collect();
                     self.explain_as(unit, None, &reason.to_string(), &gated);
                 }
                 Decision::Rejected { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "rejected");
+                    m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang released by permit");
                     self.explain(unit, &format!("gang rejected by permit: {reason}"));
                 }
                 Decision::TimedOut { unit, reason } => {
-                    Metrics::inc(&m.attempts, "result", "rejected");
+                    m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang timed out");
                     self.explain(unit, reason);
                 }
@@ -70,7 +71,7 @@ impl<I: ClusterIo> Loop<I> {
                     error,
                     kept,
                 } => {
-                    Metrics::inc(&m.attempts, "result", "error");
+                    m.attempt(Attempt::Error);
                     tracing::info!(
                         %unit,
                         pod,
@@ -95,14 +96,14 @@ impl<I: ClusterIo> Loop<I> {
                     self.explain_as(unit, except, &reason, &BTreeSet::new());
                 }
                 Decision::PolicyError { unit, error } => {
-                    Metrics::inc(&m.attempts, "result", "error");
+                    m.attempt(Attempt::Error);
                     match unit {
                         Some(unit) => self.explain(unit, &format!("policy error: {error}")),
                         None => tracing::warn!("policy error in the queue order: {error}"),
                     }
                 }
                 Decision::FellBack { unit, policy } => {
-                    Metrics::inc(&m.attempts, "result", "fallback");
+                    m.attempt(Attempt::Fallback);
                     tracing::warn!(%unit, fallback = %policy, "the policy failed; the unit was tried with the fallback");
                 }
                 Decision::Resized {
@@ -118,7 +119,7 @@ impl<I: ClusterIo> Loop<I> {
                     shrunk,
                 } => {
                     for _ in shrunk {
-                        Metrics::inc(&m.preemption_victims, "result", "shrunk");
+                        m.victim(Victim::Shrunk);
                     }
                     tracing::info!(
                         %unit,

@@ -789,7 +789,9 @@ async fn a_budget_refusing_one_eviction_leaves_the_whole_victim_running() {
     assert_eq!(
         l.metrics
             .preemption_victims
-            .get_or_create(&vec![("result".into(), "refused".into())])
+            .get_or_create(&crate::metrics::VictimLabels {
+                result: crate::metrics::Victim::Refused
+            })
             .get(),
         1
     );
