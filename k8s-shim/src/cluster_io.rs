@@ -136,14 +136,12 @@ pub trait ClusterIo: Send + Sync + 'static {
     async fn group_status(&self, group: &str, status: &Status) -> Result<(), ApiError>;
 }
 
-#[cfg(any(test, feature = "fake"))]
+#[cfg(test)]
 pub mod fake {
     //! A cluster that records every request and answers as told.
 
     use std::collections::{BTreeMap, BTreeSet};
-    use std::sync::{Arc, Mutex};
-
-    use tokio::sync::Semaphore;
+    use std::sync::Mutex;
 
     use dragon_framework::{ApiError, ApiErrorKind, Release};
 
@@ -216,13 +214,6 @@ pub mod fake {
         pub protected: BTreeSet<String>,
         /// Replicas of each `/scale` target.
         pub replicas: BTreeMap<String, u32>,
-        /// When set, each Event waits for a permit of it before it is
-        /// taken, as a slow API server would make it wait.
-        pub event_gate: Option<Arc<Semaphore>>,
-        /// Events waiting at the gate now, and the most that ever waited
-        /// at once.
-        pub events_waiting: usize,
-        pub most_events_waiting: usize,
     }
 
     /// The fake cluster.
@@ -397,21 +388,6 @@ pub mod fake {
         }
 
         async fn event(&self, note: &Note) -> Result<(), ApiError> {
-            let gate = {
-                let mut s = self.lock();
-                if s.event_gate.is_some() {
-                    s.events_waiting += 1;
-                    s.most_events_waiting = s.most_events_waiting.max(s.events_waiting);
-                }
-                s.event_gate.clone()
-            };
-            if let Some(gate) = gate {
-                // Never closed by a test; a closed gate lets the Event by.
-                if let Ok(permit) = gate.acquire().await {
-                    permit.forget();
-                }
-                self.lock().events_waiting -= 1;
-            }
             self.lock().calls.push(Call::Event(note.clone()));
             Ok(())
         }

@@ -10,8 +10,7 @@
 //!   [`kube_io`] sends them over a kube client, with an optional client-side
 //!   rate limit ([`ratelimit`]) and the client's retry policy for an API
 //!   server that refuses for load ([`retry`]); [`apply`] sends a round's
-//!   binds together and Events and PodGroup statuses off the loop, and
-//!   [`teller`] why pods wait;
+//!   binds together and Events and PodGroup statuses off the loop;
 //! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
 //! - [`run`]: the wiring (watches, the loop, leader election).
 
@@ -36,5 +35,4 @@ pub mod scheduling;
 pub mod shadow;
 pub mod snapshot;
 pub mod taps;
-pub mod teller;
 pub mod translate;

@@ -21,13 +21,12 @@ use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
-use crate::cluster_io::{ClusterIo, Note, Regarding};
+use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{Direction, HookMetrics, Metrics, Victim};
 use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot, StorageKind};
 use crate::taps::Taps;
-use crate::teller::{Tell, Teller};
 use crate::translate::SCALE_TARGET;
 
 /// What the watch tasks and the wiring send the loop.
@@ -139,8 +138,6 @@ pub struct Loop<I> {
     io: Arc<I>,
     events: Publisher<I>,
     statuses: StatusWriter,
-    /// Why pods wait, their nominations and native PodGroups' conditions.
-    teller: Teller,
     metrics: Arc<Metrics>,
     bind_concurrency: usize,
     volume_bind_timeout: Duration,
@@ -153,6 +150,8 @@ pub struct Loop<I> {
     last_scale: Instant,
     /// A cluster change arrived since the last round.
     dirty: bool,
+    /// Last FailedScheduling reason per pod, so events are not repeated.
+    last_reason: BTreeMap<String, String>,
     /// Scale targets by job (`namespace/podgroup`), from PodGroup
     /// annotations: the annotation as last seen and what it names.
     targets: BTreeMap<String, (String, Result<ScaleTarget, KeyError>)>,
@@ -160,6 +159,9 @@ pub struct Loop<I> {
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
     group_problem: BTreeMap<String, String>,
+    /// The `PodGroupInitiallyScheduled` condition last written on each
+    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
+    group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
     taps: Taps,
 }
@@ -174,7 +176,6 @@ impl<I: ClusterIo> Loop<I> {
         Loop {
             events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
             statuses: StatusWriter::spawn(parts.io.clone()),
-            teller: Teller::spawn(parts.io.clone(), parts.bind_concurrency),
             snapshot: parts.snapshot,
             slot: parts.slot,
             fallback: parts.fallback,
@@ -187,9 +188,11 @@ impl<I: ClusterIo> Loop<I> {
             scale_interval: parts.scale_interval,
             last_scale: Instant::now(),
             dirty: true,
+            last_reason: BTreeMap::new(),
             targets: BTreeMap::new(),
             group_status: BTreeMap::new(),
             group_problem: BTreeMap::new(),
+            group_condition: BTreeMap::new(),
             listed: parts.unlisted,
             taps: parts.taps,
         }
@@ -227,12 +230,9 @@ impl<I: ClusterIo> Loop<I> {
                         stop |= self.handle(msg);
                     }
                     if stop {
-                        let (events, told) = futures::join!(
-                            self.events.flush(Duration::from_secs(5)),
-                            self.teller.flush(Duration::from_secs(5))
-                        );
-                        if events > 0 || told > 0 {
-                            tracing::warn!(events, told, "stopping with events unsent");
+                        let left = self.events.flush(Duration::from_secs(5)).await;
+                        if left > 0 {
+                            tracing::warn!(events = left, "stopping with events unsent");
                         }
                         return;
                     }
@@ -256,7 +256,7 @@ impl<I: ClusterIo> Loop<I> {
                 if let Event::GroupGone(key) = &e {
                     self.group_status.remove(key);
                     self.group_problem.remove(key);
-                    self.teller.tell(Tell::GroupGone(key.clone()));
+                    self.group_condition.remove(key);
                 }
                 self.snapshot.apply(e);
                 self.dirty = true;

@@ -120,12 +120,13 @@ impl<I: ClusterIo> Loop<I> {
                 &policy,
             );
         }
-        self.tell(&report, now);
+        self.tell(&report, now).await;
         for (key, reason) in self.snapshot.invalid.clone() {
             self.explain(
                 &UnitKey::pod(key),
                 &format!("cannot be scheduled: {reason}"),
-            );
+            )
+            .await;
         }
     }
 

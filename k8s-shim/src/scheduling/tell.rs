@@ -1,19 +1,21 @@
-//! Telling what a round decided: metrics and logs here; the pods'
-//! `FailedScheduling` Events and `PodScheduled` conditions, the native
-//! PodGroup's condition and nominations handed to the [`Teller`], which
-//! sends them off the loop; PodGroup statuses.
+//! Telling what a round decided: metrics, logs, `FailedScheduling` Events
+//! and `PodScheduled` conditions on the pods, PodGroup statuses and the
+//! native PodGroup's condition.
+
+use futures::StreamExt;
 
 use super::*;
 use crate::metrics::{Attempt, Victim};
-use crate::teller::Tell;
 
 impl<I: ClusterIo> Loop<I> {
     /// Metrics, logs, Events and conditions for a round's decisions.
-    pub(super) fn tell(&mut self, report: &RoundReport, now: u64) {
+    pub(super) async fn tell(&mut self, report: &RoundReport, now: u64) {
         for d in &report.decisions {
             let m = self.metrics.clone();
             match d {
-                Decision::Bound { pod, .. } => self.teller.tell(Tell::Bound(pod.clone())),
+                Decision::Bound { pod, .. } => {
+                    self.last_reason.remove(pod);
+                }
                 Decision::Admitted {
                     unit,
                     pods,
@@ -39,7 +41,8 @@ impl<I: ClusterIo> Loop<I> {
                             waited_ms,
                             "gang admitted"
                         );
-                        self.native_condition(job, true, &format!("{pods} pods scheduled"));
+                        self.native_condition(job, true, &format!("{pods} pods scheduled"))
+                            .await;
                     }
                 }
                 Decision::Waiting {
@@ -48,22 +51,24 @@ impl<I: ClusterIo> Loop<I> {
                     wait_ms,
                 } => {
                     m.attempt(Attempt::Waiting);
-                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"));
+                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest")).await;
                 }
                 Decision::Unschedulable { unit, reason } => {
                     m.attempt(Attempt::Unschedulable);
                     let gated: BTreeSet<&str> = reason.gated_pods().collect();
-                    self.explain_as(unit, None, &reason.to_string(), &gated);
+                    self.explain_as(unit, None, &reason.to_string(), &gated)
+                        .await;
                 }
                 Decision::Rejected { unit, reason } => {
                     m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang released by permit");
-                    self.explain(unit, &format!("gang rejected by permit: {reason}"));
+                    self.explain(unit, &format!("gang rejected by permit: {reason}"))
+                        .await;
                 }
                 Decision::TimedOut { unit, reason } => {
                     m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang timed out");
-                    self.explain(unit, reason);
+                    self.explain(unit, reason).await;
                 }
                 Decision::BindFailed {
                     unit,
@@ -93,12 +98,13 @@ impl<I: ClusterIo> Loop<I> {
                     // unschedulable would contradict the API server.
                     let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
                     let reason = format!("binding failed, {what}: {error}");
-                    self.explain_as(unit, except, &reason, &BTreeSet::new());
+                    self.explain_as(unit, except, &reason, &BTreeSet::new())
+                        .await;
                 }
                 Decision::PolicyError { unit, error } => {
                     m.attempt(Attempt::Error);
                     match unit {
-                        Some(unit) => self.explain(unit, &format!("policy error: {error}")),
+                        Some(unit) => self.explain(unit, &format!("policy error: {error}")).await,
                         None => tracing::warn!("policy error in the queue order: {error}"),
                     }
                 }
@@ -130,10 +136,9 @@ impl<I: ClusterIo> Loop<I> {
                 }
                 Decision::Nominated { pods, .. } => {
                     for (pod, node) in pods {
-                        self.teller.tell(Tell::Nominate {
-                            pod: pod.clone(),
-                            node: node.clone(),
-                        });
+                        if let Err(e) = self.io.nominate(pod, node.as_deref()).await {
+                            tracing::warn!(pod, "cannot set nominatedNodeName: {e}");
+                        }
                     }
                 }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
@@ -197,40 +202,48 @@ impl<I: ClusterIo> Loop<I> {
     /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
     /// PodGroup of `job`, as kube-scheduler writes it: True (reason
     /// `Scheduled`) once the gang is admitted, and then never False again;
-    /// False (reason `Unschedulable`) with why, while it waits. Not for a
-    /// scheduler-plugins PodGroup.
-    pub(super) fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
+    /// False (reason `Unschedulable`) with why, while it waits. Written when
+    /// it changes; not for a scheduler-plugins PodGroup.
+    pub(super) async fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
         if self
             .snapshot
             .group(job)
-            .is_some_and(|g| g.api == GroupApi::Native)
+            .is_none_or(|g| g.api != GroupApi::Native)
         {
-            self.teller.tell(Tell::Group {
-                group: job.to_string(),
-                scheduled,
-                message: message.to_string(),
-            });
+            return;
+        }
+        match self.group_condition.get(job) {
+            Some((true, _)) => return,
+            Some((s, m)) if *s == scheduled && m == message => return,
+            _ => {}
+        }
+        match self.io.group_condition(job, scheduled, message).await {
+            Ok(()) => {
+                self.group_condition
+                    .insert(job.to_string(), (scheduled, message.to_string()));
+            }
+            Err(e) => tracing::debug!(group = job, "cannot set the PodGroup's condition: {e}"),
         }
     }
 
     /// A FailedScheduling event and `PodScheduled=False` on each pending pod
     /// of `unit`, once per reason.
-    pub(super) fn explain(&mut self, unit: &UnitKey, reason: &str) {
-        self.explain_as(unit, None, reason, &BTreeSet::new());
+    pub(super) async fn explain(&mut self, unit: &UnitKey, reason: &str) {
+        self.explain_as(unit, None, reason, &BTreeSet::new()).await;
     }
 
     /// [`Loop::explain`], leaving out `except`; the pods in `gated` wait
     /// for their scheduling gates (condition reason `SchedulingGated`).
-    pub(super) fn explain_as(
+    pub(super) async fn explain_as(
         &mut self,
         unit: &UnitKey,
         except: Option<&str>,
         reason: &str,
         gated: &BTreeSet<&str>,
     ) {
-        let pods: Vec<String> = match unit {
+        let mut pods: Vec<String> = match unit {
             UnitKey::Job(job) => {
-                self.native_condition(job, false, reason);
+                self.native_condition(job, false, reason).await;
                 self.snapshot
                     .sched
                     .cluster()
@@ -241,16 +254,48 @@ impl<I: ClusterIo> Loop<I> {
             }
             UnitKey::Pod(pod) => vec![pod.clone()],
         };
-        let reason: Arc<str> = Arc::from(reason);
-        for pod in pods {
-            if Some(pod.as_str()) != except {
-                let gated = gated.contains(pod.as_str());
-                self.teller.tell(Tell::Pending {
-                    pod,
-                    reason: reason.clone(),
-                    gated,
-                });
-            }
+        pods.retain(|p| {
+            Some(p.as_str()) != except
+                && self.last_reason.get(p).map(String::as_str) != Some(reason)
+        });
+        // Each pod's Event and condition go out together, and up to
+        // `bindConcurrency` pods at once: a 64-pod gang costs a few round
+        // trips, not 128 in series.
+        let io = self.io.as_ref();
+        let told: Vec<String> = futures::stream::iter(pods)
+            .map(|pod| async move {
+                let note = Note {
+                    regarding: Regarding::Pod(pod.clone()),
+                    type_: "Warning",
+                    reason: "FailedScheduling",
+                    note: reason.to_string(),
+                };
+                let condition = Unschedulable {
+                    reason: if gated.contains(pod.as_str()) {
+                        "SchedulingGated"
+                    } else {
+                        "Unschedulable"
+                    },
+                    message: reason.to_string(),
+                };
+                let (published, set) =
+                    futures::join!(io.event(&note), io.pod_unschedulable(&pod, &condition));
+                if let Err(e) = &published {
+                    tracing::warn!(pod, "cannot publish event: {e}");
+                }
+                if let Err(e) = &set {
+                    tracing::debug!(pod, "cannot set PodScheduled=False: {e}");
+                }
+                (published.is_ok() && set.is_ok()).then_some(pod)
+            })
+            .buffer_unordered(self.bind_concurrency)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        // Remembered only once published: an Event or condition lost while
+        // the API server is away is sent again on the next round.
+        for pod in told {
+            self.last_reason.insert(pod, reason.to_string());
         }
     }
 }

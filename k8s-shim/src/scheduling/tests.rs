@@ -49,13 +49,7 @@ async fn step_with(l: &mut Loop<FakeCluster>, events: Vec<Event>) {
     for e in events {
         l.handle(Msg::Event(e));
     }
-    step(l).await;
-}
-
-/// One step, and what it told sent.
-async fn step(l: &mut Loop<FakeCluster>) {
     l.step().await;
-    assert_eq!(l.teller.flush(Duration::from_secs(5)).await, 0);
 }
 
 /// A gang of `size` one-GPU workers of PodGroup `g` (minMember `size`).
@@ -115,10 +109,10 @@ async fn nothing_is_sent_before_every_kind_is_listed_or_while_not_leading() {
         keys: BTreeSet::new(),
     });
     l.handle(Msg::Leading(false));
-    step(&mut l).await;
+    l.step().await;
     assert_eq!(fake.calls(), vec![], "a follower");
     l.handle(Msg::Leading(true));
-    step(&mut l).await;
+    l.step().await;
     assert_eq!(binds(&fake.calls()), ["ml/g-0", "ml/g-1"]);
 }
 
@@ -145,39 +139,6 @@ async fn a_gang_is_bound_together_and_each_pod_gets_its_scheduled_event() {
         "{:?}",
         fake.calls()
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_round_does_not_wait_for_why_its_pods_wait_and_tells_them_bind_concurrency_at_once() {
-    let fake = Arc::new(FakeCluster::default());
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    fake.lock().event_gate = Some(gate.clone());
-    let mut l = listed_loop(&fake);
-    // Eight one-GPU members and one GPU: the gang waits, each member told.
-    for e in [vec![node("a", 1)], gang("g", 8)].concat() {
-        l.handle(Msg::Event(e));
-    }
-    // The round ends while no Event can be sent.
-    l.step().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.lock().events_waiting < 4 {
-        assert!(Instant::now() < deadline, "{:?}", fake.calls());
-        tokio::task::yield_now().await;
-    }
-    // A second step is not held up either, and tells nothing new.
-    l.step().await;
-    gate.add_permits(64);
-    assert_eq!(l.teller.flush(Duration::from_secs(5)).await, 0);
-    // bindConcurrency (4) at once: neither one by one nor all eight.
-    assert_eq!(fake.lock().most_events_waiting, 4);
-    let told = events_with(&fake.calls(), "FailedScheduling");
-    assert_eq!(told.len(), 8, "{told:?}");
-    let conditions = fake
-        .calls()
-        .iter()
-        .filter(|c| matches!(c, Call::Unschedulable { .. }))
-        .count();
-    assert_eq!(conditions, 8);
 }
 
 /// A gang of `size` workers of PodGroup `g`, each claiming a GPU through
@@ -525,7 +486,7 @@ async fn the_flight_recording_replays_to_the_same_decisions_with_the_servers_ans
     step_with(&mut l, [vec![node("b", 4)], gang("h", 2)].concat()).await;
     fake.lock().refuse_bind.clear();
     l.dirty = true;
-    step(&mut l).await;
+    l.step().await;
     assert!(binds(&fake.calls()).len() >= 6, "{:?}", fake.calls());
 
     let rec = record::read(&file.get().unwrap()).unwrap();
