@@ -373,6 +373,7 @@ pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
         hold: None,
         declared: true,
         progress_permille: None,
+        topology: None,
     }
 }
 

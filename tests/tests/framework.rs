@@ -670,6 +670,7 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
         hold: None,
         declared: true,
         progress_permille: None,
+        topology: None,
     };
     job(&mut j);
     s.upsert_job(j);

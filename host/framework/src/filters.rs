@@ -267,6 +267,17 @@ fn devices_fit(
 
 /// Node indices that pass every built-in filter for `pod`.
 pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections) -> Vec<u32> {
+    feasible_among(cluster, pod, 0..cluster.nodes().len(), rejections)
+}
+
+/// Of `nodes` (ascending indices), those that pass every built-in filter
+/// for `pod`: the nodes of one topology domain, say.
+pub(crate) fn feasible_among(
+    cluster: &Cluster,
+    pod: &Pod,
+    nodes: impl Iterator<Item = usize>,
+    rejections: &mut Rejections,
+) -> Vec<u32> {
     // Counted in an array and handed over once: this runs per pod over
     // every node, and on a full cluster nearly every node is rejected.
     let mut counts = [0usize; REASONS.len()];
@@ -295,11 +306,11 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
         && pod.volumes.is_empty()
         && (r.gpus == 0 || !cluster.devices.has_gpus());
     let extended = !pod.extended.is_empty();
-    let mut out = Vec::with_capacity(n);
+    let mut out = Vec::with_capacity(nodes.size_hint().0);
     if plain && !extended && checks.is_none() {
         // The common case in a loop of its own: an open node needs only the
         // four column compares.
-        for i in 0..n {
+        for i in nodes {
             if open[i] {
                 if pods[i] > 0
                     && r.gpus <= gpus[i]
@@ -324,7 +335,7 @@ pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections
             }
         }
     } else {
-        for i in 0..n {
+        for i in nodes {
             if passes(
                 cluster,
                 pod,

@@ -70,6 +70,8 @@ pub enum ClusterOp {
         node: String,
         limits: BTreeMap<String, u32>,
     },
+    /// The topology levels gangs' constraints name, widest first.
+    SetTopologyLevels(Vec<String>),
 }
 
 impl ClusterOp {
@@ -165,6 +167,7 @@ impl ClusterOp {
                 cluster.set_volume_limits(&node, limits);
                 Ok(())
             }
+            ClusterOp::SetTopologyLevels(keys) => Ok(cluster.set_topology_levels(keys)?),
         }
     }
 }
@@ -179,6 +182,10 @@ impl Cluster {
     /// the cluster's.
     pub fn as_ops(&self) -> Vec<ClusterOp> {
         let mut ops = Vec::new();
+        let levels = self.domains().levels();
+        if levels.iter().ne(crate::DEFAULT_LEVELS) {
+            ops.push(ClusterOp::SetTopologyLevels(levels.to_vec()));
+        }
         for (i, node) in self.nodes().iter().enumerate() {
             ops.push(ClusterOp::AddNode(node.clone()));
             if !self.is_live(i) {
@@ -249,8 +256,9 @@ mod tests {
         let _ = c.add_pod(Pod::new("p", r), None); // refused: a duplicate
         c.remove_pod("p").unwrap();
         c.remove_node("a").unwrap();
+        c.set_topology_levels(vec!["rack".into()]).unwrap();
         let ops = c.take_journal();
-        assert_eq!(ops.len(), 9);
+        assert_eq!(ops.len(), 10);
         assert!(c.take_journal().is_empty(), "taken");
 
         let mut again = Cluster::new();
@@ -263,6 +271,7 @@ mod tests {
         assert_eq!(pods(&again), pods(&c));
         assert_eq!(again.nodes(), c.nodes());
         assert_eq!(again.totals(), c.totals());
+        assert_eq!(again.domains().levels(), ["rack", "kubernetes.io/hostname"]);
 
         // The same snapshot from its ops, a removed node keeping its place.
         let mut rebuilt = Cluster::new();
@@ -273,5 +282,6 @@ mod tests {
         assert_eq!(rebuilt.nodes(), c.nodes());
         assert_eq!(rebuilt.is_live(0), c.is_live(0));
         assert_eq!(rebuilt.totals(), c.totals());
+        assert_eq!(rebuilt.domains().levels(), c.domains().levels());
     }
 }

@@ -27,6 +27,7 @@ pub mod record;
 mod scale;
 mod selector;
 pub mod shadow;
+mod topology;
 mod unit;
 mod view;
 pub mod volumes;
@@ -54,6 +55,10 @@ pub use model::{
 pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
+};
+pub use topology::{
+    DEFAULT_LEVELS, HOSTNAME_LEVEL, LevelsError, MAX_LEVELS, TopologyConstraint, TopologyMode,
+    check_levels,
 };
 pub use unit::{UnitKey, subject};
 pub use view::{HOST_LABEL, RACK_LABEL, ZONE_LABEL};

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::constraints::Constraints;
 use super::selector::{LabelSelector, Labels};
+use super::topology::TopologyConstraint;
 use super::volumes::PodVolumes;
 use dragon_runtime::wit;
 
@@ -321,6 +322,10 @@ pub struct Pod {
     /// PersistentVolumeClaims.
     #[serde(default, skip_serializing_if = "PodVolumes::is_empty")]
     pub volumes: PodVolumes,
+    /// The topology its workload asks for the gang it belongs to (Kueue's
+    /// podset annotations): its driver makes it the job's constraint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_topology: Option<TopologyConstraint>,
 }
 
 impl Pod {
@@ -344,6 +349,7 @@ impl Pod {
             constraints: Constraints::default(),
             claims: Vec::new(),
             volumes: PodVolumes::default(),
+            gang_topology: None,
         }
     }
 }
@@ -422,6 +428,10 @@ pub struct Job {
     /// reports it (a PodGroup's `dragon.dev/progress` annotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_permille: Option<u32>,
+    /// Where its pods must (or should) be together: one domain of a
+    /// topology level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyConstraint>,
 }
 
 /// An amount of every kind of resource, as a PodGroup's `minResources`

@@ -26,12 +26,37 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::cluster::PodState;
 use super::cycle::{PlaceError, Scheduler, Sizes, UnitPlan};
 use super::model::{Preemption, Role};
+use super::topology::Domain;
 use super::unit::UnitKey;
 use dragon_runtime::{CallError, Hooks};
 
 /// At most this many of the least important units are considered as
 /// victims (each costs one dry run of the placement).
 pub(crate) const MAX_CANDIDATES: usize = 128;
+
+/// At most this many domains are searched for a unit that must stay in
+/// one (each search costs O(log n + k) dry runs over one domain's nodes).
+pub(crate) const MAX_DOMAINS: usize = 16;
+
+/// How much a set of victims hurts, least first.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct VictimCost {
+    evicts: bool,
+    worst_priority: i32,
+    units: usize,
+    pods: usize,
+}
+
+impl VictimCost {
+    fn of(victims: &[Candidate]) -> VictimCost {
+        VictimCost {
+            evicts: victims.iter().any(|v| v.shrink.is_none()),
+            worst_priority: victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN),
+            units: victims.len(),
+            pods: victims.iter().map(|v| v.pods.len()).sum(),
+        }
+    }
+}
 
 /// Work that could give up its room.
 #[derive(Debug, Clone)]
@@ -99,18 +124,92 @@ impl Scheduler {
         if units.is_empty() {
             return Ok(Room::None(None));
         }
+        if unit.within.is_none()
+            && let Some(level) = self.required_level(unit)
+        {
+            return self.room_in_one_domain(now_ms, policy, unit, units, level);
+        }
+        match self.least_victims(now_ms, policy, unit, units)? {
+            Some(victims) => self.victims(now_ms, policy, unit, victims),
+            None => Ok(Room::None(Some(
+                "evicting all the lower-priority work it may evict would not make room",
+            ))),
+        }
+    }
+
+    /// The fewest and least important of `units` whose room lets `unit`
+    /// be placed: shrinks of elastic jobs if they are enough, else
+    /// evictions within the disruption budgets.
+    fn least_victims(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        units: Vec<Candidate>,
+    ) -> Result<Option<Vec<Candidate>>, CallError> {
         let shrinks = self.shrinks(&units);
         if !shrinks.is_empty()
             && let Some(mut kept) = self.fewest(now_ms, policy, unit, shrinks)?
         {
             self.trim_shrinks(now_ms, policy, unit, &mut kept)?;
-            return self.victims(now_ms, policy, unit, kept);
+            return Ok(Some(kept));
         }
         let evictable = self.within_budgets(units);
-        match self.fewest(now_ms, policy, unit, evictable)? {
-            Some(victims) => self.victims(now_ms, policy, unit, victims),
+        self.fewest(now_ms, policy, unit, evictable)
+    }
+
+    /// For a unit that must stay in one domain of `level`: the victims
+    /// that free one domain for it, searched domain by domain (at most
+    /// [`MAX_DOMAINS`] of them, those holding the most candidate pods
+    /// first; a job with placed pods only in theirs), each search confined
+    /// to the domain's candidates and nodes. The best is the one that
+    /// shrinks rather than evicts, then hurts the least important work,
+    /// then the fewest units and pods.
+    fn room_in_one_domain(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        units: Vec<Candidate>,
+        level: usize,
+    ) -> Result<Room, CallError> {
+        let Ok(pinned) = self.sibling_domain(unit, level) else {
+            return Ok(Room::None(Some(
+                "its placed pods are not in one domain of its topology level",
+            )));
+        };
+        let domains = self.cluster.domains();
+        let mut by_domain: BTreeMap<u32, BTreeSet<usize>> = BTreeMap::new();
+        for (i, c) in units.iter().enumerate() {
+            for &(_, n) in &c.pods {
+                let id = domains.of(level, n);
+                if id != 0 && pinned.is_none_or(|p| p == id) {
+                    by_domain.entry(id).or_default().insert(i);
+                }
+            }
+        }
+        let mut order: Vec<(u32, BTreeSet<usize>)> = by_domain.into_iter().collect();
+        let pods = |set: &BTreeSet<usize>| set.iter().map(|&i| units[i].pods.len()).sum::<usize>();
+        order.sort_by_key(|(id, set)| (std::cmp::Reverse(pods(set)), *id));
+        order.truncate(MAX_DOMAINS);
+        let mut best: Option<(VictimCost, UnitPlan, Vec<Candidate>)> = None;
+        for (id, set) in order {
+            let confined = UnitPlan {
+                within: Some(Domain { level, id }),
+                ..unit.clone()
+            };
+            let here: Vec<Candidate> = set.iter().map(|&i| units[i].clone()).collect();
+            if let Some(victims) = self.least_victims(now_ms, policy, &confined, here)? {
+                let cost = VictimCost::of(&victims);
+                if best.as_ref().is_none_or(|(b, ..)| cost < *b) {
+                    best = Some((cost, confined, victims));
+                }
+            }
+        }
+        match best {
+            Some((_, confined, victims)) => self.victims(now_ms, policy, &confined, victims),
             None => Ok(Room::None(Some(
-                "evicting all the lower-priority work it may evict would not make room",
+                "evicting the lower-priority work in any one domain of its topology level would not make room there",
             ))),
         }
     }

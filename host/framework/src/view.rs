@@ -304,6 +304,7 @@ mod tests {
             hold: None,
             declared: false,
             progress_permille: None,
+            topology: None,
         });
         let unit = c.job_unit("j").unwrap();
         let worker = |i: u32| {

@@ -241,6 +241,7 @@ pub fn job_pods(
             hold: None,
             declared: false,
             progress_permille: None,
+            topology: None,
         },
         pods,
         claims,

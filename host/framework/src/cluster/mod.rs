@@ -10,6 +10,7 @@ use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
 };
 use super::queue::Changes;
+use super::topology::{Domains, LevelsError};
 use super::view::{Interned, Service, Topology};
 use super::volumes::Volumes;
 use dragon_runtime::wit;
@@ -73,6 +74,8 @@ pub enum ClusterError {
     UnknownJob { pod: String, job: String },
     #[error("duplicate {kind} `{name}`")]
     Duplicate { kind: &'static str, name: String },
+    #[error(transparent)]
+    Levels(#[from] LevelsError),
 }
 
 /// Nodes, pods and jobs as the framework sees them.
@@ -108,6 +111,8 @@ pub struct Cluster {
     /// Each node's topology labels, interned.
     topology: Vec<Topology>,
     interned: Interned,
+    /// The configured topology levels and each node's domain at each.
+    domains: Domains,
     /// Job names by unit id.
     unit_jobs: HashMap<u64, String>,
     /// The latest time drivers or rounds have told, ms: when a job's
@@ -190,6 +195,7 @@ impl Cluster {
             if self.gone[i] {
                 self.gone[i] = false;
                 self.topology[i] = self.interned.topology(&node);
+                self.domains.set_node(i, &node);
                 self.nodes[i] = node;
                 self.sync_columns(i);
                 return Ok(i);
@@ -202,6 +208,7 @@ impl Cluster {
         let i = self.nodes.len();
         self.node_index.insert(node.name.clone(), i);
         self.topology.push(self.interned.topology(&node));
+        self.domains.set_node(i, &node);
         self.nodes.push(node);
         self.gone.push(false);
         self.used.push(Resources::default());
@@ -221,9 +228,31 @@ impl Cluster {
             self.changes.room = true;
         }
         self.topology[i] = self.interned.topology(&node);
+        if self.nodes[i].labels != node.labels {
+            self.domains.set_node(i, &node);
+        }
         self.nodes[i] = node;
         self.sync_columns(i);
         Ok(())
+    }
+
+    /// Use topology levels `keys` (node label keys, widest first; the
+    /// hostname level is added last when missing) for gangs' topology
+    /// constraints, in place of [`DEFAULT_LEVELS`](crate::DEFAULT_LEVELS).
+    ///
+    /// # Errors
+    /// The list is not a usable one (see [`LevelsError`]); the levels in
+    /// use stay.
+    pub fn set_topology_levels(&mut self, keys: Vec<String>) -> Result<(), LevelsError> {
+        self.domains = Domains::new(&keys, &self.nodes)?;
+        self.journal(|| ClusterOp::SetTopologyLevels(keys));
+        self.changes.room = true;
+        Ok(())
+    }
+
+    /// The topology levels and each node's domain at each.
+    pub(crate) fn domains(&self) -> &Domains {
+        &self.domains
     }
 
     /// Remove a node; pods on it become pending again.

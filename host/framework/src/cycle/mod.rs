@@ -4,6 +4,7 @@
 
 mod budget;
 mod config;
+mod domain;
 mod permit;
 mod place;
 mod reason;
@@ -21,15 +22,17 @@ use std::collections::BTreeMap;
 
 use super::breaker::Breaker;
 use super::cluster::{Cluster, ClusterError, PodState};
-use super::filters::{Rejections, feasible, fill_candidates, no_candidates};
+use super::filters::{Rejections, feasible, feasible_among, fill_candidates, no_candidates};
 use super::io::{Effect, ScaleCause, ScaleRequest};
 use super::journal::ClusterOp;
 use super::model::Pod;
 use super::preemption::Room;
 use super::preferences;
 use super::queue::{Queue, Setback};
+use super::topology::Domain;
 use super::unit::UnitKey;
 use super::view::Scoring;
+use domain::Held;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 
@@ -87,10 +90,13 @@ struct WaitingGang {
 #[derive(Debug, Clone)]
 pub(crate) struct UnitPlan {
     pub(crate) key: UnitKey,
-    job: Option<String>,
+    pub(crate) job: Option<String>,
     /// Pending pods, in placement order.
     pub(crate) pods: Vec<String>,
     pub(crate) wit: wit::Unit,
+    /// The one topology domain it is placed in (a preemption search per
+    /// domain), whatever its job's constraint.
+    pub(crate) within: Option<Domain>,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds
@@ -115,6 +121,9 @@ pub struct Scheduler {
     /// Preemptors' pods nominated to nodes, by unit, until it is placed,
     /// gone, or nominated nowhere.
     pub(crate) nominated: BTreeMap<UnitKey, Vec<String>>,
+    /// Domains held for preemptors with a required topology, while they
+    /// are nominated: no unit of lower or equal priority is placed there.
+    pub(crate) held: BTreeMap<UnitKey, Held>,
     /// Victims whose eviction was refused, not chosen again before the
     /// given time, ms.
     pub(crate) protected: BTreeMap<UnitKey, u64>,
@@ -267,6 +276,8 @@ impl Scheduler {
             pending.contains(k) && !pods.is_empty()
         });
         self.nominated.retain(|k, _| pending.contains(k));
+        let nominated = &self.nominated;
+        self.held.retain(|k, _| nominated.contains_key(k));
         units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {

@@ -3,6 +3,7 @@
 //! a gang may start with; and room made by preemption when it fits
 //! nowhere.
 
+use super::domain::IN_HELD_DOMAIN;
 use super::*;
 use crate::io::Eviction;
 
@@ -149,16 +150,18 @@ impl Scheduler {
             });
             return Attempt::Gated;
         }
-        // A job held by its driver (an invalid PodGroup) is not tried.
+        // A job held by its driver (an invalid PodGroup), or whose
+        // topology constraint names no configured level, is not tried.
         if let Some(reason) = unit
             .job
             .as_deref()
             .and_then(|j| self.cluster.job(j))
-            .and_then(|j| j.hold.as_ref())
+            .and_then(|j| j.hold.clone())
+            .or_else(|| self.unknown_level(unit))
         {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
-                reason: Unschedulable::Held(reason.clone()),
+                reason: Unschedulable::Held(reason),
             });
             return Attempt::Gated;
         }
@@ -426,10 +429,13 @@ impl Scheduler {
                 }
             }
         }
-        let what = match (evicted.len(), shrunk.len()) {
+        let mut what = match (evicted.len(), shrunk.len()) {
             (n, 0) => format!("evicting {n} lower-priority unit(s) to make room"),
             (_, n) => format!("shrinking {n} lower-priority elastic job(s) to make room"),
         };
+        if let Some(domain) = self.hold_domain(unit, &placed) {
+            what = format!("{what} in {domain}, held for it until it is placed");
+        }
         why(report, &what);
         report.decisions.push(Decision::Preempting {
             unit: unit.key.clone(),
@@ -481,14 +487,16 @@ impl Scheduler {
         }
     }
 
-    /// Reserve a node for each pod of `unit` at `size` workers; on failure
-    /// every reservation made here is undone.
-    pub(crate) fn place(
+    /// Reserve a node for each pod of `unit` at `size` workers, among
+    /// the nodes `within` (ascending) or any; on failure every reservation
+    /// made here is undone.
+    pub(super) fn place_among(
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
         unit: &UnitPlan,
         size: Option<u32>,
+        within: Option<&[u32]>,
     ) -> Result<Vec<(String, usize)>, PlaceError> {
         let info = policy.info();
         let keep: Vec<usize> = (0..unit.pods.len())
@@ -535,13 +543,31 @@ impl Scheduler {
             placement.task = t as u32;
             let pod = &self.cluster.pods[key].pod;
             let mut rejections = Rejections::default();
-            let mut index = feasible(&self.cluster, pod, &mut rejections);
+            let mut index = match within {
+                None => feasible(&self.cluster, pod, &mut rejections),
+                Some(nodes) => feasible_among(
+                    &self.cluster,
+                    pod,
+                    nodes.iter().map(|&n| n as usize),
+                    &mut rejections,
+                ),
+            };
+            if !self.held.is_empty() {
+                let before = index.len();
+                index.retain(|&n| !self.held_from(unit, n as usize));
+                rejections.add(IN_HELD_DOMAIN, before - index.len());
+            }
             let fail =
                 |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
                     undo(this, placed);
-                    let live = (0..this.cluster.nodes().len())
-                        .filter(|&n| this.cluster.is_live(n))
-                        .count();
+                    let live = within.map_or_else(
+                        || {
+                            (0..this.cluster.nodes().len())
+                                .filter(|&n| this.cluster.is_live(n))
+                                .count()
+                        },
+                        <[u32]>::len,
+                    );
                     let what = if unit.pods.len() > 1 {
                         format!("pod {key} of {}: ", unit.key)
                     } else {

@@ -57,6 +57,7 @@ impl Scheduler {
                     running,
                 },
                 pods: pods.iter().map(|k| k.to_string()).collect(),
+                within: None,
             });
         }
         for key in lone {
@@ -85,6 +86,7 @@ impl Scheduler {
                     running: 0,
                 },
                 pods: vec![key.to_string()],
+                within: None,
             });
         }
         units

@@ -1,0 +1,291 @@
+//! Placing a gang under its job's topology constraint: the domain first,
+//! then the nodes in it, so a gang is never spread past the level it
+//! asks for; and domains held for preemptors while their victims leave.
+//!
+//! The domains of a level are tried best fit first: those with room for
+//! every pod (counted on the free columns, for pods like the first) from
+//! the least room up, so that a small gang does not break up a domain a
+//! big one needs; then the others, the most room first. Each attempt
+//! filters only the domain's nodes, so trying every domain costs about
+//! what one placement over the whole cluster does.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::topology::{Domain, TopologyConstraint, TopologyMode};
+
+/// A domain kept for a preemptor while its victims leave: units of no
+/// higher priority are not placed in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) domain: Domain,
+    pub(crate) priority: i32,
+}
+
+/// Why a node is not offered to a unit: it is in a domain held for
+/// another.
+pub(super) const IN_HELD_DOMAIN: &str =
+    "node(s) in a topology domain held for a preempting gang of higher or equal priority";
+
+impl Scheduler {
+    /// The topology constraint of `unit`'s job, if any.
+    pub(super) fn constraint(&self, unit: &UnitPlan) -> Option<&TopologyConstraint> {
+        let job = self.cluster.job(unit.job.as_deref()?)?;
+        job.topology.as_ref()
+    }
+
+    /// The level `unit` must stay within, for a required constraint on a
+    /// configured level.
+    pub(crate) fn required_level(&self, unit: &UnitPlan) -> Option<usize> {
+        let c = self.constraint(unit)?;
+        match c.mode {
+            TopologyMode::Required => self.cluster.domains().level(&c.key),
+            TopologyMode::Preferred => None,
+        }
+    }
+
+    /// Why `unit` cannot be tried at all: its constraint names a level
+    /// that is not configured.
+    pub(super) fn unknown_level(&self, unit: &UnitPlan) -> Option<String> {
+        let c = self.constraint(unit)?;
+        let domains = self.cluster.domains();
+        if domains.level(&c.key).is_some() {
+            return None;
+        }
+        Some(format!(
+            "{c} is not a configured topology level (levels: {})",
+            domains.levels().join(", ")
+        ))
+    }
+
+    /// Reserve a node for each pod of `unit` at `size` workers where its
+    /// job's constraint allows (one domain of a required level; for a
+    /// preferred one, the narrowest level from it up that holds the gang,
+    /// else anywhere); on failure every reservation made here is undone.
+    pub(crate) fn place(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        size: Option<u32>,
+    ) -> Result<Vec<(String, usize)>, PlaceError> {
+        if let Some(domain) = unit.within {
+            let nodes = self.domain_nodes(domain);
+            return self.place_among(now_ms, policy, unit, size, Some(&nodes));
+        }
+        let Some(c) = self.constraint(unit).cloned() else {
+            return self.place_among(now_ms, policy, unit, size, None);
+        };
+        let Some(level) = self.cluster.domains().level(&c.key) else {
+            let why = self.unknown_level(unit).unwrap_or_default();
+            return Err(PlaceError::Unschedulable(why));
+        };
+        let levels: Vec<usize> = match c.mode {
+            TopologyMode::Required => vec![level],
+            TopologyMode::Preferred => (0..=level).rev().collect(),
+        };
+        let mut first = None;
+        for l in levels {
+            match self.place_in_one(now_ms, policy, unit, size, l) {
+                Ok(placed) => return Ok(placed),
+                Err(PlaceError::Unschedulable(why)) => {
+                    first.get_or_insert(why);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match c.mode {
+            TopologyMode::Required => Err(PlaceError::Unschedulable(first.unwrap_or_default())),
+            TopologyMode::Preferred => self.place_among(now_ms, policy, unit, size, None),
+        }
+    }
+
+    /// The live nodes of `domain`, ascending.
+    pub(crate) fn domain_nodes(&self, domain: Domain) -> Vec<u32> {
+        let domains = self.cluster.domains();
+        (0..self.cluster.nodes().len())
+            .filter(|&n| self.cluster.is_live(n) && domains.of(domain.level, n) == domain.id)
+            .map(|n| n as u32)
+            .collect()
+    }
+
+    /// The domains of `level` where the placed pods of `unit`'s job are:
+    /// `Err` with the reason when they are not all in one labelled domain.
+    pub(crate) fn sibling_domain(
+        &self,
+        unit: &UnitPlan,
+        level: usize,
+    ) -> Result<Option<u32>, String> {
+        let Some(job) = unit.job.as_deref() else {
+            return Ok(None);
+        };
+        let domains = self.cluster.domains();
+        let ids: BTreeSet<u32> = self
+            .cluster
+            .job_pods(job)
+            .filter_map(|(_, s)| s.node())
+            .map(|n| domains.of(level, n))
+            .collect();
+        match ids.len() {
+            0 => Ok(None),
+            1 if !ids.contains(&0) => Ok(ids.first().copied()),
+            _ => Err(format!(
+                "the placed pods of {} are not in one domain of topology level {}",
+                unit.key,
+                domains.levels()[level]
+            )),
+        }
+    }
+
+    /// Place `unit` inside one domain of `level`, trying them in the
+    /// module's order.
+    fn place_in_one(
+        &mut self,
+        now_ms: u64,
+        policy: &dyn Hooks,
+        unit: &UnitPlan,
+        size: Option<u32>,
+        level: usize,
+    ) -> Result<Vec<(String, usize)>, PlaceError> {
+        let pinned = self
+            .sibling_domain(unit, level)
+            .map_err(PlaceError::Unschedulable)?;
+        let live: Vec<u32> = (0..self.cluster.nodes().len())
+            .filter(|&n| self.cluster.is_live(n))
+            .map(|n| n as u32)
+            .collect();
+        let domains = self.cluster.domains();
+        let key = domains.levels()[level].clone();
+        let (groups, unlabelled) = domains.group(level, &live);
+        let need = placed_count(unit, size);
+        let first = unit
+            .pods
+            .first()
+            .and_then(|k| self.cluster.pod(k))
+            .map(|(p, _)| p);
+        let mut order: Vec<(u32, Vec<u32>, u64)> = groups
+            .into_iter()
+            .filter(|(id, _)| pinned.is_none_or(|p| p == *id))
+            .map(|(id, nodes)| {
+                let room = first.map_or(0, |p| room_for(&self.cluster, p, &nodes));
+                (id, nodes, room)
+            })
+            .collect();
+        // Best fit among the domains with room for all, then the most room.
+        order.sort_by_key(|(id, _, room)| {
+            if *room >= need {
+                (0, *room, *id)
+            } else {
+                (1, u64::MAX - *room, *id)
+            }
+        });
+        let largest = order
+            .iter()
+            .max_by_key(|(id, _, room)| (*room, Reverse(*id)))
+            .map(|(id, _, room)| (domains.name(level, *id).to_string(), *room));
+        let mut first_failure: Option<(u32, String)> = None;
+        for (id, nodes, _) in &order {
+            match self.place_among(now_ms, policy, unit, size, Some(nodes)) {
+                Ok(placed) => return Ok(placed),
+                Err(PlaceError::Unschedulable(why)) => {
+                    first_failure.get_or_insert((*id, why));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let domains = self.cluster.domains();
+        let mut why = format!(
+            "no domain of topology level {key} holds all {need} pod(s) of {}",
+            unit.key
+        );
+        if let Some(p) = pinned {
+            why = format!(
+                "{why}: its placed pods are in {key}={}, which does not",
+                domains.name(level, p)
+            );
+        } else if let Some((name, room)) = largest {
+            why = format!("{why}; the largest free is {key}={name}, with room for {room}");
+        }
+        if unlabelled > 0 {
+            why = format!("{why}; {unlabelled} node(s) carry no {key} label");
+        }
+        if let Some((id, inner)) = first_failure {
+            why = format!("{why} (in {key}={}: {inner})", domains.name(level, id));
+        }
+        Err(PlaceError::Unschedulable(why))
+    }
+
+    /// Whether node `n` is in a domain held for a preemptor other than
+    /// `unit` whose priority is not below `unit`'s.
+    pub(super) fn held_from(&self, unit: &UnitPlan, n: usize) -> bool {
+        let domains = self.cluster.domains();
+        self.held.iter().any(|(k, h)| {
+            *k != unit.key
+                && unit.wit.priority <= h.priority
+                && domains.of(h.domain.level, n) == h.domain.id
+        })
+    }
+
+    /// Keep the domain `unit`'s pods were nominated into for it while its
+    /// victims leave; say which it is.
+    pub(super) fn hold_domain(
+        &mut self,
+        unit: &UnitPlan,
+        placed: &[(String, usize)],
+    ) -> Option<String> {
+        let level = self.required_level(unit)?;
+        let &(_, n) = placed.first()?;
+        let domains = self.cluster.domains();
+        let domain = Domain {
+            level,
+            id: domains.of(level, n),
+        };
+        let shown = domains.show(domain);
+        self.held.insert(
+            unit.key.clone(),
+            Held {
+                domain,
+                priority: unit.wit.priority,
+            },
+        );
+        Some(shown)
+    }
+}
+
+/// How many of `unit`'s pods a placement at `size` places.
+fn placed_count(unit: &UnitPlan, size: Option<u32>) -> u64 {
+    unit.wit
+        .tasks
+        .iter()
+        .filter(|t| t.role != wit::Role::Worker || size.is_none_or(|s| t.index < s))
+        .count() as u64
+}
+
+/// How many pods with `pod`'s request the open nodes of `nodes` have room
+/// for, on the free columns (a measure to order domains by, not a filter:
+/// it does not see taints a pod tolerates, or claims).
+fn room_for(cluster: &Cluster, pod: &Pod, nodes: &[u32]) -> u64 {
+    let cols = cluster.columns();
+    let r = pod.request;
+    nodes
+        .iter()
+        .map(|&n| {
+            let n = n as usize;
+            if !cols.open[n] {
+                return 0;
+            }
+            let mut fit = u64::from(cols.free_pods[n]);
+            if r.gpus > 0 {
+                fit = fit.min(u64::from(cols.free_gpus[n] / r.gpus));
+            }
+            if r.cpu_milli > 0 {
+                fit = fit.min(cols.free_cpu_milli[n] / r.cpu_milli);
+            }
+            if r.memory_mib > 0 {
+                fit = fit.min(cols.free_memory_mib[n] / r.memory_mib);
+            }
+            fit
+        })
+        .fold(0u64, u64::saturating_add)
+}

@@ -1,0 +1,301 @@
+//! Topology levels: node labels that name ever narrower domains (a zone,
+//! a spine block, a rack, an NVLink domain, a node), each node's domain at
+//! every level interned as a small id, and the constraint a gang puts on
+//! them.
+//!
+//! A gang's constraint names a level by its label key:
+//! - required: every pod of the gang in one domain of that level;
+//! - preferred: one domain of that level if any holds the gang, else one
+//!   domain of the next wider level, and so on, else anywhere.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::model::Node;
+
+/// The level every list ends with: one node is one domain.
+pub const HOSTNAME_LEVEL: &str = "kubernetes.io/hostname";
+
+/// The levels used when none are configured, widest first: the labels
+/// clusters already carry (NVIDIA Topograph's network tiers, the GPU
+/// operator's NVLink clique, the well-known zone) and Dragon's rack.
+pub const DEFAULT_LEVELS: [&str; 8] = [
+    "topology.kubernetes.io/zone",
+    "network.topology.nvidia.com/datacenter",
+    "network.topology.nvidia.com/spine",
+    "network.topology.nvidia.com/block",
+    "dragon.dev/rack",
+    "network.topology.nvidia.com/accelerator",
+    "nvidia.com/gpu.clique",
+    HOSTNAME_LEVEL,
+];
+
+/// At most this many levels (each costs a word per node).
+pub const MAX_LEVELS: usize = 16;
+
+/// How a gang holds to its level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TopologyMode {
+    /// Every pod in one domain, or none placed.
+    Required,
+    /// One domain of the level if possible, else of the narrowest wider
+    /// level that holds the gang, else anywhere.
+    Preferred,
+}
+
+/// A gang's topology constraint: the level (a node label key) and how
+/// strictly it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TopologyConstraint {
+    pub key: String,
+    pub mode: TopologyMode,
+}
+
+impl TopologyConstraint {
+    pub fn required(key: impl Into<String>) -> TopologyConstraint {
+        TopologyConstraint {
+            key: key.into(),
+            mode: TopologyMode::Required,
+        }
+    }
+
+    pub fn preferred(key: impl Into<String>) -> TopologyConstraint {
+        TopologyConstraint {
+            key: key.into(),
+            mode: TopologyMode::Preferred,
+        }
+    }
+}
+
+impl std::fmt::Display for TopologyConstraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match self.mode {
+            TopologyMode::Required => "required",
+            TopologyMode::Preferred => "preferred",
+        };
+        write!(f, "{mode} topology {}", self.key)
+    }
+}
+
+/// One domain: a level and the id of its label value there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Domain {
+    pub(crate) level: usize,
+    pub(crate) id: u32,
+}
+
+/// Why a list of levels cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LevelsError {
+    #[error("topology level {0:?} is listed twice")]
+    Duplicate(String),
+    #[error("a topology level is an empty label key")]
+    Empty,
+    #[error("{HOSTNAME_LEVEL} must be the last topology level (it is at {0} of {1})")]
+    HostnameNotLast(usize, usize),
+    #[error("{0} topology levels; at most {MAX_LEVELS}")]
+    TooMany(usize),
+}
+
+/// Whether `keys` can be used as topology levels (see
+/// `Cluster::set_topology_levels`).
+///
+/// # Errors
+/// Why not.
+pub fn check_levels(keys: &[String]) -> Result<(), LevelsError> {
+    Domains::new(keys, &[]).map(|_| ())
+}
+
+/// The configured levels, widest first, [`HOSTNAME_LEVEL`] last, and each
+/// node's domain at each.
+#[derive(Debug, Clone)]
+pub(crate) struct Domains {
+    levels: Vec<String>,
+    /// Per level: value → id (ids from 1; 0 is "no label").
+    ids: Vec<HashMap<String, u32>>,
+    /// Per level: id - 1 → value.
+    names: Vec<Vec<String>>,
+    /// Per level, per node index: its domain's id (0: no label).
+    of_node: Vec<Vec<u32>>,
+}
+
+impl Default for Domains {
+    fn default() -> Domains {
+        Domains::empty(DEFAULT_LEVELS.iter().map(|s| s.to_string()).collect())
+    }
+}
+
+impl Domains {
+    fn empty(levels: Vec<String>) -> Domains {
+        let n = levels.len();
+        Domains {
+            levels,
+            ids: vec![HashMap::new(); n],
+            names: vec![Vec::new(); n],
+            of_node: vec![Vec::new(); n],
+        }
+    }
+
+    /// Levels from `keys` (widest first), [`HOSTNAME_LEVEL`] added last
+    /// when missing, with every node of `nodes` placed in its domains.
+    pub(crate) fn new(keys: &[String], nodes: &[Node]) -> Result<Domains, LevelsError> {
+        let mut levels: Vec<String> = Vec::with_capacity(keys.len() + 1);
+        for (i, k) in keys.iter().enumerate() {
+            if k.is_empty() {
+                return Err(LevelsError::Empty);
+            }
+            if levels.contains(k) {
+                return Err(LevelsError::Duplicate(k.clone()));
+            }
+            if k == HOSTNAME_LEVEL && i + 1 != keys.len() {
+                return Err(LevelsError::HostnameNotLast(i + 1, keys.len()));
+            }
+            levels.push(k.clone());
+        }
+        if levels.last().map(String::as_str) != Some(HOSTNAME_LEVEL) {
+            levels.push(HOSTNAME_LEVEL.to_string());
+        }
+        if levels.len() > MAX_LEVELS {
+            return Err(LevelsError::TooMany(levels.len()));
+        }
+        let mut d = Domains::empty(levels);
+        for (i, node) in nodes.iter().enumerate() {
+            d.set_node(i, node);
+        }
+        Ok(d)
+    }
+
+    /// The levels, widest first.
+    pub(crate) fn levels(&self) -> &[String] {
+        &self.levels
+    }
+
+    /// The position of level `key`, if configured.
+    pub(crate) fn level(&self, key: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l == key)
+    }
+
+    /// Node `i` (new or changed) is in the domains its labels name; the
+    /// hostname level falls back to the node's name.
+    pub(crate) fn set_node(&mut self, i: usize, node: &Node) {
+        let last = self.levels.len() - 1;
+        for l in 0..self.levels.len() {
+            let value = node
+                .labels
+                .get(&self.levels[l])
+                .or((l == last).then_some(&node.name));
+            let id = match value {
+                None => 0,
+                Some(v) => match self.ids[l].get(v) {
+                    Some(&id) => id,
+                    None => {
+                        self.names[l].push(v.clone());
+                        let id = self.names[l].len() as u32;
+                        self.ids[l].insert(v.clone(), id);
+                        id
+                    }
+                },
+            };
+            let col = &mut self.of_node[l];
+            if col.len() <= i {
+                col.resize(i + 1, 0);
+            }
+            col[i] = id;
+        }
+    }
+
+    /// Node `i`'s domain at `level` (0: it carries no label for it).
+    pub(crate) fn of(&self, level: usize, i: usize) -> u32 {
+        self.of_node[level].get(i).copied().unwrap_or(0)
+    }
+
+    /// The label value of domain `id` at `level`.
+    pub(crate) fn name(&self, level: usize, id: u32) -> &str {
+        self.names[level]
+            .get((id as usize).wrapping_sub(1))
+            .map_or("", String::as_str)
+    }
+
+    /// `domain` as users read it: `key=value`.
+    pub(crate) fn show(&self, domain: Domain) -> String {
+        format!(
+            "{}={}",
+            self.levels[domain.level],
+            self.name(domain.level, domain.id)
+        )
+    }
+
+    /// The nodes of each domain at `level` among `nodes` (ascending node
+    /// indices in, ascending out), and how many carry no label for it.
+    pub(crate) fn group(&self, level: usize, nodes: &[u32]) -> (BTreeMap<u32, Vec<u32>>, usize) {
+        let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut unlabelled = 0;
+        for &n in nodes {
+            match self.of(level, n as usize) {
+                0 => unlabelled += 1,
+                id => out.entry(id).or_default().push(n),
+            }
+        }
+        (out, unlabelled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Resources;
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        let mut n = Node::new(name, Resources::default());
+        for (k, v) in labels {
+            n.labels.insert(k.to_string(), v.to_string());
+        }
+        n
+    }
+
+    #[test]
+    fn levels_end_with_the_hostname_and_reject_duplicates_and_a_misplaced_hostname() {
+        let d = Domains::new(&["rack".into()], &[]).unwrap();
+        assert_eq!(d.levels(), ["rack", HOSTNAME_LEVEL]);
+        assert_eq!(
+            Domains::new(&["rack".into(), "rack".into()], &[]).unwrap_err(),
+            LevelsError::Duplicate("rack".into())
+        );
+        assert_eq!(
+            Domains::new(&[HOSTNAME_LEVEL.into(), "rack".into()], &[]).unwrap_err(),
+            LevelsError::HostnameNotLast(1, 2)
+        );
+        assert_eq!(
+            Domains::new(&[String::new()], &[]).unwrap_err(),
+            LevelsError::Empty
+        );
+        let many: Vec<String> = (0..MAX_LEVELS).map(|i| format!("l{i}")).collect();
+        assert_eq!(
+            Domains::new(&many, &[]).unwrap_err(),
+            LevelsError::TooMany(MAX_LEVELS + 1)
+        );
+    }
+
+    #[test]
+    fn nodes_are_grouped_by_their_label_and_the_hostname_falls_back_to_the_name() {
+        let nodes = [
+            node("a", &[("rack", "r1")]),
+            node("b", &[("rack", "r2")]),
+            node("c", &[("rack", "r1")]),
+            node("d", &[]),
+        ];
+        let d = Domains::new(&["rack".into()], &nodes).unwrap();
+        let (groups, unlabelled) = d.group(0, &[0, 1, 2, 3]);
+        assert_eq!(unlabelled, 1);
+        let named: Vec<(&str, Vec<u32>)> = groups
+            .iter()
+            .map(|(&id, n)| (d.name(0, id), n.clone()))
+            .collect();
+        assert_eq!(named, [("r1", vec![0, 2]), ("r2", vec![1])]);
+        assert_eq!(d.name(1, d.of(1, 3)), "d");
+        assert_eq!(d.level(HOSTNAME_LEVEL), Some(1));
+        assert_eq!(d.level("zone"), None);
+    }
+}
