@@ -113,6 +113,11 @@ pub struct Config {
     /// The gate a reloaded policy passes before it serves.
     #[serde(default)]
     pub reload_gate: ReloadGate,
+    /// The topology levels gangs' constraints may name: node label keys,
+    /// widest first (`kubernetes.io/hostname` is added last). Unset: the
+    /// labels clusters commonly carry (see `dragon_framework::DEFAULT_LEVELS`).
+    #[serde(default)]
+    pub topology_levels: Option<Vec<String>>,
 }
 
 /// The gate before a policy swap: the candidate runs on the steps of the
@@ -287,6 +292,9 @@ impl Config {
             }
         }
         self.recording.check()?;
+        if let Some(levels) = &self.topology_levels {
+            dragon_framework::check_levels(levels).context("topologyLevels")?;
+        }
         let m = self.reload_gate.latency_multiple;
         if !(m.is_finite() && m >= 1.0) {
             bail!("reloadGate.latencyMultiple must be at least 1, got {m}");

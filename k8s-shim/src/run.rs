@@ -511,7 +511,18 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         "a round's binds are sent concurrently"
     );
     let scheduling = Loop::new(Parts {
-        snapshot: Snapshot::new(&config.scheduler_name, config.scheduling),
+        snapshot: {
+            let mut snapshot = Snapshot::new(&config.scheduler_name, config.scheduling);
+            if let Some(levels) = &config.topology_levels {
+                snapshot
+                    .sched
+                    .apply(dragon_framework::ClusterOp::SetTopologyLevels(
+                        levels.clone(),
+                    ))
+                    .context("topologyLevels")?;
+            }
+            snapshot
+        },
         slot,
         fallback,
         io,

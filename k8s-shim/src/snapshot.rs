@@ -701,6 +701,14 @@ impl Snapshot {
             return;
         };
         j.hold = hold.map(|e| format!("not scheduled until its PodGroup is fixed: {e}"));
+        // Its pods may say where the gang goes too (Kueue's podsets).
+        let asked = c
+            .job_pods(job)
+            .filter_map(|(p, _)| Some((p.key.as_str(), p.gang_topology.as_ref()?)));
+        match translate::topology::of_gang(j.topology.take(), asked) {
+            Ok(t) => j.topology = t,
+            Err(e) => j.hold = j.hold.or(Some(e)),
+        }
         // A gang is as urgent as its group says, or its most urgent member.
         j.priority = c
             .job_pods(job)

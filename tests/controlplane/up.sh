@@ -158,7 +158,9 @@ cp_wait "$run" etcd "$READY_TIMEOUT" etcd_healthy
 # are issued by up.sh; a test may sign its own with pki/ca.key).
 # --feature-gates GenericWorkload=true and --runtime-config
 # scheduling.k8s.io/v1beta1=true: Kubernetes' own gang API (PodGroups, and
-# pods naming one in spec.schedulingGroup), beta and off by default in 1.37.
+# pods naming one in spec.schedulingGroup), beta and off by default in 1.37;
+# TopologyAwareWorkloadScheduling=true (alpha): the API server keeps a
+# PodGroup's spec.schedulingConstraints.topology instead of dropping it.
 cp_start "$run" kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 \
@@ -176,7 +178,7 @@ cp_start "$run" kube-apiserver "$BIN/kube-apiserver" \
   --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
   --disable-admission-plugins ServiceAccount \
-  --feature-gates GenericWorkload=true \
+  --feature-gates GenericWorkload=true,TopologyAwareWorkloadScheduling=true \
   --runtime-config scheduling.k8s.io/v1beta1=true \
   --allow-privileged=true
 api_ready() { cp_curl_api "$api_url/readyz" | grep -q '^ok$'; }

@@ -5,6 +5,7 @@
 mod constraints;
 pub mod devices;
 mod requests;
+pub mod topology;
 pub mod volumes;
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::key::ObjectKey;
 use dragon_framework::{
     Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
-    Toleration, TolerationOperator,
+    Toleration, TolerationOperator, TopologyConstraint,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
@@ -230,6 +231,7 @@ pub fn native_podgroup_spec(pg: &scheduling::PodGroup) -> (PodGroupSpec, Option<
     (
         PodGroupSpec {
             min_member,
+            topology: topology::native(pg),
             ..PodGroupSpec::default()
         },
         pg.spec.priority,
@@ -326,6 +328,12 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .map_err(|_| err(&object, format!("{k} must be a whole number, got {s:?}")))?,
     };
     let arrival_ms = created_ms(&p.metadata);
+    let annotations = p.metadata.annotations.clone().unwrap_or_default();
+    let gang_topology = topology::from_annotations(
+        &annotations,
+        (topology::KUEUE_REQUIRED, topology::KUEUE_PREFERRED),
+    )
+    .map_err(|m| err(&object, m))?;
     Ok(Pod {
         key,
         namespace: namespace.to_string(),
@@ -360,6 +368,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         claims: Vec::new(),
         // Likewise (the snapshot's `pod_volumes`).
         volumes: Default::default(),
+        gang_topology,
     })
 }
 
@@ -385,6 +394,9 @@ pub struct PodGroupSpec {
     pub min_resources: Option<Demand>,
     /// Longest the gang holds reservations waiting for missing members.
     pub schedule_timeout_seconds: Option<u32>,
+    /// Where its pods must be together (a native PodGroup's
+    /// `schedulingConstraints`).
+    pub topology: Option<TopologyConstraint>,
 }
 
 /// A PodGroup's `spec`, checked as its API validation would if the CRD
@@ -447,6 +459,8 @@ pub fn podgroup_spec(
         min_member,
         min_resources,
         schedule_timeout_seconds,
+        // A scheduler-plugins PodGroup says it in annotations.
+        topology: None,
     })
 }
 
@@ -486,6 +500,20 @@ pub fn job(
             )),
         })
         .transpose()?;
+    let annotated =
+        topology::from_annotations(annotations, (topology::REQUIRED, topology::PREFERRED))
+            .map_err(|m| err(&object, m))?;
+    let topology = match (spec.topology.clone(), annotated) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(err(
+                &object,
+                format!(
+                    "conflicting topology constraints: its spec asks for {a}, its annotations for {b}"
+                ),
+            ));
+        }
+        (a, b) => a.or(b),
+    };
     Ok(Job {
         name: key.to_string(),
         min_member: spec.min_member,
@@ -499,6 +527,7 @@ pub fn job(
         hold: None,
         declared: true,
         progress_permille,
+        topology,
     })
 }
 

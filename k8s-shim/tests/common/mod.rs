@@ -128,14 +128,27 @@ impl Scenario {
     /// A node offering `extra` (resource name → quantity) besides CPU,
     /// memory, pods and `gpus` GPUs.
     pub async fn node_with(&self, name: &str, gpus: u32, extra: Value) {
+        self.create_node(name, gpus, extra, json!({})).await;
+    }
+
+    /// A node of `gpus` GPUs carrying `labels` (key → value) besides the
+    /// scenario's.
+    pub async fn node_labelled(&self, name: &str, gpus: u32, labels: Value) {
+        self.create_node(name, gpus, json!({}), labels).await;
+    }
+
+    async fn create_node(&self, name: &str, gpus: u32, extra: Value, more_labels: Value) {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let mut alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()});
         merge(&mut alloc, &extra);
         let full = format!("{}-{name}", self.name);
+        let mut labels =
+            json!({"type": "kwok", "dragon-e2e": self.name, "kubernetes.io/hostname": full});
+        merge(&mut labels, &more_labels);
         let node = json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": full, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"type": "kwok", "dragon-e2e": self.name, "kubernetes.io/hostname": full}},
+                         "labels": labels},
             "status": {"allocatable": alloc, "capacity": alloc}
         });
         nodes
