@@ -324,3 +324,49 @@ fn a_higher_priority_rack_gang_preempts_inside_one_rack_only_and_holds_it() {
     assert_eq!(bound(&s, "high"), 8, "{decisions:?}");
     assert_eq!(racks(&s, "high"), [freed[0].clone()]);
 }
+
+#[test]
+fn an_elastic_job_held_to_a_rack_grows_only_as_far_as_its_rack_has_room() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", r#"{"grow_to_fill": true}"#);
+    let mut s = two_racks();
+    filler(&mut s, "x/b", 3, "b");
+    let w = TaskSpec {
+        count: 4,
+        min: Some(4),
+        max: Some(16),
+        cpu: 1.0,
+        memory_gib: 1.0,
+        gpus: 1,
+        devices: Vec::new(),
+    };
+    let mut jp = job_pods("test", "e", 0, 0, None, &w).unwrap();
+    jp.job.topology = Some(TopologyConstraint::required(RACK));
+    s.upsert_job(jp.job);
+    for p in jp.pods {
+        s.add_pod(p, None).unwrap();
+    }
+    // r1 has room for exactly 5: the gang goes there (best fit).
+    round(&mut s, 0, &dragon);
+    assert_eq!(racks(&s, "e"), ["r1"]);
+    s.apply(ClusterOp::MarkStarted {
+        job: "e".into(),
+        ms: 0,
+    })
+    .unwrap();
+    // Nine GPUs are free in the cluster, but one in its rack.
+    let report = s.plan_scale(600_000, &dragon);
+    let grown: Vec<(String, u32, u32)> = report
+        .requests
+        .iter()
+        .map(|r| (r.job.clone(), r.from, r.workers))
+        .collect();
+    assert_eq!(grown, [("e".to_string(), 4, 5)], "{:?}", report.errors);
+    assert!(
+        report.requests[0].reason.contains(&format!(
+            "capped at 5 workers: the rest would not fit in {RACK}=r1"
+        )),
+        "{}",
+        report.requests[0].reason
+    );
+}

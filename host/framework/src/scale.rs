@@ -225,8 +225,25 @@ impl Scheduler {
                 return report;
             }
         };
-        for (i, d) in decisions {
+        // Room left in each domain jobs are held to, as growth takes it.
+        let mut room = std::collections::BTreeMap::new();
+        for (i, mut d) in decisions {
             let (name, job) = &running[i];
+            if d.workers > job.workers
+                && let Some((domain, shown, free)) = self.growth_room(name)
+            {
+                let left = room.entry(domain).or_insert(free);
+                let grow = u64::from(d.workers - job.workers).min(*left);
+                *left -= grow;
+                let capped = job.workers + grow as u32;
+                if capped < d.workers {
+                    d.reason = format!(
+                        "{} (capped at {capped} workers: the rest would not fit in {shown}, its required domain)",
+                        d.reason
+                    );
+                    d.workers = capped;
+                }
+            }
             if d.workers == job.workers {
                 continue;
             }

@@ -10,7 +10,7 @@ use super::compare::labeled_policies;
 use super::simulate::RunArgs;
 use crate::runtime::Hooks;
 use crate::sim::sweep::{self, SweepOptions};
-use crate::sim::{GenerateOptions, Mix, SimOptions};
+use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks, SimOptions};
 
 #[derive(Debug, Args)]
 #[command(
@@ -44,6 +44,15 @@ pub struct SweepOpts {
     /// Job sizes and run times: `philly` or `helios` (see `trace generate`).
     #[arg(long, value_enum, default_value_t = Mix::Philly)]
     pub mix: Mix,
+    /// Split the nodes into this many racks (label `dragon.dev/rack`; a job
+    /// whose tasks span racks loses more throughput than one within a
+    /// rack); 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub racks: u32,
+    /// What jobs that span nodes ask of the racks: `none`, `required` (one
+    /// rack, where their largest size fits one) or `preferred`.
+    #[arg(long, value_enum, default_value_t = RackConstraint::None)]
+    pub topology: RackConstraint,
     /// Print the cells as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -72,6 +81,10 @@ impl SweepOpts {
                 load: 1.0,
                 elastic_share: self.elastic_share,
                 mix: self.mix,
+                racks: Racks {
+                    count: self.racks,
+                    constraint: self.topology,
+                },
             },
             sim: SimOptions {
                 horizon_ms: self.run.horizon_s.saturating_mul(1000),

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::sim::report::human;
-use crate::sim::{BUNDLED, GenerateOptions, Mix, Trace, generate};
+use crate::sim::{BUNDLED, GenerateOptions, Mix, RackConstraint, Racks, Trace, generate};
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
@@ -56,6 +56,15 @@ pub struct GenerateOpts {
     /// (Helios-like: more wide jobs, shorter run times).
     #[arg(long, value_enum, default_value_t = Mix::Philly)]
     pub mix: Mix,
+    /// Split the nodes into this many racks (label `dragon.dev/rack`; a job
+    /// whose tasks span racks loses more throughput than one within a
+    /// rack); 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub racks: u32,
+    /// What jobs that span nodes ask of the racks: `none`, `required` (one
+    /// rack, where their largest size fits one) or `preferred`.
+    #[arg(long, value_enum, default_value_t = RackConstraint::None)]
+    pub topology: RackConstraint,
     /// Write the trace here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -73,6 +82,10 @@ impl TraceCommand {
                     load: o.load,
                     elastic_share: o.elastic_share,
                     mix: o.mix,
+                    racks: Racks {
+                        count: o.racks,
+                        constraint: o.topology,
+                    },
                 };
                 let text = generate(&options)?;
                 match &o.out {

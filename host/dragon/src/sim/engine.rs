@@ -262,6 +262,11 @@ fn run<'a>(
 ) -> SimRun {
     let mut cluster = Cluster::new();
     cluster.keep_journal(sink.is_some());
+    if !trace.topology.is_empty() {
+        let keys = trace.topology.iter().map(|(k, _)| k.clone()).collect();
+        // Checked when the trace was validated.
+        let _ = cluster.set_topology_levels(keys);
+    }
     for n in &trace.nodes {
         // Names were checked unique when the trace was validated.
         let _ = cluster.add_node(n.clone());
@@ -644,9 +649,13 @@ impl Sim<'_> {
                 j.restart_until = t + tj.restart_ms;
                 j.record.restarts += 1;
             }
-            let span = j.placement.values().collect::<BTreeSet<_>>().len() as u32;
+            let nodes = j.placement.values().copied().collect::<BTreeSet<_>>();
+            let span = nodes.len() as u32;
             j.record.max_nodes = j.record.max_nodes.max(span);
-            j.rate = tj.speed.rate(j.workers, span, tj.job.workers);
+            let crossing = crossing_penalty(&self.trace.topology, self.sched.cluster(), &nodes);
+            j.rate = tj
+                .speed
+                .rate_crossing(j.workers, span, tj.job.workers, crossing);
             let from = j.restart_until.max(t);
             j.finish_at = from
                 .saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64)
@@ -729,4 +738,21 @@ impl Sim<'_> {
         self.run.jobs = self.jobs.into_iter().map(|j| j.record).collect();
         self.run
     }
+}
+
+/// The penalty of the widest of `levels` whose domains `nodes` span more
+/// than one of (a node without the label counts as a domain of its own);
+/// 0 when they share a domain at every level.
+fn crossing_penalty(levels: &[(String, f64)], cluster: &Cluster, nodes: &BTreeSet<usize>) -> f64 {
+    for (key, penalty) in levels {
+        let mut domains = nodes
+            .iter()
+            .map(|&n| cluster.nodes()[n].labels.get(key).ok_or(n));
+        if let Some(first) = domains.next()
+            && domains.any(|d| d != first)
+        {
+            return *penalty;
+        }
+    }
+    0.0
 }

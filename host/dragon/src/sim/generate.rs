@@ -32,6 +32,47 @@ pub enum Mix {
     Philly,
     /// Helios-like: 1 GPU for most, a tail up to 16, mostly minutes to hours.
     Helios,
+    /// Topology-heavy: every job spans nodes (4 to 64 workers), Helios'
+    /// run times; for racks and topology constraints.
+    Wide,
+}
+
+/// The label the generator puts racks in.
+pub const RACK_LABEL: &str = "dragon.dev/rack";
+/// The fraction of throughput a job loses when its tasks span racks (its
+/// traffic crosses the oversubscribed spine), against
+/// `SpeedModel::DEFAULT_CROSS_NODE_PENALTY` within a rack: an assumption,
+/// see `docs/simulator.md`.
+pub const RACK_PENALTY: f64 = 0.35;
+
+/// The cluster in racks, and what jobs that span nodes ask of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Racks {
+    /// Racks the nodes are split into (0: no racks, no topology level).
+    pub count: u32,
+    /// The constraint each job spanning nodes puts on the rack level:
+    /// required where its largest size fits a rack (preferred where not),
+    /// or preferred; none leaves placement to the policy alone.
+    pub constraint: RackConstraint,
+}
+
+/// What jobs that span nodes ask of the rack level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RackConstraint {
+    #[default]
+    None,
+    Required,
+    Preferred,
+}
+
+impl RackConstraint {
+    fn name(self) -> &'static str {
+        match self {
+            RackConstraint::None => "none",
+            RackConstraint::Required => "required",
+            RackConstraint::Preferred => "preferred",
+        }
+    }
 }
 
 /// The shape of one [`Mix`].
@@ -51,6 +92,13 @@ const PHILLY: Shape = Shape {
     long_log10_min: (3.0, 4.0),
 };
 
+const WIDE: Shape = Shape {
+    sizes: &[(4, 0.30), (8, 0.60), (16, 0.85), (32, 0.97), (64, 1.0)],
+    short_p: 0.85,
+    short_log10_min: (0.5, 2.5),
+    long_log10_min: (2.5, 4.0),
+};
+
 const HELIOS: Shape = Shape {
     sizes: &[(1, 0.75), (2, 0.83), (4, 0.90), (8, 0.97), (16, 1.0)],
     short_p: 0.85,
@@ -63,6 +111,7 @@ impl Mix {
         match self {
             Mix::Philly => &PHILLY,
             Mix::Helios => &HELIOS,
+            Mix::Wide => &WIDE,
         }
     }
 
@@ -71,6 +120,7 @@ impl Mix {
         match self {
             Mix::Philly => "philly",
             Mix::Helios => "helios",
+            Mix::Wide => "wide",
         }
     }
 }
@@ -88,6 +138,8 @@ pub struct GenerateOptions {
     pub elastic_share: f64,
     /// Sizes and run times.
     pub mix: Mix,
+    /// Racks, and the constraint jobs put on them.
+    pub racks: Racks,
 }
 
 /// The seed of the elastic draws is the trace's, mixed with this.
@@ -157,6 +209,12 @@ impl GenerateOptions {
         if self.mix != Mix::Philly {
             c.push_str(&format!(" --mix {}", self.mix.name()));
         }
+        if self.racks.count > 0 {
+            c.push_str(&format!(" --racks {}", self.racks.count));
+        }
+        if self.racks.constraint != RackConstraint::None {
+            c.push_str(&format!(" --topology {}", self.racks.constraint.name()));
+        }
         c
     }
 
@@ -182,6 +240,16 @@ impl GenerateOptions {
         }
         if !self.load.is_finite() || self.load <= 0.0 || self.load > 100.0 {
             return refuse("load", "a number in (0, 100]", &self.load);
+        }
+        if self.racks.count > self.nodes {
+            return refuse("racks", "at most the number of nodes", &self.racks.count);
+        }
+        if self.racks.count == 0 && self.racks.constraint != RackConstraint::None {
+            return refuse(
+                "topology",
+                "none without --racks",
+                &self.racks.constraint.name(),
+            );
         }
         Ok(())
     }
@@ -227,15 +295,37 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
         match o.mix {
             Mix::Philly => "Philly-derived",
             Mix::Helios => "Helios-like",
+            Mix::Wide => "wide (topology-heavy)",
         },
         o.seed
     );
+    if o.racks.count > 0 {
+        let _ = writeln!(
+            out,
+            "model:\n  topology:\n    - {{key: {RACK_LABEL}, penalty: {RACK_PENALTY}}}"
+        );
+    }
     let _ = writeln!(out, "cluster:\n  nodes:");
-    let _ = writeln!(
-        out,
-        "    - {{name_prefix: node, count: {}, cpu: {node_cpu}, memory_gib: {node_mem}, gpus: {}}}",
-        o.nodes, o.gpus_per_node
-    );
+    // The smallest rack's GPUs: what a required constraint can hold.
+    let mut rack_gpus = max_gpus;
+    if o.racks.count == 0 {
+        let _ = writeln!(
+            out,
+            "    - {{name_prefix: node, count: {}, cpu: {node_cpu}, memory_gib: {node_mem}, gpus: {}}}",
+            o.nodes, o.gpus_per_node
+        );
+    } else {
+        for r in 0..o.racks.count {
+            // The first `nodes % racks` racks take one node more.
+            let count = o.nodes / o.racks.count + u32::from(r < o.nodes % o.racks.count);
+            rack_gpus = rack_gpus.min(count * o.gpus_per_node);
+            let _ = writeln!(
+                out,
+                "    - {{name_prefix: rack{r}-node, count: {count}, cpu: {node_cpu}, memory_gib: {node_mem}, gpus: {}, labels: {{{RACK_LABEL}: rack-{r}}}}}",
+                o.gpus_per_node
+            );
+        }
+    }
     let _ = writeln!(out, "jobs:");
     let mut t = 0.0f64;
     for i in 0..o.jobs {
@@ -264,9 +354,21 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             ),
             false => (workers, workers),
         };
+        // Jobs that may span nodes ask for a rack (required only where
+        // their largest size fits one).
+        let topology = match o.racks.constraint {
+            _ if max <= o.gpus_per_node => String::new(),
+            RackConstraint::None => String::new(),
+            RackConstraint::Required if max <= rack_gpus => {
+                format!(", topology: {{required: {RACK_LABEL}}}")
+            }
+            RackConstraint::Required | RackConstraint::Preferred => {
+                format!(", topology: {{preferred: {RACK_LABEL}}}")
+            }
+        };
         let _ = writeln!(
             out,
-            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}}}",
+            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}{topology}}}",
             t.round()
         );
     }
@@ -289,6 +391,77 @@ mod tests {
         demand / (span_s * gpus)
     }
 
+    #[test]
+    fn racks_split_the_nodes_and_jobs_that_span_nodes_ask_for_one() {
+        let o = GenerateOptions {
+            nodes: 10,
+            gpus_per_node: 4,
+            jobs: 200,
+            mix: Mix::Wide,
+            racks: Racks {
+                count: 3,
+                constraint: RackConstraint::Required,
+            },
+            ..opts(5)
+        };
+        let text = generate(&o).unwrap();
+        assert!(
+            text.starts_with(&format!("# Generated by: {}", o.command())),
+            "{text}"
+        );
+        assert!(
+            o.command()
+                .ends_with("--mix wide --racks 3 --topology required")
+        );
+        let t = Trace::parse(&text, "gen.yaml", false).unwrap();
+        assert_eq!(t.topology, [(RACK_LABEL.to_string(), RACK_PENALTY)]);
+        let per_rack = |r: &str| {
+            t.nodes
+                .iter()
+                .filter(|n| n.labels.get(RACK_LABEL).map(String::as_str) == Some(r))
+                .count()
+        };
+        assert_eq!(
+            (per_rack("rack-0"), per_rack("rack-1"), per_rack("rack-2")),
+            (4, 3, 3)
+        );
+        // The smallest rack has 12 GPUs: jobs that may grow past it only
+        // prefer a rack; those that stay on one node ask for nothing.
+        for j in &t.jobs {
+            let c = j.job.topology.as_ref().map(|c| c.mode);
+            let expected = match j.job.max_workers {
+                w if w <= 4 => None,
+                w if w <= 12 => Some(crate::framework::TopologyMode::Required),
+                _ => Some(crate::framework::TopologyMode::Preferred),
+            };
+            assert_eq!(c, expected, "{}", j.name);
+        }
+        let without = generate(&GenerateOptions {
+            racks: Racks {
+                count: 3,
+                constraint: RackConstraint::None,
+            },
+            ..o.clone()
+        })
+        .unwrap();
+        let t2 = Trace::parse(&without, "gen.yaml", false).unwrap();
+        assert!(t2.jobs.iter().all(|j| j.job.topology.is_none()));
+        assert_eq!(
+            t2.jobs.iter().map(|j| j.work_ms).collect::<Vec<_>>(),
+            t.jobs.iter().map(|j| j.work_ms).collect::<Vec<_>>(),
+            "the same jobs with and without the constraint"
+        );
+        let e = generate(&GenerateOptions {
+            racks: Racks {
+                count: 0,
+                constraint: RackConstraint::Required,
+            },
+            ..o
+        })
+        .unwrap_err();
+        assert_eq!(e.flag, "topology");
+    }
+
     fn opts(seed: u64) -> GenerateOptions {
         GenerateOptions {
             seed,
@@ -298,6 +471,7 @@ mod tests {
             load: 1.0,
             elastic_share: 1.0,
             mix: Mix::Philly,
+            racks: Racks::default(),
         }
     }
 

@@ -27,7 +27,7 @@ pub use engine::{
     DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, sim_config, simulate,
     simulate_recorded,
 };
-pub use generate::{GenerateOptions, Mix, generate};
+pub use generate::{GenerateOptions, Mix, RackConstraint, Racks, generate};
 pub use metrics::Summary;
 pub use speed::SpeedModel;
 pub use trace::{BUNDLED, Trace, TraceJob};
@@ -248,6 +248,35 @@ jobs:
     }
 
     #[test]
+    fn a_job_spanning_racks_pays_the_rack_penalty_and_one_held_to_a_rack_does_not() {
+        let trace = |topology: &str, job: &str| {
+            let text = format!(
+                "model:\n  topology: {topology}\ncluster:\n  nodes:\n    - {{name_prefix: a, count: 2, cpu: 32, memory_gib: 128, gpus: 4, labels: {{dragon.dev/rack: r1}}}}\n    - {{name_prefix: b, count: 1, cpu: 32, memory_gib: 128, gpus: 4, labels: {{dragon.dev/rack: r2}}}}\njobs:\n  - {{name: blocker, arrival_s: 0, duration_s: 100, workers: {{count: 4, cpu: 1, memory_gib: 1, gpus: 1}}}}\n  - {{name: wide, arrival_s: 1, duration_s: 1000, workers: {{count: 6, cpu: 1, memory_gib: 1, gpus: 1}}{job}}}\n"
+            );
+            Trace::parse(&text, "racks.yaml", false).unwrap()
+        };
+        let jct = |t: &Trace| {
+            let (r, s) = run(t, &wasm("dragon", ""));
+            assert_eq!(s.jobs_completed, 2, "{s:?}");
+            let w = &r.jobs[1];
+            (w.finished_ms.unwrap() - w.arrival_ms) as f64 / 1e3
+        };
+        let levels = "[{key: dragon.dev/rack, penalty: 0.5}]";
+        // The blocker takes one node of r1; six pods fit only across both
+        // racks at once, and pay for it: 1000 s of work at 50 % throughput.
+        let spread = jct(&trace(levels, ""));
+        let flat = jct(&trace("[]", ""));
+        assert!(
+            spread > flat * 1.5,
+            "crossing racks {spread} s, only nodes {flat} s"
+        );
+        // Held to one rack, it waits for the blocker to finish, then runs
+        // within r1 at the node penalty only.
+        let held = jct(&trace(levels, ", topology: {required: dragon.dev/rack}"));
+        assert!(held < spread, "held {held} s, spread {spread} s");
+    }
+
+    #[test]
     fn under_the_baseline_two_half_placed_jobs_deadlock_and_dragon_runs_both() {
         let trace = Trace::load("deadlock").unwrap();
         let (base, bs) = run(&trace, &wasm("baseline", ""));
@@ -276,6 +305,7 @@ jobs:
             load: 1.2,
             elastic_share: 1.0,
             mix: Mix::Philly,
+            racks: Default::default(),
         })
         .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
@@ -509,6 +539,7 @@ jobs:
                 load: 1.0,
                 elastic_share: 1.0,
                 mix: Mix::Philly,
+                racks: Default::default(),
             },
             sim: SimOptions::default(),
         };

@@ -136,6 +136,13 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
         device_gpus: BTreeMap::new(),
         jobs,
         background,
+        // The recorded levels, without a penalty the recording cannot know.
+        topology: cluster
+            .topology_levels()
+            .iter()
+            .filter(|k| k.as_str() != crate::framework::HOSTNAME_LEVEL)
+            .map(|k| (k.clone(), 0.0))
+            .collect(),
         scale_interval_ms: (DEFAULT_SCALE_INTERVAL_S * 1000.0) as u64,
         stall_ms: (DEFAULT_STALL_S * 1000.0) as u64,
     };

@@ -11,8 +11,12 @@
 //!
 //! The power law is sub-linear (adding workers helps less and less); the
 //! penalty is paid once a job's tasks leave a single node, when gradient
-//! traffic goes over the network instead of PCIe/NVLink. `docs/simulator.md`
-//! cites the measurements the defaults come from.
+//! traffic goes over the network instead of PCIe/NVLink. A trace with
+//! topology levels gives each level a penalty of its own: a job whose tasks
+//! span several domains of a level pays the penalty of the widest such
+//! level instead, when it is the larger (crossing racks costs more than
+//! crossing nodes in a rack). `docs/simulator.md` cites the measurements
+//! the defaults come from.
 
 use serde::Serialize;
 
@@ -43,18 +47,31 @@ impl SpeedModel {
 
     /// Relative throughput at `workers` workers spanning `nodes` nodes.
     pub fn throughput(&self, workers: u32, nodes: u32) -> f64 {
-        let locality = if nodes > 1 {
-            1.0 - self.cross_node_penalty
+        self.throughput_crossing(workers, nodes, 0.0)
+    }
+
+    /// Relative throughput at `workers` workers spanning `nodes` nodes
+    /// whose tasks cross domains of a level with penalty `crossing` (0:
+    /// within one domain of every level).
+    pub fn throughput_crossing(&self, workers: u32, nodes: u32, crossing: f64) -> f64 {
+        let lost = if nodes > 1 {
+            self.cross_node_penalty.max(crossing)
         } else {
-            1.0
+            0.0
         };
-        f64::from(workers.max(1)).powf(self.scaling_exponent) * locality
+        f64::from(workers.max(1)).powf(self.scaling_exponent) * (1.0 - lost)
     }
 
     /// Work done per second of wall time, in reference seconds (1.0 at the
     /// requested size on one node).
     pub fn rate(&self, workers: u32, nodes: u32, requested: u32) -> f64 {
-        self.throughput(workers, nodes) / self.throughput(requested, 1)
+        self.rate_crossing(workers, nodes, requested, 0.0)
+    }
+
+    /// [`SpeedModel::rate`] for tasks crossing domains of a level with
+    /// penalty `crossing`.
+    pub fn rate_crossing(&self, workers: u32, nodes: u32, requested: u32, crossing: f64) -> f64 {
+        self.throughput_crossing(workers, nodes, crossing) / self.throughput(requested, 1)
     }
 }
 
@@ -100,6 +117,20 @@ mod tests {
             ..m
         };
         assert_eq!(none.throughput(4, 2), none.throughput(4, 1));
+    }
+
+    #[test]
+    fn crossing_a_level_costs_its_penalty_when_it_is_above_the_node_one() {
+        let m = SpeedModel::DEFAULT;
+        let within = m.throughput(8, 2);
+        assert_eq!(
+            m.throughput_crossing(8, 2, 0.1),
+            within,
+            "below the node penalty"
+        );
+        let across = m.throughput_crossing(8, 2, 0.35);
+        assert!((across / m.throughput(8, 1) - 0.65).abs() < 1e-12);
+        assert_eq!(m.throughput_crossing(8, 1, 0.35), m.throughput(8, 1));
     }
 
     #[test]

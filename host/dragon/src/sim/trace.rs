@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::speed::SpeedModel;
 use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
-use crate::framework::{Job, Node, Pod, Preemption, Resources};
+use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint};
 use crate::spec::{self, DeviceClassSpec, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
@@ -60,6 +60,28 @@ struct ModelFile {
     stall_s: Option<f64>,
     #[serde(default)]
     speed: SpeedFile,
+    /// Topology levels, widest first, each with its penalty.
+    #[serde(default)]
+    topology: Vec<LevelFile>,
+}
+
+/// One topology level of a trace: a node label key and the fraction of
+/// throughput a job loses when its tasks span several domains of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LevelFile {
+    key: String,
+    penalty: f64,
+}
+
+/// A job's topology constraint: one of the two, naming a level.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobTopologyFile {
+    #[serde(default)]
+    required: Option<String>,
+    #[serde(default)]
+    preferred: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
@@ -92,6 +114,9 @@ struct JobFile {
     restart_s: Option<f64>,
     #[serde(default)]
     speed: SpeedFile,
+    /// Keep its pods in one domain of a level (required) or try to.
+    #[serde(default)]
+    topology: Option<JobTopologyFile>,
 }
 
 /// One job of a validated trace.
@@ -149,8 +174,56 @@ pub struct Trace {
     pub jobs: Vec<TraceJob>,
     /// Pods outside any job bound to a node (by name) for the whole run.
     pub background: Vec<(Pod, String)>,
+    /// Topology levels, widest first, with the throughput a job loses
+    /// when its tasks span several domains of each; empty: the framework's
+    /// default levels, no penalty beyond the speed model's.
+    pub topology: Vec<(String, f64)>,
     pub scale_interval_ms: u64,
     pub stall_ms: u64,
+}
+
+/// The trace's levels, checked: usable as the framework's levels, each
+/// penalty a fraction of throughput.
+fn topology_levels(files: &[LevelFile]) -> Result<Vec<(String, f64)>> {
+    for (i, l) in files.iter().enumerate() {
+        if !(l.penalty.is_finite() && (0.0..1.0).contains(&l.penalty)) {
+            bail!(
+                "model.topology[{i}] ({}).penalty: must be in [0, 1) (a fraction of throughput), got {}",
+                l.key,
+                l.penalty
+            );
+        }
+    }
+    let keys: Vec<String> = files.iter().map(|l| l.key.clone()).collect();
+    crate::framework::check_levels(&keys).map_err(|e| anyhow!("model.topology: {e}"))?;
+    Ok(files.iter().map(|l| (l.key.clone(), l.penalty)).collect())
+}
+
+/// A job's constraint, naming one of the trace's levels (or the
+/// framework's defaults when the trace has none).
+fn job_topology(
+    place: &str,
+    t: &JobTopologyFile,
+    levels: &[(String, f64)],
+) -> Result<TopologyConstraint> {
+    let c = match (&t.required, &t.preferred) {
+        (Some(k), None) => TopologyConstraint::required(k),
+        (None, Some(k)) => TopologyConstraint::preferred(k),
+        _ => bail!("{place}.topology: set one of `required` and `preferred`"),
+    };
+    let known = match levels.is_empty() {
+        true => crate::framework::DEFAULT_LEVELS.contains(&c.key.as_str()),
+        false => {
+            c.key == crate::framework::HOSTNAME_LEVEL || levels.iter().any(|(k, _)| *k == c.key)
+        }
+    };
+    if !known {
+        bail!(
+            "{place}.topology: {} is not a level of model.topology",
+            c.key
+        );
+    }
+    Ok(c)
 }
 
 fn seconds(place: &str, v: f64, min_exclusive: bool) -> Result<u64> {
@@ -274,6 +347,7 @@ impl Trace {
         seconds("model.restart_s", restart_default, false)?;
         let stall_ms = seconds("model.stall_s", m.stall_s.unwrap_or(DEFAULT_STALL_S), true)?;
         let base_speed = speed_model("model", SpeedModel::DEFAULT, m.speed)?;
+        let levels = topology_levels(&m.topology)?;
 
         if file.cluster.nodes.is_empty() {
             bail!("cluster.nodes: a trace needs at least one node group");
@@ -362,6 +436,9 @@ impl Trace {
             for pod in &mut jp.pods {
                 pod.preemption = j.preemption;
             }
+            if let Some(t) = &j.topology {
+                jp.job.topology = Some(job_topology(&place, t, &levels)?);
+            }
             // A job that could never run, even alone on the empty cluster, is
             // a trace error rather than a simulated deadlock.
             for (role, spec) in [("ps", j.ps.as_ref()), ("workers", Some(&j.workers))] {
@@ -429,6 +506,7 @@ impl Trace {
             device_gpus,
             jobs,
             background: Vec::new(),
+            topology: levels,
             scale_interval_ms,
             stall_ms,
         })
@@ -472,6 +550,42 @@ jobs:
 
     fn err(text: &str) -> String {
         format!("{:#}", Trace::parse(text, "t.yaml", false).unwrap_err())
+    }
+
+    #[test]
+    fn topology_levels_and_a_jobs_constraint_are_read_and_bad_ones_named() {
+        let racked = GOOD
+            .replace(
+                "cluster:",
+                "model:\n  topology:\n    - {key: dragon.dev/rack, penalty: 0.35}\ncluster:",
+            )
+            .replace(
+                "    workload: vgg16\n",
+                "    workload: vgg16\n    topology: {required: dragon.dev/rack}\n",
+            );
+        let t = Trace::parse(&racked, "t.yaml", false).unwrap();
+        assert_eq!(t.topology, [("dragon.dev/rack".to_string(), 0.35)]);
+        assert_eq!(
+            t.jobs[1].job.topology,
+            Some(TopologyConstraint::required("dragon.dev/rack"))
+        );
+        assert_eq!(t.jobs[0].job.topology, None);
+
+        let e = err(&racked.replace("penalty: 0.35", "penalty: 1.0"));
+        assert!(
+            e.contains("model.topology[0] (dragon.dev/rack).penalty: must be in [0, 1)"),
+            "{e}"
+        );
+        let e = err(&racked.replace("{required: dragon.dev/rack}", "{required: zone}"));
+        assert!(
+            e.contains("jobs[1] (vgg16-002).topology: zone is not a level of model.topology"),
+            "{e}"
+        );
+        let e = err(&racked.replace(
+            "{required: dragon.dev/rack}",
+            "{required: dragon.dev/rack, preferred: dragon.dev/rack}",
+        ));
+        assert!(e.contains("set one of `required` and `preferred`"), "{e}");
     }
 
     #[test]

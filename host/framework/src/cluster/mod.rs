@@ -250,6 +250,11 @@ impl Cluster {
         Ok(())
     }
 
+    /// The topology levels, widest first, the hostname level last.
+    pub fn topology_levels(&self) -> &[String] {
+        self.domains.levels()
+    }
+
     /// The topology levels and each node's domain at each.
     pub(crate) fn domains(&self) -> &Domains {
         &self.domains

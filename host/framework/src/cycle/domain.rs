@@ -216,6 +216,35 @@ impl Scheduler {
         Err(PlaceError::Unschedulable(why))
     }
 
+    /// For a job held to one domain by a required constraint: that domain
+    /// (shown), and how many more workers like its own it has room for
+    /// (on the free columns). Growth past that room would leave the job
+    /// waiting for workers that cannot join it.
+    pub(crate) fn growth_room(&self, job: &str) -> Option<(Domain, String, u64)> {
+        let c = self.cluster.job(job)?.topology.as_ref()?;
+        if c.mode != TopologyMode::Required {
+            return None;
+        }
+        let domains = self.cluster.domains();
+        let level = domains.level(&c.key)?;
+        let mut ids = self
+            .cluster
+            .job_pods(job)
+            .filter_map(|(_, s)| s.node())
+            .map(|n| domains.of(level, n));
+        let id = ids.next()?;
+        if id == 0 || ids.any(|d| d != id) {
+            return None;
+        }
+        let (worker, _) = self
+            .cluster
+            .job_pods(job)
+            .find(|(p, _)| p.role == crate::Role::Worker)?;
+        let domain = Domain { level, id };
+        let room = room_for(&self.cluster, worker, &self.domain_nodes(domain));
+        Some((domain, domains.show(domain), room))
+    }
+
     /// Whether node `n` is in a domain held for a preemptor other than
     /// `unit` whose priority is not below `unit`'s.
     pub(super) fn held_from(&self, unit: &UnitPlan, n: usize) -> bool {
