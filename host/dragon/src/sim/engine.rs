@@ -98,6 +98,9 @@ pub struct SimRun {
     pub gpu_busy_integral: f64,
     /// ∫ queued jobs dt, job·ms.
     pub queue_integral: f64,
+    /// With topology levels: ∫ free GPUs of the largest free domain of the
+    /// narrowest level dt, GPU·ms (how whole the free room stays).
+    pub largest_free_integral: Option<f64>,
     pub scale_ups: u64,
     pub scale_downs: u64,
     /// Gangs admitted below their requested size (at `min`).
@@ -189,6 +192,8 @@ struct Integrals {
     alloc: f64,
     busy: f64,
     queue: f64,
+    /// ∫ free GPUs of the largest free domain of the narrowest level dt.
+    largest_free: f64,
 }
 
 /// Progress reports for a progress bar: `(jobs done, jobs total, now ms)`.
@@ -361,6 +366,7 @@ fn run<'a>(
             jobs: Vec::new(),
             timeline: Vec::new(),
             gpu_alloc_integral: 0.0,
+            largest_free_integral: None,
             gpu_busy_integral: 0.0,
             queue_integral: 0.0,
             scale_ups: 0,
@@ -471,6 +477,10 @@ impl Sim<'_> {
             self.integrals.alloc += f64::from(used.gpus) * dtf;
             self.integrals.busy += busy as f64 * dtf;
             self.integrals.queue += queued as f64 * dtf;
+            if let Some((key, _)) = self.trace.topology.last() {
+                self.integrals.largest_free +=
+                    f64::from(largest_free(self.sched.cluster(), key)) * dtf;
+            }
         }
         self.now = t;
         // What happens at `t` happens on the cluster's clock too (jobs'
@@ -735,6 +745,8 @@ impl Sim<'_> {
         self.run.gpu_alloc_integral = self.integrals.alloc;
         self.run.gpu_busy_integral = self.integrals.busy;
         self.run.queue_integral = self.integrals.queue;
+        self.run.largest_free_integral =
+            (!self.trace.topology.is_empty()).then_some(self.integrals.largest_free);
         self.run.jobs = self.jobs.into_iter().map(|j| j.record).collect();
         self.run
     }
@@ -755,4 +767,18 @@ fn crossing_penalty(levels: &[(String, f64)], cluster: &Cluster, nodes: &BTreeSe
         }
     }
     0.0
+}
+
+/// The free GPUs of the domain of level `key` with the most free (nodes
+/// without the label are no domain).
+fn largest_free(cluster: &Cluster, key: &str) -> u32 {
+    let mut free: BTreeMap<&str, u32> = BTreeMap::new();
+    for (i, n) in cluster.nodes().iter().enumerate() {
+        if let Some(d) = n.labels.get(key)
+            && cluster.is_live(i)
+        {
+            *free.entry(d).or_default() += cluster.free(i).gpus;
+        }
+    }
+    free.into_values().max().unwrap_or(0)
 }

@@ -27,6 +27,11 @@ pub struct Summary {
     pub makespan_s: f64,
     /// Time-averaged share of GPUs held by pods.
     pub gpu_alloc: f64,
+    /// With topology levels: the free GPUs of the largest free domain of
+    /// the narrowest level, averaged over the run (fragmentation: the
+    /// lower, the more the free room is scattered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_free_domain: Option<f64>,
     /// Time-averaged share of GPUs held by jobs that were training.
     pub gpu_util: f64,
     /// Time-averaged number of submitted jobs not yet started.
@@ -129,6 +134,10 @@ impl Summary {
             p99_wait_s: round(percentile(&wait, 99.0), 1),
             makespan_s: round(end as f64 / 1e3, 1),
             gpu_alloc: share(run.gpu_alloc_integral),
+            largest_free_domain: run
+                .largest_free_integral
+                .filter(|_| end > 0)
+                .map(|i| round(i / end as f64, 1)),
             gpu_util: share(run.gpu_busy_integral),
             avg_queue: if end > 0 {
                 round(run.queue_integral / end as f64, 2)

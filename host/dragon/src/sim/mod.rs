@@ -274,6 +274,13 @@ jobs:
         // within r1 at the node penalty only.
         let held = jct(&trace(levels, ", topology: {required: dragon.dev/rack}"));
         assert!(held < spread, "held {held} s, spread {spread} s");
+        // Fragmentation is measured where there are levels: the largest
+        // free rack holds at most r1's 8 GPUs.
+        let (_, s) = run(&trace(levels, ""), &wasm("dragon", ""));
+        let largest = s.largest_free_domain.unwrap_or_default();
+        assert!(largest > 0.0 && largest <= 8.0, "{s:?}");
+        let (_, s) = run(&trace("[]", ""), &wasm("dragon", ""));
+        assert_eq!(s.largest_free_domain, None);
     }
 
     #[test]

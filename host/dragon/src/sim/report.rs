@@ -146,9 +146,11 @@ type MetricRow = (
     Option<fn(&Summary) -> f64>,
 );
 
-/// The rows of both comparison tables, the terminal's and the HTML report's.
-fn metric_rows() -> Vec<MetricRow> {
-    vec![
+/// The rows of both comparison tables, the terminal's and the HTML
+/// report's; fragmentation only where a run has topology levels.
+fn metric_rows(runs: &[Labeled<'_>]) -> Vec<MetricRow> {
+    let topology = runs.iter().any(|r| r.summary.largest_free_domain.is_some());
+    let mut rows: Vec<MetricRow> = vec![
         ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
         ("p50 JCT", |s| human(s.p50_jct_s), Some(|s| s.p50_jct_s)),
         ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
@@ -185,7 +187,21 @@ fn metric_rows() -> Vec<MetricRow> {
             },
             None,
         ),
-    ]
+    ];
+    if topology {
+        rows.insert(
+            7,
+            (
+                "largest free domain",
+                |s| {
+                    s.largest_free_domain
+                        .map_or_else(|| "-".to_string(), |g| format!("{g} GPUs"))
+                },
+                None,
+            ),
+        );
+    }
+    rows
 }
 
 /// The `dragon compare` table: one column per run, ratios against the first.
@@ -197,7 +213,7 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
         "{} ({} GPUs, {} jobs)",
         first.summary.trace, first.run.total_gpus, first.summary.jobs_total
     );
-    let metrics = metric_rows();
+    let metrics = metric_rows(runs);
     let w = runs
         .iter()
         .map(|r| r.label.len())
@@ -687,7 +703,7 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
         }
     }
     let _ = writeln!(o, "</tr>");
-    let rows = metric_rows();
+    let rows = metric_rows(runs);
     for (name, show, value) in rows {
         let _ = write!(o, "<tr><td>{name}</td>");
         for r in runs {
