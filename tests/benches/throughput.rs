@@ -8,7 +8,10 @@
 //! with a claim for one device of its own (CEL selectors in its class and
 //! its request), against the same gangs without claims.
 //! And one preemption: a gang of 8 whole-node workers on 5,000 full nodes
-//! choosing its 8 victims among 5,000 running gangs. And the flight
+//! choosing its 8 victims among 5,000 running gangs. Both again with the
+//! nodes in 50 racks of 100 and every gang required to stay in one (the
+//! placement tries racks, the preemption searches them one by one), each
+//! beside the same work without racks. And the flight
 //! recorder's cost: the gangs again, with and without every round written
 //! to a recording.
 //!
@@ -23,12 +26,13 @@ use divan::counter::ItemsCount;
 use divan::{Bencher, Divan};
 use dragon_host::runtime::{Hooks, WasmPolicy};
 use dragon_policy::Dragon;
-use dragon_tests::workload::{crowded, pending, pending_claiming, preempt, schedule_all};
+use dragon_tests::workload::{crowded, in_racks, pending, pending_claiming, preempt, schedule_all};
 use dragon_tests::{Native, engine};
 
 const NODES: usize = 5000;
 const LONE_PODS: usize = 10_000;
 const GANGS: usize = 1000;
+const RACKS: usize = 50;
 
 static WASM_BASELINE: LazyLock<WasmPolicy> =
     LazyLock::new(|| dragon_tests::bundled(&engine(), "baseline", ""));
@@ -158,6 +162,44 @@ mod preemption_dragon {
     #[divan::bench]
     fn wasm(b: Bencher) {
         run(b, &*WASM_DRAGON);
+    }
+}
+
+/// The cost of a required rack: the same gangs through wasm with the
+/// nodes in racks and every gang held to one, against none.
+#[divan::bench_group]
+mod rack_gangs_of_8_dragon {
+    use super::*;
+
+    #[divan::bench]
+    fn anywhere(b: Bencher) {
+        run(b, GANGS, 8, &*WASM_DRAGON);
+    }
+
+    #[divan::bench]
+    fn one_rack(b: Bencher) {
+        b.counter(ItemsCount::new(GANGS * 8))
+            .with_inputs(|| in_racks(pending(NODES, GANGS, 8), RACKS))
+            .bench_local_refs(|s| schedule_all(s, &*WASM_DRAGON).expect("every pod bound"));
+    }
+}
+
+/// Preemption for a gang held to one rack: victims searched rack by rack
+/// (at most 16 racks), against the cluster-wide search.
+#[divan::bench_group]
+mod rack_preemption_dragon {
+    use super::*;
+
+    #[divan::bench]
+    fn anywhere(b: Bencher) {
+        b.with_inputs(|| crowded(NODES))
+            .bench_local_refs(|s| preempt(s, &*WASM_DRAGON).expect("8 victims"));
+    }
+
+    #[divan::bench]
+    fn one_rack(b: Bencher) {
+        b.with_inputs(|| in_racks(crowded(NODES), RACKS))
+            .bench_local_refs(|s| preempt(s, &*WASM_DRAGON).expect("8 victims"));
     }
 }
 

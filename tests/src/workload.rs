@@ -307,6 +307,30 @@ pub fn preempt(s: &mut Scheduler, policy: &dyn Hooks) -> Result<usize> {
 /// of 80 GiB.
 const DEVICES_PER_NODE: usize = 8;
 
+/// The label [`in_racks`] puts nodes in racks with.
+pub const RACK: &str = "example.com/rack";
+
+/// `s` with its nodes split into `racks` racks of consecutive nodes (label
+/// [`RACK`], a topology level) and every job required to stay in one.
+pub fn in_racks(mut s: Scheduler, racks: usize) -> Scheduler {
+    use dragon_host::framework::{ClusterOp, TopologyConstraint};
+    let nodes: Vec<Node> = s.cluster().nodes().to_vec();
+    let per_rack = nodes.len().div_ceil(racks.max(1));
+    for (i, mut node) in nodes.into_iter().enumerate() {
+        node.labels
+            .insert(RACK.to_string(), format!("rack-{:03}", i / per_rack));
+        s.update_node(node).expect("a node of the cluster");
+    }
+    s.op(ClusterOp::SetTopologyLevels(vec![RACK.to_string()]))
+        .expect("one level");
+    let jobs: Vec<_> = s.cluster().jobs().cloned().collect();
+    for mut job in jobs {
+        job.topology = Some(TopologyConstraint::required(RACK));
+        s.upsert_job(job);
+    }
+    s
+}
+
 /// [`pending`] with every GPU also published as a device of a
 /// ResourceSlice (eight per node, driver `gpu.example.com`, a model
 /// attribute and a memory capacity), a DeviceClass selecting A100s by CEL,

@@ -370,3 +370,25 @@ fn an_elastic_job_held_to_a_rack_grows_only_as_far_as_its_rack_has_room() {
         report.requests[0].reason
     );
 }
+
+#[test]
+fn the_benchmarks_rack_workloads_place_every_gang_in_one_rack_and_preempt_in_one() {
+    use dragon_tests::workload::{
+        RACK as BENCH_RACK, crowded, in_racks, pending, preempt, schedule_all,
+    };
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = in_racks(pending(200, 40, 8), 4);
+    assert_eq!(schedule_all(&mut s, &dragon).unwrap(), 320);
+    let c = s.cluster();
+    for job in c.jobs() {
+        let racks: std::collections::BTreeSet<&String> = c
+            .job_pods(&job.name)
+            .filter_map(|(_, st)| st.node())
+            .map(|n| &c.nodes()[n].labels[BENCH_RACK])
+            .collect();
+        assert_eq!(racks.len(), 1, "{}: {racks:?}", job.name);
+    }
+    let mut s = in_racks(crowded(200), 4);
+    assert_eq!(preempt(&mut s, &dragon).unwrap(), 8);
+}
