@@ -358,6 +358,22 @@ pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
     )
 }
 
+/// Why a round left `unit` pending, as users read it (empty if it did not).
+pub fn unschedulable(
+    decisions: &[dragon_host::framework::Decision],
+    unit: &dragon_host::framework::UnitKey,
+) -> String {
+    decisions
+        .iter()
+        .find_map(|d| match d {
+            dragon_host::framework::Decision::Unschedulable { unit: u, reason } if u == unit => {
+                Some(reason.to_string())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// A declared gang (a PodGroup's) of exactly `workers` workers.
 pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
     dragon_host::framework::Job {

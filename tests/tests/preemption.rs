@@ -88,13 +88,7 @@ fn terminate(s: &mut Scheduler, r: &Round) {
 }
 
 fn reason(r: &Round, unit: &UnitKey) -> String {
-    r.decisions
-        .iter()
-        .find_map(|d| match d {
-            Decision::Unschedulable { unit: u, reason } if u == unit => Some(reason.to_string()),
-            _ => None,
-        })
-        .unwrap_or_default()
+    dragon_tests::unschedulable(&r.decisions, unit)
 }
 
 #[test]

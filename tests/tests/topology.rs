@@ -10,7 +10,7 @@ use dragon_host::framework::{
 };
 use dragon_host::runtime::Hooks;
 use dragon_host::spec::{TaskSpec, job_pods};
-use dragon_tests::{Ops, bundled, engine};
+use dragon_tests::{Ops, bundled, engine, unschedulable as reason};
 
 const RACK: &str = "example.com/rack";
 const BLOCK: &str = "example.com/block";
@@ -114,16 +114,6 @@ fn bound(s: &Scheduler, job: &str) -> usize {
         .job_pods(job)
         .filter(|(_, st)| matches!(st, PodState::Bound(_)))
         .count()
-}
-
-fn reason(decisions: &[Decision], unit: &UnitKey) -> String {
-    decisions
-        .iter()
-        .find_map(|d| match d {
-            Decision::Unschedulable { unit: u, reason } if u == unit => Some(reason.to_string()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 #[test]
