@@ -382,3 +382,42 @@ fn the_benchmarks_rack_workloads_place_every_gang_in_one_rack_and_preempt_in_one
     let mut s = in_racks(crowded(200), 4);
     assert_eq!(preempt(&mut s, &dragon).unwrap(), 8);
 }
+
+#[test]
+fn a_new_member_of_a_placed_gang_goes_to_its_domain_or_waits_there() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = two_racks();
+    filler(&mut s, "x/b", 4, "b");
+    gang(&mut s, "g", 0, 4, Some(TopologyConstraint::required(RACK)));
+    round(&mut s, 0, &dragon);
+    // r1 (4 free) is the best fit for four pods.
+    assert_eq!(racks(&s, "g"), ["r1"]);
+    // A fifth worker, as a scale-up adds it: r2 has room, r1 none.
+    let mut job = s.cluster().job("g").unwrap().clone();
+    let template = s
+        .cluster()
+        .job_pods("g")
+        .next()
+        .map(|(p, _)| p.clone())
+        .unwrap();
+    job.workers = 5;
+    job.max_workers = 5;
+    s.upsert_job(job);
+    let mut fifth = template.clone();
+    fifth.key = "test/g-worker-4".into();
+    fifth.index = 4;
+    s.add_pod(fifth, None).unwrap();
+    let (decisions, _) = round(&mut s, 1000, &dragon);
+    assert_eq!(bound(&s, "g"), 4, "{decisions:?}");
+    let why = reason(&decisions, &UnitKey::job("g"));
+    assert!(
+        why.contains(&format!("its placed pods are in {RACK}=r1, which does not")),
+        "{why}"
+    );
+    // Room in r1 lets it join there.
+    s.remove_pod("x/b").unwrap();
+    round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "g"), 5);
+    assert_eq!(racks(&s, "g"), ["r1"]);
+}
