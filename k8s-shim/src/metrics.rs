@@ -127,7 +127,7 @@ pub struct VictimLabels {
 /// Everything `/metrics` shows.
 pub struct Metrics {
     registry: Registry,
-    /// Scheduling attempts per unit by result (`scheduled`, `unschedulable`, `error`, `waiting`, `rejected`).
+    /// Scheduling attempts per unit by result (`scheduled`, `unschedulable`, `waiting`, `rejected`, `error`, `fallback`).
     pub attempts: Family<AttemptLabels, Counter>,
     /// Policy hook latency by hook.
     pub hook_seconds: Family<HookLabels, Histogram, fn() -> Histogram>,

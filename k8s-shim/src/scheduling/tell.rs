@@ -5,7 +5,7 @@
 use futures::StreamExt;
 
 use super::*;
-use crate::metrics::{Attempt, Victim};
+use crate::metrics::Attempt;
 
 impl<I: ClusterIo> Loop<I> {
     /// Metrics, logs, Events and conditions for a round's decisions.
