@@ -1,15 +1,15 @@
 //! Names of API objects as typed values: an object's `namespace/name` key
-//! and a job's `/scale` target. They are built and read here only, so a key
-//! that is not one is an error naming it, never a silent default.
+//! (the framework's [`ObjectKey`]) and a job's `/scale` target. They are
+//! built and read here only, so a key that is not one is an error naming
+//! it, never a silent default.
 
 use std::fmt;
 
-/// A key that is not `namespace/name`, or a scale target that is not
-/// `GROUP/VERSION/PLURAL/NAME`.
+pub use dragon_framework::ObjectKey;
+
+/// A scale target that is not `GROUP/VERSION/PLURAL/NAME`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    #[error("{0:?} is not a namespace/name key")]
-    NotNamespaced(String),
     #[error("{annotation} must be GROUP/VERSION/PLURAL/NAME, got {target:?}")]
     ScaleTarget {
         annotation: &'static str,
@@ -19,61 +19,16 @@ pub enum KeyError {
 
 /// An API object's `namespace/name`.
 pub fn key_of<K: kube::Resource>(obj: &K) -> String {
-    ObjectKey::of(obj).to_string()
+    object_key(obj).to_string()
 }
 
-/// A namespaced object's key, written `namespace/name`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    namespace: String,
-    name: String,
-}
-
-impl ObjectKey {
-    /// The key of `name` in `namespace` (`default` when the object has
-    /// none, as the API server defaults it).
-    pub fn new(namespace: Option<&str>, name: &str) -> ObjectKey {
-        ObjectKey {
-            namespace: namespace.unwrap_or("default").to_string(),
-            name: name.to_string(),
-        }
-    }
-
-    /// The key of an API object.
-    pub fn of<K: kube::Resource>(obj: &K) -> ObjectKey {
-        let meta = obj.meta();
-        ObjectKey::new(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or(""),
-        )
-    }
-
-    /// Read a key written `namespace/name`.
-    ///
-    /// # Errors
-    /// Either part is missing or empty.
-    pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
-        match key.split_once('/') {
-            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
-                Ok(ObjectKey::new(Some(namespace), name))
-            }
-            _ => Err(KeyError::NotNamespaced(key.to_string())),
-        }
-    }
-
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
+/// The key of an API object.
+pub fn object_key<K: kube::Resource>(obj: &K) -> ObjectKey {
+    let meta = obj.meta();
+    ObjectKey::new(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or(""),
+    )
 }
 
 /// The workload whose `/scale` sets a job's worker count, from its
@@ -132,20 +87,6 @@ impl fmt::Display for ScaleTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_key_reads_back_as_written_and_a_key_without_a_namespace_is_refused() {
-        let key = ObjectKey::parse("ml/job-worker-0").unwrap();
-        assert_eq!((key.namespace(), key.name()), ("ml", "job-worker-0"));
-        assert_eq!(key.to_string(), "ml/job-worker-0");
-        assert_eq!(ObjectKey::new(None, "x").to_string(), "default/x");
-        for bad in ["job-worker-0", "/x", "ml/", ""] {
-            assert_eq!(
-                ObjectKey::parse(bad),
-                Err(KeyError::NotNamespaced(bad.to_string()))
-            );
-        }
-    }
 
     #[test]
     fn a_scale_target_names_group_version_plural_and_name_or_refuses() {

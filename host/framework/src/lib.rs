@@ -17,6 +17,7 @@ mod fixtures;
 pub mod gate;
 mod io;
 mod journal;
+mod key;
 pub mod logging;
 mod model;
 mod preemption;
@@ -48,6 +49,7 @@ pub use io::{
     ScaleRequest, Scaler,
 };
 pub use journal::ClusterOp;
+pub use key::{NotNamespaced, ObjectKey};
 pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
     TaintEffect, Toleration, TolerationOperator,

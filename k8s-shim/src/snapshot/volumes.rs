@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
 
 use super::{Event, Snapshot, StorageKind, VolumeWait};
-use crate::key::ObjectKey;
+use crate::key::{ObjectKey, object_key};
 use crate::translate::{self, volumes as translate_volumes};
 
 impl Snapshot {
     pub(super) fn claim_changed(&mut self, pvc: &core::PersistentVolumeClaim) {
-        let key = ObjectKey::of(pvc).to_string();
+        let key = object_key(pvc).to_string();
         let seen = translate_volumes::volume_claim(pvc);
         if self.claims.get(&key) == Some(&seen) {
             return;

@@ -16,7 +16,7 @@ use k8s_openapi::api::resource::v1 as resource;
 
 use super::constraints::node_selector;
 use super::{TranslateError, err, pod_key};
-use crate::key::ObjectKey;
+use crate::key::{ObjectKey, object_key};
 
 /// A slice's name and what it publishes.
 ///
@@ -190,7 +190,7 @@ pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
 
 /// `namespace/name` of a ResourceClaim.
 pub fn claim_key(c: &resource::ResourceClaim) -> String {
-    ObjectKey::of(c).to_string()
+    object_key(c).to_string()
 }
 
 /// A ResourceClaim with its allocation; a field Dragon does not allocate

@@ -10,7 +10,7 @@ pub mod volumes;
 
 use std::collections::BTreeMap;
 
-use crate::key::ObjectKey;
+use crate::key::{ObjectKey, object_key};
 use dragon_framework::{
     Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
     Toleration, TolerationOperator, TopologyConstraint,
@@ -63,7 +63,7 @@ fn err(object: &str, message: impl Into<String>) -> TranslateError {
 
 /// `namespace/name`.
 pub fn pod_key(pod: &core::Pod) -> String {
-    ObjectKey::of(pod).to_string()
+    object_key(pod).to_string()
 }
 
 /// A node as the framework sees it.
@@ -151,7 +151,7 @@ pub fn disruption_budget(
             None,
         ),
         Err(m) => {
-            let object = format!("poddisruptionbudget {}", ObjectKey::of(pdb));
+            let object = format!("poddisruptionbudget {}", object_key(pdb));
             let whole = DisruptionBudget {
                 namespace,
                 selector: Default::default(),

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
 
 use super::{TranslateError, constraints, err};
-use crate::key::ObjectKey;
+use crate::key::{ObjectKey, object_key};
 
 /// The node a claim's volume is provisioned on, set by the scheduler
 /// (removed by a provisioner that failed).
@@ -123,7 +123,7 @@ pub fn persistent_volume(pv: &core::PersistentVolume) -> Result<PersistentVolume
 
 /// A PersistentVolumeClaim as the snapshot keeps it.
 pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
-    let key = ObjectKey::of(pvc).to_string();
+    let key = object_key(pvc).to_string();
     let object = format!("persistentvolumeclaim {key}");
     let spec = pvc.spec.clone().unwrap_or_default();
     let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");

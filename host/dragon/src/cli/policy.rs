@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::case::Case;
-use crate::framework::{BreakerChange, Decision, RecordingIo, RoundReport, ScaleReport};
+use crate::framework::{BreakerChange, Decision, ObjectKey, RecordingIo, RoundReport, ScaleReport};
 use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
@@ -176,9 +176,8 @@ impl PolicyCommand {
                 };
                 let contents = match &o.configmap {
                     Some(cm) => {
-                        let (ns, name) = cm.split_once('/').with_context(|| {
-                            format!("--configmap takes NAMESPACE/NAME, got {cm:?}")
-                        })?;
+                        let key = ObjectKey::parse(cm)
+                            .with_context(|| "--configmap takes NAMESPACE/NAME")?;
                         let mut entries = vec![("policy.wasm".to_string(), bytes.to_vec())];
                         for case in &o.golden {
                             // Read as a recording first: a broken case is
@@ -189,7 +188,7 @@ impl PolicyCommand {
                                 .with_context(|| format!("cannot read {}", case.display()))?;
                             entries.push((golden_key(case)?, bytes));
                         }
-                        configmap_yaml(ns, name, &entries).into_bytes()
+                        configmap_yaml(key.namespace(), key.name(), &entries).into_bytes()
                     }
                     None => bytes.to_vec(),
                 };
