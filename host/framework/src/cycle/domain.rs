@@ -304,17 +304,15 @@ fn room_for(cluster: &Cluster, pod: &Pod, nodes: &[u32]) -> u64 {
             if !cols.open[n] {
                 return 0;
             }
-            let mut fit = u64::from(cols.free_pods[n]);
-            if r.gpus > 0 {
-                fit = fit.min(u64::from(cols.free_gpus[n] / r.gpus));
-            }
-            if r.cpu_milli > 0 {
-                fit = fit.min(cols.free_cpu_milli[n] / r.cpu_milli);
-            }
-            if r.memory_mib > 0 {
-                fit = fit.min(cols.free_memory_mib[n] / r.memory_mib);
-            }
-            fit
+            // A resource the pod does not ask for limits nothing.
+            [
+                u64::from(cols.free_gpus[n]).checked_div(u64::from(r.gpus)),
+                cols.free_cpu_milli[n].checked_div(r.cpu_milli),
+                cols.free_memory_mib[n].checked_div(r.memory_mib),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(u64::from(cols.free_pods[n]), u64::min)
         })
         .fold(0u64, u64::saturating_add)
 }
