@@ -580,6 +580,32 @@ mod tests {
     }
 
     #[test]
+    fn topology_levels_are_read_and_a_list_the_framework_cannot_use_is_refused() {
+        let c = Config::parse(
+            "policy: dragon\ntopologyLevels: [example.com/block, dragon.dev/rack]\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.topology_levels.as_deref(),
+            Some(
+                &[
+                    "example.com/block".to_string(),
+                    "dragon.dev/rack".to_string()
+                ][..]
+            )
+        );
+        let e = format!(
+            "{:#}",
+            Config::parse("policy: dragon\ntopologyLevels: [rack, rack]\n", "c.yaml").unwrap_err()
+        );
+        assert_eq!(
+            e,
+            "invalid config c.yaml: topologyLevels: topology level \"rack\" is listed twice"
+        );
+    }
+
+    #[test]
     fn parse_names_the_origin_and_load_reads_the_file_through_it() {
         let e = format!("{:#}", Config::parse("policy: [", "c.yaml").unwrap_err());
         assert!(e.starts_with("invalid config c.yaml: "), "{e}");
