@@ -208,7 +208,11 @@ impl Domains {
 
     /// Node `i`'s domain at `level` (0: it carries no label for it).
     pub(crate) fn of(&self, level: usize, i: usize) -> u32 {
-        self.of_node[level].get(i).copied().unwrap_or(0)
+        self.of_node
+            .get(level)
+            .and_then(|column| column.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The label value of domain `id` at `level`.

@@ -180,6 +180,10 @@ impl Scheduler {
     /// The change does not fit the snapshot (an unknown pod or node, a
     /// duplicate); nothing was changed.
     pub fn apply(&mut self, op: ClusterOp) -> Result<(), ClusterError> {
+        if matches!(op, ClusterOp::SetTopologyLevels(_)) {
+            // Domains are numbered anew: a hold would name another one.
+            self.held.clear();
+        }
         op.apply(&mut self.cluster)
     }
 
@@ -458,7 +462,15 @@ impl Scheduler {
     ) -> Attempt {
         match self.try_unit_or_quorum(now_ms, policy, index, unit, to_bind, report) {
             Attempt::Unfit => self.make_room(now_ms, policy, unit, report),
-            attempt => attempt,
+            attempt => {
+                // Placed, or stopped before any placement (gated, held,
+                // short of its minResources, rejected): a domain held for
+                // it would only keep others out.
+                if !self.held.is_empty() {
+                    self.held.remove(&unit.key);
+                }
+                attempt
+            }
         }
     }
 }
