@@ -421,3 +421,16 @@ fn a_new_member_of_a_placed_gang_goes_to_its_domain_or_waits_there() {
     assert_eq!(bound(&s, "g"), 5);
     assert_eq!(racks(&s, "g"), ["r1"]);
 }
+
+#[test]
+fn a_job_with_a_topology_constraint_is_placed_whole_even_under_a_policy_without_gangs() {
+    let e = engine();
+    let baseline = bundled(&e, "baseline", "");
+    let mut s = two_racks();
+    filler(&mut s, "x/a", 3, "a");
+    filler(&mut s, "x/c", 1, "c");
+    gang(&mut s, "g", 0, 6, Some(TopologyConstraint::required(RACK)));
+    let (decisions, _) = round(&mut s, 0, &baseline);
+    assert_eq!(bound(&s, "g"), 6, "{decisions:?}");
+    assert_eq!(racks(&s, "g"), ["r2"]);
+}

@@ -399,7 +399,7 @@ fn invariants(
     for job in cluster.jobs() {
         let n = placed(cluster, &job.name);
         let min = job.min_member.min(job.workers);
-        let gang = gangs || job.declared;
+        let gang = gangs || job.always_gang();
         if gang && n > before.placed.get(&job.name).copied().unwrap_or(0) && n < min {
             return Err(Breach::GangSplit {
                 now_ms,

@@ -434,6 +434,15 @@ pub struct Job {
     pub topology: Option<TopologyConstraint>,
 }
 
+impl Job {
+    /// Whether its pods are placed as one gang whatever the policy: it is
+    /// declared, or it asks to be kept in one topology domain (which only
+    /// a gang placed whole can be).
+    pub fn always_gang(&self) -> bool {
+        self.declared || self.topology.is_some()
+    }
+}
+
 /// An amount of every kind of resource, as a PodGroup's `minResources`
 /// states it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

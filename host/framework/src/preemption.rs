@@ -245,7 +245,7 @@ impl Scheduler {
             };
             let job = e.pod.job.as_deref().and_then(|j| Some((j, c.jobs.get(j)?)));
             let (victim, p, started_ms) = match job {
-                Some((name, je)) if gangs || je.job.declared => (
+                Some((name, je)) if gangs || je.job.always_gang() => (
                     UnitKey::job(name),
                     je.job.priority,
                     je.started_ms.unwrap_or(je.job.arrival_ms),

@@ -5,13 +5,13 @@ use super::*;
 
 impl Scheduler {
     /// Build the pending units. With gangs (the policy has `permit`, or the
-    /// job is [declared](Job::declared)), a job's pending pods form one
-    /// unit; without (`permit` not implemented), every pod is its own.
+    /// job is [always a gang](Job::always_gang)), a job's pending pods form
+    /// one unit; without (`permit` not implemented), every pod is its own.
     pub(super) fn units(&self, gangs: bool) -> Vec<UnitPlan> {
         let c = &self.cluster;
         let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
-        let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.declared);
+        let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.always_gang());
         for (key, e) in &c.pods {
             if e.state != PodState::Pending || c.is_surplus(&e.pod) {
                 continue;
