@@ -565,6 +565,17 @@ impl Snapshot {
             // of pods placed later cannot be honoured.
             Err(e) => tracing::warn!("{e}; its constraints on other pods are not evaluated"),
         }
+        match translate::topology::of_pod(&p) {
+            Ok(topology) => pod.gang_topology = topology,
+            Err(e) if bound_to.is_none() => {
+                tracing::warn!("{e}");
+                self.invalid.insert(key, e.message);
+                return;
+            }
+            // Bound already: its usage counts; what it asks of its gang's
+            // placement is past.
+            Err(e) => tracing::warn!("{e}; ignored for a bound pod"),
+        }
         match translate::devices::device_claims(&p) {
             Ok(claims) => pod.claims = claims,
             // Its claims are not created yet: kube-scheduler does not try it

@@ -97,6 +97,42 @@ fn a_bound_pod_counts_as_usage_even_with_a_constraint_dragon_cannot_evaluate() {
 }
 
 #[test]
+fn a_bad_kueue_topology_annotation_keeps_a_pending_pod_out_but_a_bound_one_counts() {
+    let mut s = Snapshot::new("dragon", SchedulerConfig::default());
+    s.apply(node("n1", 4));
+    for (name, node, scheduler) in [
+        ("theirs", Some("n1"), "default-scheduler"),
+        ("ours", None, "dragon"),
+    ] {
+        let Event::Pod(mut p) = pod(name, None, "", 0, node, scheduler) else {
+            unreachable!("a pod event")
+        };
+        p.metadata.annotations = Some(
+            [
+                (
+                    "kueue.x-k8s.io/podset-required-topology".to_string(),
+                    "rack".to_string(),
+                ),
+                (
+                    "kueue.x-k8s.io/podset-preferred-topology".to_string(),
+                    "zone".to_string(),
+                ),
+            ]
+            .into(),
+        );
+        s.apply(Event::Pod(p));
+    }
+    let c = s.sched.cluster();
+    assert_eq!(c.used(0).gpus, 1, "the bound pod holds its GPU");
+    assert!(c.pod("ml/ours").is_none());
+    assert!(
+        s.invalid["ml/ours"].contains("set one of kueue.x-k8s.io/podset-required-topology"),
+        "{:?}",
+        s.invalid
+    );
+}
+
+#[test]
 fn gang_pods_wait_for_their_podgroup_and_then_form_a_job() {
     let mut s = Snapshot::new("dragon", SchedulerConfig::default());
     for e in [

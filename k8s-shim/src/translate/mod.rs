@@ -328,12 +328,6 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
             .map_err(|_| err(&object, format!("{k} must be a whole number, got {s:?}")))?,
     };
     let arrival_ms = created_ms(&p.metadata);
-    let annotations = p.metadata.annotations.clone().unwrap_or_default();
-    let gang_topology = topology::from_annotations(
-        &annotations,
-        (topology::KUEUE_REQUIRED, topology::KUEUE_PREFERRED),
-    )
-    .map_err(|m| err(&object, m))?;
     Ok(Pod {
         key,
         namespace: namespace.to_string(),
@@ -368,7 +362,8 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         claims: Vec::new(),
         // Likewise (the snapshot's `pod_volumes`).
         volumes: Default::default(),
-        gang_topology,
+        // Likewise (the snapshot reads `topology::of_pod` for pods it places).
+        gang_topology: None,
     })
 }
 

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use dragon_framework::TopologyConstraint;
+use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::scheduling::v1beta1 as scheduling;
 
 /// On a scheduler-plugins PodGroup: every pod in one domain of this level.
@@ -44,6 +45,17 @@ pub fn from_annotations(
         (None, Some(k)) => Ok(Some(TopologyConstraint::preferred(k.trim()))),
         (None, None) => Ok(None),
     }
+}
+
+/// What a pod's Kueue podset annotations ask of its gang.
+///
+/// # Errors
+/// Both are set, or one is empty: named with the pod.
+pub fn of_pod(p: &core::Pod) -> Result<Option<TopologyConstraint>, super::TranslateError> {
+    let empty = BTreeMap::new();
+    let annotations = p.metadata.annotations.as_ref().unwrap_or(&empty);
+    from_annotations(annotations, (KUEUE_REQUIRED, KUEUE_PREFERRED))
+        .map_err(|m| super::err(&format!("pod {}", super::pod_key(p)), m))
 }
 
 /// A native PodGroup's required topology (the API allows one entry).
