@@ -201,6 +201,8 @@ pub type Progress<'a> = &'a dyn Fn(u64, u64, u64);
 
 struct Sim<'a> {
     trace: &'a Trace,
+    /// The level whose largest free domain is integrated, if any.
+    fragmentation: Option<String>,
     policy: &'a dyn Hooks,
     sched: Scheduler,
     /// Where each step goes as a recording's frame, if anywhere.
@@ -338,8 +340,16 @@ fn run<'a>(
         .map(|(i, j)| (j.name.clone(), i))
         .collect();
     let info = policy.info();
+    // Fragmentation is measured at the narrowest level some node carries.
+    let fragmentation = trace
+        .topology
+        .iter()
+        .rev()
+        .map(|(key, _)| key.clone())
+        .find(|key| trace.nodes.iter().any(|n| n.labels.contains_key(key)));
     let mut sim = Sim {
         trace,
+        fragmentation,
         policy,
         sched: Scheduler::new(cluster, sim_config()),
         sink,
@@ -477,7 +487,7 @@ impl Sim<'_> {
             self.integrals.alloc += f64::from(used.gpus) * dtf;
             self.integrals.busy += busy as f64 * dtf;
             self.integrals.queue += queued as f64 * dtf;
-            if let Some((key, _)) = self.trace.topology.last() {
+            if let Some(key) = &self.fragmentation {
                 self.integrals.largest_free +=
                     f64::from(largest_free(self.sched.cluster(), key)) * dtf;
             }
@@ -745,8 +755,10 @@ impl Sim<'_> {
         self.run.gpu_alloc_integral = self.integrals.alloc;
         self.run.gpu_busy_integral = self.integrals.busy;
         self.run.queue_integral = self.integrals.queue;
-        self.run.largest_free_integral =
-            (!self.trace.topology.is_empty()).then_some(self.integrals.largest_free);
+        self.run.largest_free_integral = self
+            .fragmentation
+            .is_some()
+            .then_some(self.integrals.largest_free);
         self.run.jobs = self.jobs.into_iter().map(|j| j.record).collect();
         self.run
     }

@@ -356,10 +356,14 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
         };
         // Jobs that may span nodes ask for a rack (required only where
         // their largest size fits one).
+        // A rack holds the job if its GPUs hold the workers and the
+        // parameter server fits beside them (a 1-GPU node has no room for
+        // both: 8 cores, 6 for a worker, 4 for the server).
+        let fits_rack = max <= rack_gpus && (o.gpus_per_node >= 2 || max < rack_gpus);
         let topology = match o.racks.constraint {
             _ if max <= o.gpus_per_node => String::new(),
             RackConstraint::None => String::new(),
-            RackConstraint::Required if max <= rack_gpus => {
+            RackConstraint::Required if fits_rack => {
                 format!(", topology: {{required: {RACK_LABEL}}}")
             }
             RackConstraint::Required | RackConstraint::Preferred => {

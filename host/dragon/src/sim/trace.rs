@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::speed::SpeedModel;
 use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
-use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint};
+use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
 use crate::spec::{self, DeviceClassSpec, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
@@ -480,6 +480,29 @@ impl Trace {
                     total.memory_mib
                 );
             }
+            // Likewise a job that must stay in one domain no domain holds.
+            if let Some(c) = &jp.job.topology
+                && c.mode == TopologyMode::Required
+            {
+                let mut domains: BTreeMap<&str, Resources> = BTreeMap::new();
+                for n in &nodes {
+                    let hostname = (c.key == crate::framework::HOSTNAME_LEVEL).then_some(&n.name);
+                    if let Some(d) = n.labels.get(&c.key).or(hostname) {
+                        let r = domains.entry(d).or_default();
+                        *r = r.plus(capacity(n));
+                    }
+                }
+                if !domains.values().any(|r| min_gang.fits_in(*r)) {
+                    bail!(
+                        "{place}.topology: even at its minimum of {} workers the job needs {} GPUs, {} mCPU, {} MiB in one domain of {}, more than any has",
+                        jp.job.min_workers,
+                        min_gang.gpus,
+                        min_gang.cpu_milli,
+                        min_gang.memory_mib,
+                        c.key
+                    );
+                }
+            }
             jobs.push(TraceJob {
                 name: j.name,
                 workload: j.workload.unwrap_or_default(),
@@ -562,7 +585,8 @@ jobs:
             .replace(
                 "    workload: vgg16\n",
                 "    workload: vgg16\n    topology: {required: dragon.dev/rack}\n",
-            );
+            )
+            .replace("gpus: 4}", "gpus: 4, labels: {dragon.dev/rack: r1}}");
         let t = Trace::parse(&racked, "t.yaml", false).unwrap();
         assert_eq!(t.topology, [("dragon.dev/rack".to_string(), 0.35)]);
         assert_eq!(
@@ -586,6 +610,22 @@ jobs:
             "{required: dragon.dev/rack, preferred: dragon.dev/rack}",
         ));
         assert!(e.contains("set one of `required` and `preferred`"), "{e}");
+        // Two racks of one node of 4 GPUs: four workers fit the cluster, not
+        // a rack.
+        let e = err(&racked
+            .replace(
+                "{name_prefix: gpu, count: 2, cpu: 32, memory_gib: 128, gpus: 4, labels: {dragon.dev/rack: r1}}",
+                "{name_prefix: a, count: 1, cpu: 32, memory_gib: 128, gpus: 4, labels: {dragon.dev/rack: r1}}\n    - {name_prefix: b, count: 1, cpu: 32, memory_gib: 128, gpus: 4, labels: {dragon.dev/rack: r2}}",
+            )
+            .replace(
+                "workers: {count: 2, cpu: 4, memory_gib: 16, gpus: 1}",
+                "workers: {count: 6, cpu: 4, memory_gib: 16, gpus: 1}",
+            ));
+        assert!(
+            e.contains("jobs[1] (vgg16-002).topology: even at its minimum of 6 workers the job needs 6 GPUs")
+                && e.contains("in one domain of dragon.dev/rack, more than any has"),
+            "{e}"
+        );
     }
 
     #[test]
