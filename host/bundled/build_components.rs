@@ -8,7 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TARGET: &str = "wasm32-unknown-unknown";
+#[path = "wasm_build.rs"]
+mod wasm_build;
+
+use wasm_build::TARGET;
 
 /// One policy crate to build: (crate name, wasm file stem, constant name).
 pub type Policy = (&'static str, &'static str, &'static str);
@@ -22,7 +25,7 @@ pub fn build(root: &Path, groups: &[&[Policy]], watch: &[&str]) {
     for dir in watch {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
-    ensure_target();
+    wasm_build::ensure_target(root).unwrap_or_else(|e| panic!("{e}"));
 
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let mut consts = String::new();
@@ -93,39 +96,7 @@ fn build_group(root: &Path, target_dir: &Path, policies: &[Policy]) {
     }
 }
 
-/// The wasm target comes from `rust-toolchain.toml`; rustup does not add a
-/// target to an already-installed toolchain by itself, so add it here.
-fn ensure_target() {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l.trim() == TARGET)
-        });
-    match installed {
-        Ok(true) => {}
-        Ok(false) => {
-            let ok = Command::new("rustup")
-                .args(["target", "add", TARGET])
-                .status()
-                .map(|s| s.success());
-            if !matches!(ok, Ok(true)) {
-                panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed");
-            }
-        }
-        // No rustup: assume the toolchain was installed with the target.
-        Err(_) => {}
-    }
-}
-
 fn encode(module: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(module).map_err(|e| format!("{}: {e}", module.display()))?;
-    wit_component::ComponentEncoder::default()
-        .validate(true)
-        .module(&bytes)
-        .map_err(|e| format!("{e:#}"))?
-        .encode()
-        .map_err(|e| format!("{e:#}"))
+    wasm_build::encode(&bytes)
 }

@@ -7,7 +7,11 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::framework::{Cluster, Pod, Scheduler, SchedulerConfig, Toleration};
+use crate::framework::{
+    Cluster, Decision, Pod, RecordingIo, RoundReport, ScaleReport, Scheduler, SchedulerConfig,
+    Toleration,
+};
+use crate::runtime::WasmPolicy;
 use crate::spec::{self, NodeGroup, TaskSpec};
 
 /// The case file.
@@ -25,6 +29,40 @@ pub struct Case {
     pub jobs: Vec<CaseJob>,
     #[serde(default)]
     pub pods: Vec<CasePod>,
+    /// The policy's settings for this case (a mapping, given to the policy
+    /// as JSON); `--settings` on the command line takes precedence.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
+}
+
+/// What one round and one scale step of a case decided.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The round's time, ms.
+    pub now_ms: u64,
+    pub round: RoundReport,
+    pub scale: ScaleReport,
+}
+
+impl Outcome {
+    /// Hook calls that failed, in the round and the scale step.
+    pub fn failures(&self) -> usize {
+        self.round
+            .decisions
+            .iter()
+            .filter(|d| matches!(d, Decision::PolicyError { .. }))
+            .count()
+            + self.scale.errors.len()
+    }
+
+    /// The decisions as `--json` prints them and `dragon policy test`
+    /// keeps them.
+    pub fn decisions(&self) -> serde_json::Value {
+        serde_json::json!({
+            "decisions": self.round.decisions,
+            "scale": self.scale,
+        })
+    }
 }
 
 /// A PS/worker job.
@@ -104,6 +142,32 @@ impl Case {
     /// The round's time, ms.
     pub fn now_ms(&self) -> Result<u64> {
         ms("now_s", self.now_s)
+    }
+
+    /// The case's settings as the JSON a policy's `configure` takes (empty
+    /// when it has none).
+    pub fn settings_json(&self) -> String {
+        self.settings
+            .as_ref()
+            .map_or_else(String::new, serde_json::Value::to_string)
+    }
+
+    /// One scheduling round and one scale step of `policy` on this case.
+    ///
+    /// # Errors
+    /// The case describes an invalid cluster (the message names the place).
+    pub fn run(&self, policy: &WasmPolicy) -> Result<Outcome> {
+        let mut sched = self.scheduler()?;
+        let now_ms = self.now_ms()?;
+        let mut io = RecordingIo::default();
+        let mut scaler = RecordingIo::default();
+        let round = sched.schedule_round(now_ms, policy, &mut io, &mut scaler);
+        let scale = sched.scale_step(now_ms, policy, &mut scaler);
+        Ok(Outcome {
+            now_ms,
+            round,
+            scale,
+        })
     }
 
     /// The framework state this case describes.

@@ -10,8 +10,11 @@
 //!   depends on those two crates only, not on this one.
 //! - [`sim`]: the trace-driven cluster simulator (`dragon simulate`, `compare`).
 //! - [`case`]: one-round scheduling cases for `dragon policy run`.
+//! - [`author`]: a policy project from `dragon policy new` to a tested
+//!   component (`build`, `test`).
 //! - [`cli`]: the `dragon` command.
 
+pub mod author;
 pub mod case;
 pub mod cli;
 pub mod sim;

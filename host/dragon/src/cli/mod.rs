@@ -1,5 +1,6 @@
 //! The `dragon` command: a policy author's local harness.
 
+mod author;
 mod compare;
 mod gate;
 mod policy;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::case::Case;
-use crate::framework::{BreakerChange, Decision, ObjectKey, RecordingIo, RoundReport, ScaleReport};
+use crate::case::{Case, Outcome};
+use crate::framework::{BreakerChange, ObjectKey};
 use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
@@ -32,6 +32,21 @@ pub enum PolicyCommand {
         after_help = "Examples:\n  dragon policy gate candidate.wasm --recording run.rec\n  dragon policy gate candidate.wasm --recording run.rec --live dragon --latency-multiple 2"
     )]
     Gate(super::gate::GateOpts),
+    /// Write a new policy project: a working most-free-GPUs policy, its
+    /// settings, a case and its expected decisions.
+    #[command(
+        after_help = "Examples:\n  dragon policy new my-policy && cd my-policy && dragon policy build && dragon policy test\n  dragon policy new my-policy --sdk ~/dragon/plugin/sdk   # build against a clone's SDK"
+    )]
+    New(super::author::NewOpts),
+    /// Build a policy project into `policy.wasm` (a component) and check it.
+    #[command(after_help = "Examples:\n  dragon policy build\n  dragon policy build my-policy")]
+    Build(super::author::BuildOpts),
+    /// Run a project's cases and compare the decisions with the expected
+    /// ones kept beside them (exit 1 when they differ).
+    #[command(
+        after_help = "Examples:\n  dragon policy test\n  dragon policy test my-policy --bless   # accept the decisions as they are now"
+    )]
+    Test(super::author::TestOpts),
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +119,24 @@ pub struct PolicyArgs {
 
 impl PolicyArgs {
     pub(crate) fn load(&self) -> Result<WasmPolicy> {
+        self.load_with("")
+    }
+
+    /// Load with `--settings`, else with `fallback` (a case's settings).
+    pub(crate) fn load_with(&self, fallback: &str) -> Result<WasmPolicy> {
+        let settings = match self.settings.as_deref() {
+            Some(arg) => super::read_settings(Some(arg))?,
+            None => fallback.to_string(),
+        };
+        self.load_source(&PolicySource::named_or_file(&self.policy), settings)
+    }
+
+    /// Load `source` with these limits and cache choice.
+    pub(crate) fn load_source(
+        &self,
+        source: &PolicySource,
+        settings: String,
+    ) -> Result<WasmPolicy> {
         let engine = PolicyEngine::new()
             .map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
         let cache = if self.no_cache {
@@ -112,19 +145,14 @@ impl PolicyArgs {
             ComponentCache::from_env()
         };
         let options = LoadOptions {
-            settings: super::read_settings(self.settings.as_deref())?,
+            settings,
             limits: Limits {
                 deadline_ms: self.deadline_ms,
                 ..Limits::default()
             },
             sha256: Vec::new(),
         };
-        Ok(WasmPolicy::load(
-            &engine,
-            &cache,
-            &PolicySource::named_or_file(&self.policy),
-            &options,
-        )?)
+        Ok(WasmPolicy::load(&engine, &cache, source, &options)?)
     }
 }
 
@@ -159,6 +187,9 @@ impl PolicyCommand {
             PolicyCommand::Check(o) => check(o),
             PolicyCommand::Run(o) => run(o),
             PolicyCommand::Gate(o) => o.run(),
+            PolicyCommand::New(o) => o.run(),
+            PolicyCommand::Build(o) => o.run(),
+            PolicyCommand::Test(o) => o.run(),
             PolicyCommand::Export(o) => {
                 let own;
                 let bytes = match dragon_bundled::by_name(&o.name) {
@@ -202,9 +233,13 @@ impl PolicyCommand {
 }
 
 fn check(o: CheckOpts) -> Result<()> {
-    let policy = o.policy.load()?;
+    print_check(&o.policy.load()?, o.json)
+}
+
+/// What `policy check` prints of a loaded policy.
+pub(crate) fn print_check(policy: &WasmPolicy, json: bool) -> Result<()> {
     let info = policy.info();
-    if o.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(info)?);
         return Ok(());
     }
@@ -245,43 +280,25 @@ fn check(o: CheckOpts) -> Result<()> {
 
 fn run(o: RunOpts) -> Result<()> {
     let case = Case::load(&o.input)?;
-    let mut sched = case
-        .scheduler()
+    let policy = o.policy.load_with(&case.settings_json())?;
+    let outcome = case
+        .run(&policy)
         .with_context(|| format!("in {}", o.input.display()))?;
-    let now = case.now_ms()?;
-    let policy = o.policy.load()?;
-    let mut io = RecordingIo::default();
-    let mut scaler = RecordingIo::default();
-    let round = sched.schedule_round(now, &policy, &mut io, &mut scaler);
-    let scale = sched.scale_step(now, &policy, &mut scaler);
-    print_round(&o, &policy, now, &round, &scale)?;
-    let failed = round
-        .decisions
-        .iter()
-        .filter(|d| matches!(d, Decision::PolicyError { .. }))
-        .count()
-        + scale.errors.len();
+    print_round(&o, &policy, &outcome)?;
+    let failed = outcome.failures();
     if failed > 0 && !o.allow_failures {
         return Err(super::HookCallsFailed(failed).into());
     }
     Ok(())
 }
 
-fn print_round(
-    o: &RunOpts,
-    policy: &WasmPolicy,
-    now: u64,
-    round: &RoundReport,
-    scale: &ScaleReport,
-) -> Result<()> {
+fn print_round(o: &RunOpts, policy: &WasmPolicy, outcome: &Outcome) -> Result<()> {
+    let (now, round, scale) = (outcome.now_ms, &outcome.round, &outcome.scale);
     if o.json {
-        let out = serde_json::json!({
-            "policy": policy.info().name,
-            "version": policy.info().version,
-            "now_ms": now,
-            "decisions": round.decisions,
-            "scale": scale,
-        });
+        let mut out = outcome.decisions();
+        out["policy"] = policy.info().name.clone().into();
+        out["version"] = policy.info().version.clone().into();
+        out["now_ms"] = now.into();
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }

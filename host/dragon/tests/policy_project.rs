@@ -1,0 +1,194 @@
+//! A policy author's path with the `dragon` binary: `policy new`, `build`
+//! and `test` on a project outside the repository, as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Where the projects live: under the workspace's target directory, at
+/// stable paths, so the nested builds reuse their compiled dependencies.
+fn projects() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/policy-projects")
+}
+
+/// A clean directory for one test's project.
+fn home(test: &str) -> PathBuf {
+    let dir = projects().join("home").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn dragon(dir: &Path, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dragon"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("DRAGON_CACHE_DIR", projects().join("cache"))
+        .env("CARGO_TARGET_DIR", projects().join("target"));
+    // The outer build's flags are for this workspace, not the project.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("run dragon");
+    Run {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into(),
+        stderr: String::from_utf8_lossy(&stderr).into(),
+    }
+}
+
+#[track_caller]
+fn ok(run: &Run) {
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}
+
+#[test]
+fn policy_new_build_and_test_round_trip() {
+    let home = home("round-trip");
+    ok(&dragon(&home, &["policy", "new", "most-free"]));
+    let project = home.join("most-free");
+
+    let build = dragon(&project, &["policy", "build"]);
+    ok(&build);
+    assert!(
+        build.stdout.contains("policy:            most-free 0.1.0"),
+        "{}",
+        build.stdout
+    );
+    assert!(
+        build.stdout.contains("hooks:             score"),
+        "{}",
+        build.stdout
+    );
+    let test = dragon(&project, &["policy", "test"]);
+    ok(&test);
+    assert!(
+        test.stdout.contains("case most-free: ok"),
+        "{}",
+        test.stdout
+    );
+    assert!(test.stdout.contains("case pack: ok"), "{}", test.stdout);
+
+    // The project's own unit tests, natively.
+    let unit = Command::new("cargo")
+        .args(["test", "--release", "--quiet"])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", projects().join("target"))
+        .output()
+        .unwrap();
+    assert!(
+        unit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unit.stderr)
+    );
+
+    // A change of behaviour shows as a diff, and fails until blessed.
+    let lib = project.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let flipped = "if self.settings.pack { free } else { u32::MAX - free }";
+    let edited = source.replace(
+        "if self.settings.pack { u32::MAX - free } else { free }",
+        flipped,
+    );
+    assert_ne!(
+        edited, source,
+        "the scaffold's score line changed; update this test"
+    );
+    std::fs::write(&lib, edited).unwrap();
+    ok(&dragon(&project, &["policy", "build"]));
+    let test = dragon(&project, &["policy", "test"]);
+    assert_eq!(test.code, Some(1), "{}", test.stdout);
+    assert!(
+        test.stdout.contains("-  node: gpu-1\n+  node: gpu-2"),
+        "{}",
+        test.stdout
+    );
+    assert!(
+        test.stderr.contains("2 of 2 case(s) differ"),
+        "{}",
+        test.stderr
+    );
+    ok(&dragon(&project, &["policy", "test", "--bless"]));
+    ok(&dragon(&project, &["policy", "test"]));
+
+    // A build that fails names the project and keeps the last good component.
+    let before = std::fs::read(project.join("policy.wasm")).unwrap();
+    std::fs::write(&lib, "fn broken( {").unwrap();
+    let build = dragon(&project, &["policy", "build"]);
+    assert_eq!(build.code, Some(1));
+    assert!(
+        build.stderr.contains("cargo build failed in ."),
+        "{}",
+        build.stderr
+    );
+    assert_eq!(std::fs::read(project.join("policy.wasm")).unwrap(), before);
+}
+
+#[test]
+fn bad_names_directories_and_cases_get_one_line_errors() {
+    let home = home("bad-input");
+    let cases = [
+        (
+            vec!["policy", "new", "2fast"],
+            "\"2fast\" cannot name a policy: must start with a letter",
+        ),
+        (
+            vec!["policy", "new", "my policy"],
+            "may hold only ASCII letters",
+        ),
+        (vec!["policy", "new", "fn"], "is a Rust keyword"),
+        (
+            vec!["policy", "new", "p", "--sdk", "."],
+            "no Cargo.toml there",
+        ),
+        (
+            vec!["policy", "build"],
+            "holds no policy project (no Cargo.toml)",
+        ),
+        (
+            vec!["policy", "test"],
+            "no component at ./policy.wasm: run `dragon policy build` first",
+        ),
+    ];
+    for (args, message) in cases {
+        let run = dragon(&home, &args);
+        assert_eq!(run.code, Some(1), "{args:?}: {}", run.stdout);
+        assert!(run.stderr.contains(message), "{args:?}: {}", run.stderr);
+    }
+
+    ok(&dragon(&home, &["policy", "new", "p"]));
+    let again = dragon(&home, &["policy", "new", "p"]);
+    assert!(
+        again.stderr.contains("p already exists"),
+        "{}",
+        again.stderr
+    );
+
+    // A case with a key no case has: the file and the key are named.
+    let project = home.join("p");
+    std::fs::remove_file(project.join("cases/pack.yaml")).unwrap();
+    std::fs::write(project.join("cases/typo.yaml"), "nodez: []\n").unwrap();
+    let run = dragon(&project, &["policy", "test", "--policy", "dragon"]);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr
+            .contains("typo.yaml is not a valid file of this kind")
+            && run.stderr.contains("unknown field `nodez`"),
+        "{}",
+        run.stderr
+    );
+}
