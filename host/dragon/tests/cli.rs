@@ -455,16 +455,42 @@ fn compare_puts_the_zoo_side_by_side_in_one_table_and_one_report() {
     args.extend(zoo);
     let (ok, out, err) = dragon(&args);
     assert!(ok, "{err}");
-    let header = out
+    // One row per policy in each of the three blocks (values, ratios,
+    // counts), the table within a 100-column terminal.
+    let table: Vec<&str> = out
         .lines()
-        .find(|l| l.contains("baseline"))
-        .unwrap_or_default();
+        .take_while(|l| !l.contains(": all jobs finished"))
+        .collect();
+    for line in &table {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line}\n{out}"
+        );
+    }
+    assert!(
+        table.iter().any(|l| l.starts_with("against baseline")),
+        "{out}"
+    );
     for name in zoo {
-        assert!(header.contains(name), "{name} missing: {out}");
+        let rows = table
+            .iter()
+            .filter(|l| l.split_whitespace().next() == Some(name))
+            .count();
+        assert_eq!(rows, 3, "{name} rows: {out}");
         assert!(out.contains(&format!("{name}: all jobs finished")), "{out}");
         assert!(dir.join(name).join("jobs.csv").exists(), "{name}");
     }
     let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // The time series get one titled panel per policy.
+    for plot in ["gpu_util.svg", "queue.svg"] {
+        let svg = std::fs::read_to_string(dir.join(plot)).unwrap();
+        for name in zoo {
+            assert!(
+                svg.contains(&format!(">\n{name}\n</text>")),
+                "no {name} panel in {plot}"
+            );
+        }
+    }
     for name in zoo {
         assert!(report.contains(name), "{name} not in report.html");
     }

@@ -3,11 +3,12 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Result, anyhow};
-use plotters::prelude::*;
-
-use super::engine::{Point, SimRun};
+use super::engine::SimRun;
 use super::metrics::{Summary, jct_ms, wait_ms};
+
+mod plots;
+
+pub use plots::{OVERLAID_AT_MOST, jct_cdf_svg, queue_svg, utilization_svg};
 
 /// A run with the label it is shown under.
 pub struct Labeled<'a> {
@@ -129,82 +130,140 @@ pub fn summary_table(s: &Summary, run: &SimRun) -> String {
     o
 }
 
-/// Relative change of `b` against `a` for a lower-is-better metric.
-fn ratio(a: f64, b: f64) -> String {
-    if a == 0.0 {
-        return if b == 0.0 { "=".into() } else { "n/a".into() };
+/// `b / a`, or what to show instead when `a` is zero.
+fn quotient(a: f64, b: f64) -> Result<f64, &'static str> {
+    if a != 0.0 {
+        Ok(b / a)
+    } else if b == 0.0 {
+        Err("=")
+    } else {
+        Err("n/a")
     }
-    let r = b / a;
-    format!("{r:.2}x ({:+.0} %)", (r - 1.0) * 100.0)
 }
 
-/// A row of the comparison tables: the label, how a run's value is shown,
-/// and the number ratios compare (none for counts and flags).
-type MetricRow = (
-    &'static str,
-    fn(&Summary) -> String,
-    Option<fn(&Summary) -> f64>,
-);
+/// Relative change of `b` against `a` for a lower-is-better metric.
+fn ratio(a: f64, b: f64) -> String {
+    match quotient(a, b) {
+        Ok(r) => format!("{r:.2}x ({:+.0} %)", (r - 1.0) * 100.0),
+        Err(note) => note.into(),
+    }
+}
 
-/// The rows of both comparison tables, the terminal's and the HTML
+/// `b / a` as `0.35x`, for columns too narrow for [`ratio`]'s percentage.
+fn short_ratio(a: f64, b: f64) -> String {
+    match quotient(a, b) {
+        Ok(r) => format!("{r:.2}x"),
+        Err(note) => note.into(),
+    }
+}
+
+/// A metric of the comparison tables: its name, a short one for narrow
+/// columns, how a run's value is shown, and the number ratios compare (none
+/// for counts and flags).
+struct Metric {
+    name: &'static str,
+    short: &'static str,
+    show: fn(&Summary) -> String,
+    value: Option<fn(&Summary) -> f64>,
+}
+
+impl Metric {
+    const fn compared(
+        name: &'static str,
+        short: &'static str,
+        show: fn(&Summary) -> String,
+        value: fn(&Summary) -> f64,
+    ) -> Self {
+        Metric {
+            name,
+            short,
+            show,
+            value: Some(value),
+        }
+    }
+
+    const fn shown(name: &'static str, short: &'static str, show: fn(&Summary) -> String) -> Self {
+        Metric {
+            name,
+            short,
+            show,
+            value: None,
+        }
+    }
+}
+
+/// The metrics of both comparison tables, the terminal's and the HTML
 /// report's; fragmentation only where a run has topology levels.
-fn metric_rows(runs: &[Labeled<'_>]) -> Vec<MetricRow> {
+fn metrics(runs: &[Labeled<'_>]) -> Vec<Metric> {
     let topology = runs.iter().any(|r| r.summary.largest_free_domain.is_some());
-    let mut rows: Vec<MetricRow> = vec![
-        ("average JCT", |s| human(s.avg_jct_s), Some(|s| s.avg_jct_s)),
-        ("p50 JCT", |s| human(s.p50_jct_s), Some(|s| s.p50_jct_s)),
-        ("p95 JCT", |s| human(s.p95_jct_s), Some(|s| s.p95_jct_s)),
-        (
+    let mut rows = vec![
+        Metric::compared(
+            "average JCT",
+            "avg JCT",
+            |s| human(s.avg_jct_s),
+            |s| s.avg_jct_s,
+        ),
+        Metric::compared(
+            "p50 JCT",
+            "p50 JCT",
+            |s| human(s.p50_jct_s),
+            |s| s.p50_jct_s,
+        ),
+        Metric::compared(
+            "p95 JCT",
+            "p95 JCT",
+            |s| human(s.p95_jct_s),
+            |s| s.p95_jct_s,
+        ),
+        Metric::compared(
             "average wait",
+            "avg wait",
             |s| human(s.avg_wait_s),
-            Some(|s| s.avg_wait_s),
+            |s| s.avg_wait_s,
         ),
-        ("makespan", |s| human(s.makespan_s), Some(|s| s.makespan_s)),
-        ("GPUs training", |s| pct(s.gpu_util), Some(|s| s.gpu_util)),
-        (
+        Metric::compared(
+            "makespan",
+            "makespan",
+            |s| human(s.makespan_s),
+            |s| s.makespan_s,
+        ),
+        Metric::compared(
+            "GPUs training",
+            "GPUs train",
+            |s| pct(s.gpu_util),
+            |s| s.gpu_util,
+        ),
+        Metric::compared(
             "GPUs allocated",
+            "GPUs alloc",
             |s| pct(s.gpu_alloc),
-            Some(|s| s.gpu_alloc),
+            |s| s.gpu_alloc,
         ),
-        (
-            "jobs completed",
-            |s| format!("{}/{}", s.jobs_completed, s.jobs_total),
-            None,
-        ),
-        (
-            "scale ups/downs",
-            |s| format!("{}/{}", s.scale_ups, s.scale_downs),
-            None,
-        ),
-        (
-            "deadlocked",
-            |s| {
-                if s.deadlocked {
-                    "YES".into()
-                } else {
-                    "no".into()
-                }
-            },
-            None,
-        ),
+        Metric::shown("jobs completed", "jobs done", |s| {
+            format!("{}/{}", s.jobs_completed, s.jobs_total)
+        }),
+        Metric::shown("scale ups/downs", "scale up/down", |s| {
+            format!("{}/{}", s.scale_ups, s.scale_downs)
+        }),
+        Metric::shown("deadlocked", "deadlocked", |s| {
+            if s.deadlocked { "YES" } else { "no" }.to_string()
+        }),
     ];
     if topology {
         rows.insert(
             7,
-            (
-                "largest free domain",
-                |s| {
-                    s.largest_free_domain
-                        .map_or_else(|| "-".to_string(), |g| format!("{g} GPUs"))
-                },
-                None,
-            ),
+            Metric::shown("largest free domain", "free domain", |s| {
+                s.largest_free_domain
+                    .map_or_else(|| "-".to_string(), |g| format!("{g} GPUs"))
+            }),
         );
     }
     rows
 }
 
-/// The `dragon compare` table: one column per run, ratios against the first.
+/// The `dragon compare` table. A few runs: one column per run and one per
+/// ratio against the first. More: one row per run in three blocks (values,
+/// ratios against the first, counts and flags), within 100 columns.
 pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
     let mut o = String::new();
     let Some(first) = runs.first() else { return o };
@@ -213,7 +272,19 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
         "{} ({} GPUs, {} jobs)",
         first.summary.trace, first.run.total_gpus, first.summary.jobs_total
     );
-    let metrics = metric_rows(runs);
+    if runs.len() <= OVERLAID_AT_MOST {
+        metrics_as_rows(&mut o, runs);
+    } else {
+        runs_as_rows(&mut o, runs);
+    }
+    for r in runs {
+        let _ = writeln!(o, "  {}: {}", r.label, outcome(r.summary));
+    }
+    o
+}
+
+fn metrics_as_rows(o: &mut String, runs: &[Labeled<'_>]) {
+    let first = &runs[0];
     let w = runs
         .iter()
         .map(|r| r.label.len())
@@ -229,12 +300,12 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
         let _ = write!(o, "   {:<18}", format!("{} vs {}", r.label, first.label));
     }
     let _ = writeln!(o);
-    for (name, show, value) in metrics {
-        let _ = write!(o, "  {name:<16}");
+    for m in metrics(runs) {
+        let _ = write!(o, "  {:<16}", m.name);
         for r in runs {
-            let _ = write!(o, "{:>w$}", show(r.summary));
+            let _ = write!(o, "{:>w$}", (m.show)(r.summary));
         }
-        if let Some(value) = value {
+        if let Some(value) = m.value {
             for r in &runs[1..] {
                 let _ = write!(
                     o,
@@ -245,10 +316,72 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
         }
         let _ = writeln!(o);
     }
-    for r in runs {
-        let _ = writeln!(o, "  {}: {}", r.label, outcome(r.summary));
+}
+
+/// The widest a run's label is shown in the one-row-per-run blocks: with
+/// seven columns of [`VALUE_COLUMN`], 2 + 20 + 7 × 11 = 99 characters.
+const LABEL_COLUMN: usize = 20;
+const VALUE_COLUMN: usize = 11;
+
+/// `label` cut to `LABEL_COLUMN` characters, the cut marked.
+fn fit_label(label: &str) -> String {
+    if label.chars().count() <= LABEL_COLUMN {
+        label.to_string()
+    } else {
+        let kept: String = label.chars().take(LABEL_COLUMN - 1).collect();
+        format!("{kept}…")
     }
-    o
+}
+
+fn runs_as_rows(o: &mut String, runs: &[Labeled<'_>]) {
+    let first = &runs[0];
+    let metrics = metrics(runs);
+    let (compared, shown): (Vec<&Metric>, Vec<&Metric>) =
+        metrics.iter().partition(|m| m.value.is_some());
+    let label_w = runs
+        .iter()
+        .map(|r| fit_label(&r.label).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("policy".len());
+    let block = |o: &mut String,
+                 title: &str,
+                 columns: &[&Metric],
+                 w: usize,
+                 cell: &dyn Fn(&Metric, &Labeled<'_>) -> String| {
+        let _ = writeln!(o, "{title}");
+        let _ = write!(o, "  {:<label_w$}", "policy");
+        for m in columns {
+            let _ = write!(o, "{:>w$}", m.short);
+        }
+        let _ = writeln!(o);
+        for r in runs {
+            let label = fit_label(&r.label);
+            let _ = write!(o, "  {label:<label_w$}");
+            for m in columns {
+                let _ = write!(o, "{:>w$}", cell(m, r));
+            }
+            let _ = writeln!(o);
+        }
+    };
+    block(o, "values", &compared, VALUE_COLUMN, &|m, r| {
+        (m.show)(r.summary)
+    });
+    block(
+        o,
+        &format!(
+            "against {} (run / {})",
+            fit_label(&first.label),
+            fit_label(&first.label)
+        ),
+        &compared,
+        VALUE_COLUMN,
+        &|m, r| match m.value {
+            Some(v) => short_ratio(v(first.summary), v(r.summary)),
+            None => String::new(),
+        },
+    );
+    block(o, "counts", &shown, 15, &|m, r| (m.show)(r.summary));
 }
 
 fn opt_s(ms: Option<u64>) -> String {
@@ -349,311 +482,6 @@ pub fn timeline_csv(run: &SimRun) -> String {
     )
 }
 
-/// A time unit that keeps axis numbers readable: `(name, ms per unit)`.
-fn time_unit(ms: f64) -> (&'static str, f64) {
-    if ms <= 3.0 * 3600e3 {
-        ("minutes", 60e3)
-    } else if ms <= 72.0 * 3600e3 {
-        ("hours", 3600e3)
-    } else {
-        ("days", 86400e3)
-    }
-}
-
-/// Time-average of `f` over `buckets` equal slices of [0, end]: `(mid, avg)`.
-fn bucketed(
-    timeline: &[Point],
-    end_ms: u64,
-    buckets: usize,
-    f: impl Fn(&Point) -> f64,
-) -> Vec<(f64, f64)> {
-    if end_ms == 0 || timeline.is_empty() {
-        return Vec::new();
-    }
-    let width = end_ms as f64 / buckets as f64;
-    let mut sums = vec![0.0; buckets];
-    for (k, p) in timeline.iter().enumerate() {
-        let a = p.t_ms as f64;
-        let b = timeline
-            .get(k + 1)
-            .map_or(end_ms as f64, |n| n.t_ms as f64)
-            .min(end_ms as f64);
-        if b <= a {
-            continue;
-        }
-        let v = f(p);
-        // Walk the buckets by index: recomputing the index from `x` can
-        // round back into the bucket just left.
-        let mut x = a;
-        let mut i = ((a / width) as usize).min(buckets - 1);
-        while x < b && i < buckets {
-            let edge = if i + 1 == buckets {
-                b
-            } else {
-                ((i + 1) as f64 * width).min(b)
-            };
-            if edge > x {
-                sums[i] += v * (edge - x);
-                x = edge;
-            }
-            i += 1;
-        }
-    }
-    sums.iter()
-        .enumerate()
-        .map(|(i, s)| ((i as f64 + 0.5) * width, s / width))
-        .collect()
-}
-
-const COLORS: &[RGBColor] = &[
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0x8c, 0x56, 0x4b),
-];
-
-fn color(i: usize) -> RGBColor {
-    COLORS[i % COLORS.len()]
-}
-
-type Line = (String, RGBColor, u32, Vec<(f64, f64)>);
-
-/// A line chart of `lines` (label, colour, width, points) as an SVG string.
-fn line_chart(
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    x: (f64, f64),
-    y: (f64, f64),
-    log_x: bool,
-    legend: SeriesLabelPosition,
-    lines: &[Line],
-) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (860, 430)).into_drawing_area();
-        let e = |e: &dyn std::fmt::Display| anyhow!("cannot draw the plot `{title}`: {e}");
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(60);
-        macro_rules! draw {
-            ($chart:expr) => {{
-                let mut chart = $chart;
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .y_label_formatter(&|v| {
-                        if y_desc.starts_with('%') && *v > 100.0 {
-                            String::new()
-                        } else {
-                            format!("{v:.0}")
-                        }
-                    })
-                    .light_line_style(RGBColor(0xee, 0xee, 0xee))
-                    .draw()
-                    .map_err(|x| e(&x))?;
-                for (label, c, width, points) in lines {
-                    let style = c.stroke_width(*width);
-                    chart
-                        .draw_series(LineSeries::new(points.iter().copied(), style))
-                        .map_err(|x| e(&x))?
-                        .label(label.as_str())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], style));
-                }
-                chart
-                    .configure_series_labels()
-                    .position(legend)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(RGBColor(0xaa, 0xaa, 0xaa))
-                    .draw()
-                    .map_err(|x| e(&x))?;
-            }};
-        }
-        if log_x {
-            draw!(
-                builder
-                    .build_cartesian_2d((x.0..x.1).log_scale(), y.0..y.1)
-                    .map_err(|x| e(&x))?
-            );
-        } else {
-            draw!(
-                builder
-                    .build_cartesian_2d(x.0..x.1, y.0..y.1)
-                    .map_err(|x| e(&x))?
-            );
-        }
-        root.present().map_err(|x| e(&x))?;
-    }
-    Ok(svg)
-}
-
-const BUCKETS: usize = 240;
-
-/// GPU utilization over time: training (thick) and allocated (thin) per run.
-pub fn utilization_svg(runs: &[Labeled<'_>]) -> Result<String> {
-    let end = runs.iter().map(|r| r.run.end_ms).max().unwrap_or(0).max(1);
-    let (unit, per) = time_unit(end as f64);
-    let mut lines = Vec::new();
-    for (i, r) in runs.iter().enumerate() {
-        let total = r.run.total_gpus.max(1) as f64;
-        let scale =
-            |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
-        let busy = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
-            p.gpus_busy as f64 * 100.0 / total
-        });
-        let alloc = bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
-            p.gpus_allocated as f64 * 100.0 / total
-        });
-        lines.push((
-            format!("{} training ({:.1} %)", r.label, r.summary.gpu_util * 100.0),
-            color(i),
-            2,
-            scale(busy),
-        ));
-        lines.push((
-            format!(
-                "{} allocated ({:.1} %)",
-                r.label,
-                r.summary.gpu_alloc * 100.0
-            ),
-            color(i).mix(0.45).to_rgba().into_rgb(),
-            1,
-            scale(alloc),
-        ));
-    }
-    line_chart(
-        "GPU utilization over time",
-        &format!("time ({unit})"),
-        "% of GPUs",
-        (0.0, end as f64 / per),
-        // Headroom above 100 % for the legend.
-        (0.0, 140.0),
-        false,
-        SeriesLabelPosition::UpperRight,
-        &lines,
-    )
-}
-
-trait IntoRgb {
-    fn into_rgb(self) -> RGBColor;
-}
-
-impl IntoRgb for RGBAColor {
-    /// Blend over white (SVG strokes with opacity look the same; this keeps
-    /// the legend swatch identical to the line).
-    fn into_rgb(self) -> RGBColor {
-        let (r, g, b) = self.rgb();
-        let a = self.alpha();
-        let mix = |c: u8| (f64::from(c) * a + 255.0 * (1.0 - a)).round() as u8;
-        RGBColor(mix(r), mix(g), mix(b))
-    }
-}
-
-/// Jobs waiting (thick) and jobs holding resources without training (thin).
-pub fn queue_svg(runs: &[Labeled<'_>]) -> Result<String> {
-    let end = runs.iter().map(|r| r.run.end_ms).max().unwrap_or(0).max(1);
-    let (unit, per) = time_unit(end as f64);
-    let mut lines = Vec::new();
-    let mut top: f64 = 1.0;
-    for (i, r) in runs.iter().enumerate() {
-        let scale =
-            |v: Vec<(f64, f64)>| v.into_iter().map(|(t, y)| (t / per, y)).collect::<Vec<_>>();
-        let queued = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
-            f64::from(p.queued)
-        }));
-        let stalled = scale(bucketed(&r.run.timeline, r.run.end_ms, BUCKETS, |p| {
-            f64::from(p.stalled)
-        }));
-        top = queued
-            .iter()
-            .chain(&stalled)
-            .map(|p| p.1)
-            .fold(top, f64::max);
-        lines.push((format!("{} waiting", r.label), color(i), 2, queued));
-        lines.push((
-            format!("{} half placed or restarting", r.label),
-            color(i).mix(0.45).to_rgba().into_rgb(),
-            1,
-            stalled,
-        ));
-    }
-    line_chart(
-        "Jobs waiting over time",
-        &format!("time ({unit})"),
-        "jobs",
-        (0.0, end as f64 / per),
-        (0.0, top * 1.5),
-        false,
-        SeriesLabelPosition::UpperRight,
-        &lines,
-    )
-}
-
-/// Cumulative distribution of job completion times (censored ones included).
-pub fn jct_cdf_svg(runs: &[Labeled<'_>]) -> Result<String> {
-    let all: Vec<Vec<f64>> = runs
-        .iter()
-        .map(|r| {
-            let mut v: Vec<f64> = r
-                .run
-                .jobs
-                .iter()
-                .map(|j| jct_ms(j, r.run.end_ms) as f64)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v
-        })
-        .collect();
-    let max = all.iter().flatten().copied().fold(1.0, f64::max);
-    let min = all
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|&v| v > 0.0)
-        .fold(max, f64::min);
-    let (unit, per) = time_unit(max);
-    let log = max / min > 30.0;
-    let mut lines = Vec::new();
-    for (i, (r, v)) in runs.iter().zip(&all).enumerate() {
-        let n = v.len().max(1) as f64;
-        let step = (v.len() / 1500).max(1);
-        let mut points = Vec::new();
-        let mut prev = 0.0;
-        for (k, &x) in v.iter().enumerate() {
-            let y = (k + 1) as f64 * 100.0 / n;
-            if k % step == 0 || k + 1 == v.len() {
-                let x = (x.max(min)) / per;
-                points.push((x, prev));
-                points.push((x, y));
-            }
-            prev = y;
-        }
-        let mut label = format!("{} (avg {})", r.label, human(r.summary.avg_jct_s));
-        if r.summary.censored {
-            label.push_str(", censored");
-        }
-        lines.push((label, color(i), 2, points));
-    }
-    let lo = if log { min / per } else { 0.0 };
-    line_chart(
-        "Job completion time (CDF)",
-        &format!("JCT ({unit}{})", if log { ", log scale" } else { "" }),
-        "% of jobs",
-        (lo, max / per * 1.05),
-        (0.0, 101.0),
-        log,
-        SeriesLabelPosition::LowerRight,
-        &lines,
-    )
-}
-
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -693,31 +521,32 @@ th:first-child,td:first-child{{text-align:left}}code{{background:#f4f4f4;padding
             f.run.total_gpus, f.summary.jobs_total
         );
     }
+    if let [first, _, ..] = runs {
+        let _ = writeln!(
+            o,
+            "<p>Under each value of a later run: its ratio to {}'s.</p>",
+            esc(&first.label)
+        );
+    }
     let _ = writeln!(o, "<table><tr><th>metric</th>");
     for r in runs {
         let _ = write!(o, "<th>{}</th>", esc(&r.label));
     }
-    if let Some(first) = runs.first() {
-        for r in &runs[1..] {
-            let _ = write!(o, "<th>{} vs {}</th>", esc(&r.label), esc(&first.label));
-        }
-    }
     let _ = writeln!(o, "</tr>");
-    let rows = metric_rows(runs);
-    for (name, show, value) in rows {
-        let _ = write!(o, "<tr><td>{name}</td>");
-        for r in runs {
-            let cell = show(r.summary);
+    for m in metrics(runs) {
+        let _ = write!(o, "<tr><td>{}</td>", m.name);
+        for (i, r) in runs.iter().enumerate() {
+            let cell = (m.show)(r.summary);
             let class = if cell == "YES" { " class=\"bad\"" } else { "" };
-            let _ = write!(o, "<td{class}>{}</td>", esc(&cell));
-        }
-        if let Some(first) = runs.first() {
-            for r in &runs[1..] {
-                let cell = value
-                    .map(|v| ratio(v(first.summary), v(r.summary)))
-                    .unwrap_or_default();
-                let _ = write!(o, "<td>{}</td>", esc(&cell));
+            let _ = write!(o, "<td{class}>{}", esc(&cell));
+            if let (Some(value), true) = (m.value, i > 0) {
+                let _ = write!(
+                    o,
+                    "<br><small>{}</small>",
+                    esc(&ratio(value(runs[0].summary), value(r.summary)))
+                );
             }
+            let _ = write!(o, "</td>");
         }
         let _ = writeln!(o, "</tr>");
     }

@@ -1,4 +1,6 @@
+use super::plots::bucketed;
 use super::*;
+use crate::sim::engine::Point;
 
 fn p(t_ms: u64, busy: u64) -> Point {
     Point {
@@ -47,6 +49,17 @@ fn ratios_say_direction() {
     assert_eq!(ratio(100.0, 35.0), "0.35x (-65 %)");
     assert_eq!(ratio(0.5, 0.6), "1.20x (+20 %)");
     assert_eq!(ratio(0.0, 0.0), "=");
+    assert_eq!(short_ratio(100.0, 35.0), "0.35x");
+    assert_eq!(short_ratio(0.0, 1.0), "n/a");
+}
+
+#[test]
+fn a_long_label_is_cut_to_its_column_with_the_cut_marked() {
+    assert_eq!(fit_label("dragon"), "dragon");
+    let long = "dragon-plus with a very long settings string";
+    let fit = fit_label(long);
+    assert_eq!(fit.chars().count(), LABEL_COLUMN);
+    assert!(fit.ends_with('…') && long.starts_with(fit.trim_end_matches('…')));
 }
 
 #[test]
