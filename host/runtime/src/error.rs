@@ -43,7 +43,7 @@ pub enum LoadError {
     },
     /// Wants something the host does not give.
     #[error(
-        "{origin} imports {import}, which Dragon does not provide (a policy gets only dragon:scheduler/host.log)"
+        "{origin} imports {import}, which Dragon does not provide (a policy gets only dragon:scheduler/host.log, and WASI 0.2 without files, network or a real clock)"
     )]
     Import { origin: String, import: String },
     /// The policy refused its settings.

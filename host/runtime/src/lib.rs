@@ -14,6 +14,7 @@ mod observed;
 mod policy;
 mod slot;
 pub mod view;
+mod wasi;
 
 pub use bindings::wit;
 pub use cache::ComponentCache;

@@ -100,13 +100,23 @@ pub fn interface(found: &str) -> Option<Interface> {
     }
 }
 
-/// Check the component's exports and imports against the policy world and
-/// return the interface version it was built against.
+/// What a component is, as far as linking goes.
+pub(crate) struct World {
+    /// The served interface it speaks.
+    pub interface: Interface,
+    /// The version it was built against, as found.
+    pub version: String,
+    /// It imports WASI 0.2 (Python and JavaScript runtimes do).
+    pub wasi: bool,
+}
+
+/// Check the component's exports and imports against the policy world:
+/// the interface it was built against, and whether it needs WASI.
 pub(crate) fn check_world(
     origin: &str,
     engine: &PolicyEngine,
     component: &Component,
-) -> Result<(Interface, String), LoadError> {
+) -> Result<World, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine.engine())
@@ -142,7 +152,12 @@ pub(crate) fn check_world(
                 .join(" and "),
         });
     };
+    let mut wasi = false;
     for (name, _) in ty.imports(engine.engine()) {
+        if super::wasi::is_wasi(name) {
+            wasi = true;
+            continue;
+        }
         let iface = name.split_once('@').map(|(i, _)| i).unwrap_or(name);
         // Imports come from the same version as the export.
         let version_ok = name
@@ -155,7 +170,11 @@ pub(crate) fn check_world(
             });
         }
     }
-    Ok((served, found))
+    Ok(World {
+        interface: served,
+        version: found,
+        wasi,
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use super::error::{CallError, Failure, HookName, LoadError};
 use super::limits::{Limiter, Limits};
 use super::load::{Interface, PolicySource, check_header, check_world, sha256_hex};
 use super::view::{ClusterView, Delta, Seen};
+use super::wasi::{self, Sandbox};
 
 /// The scheduling hooks, as the framework calls them. [`WasmPolicy`] is the
 /// production implementation; tests and benchmarks also run policies natively
@@ -140,6 +141,8 @@ pub(crate) struct HostState {
     /// The last error-level line the policy logged in the current call (the
     /// SDK logs panic messages), to explain a trap.
     last_error: Option<String>,
+    /// WASI, for components that import it.
+    pub(crate) sandbox: Sandbox,
 }
 
 impl v0_1::dragon::scheduler::types::Host for HostState {}
@@ -245,6 +248,8 @@ pub struct WasmPolicy {
     limits: Limits,
     live: Mutex<Option<Live>>,
     log_budget: Arc<LogBudget>,
+    /// The clock and output its instances' WASI shares.
+    guest: wasi::Guest,
 }
 
 /// Name, version and hooks as the host keeps them: bounded, the version
@@ -307,7 +312,8 @@ fn describe(e: &wasmtime::Error) -> String {
             Trap::MemoryOutOfBounds
         ),
         Some(trap) => trap.to_string(),
-        None => e.to_string(),
+        // A host function's refusal, under wasmtime's backtrace context.
+        None => e.root_cause().to_string(),
     }
 }
 
@@ -362,7 +368,8 @@ impl WasmPolicy {
                     cause: format!("{e:?}"),
                 })?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-        let (interface, interface_version) = check_world(origin, engine, &component)?;
+        let world = check_world(origin, engine, &component)?;
+        let (interface, interface_version) = (world.interface, world.version);
 
         let mut linker = wasmtime::component::Linker::new(engine.engine());
         let linked =
@@ -376,6 +383,10 @@ impl WasmPolicy {
                     HasSelf<HostState>,
                 >(&mut linker, |s| s),
             };
+        let linked = linked.and_then(|()| match world.wasi {
+            true => wasi::add_to_linker(&mut linker),
+            false => Ok(()),
+        });
         linked.map_err(|e| LoadError::Instantiate {
             origin: origin.into(),
             cause: e.to_string(),
@@ -411,6 +422,7 @@ impl WasmPolicy {
             limits: options.limits,
             live: Mutex::new(None),
             log_budget: Arc::default(),
+            guest: wasi::Guest::default(),
         };
         let smoke = |cause| LoadError::Smoke {
             origin: origin.into(),
@@ -501,6 +513,7 @@ impl WasmPolicy {
             limits: self.limits,
             live: Mutex::new(None),
             log_budget: Arc::default(),
+            guest: wasi::Guest::default(),
         }
     }
 
@@ -537,6 +550,7 @@ impl WasmPolicy {
             log_budget: self.log_budget.clone(),
             call_lines: 0,
             last_error: None,
+            sandbox: self.guest.sandbox(),
         };
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -577,6 +591,7 @@ impl WasmPolicy {
         let data = live.store.data_mut();
         data.limiter.memory_cap_hit = false;
         data.last_error = None;
+        self.guest.output.clear();
         data.call_lines = 0;
         f(live).map_err(|e| {
             let data = live.store.data();
@@ -592,6 +607,9 @@ impl WasmPolicy {
                 let mut msg = describe(&e);
                 if let Some(said) = &data.last_error {
                     msg.push_str(&format!(" (policy logged: {said})"));
+                } else if let Some(wrote) = self.guest.output.last_line() {
+                    let wrote = bounds::cut(wrote, bounds::MAX_LOG_LINE);
+                    msg.push_str(&format!(" (policy wrote: {wrote})"));
                 }
                 Failure::Trap(msg)
             };
@@ -662,6 +680,7 @@ impl Hooks for WasmPolicy {
         units: &[wit::Queued],
         view: &dyn ClusterView,
     ) -> Result<Vec<u32>, CallError> {
+        self.guest.clock.set(now_ms);
         self.call(HookName::QueueOrder, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
@@ -682,6 +701,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Capacity,
         view: &dyn ClusterView,
     ) -> Result<wit::PreFilterResult, CallError> {
+        self.guest.clock.set(now_ms);
         self.call(HookName::PreFilter, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
@@ -704,6 +724,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Candidates,
         view: &dyn ClusterView,
     ) -> Result<Vec<bool>, CallError> {
+        self.guest.clock.set(pod.now_ms);
         let refused = self.call(HookName::Filter, |live| match &live.bindings {
             Bindings::V0_1(b) => b
                 .dragon_scheduler_policy()
@@ -732,6 +753,7 @@ impl Hooks for WasmPolicy {
         nodes: &wit::Candidates,
         view: &dyn ClusterView,
     ) -> Result<Vec<u32>, CallError> {
+        self.guest.clock.set(pod.now_ms);
         self.call(HookName::Score, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
@@ -749,6 +771,7 @@ impl Hooks for WasmPolicy {
     }
 
     fn permit(&self, now_ms: u64, gang: &wit::GangState) -> Result<wit::PermitResult, CallError> {
+        self.guest.clock.set(now_ms);
         self.call(HookName::Permit, |live| match &live.bindings {
             Bindings::V0_1(b) => {
                 b.dragon_scheduler_policy()
@@ -766,6 +789,7 @@ impl Hooks for WasmPolicy {
         input: &wit::ScaleInput,
         view: &dyn ClusterView,
     ) -> Result<Vec<wit::ScaleDecision>, CallError> {
+        self.guest.clock.set(input.now_ms);
         self.call(HookName::Scale, |live| match &live.bindings {
             Bindings::V0_1(b) => b
                 .dragon_scheduler_policy()

@@ -1,5 +1,6 @@
 //! `dragon policy build`: a policy project into `policy.wasm`, with no tool
-//! beyond the language's own (the component encoding runs in-process).
+//! beyond the language's own: cargo for Rust (the component encoding runs
+//! in-process), componentize-py for Python.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ mod wasm_build;
 pub enum ProjectKind {
     /// A crate: `Cargo.toml`.
     Rust,
+    /// A componentize-py application: `app.py` beside `wit/`.
+    Python,
 }
 
 /// The kind of project in `dir`.
@@ -25,11 +28,14 @@ pub fn project_kind(dir: &Path) -> Result<ProjectKind> {
     if dir.join("Cargo.toml").is_file() {
         return Ok(ProjectKind::Rust);
     }
+    if dir.join(PYTHON_APP).is_file() && dir.join(super::WIT_DIR).is_dir() {
+        return Ok(ProjectKind::Python);
+    }
     if !dir.is_dir() {
         bail!("{} is not a directory", dir.display());
     }
     bail!(
-        "{} holds no policy project (no Cargo.toml); `dragon policy new NAME` writes one",
+        "{} holds no policy project (no Cargo.toml, nor app.py beside wit/); `dragon policy new NAME` writes one",
         dir.display()
     )
 }
@@ -53,7 +59,69 @@ pub fn build(dir: &Path) -> Result<Vec<u8>> {
                 )
             })
         }
+        ProjectKind::Python => componentize_py(dir),
     }
+}
+
+/// A Python project's module, which `dragon policy new` writes.
+const PYTHON_APP: &str = "app.py";
+
+/// Where the bindings for plain-Python unit tests go.
+const PYTHON_BINDINGS: &str = "bindings";
+
+/// componentize-py: `$DRAGON_COMPONENTIZE_PY`, else the one on PATH.
+fn componentize_py_command() -> Command {
+    let program = std::env::var_os("DRAGON_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+    Command::new(program)
+}
+
+/// Run componentize-py with `args` in `dir`; its messages go to stderr.
+fn run_componentize_py(dir: &Path, args: &[&str]) -> Result<()> {
+    let status = componentize_py_command()
+        .current_dir(dir)
+        .args(["-d", super::WIT_DIR, "-w", "scheduling-policy"])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => anyhow!(
+                "cannot run componentize-py: it is not on PATH (install it: `pip install componentize-py=={}`, or name it in DRAGON_COMPONENTIZE_PY)",
+                super::scaffold::COMPONENTIZE_PY
+            ),
+            _ => anyhow!("cannot run componentize-py: {e}"),
+        })?;
+    if !status.success() {
+        bail!(
+            "componentize-py {} failed in {} (its messages are above): fix them and run `dragon policy build` again",
+            args.first().copied().unwrap_or_default(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The bindings (for the unit tests), then the component, of a Python
+/// project.
+fn componentize_py(dir: &Path) -> Result<Vec<u8>> {
+    // componentize-py writes bindings only into a directory that is not
+    // there; they are generated, so the last ones go.
+    let bindings = dir.join(PYTHON_BINDINGS);
+    if bindings.exists() {
+        std::fs::remove_dir_all(&bindings)
+            .with_context(|| format!("cannot remove the old {}", bindings.display()))?;
+    }
+    run_componentize_py(dir, &["bindings", PYTHON_BINDINGS])?;
+    // Written beside the project's files and removed once read, so a failed
+    // build leaves the last good `policy.wasm` alone.
+    let out = format!(".policy.wasm.build-{}", std::process::id());
+    let module = PYTHON_APP.trim_end_matches(".py");
+    let built = run_componentize_py(dir, &["componentize", module, "-o", &out]);
+    let path = dir.join(&out);
+    let bytes = built.and_then(|()| {
+        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+    });
+    let _ = std::fs::remove_file(&path);
+    bytes
 }
 
 /// `cargo build --release` for the wasm target; the path of the crate's

@@ -15,3 +15,6 @@ pub const COMPONENT_FILE: &str = "policy.wasm";
 
 /// The directory of a project's cases.
 pub const CASES_DIR: &str = "cases";
+
+/// The directory of a Python project's interface (WIT).
+pub const WIT_DIR: &str = "wit";

@@ -5,6 +5,8 @@
 //! writes it under `dragon-sdk/`, in the layout of Dragon's repository, so
 //! the project builds with nothing but Rust and the crates.io registry.
 //! `--sdk PATH` points the project at a clone's `plugin/sdk` instead.
+//! A Python project carries the interface (`wit/`) and is built by
+//! componentize-py.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,7 @@ use anyhow::{Context, Result, bail};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lang {
     Rust,
+    Python,
 }
 
 /// Where the project's `dragon-policy-sdk` comes from.
@@ -243,7 +246,51 @@ fn fill(template: &str, vars: &[(&str, &str)]) -> String {
 pub fn files(name: &str, lang: Lang, sdk: &Sdk) -> Files {
     match lang {
         Lang::Rust => rust_files(name, sdk),
+        Lang::Python => python_files(name),
     }
+}
+
+/// The componentize-py Dragon is tested with (what the Python test
+/// installs, and what a project's README asks for).
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+fn python_files(name: &str) -> Files {
+    let vars = [("name", name), ("componentize_py", COMPONENTIZE_PY)];
+    let wit = SDK_SOURCES
+        .iter()
+        .find(|(p, _)| *p == "wit/v0.2/scheduler.wit")
+        .map_or("", |(_, text)| text);
+    let mut out: Files = vec![
+        (
+            "app.py".into(),
+            fill(include_str!("templates/python/app.py.in"), &vars),
+        ),
+        (
+            "test_app.py".into(),
+            include_str!("templates/python/test_app.py.in").into(),
+        ),
+        (
+            ".gitignore".into(),
+            include_str!("templates/python/gitignore.in").into(),
+        ),
+        (
+            "README.md".into(),
+            fill(include_str!("templates/python/README.md.in"), &vars),
+        ),
+        (
+            Path::new(super::WIT_DIR).join("scheduler.wit"),
+            wit.to_string(),
+        ),
+    ];
+    out.extend(cases());
+    out
+}
+
+/// The cases every new project starts with.
+fn cases() -> impl Iterator<Item = (PathBuf, String)> {
+    CASES
+        .iter()
+        .map(|(file, text)| (Path::new(super::CASES_DIR).join(file), (*text).to_string()))
 }
 
 fn rust_files(name: &str, sdk: &Sdk) -> Files {
@@ -280,9 +327,7 @@ fn rust_files(name: &str, sdk: &Sdk) -> Files {
             fill(include_str!("templates/rust/lib.rs.in"), &vars),
         ),
     ];
-    for (file, text) in CASES {
-        out.push((Path::new(super::CASES_DIR).join(file), (*text).to_string()));
-    }
+    out.extend(cases());
     if let Sdk::Embedded = sdk {
         let sdk_dir = Path::new(EMBEDDED_SDK_DIR);
         for (path, text) in SDK_SOURCES {
@@ -412,7 +457,10 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        for (path, text) in files("p", Lang::Rust, &Sdk::Embedded) {
+        let all = [Lang::Rust, Lang::Python]
+            .into_iter()
+            .flat_map(|lang| files("p", lang, &Sdk::Embedded));
+        for (path, text) in all {
             let verbatim = SDK_SOURCES
                 .iter()
                 .any(|(p, _)| path == Path::new(EMBEDDED_SDK_DIR).join(p));
