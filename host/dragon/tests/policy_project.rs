@@ -29,7 +29,8 @@ fn dragon(dir: &Path, args: &[&str]) -> Run {
     cmd.args(args)
         .current_dir(dir)
         .env("DRAGON_CACHE_DIR", projects().join("cache"))
-        .env("CARGO_TARGET_DIR", projects().join("target"));
+        .env("CARGO_TARGET_DIR", projects().join("target"))
+        .env("DRAGON_COMPONENTIZE_PY", componentize_py_path());
     // The outer build's flags are for this workspace, not the project.
     for var in [
         "RUSTFLAGS",
@@ -49,6 +50,41 @@ fn dragon(dir: &Path, args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&stdout).into(),
         stderr: String::from_utf8_lossy(&stderr).into(),
     }
+}
+
+/// The componentize-py Dragon is tested with, from PyPI.
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+fn componentize_py_path() -> PathBuf {
+    projects().join("python/venv/bin/componentize-py")
+}
+
+/// Install componentize-py into a virtual environment of its own, once.
+fn install_componentize_py() {
+    let program = componentize_py_path();
+    let installed = Command::new(&program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(COMPONENTIZE_PY));
+    if installed {
+        return;
+    }
+    let venv = projects().join("python/venv");
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("run python3 -m venv");
+    assert!(status.success(), "python3 -m venv {}", venv.display());
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
+        .status()
+        .expect("run pip");
+    assert!(
+        status.success(),
+        "pip install componentize-py=={COMPONENTIZE_PY}"
+    );
 }
 
 #[track_caller]
@@ -191,4 +227,92 @@ fn bad_names_directories_and_cases_get_one_line_errors() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn a_python_policy_project_builds_tests_and_explains_its_failures() {
+    install_componentize_py();
+    let home = home("python");
+    ok(&dragon(
+        &home,
+        &["policy", "new", "py-most-free", "--lang", "python"],
+    ));
+    let project = home.join("py-most-free");
+    let build = dragon(&project, &["policy", "build"]);
+    ok(&build);
+    assert!(
+        build
+            .stdout
+            .contains("policy:            py-most-free 0.1.0"),
+        "{}",
+        build.stdout
+    );
+    let test = dragon(&project, &["policy", "test"]);
+    ok(&test);
+    assert!(test.stdout.contains("2 case(s) ok"), "{}", test.stdout);
+    // The project's unit tests run in plain Python on the built bindings.
+    let unit = Command::new("python3")
+        .args(["-m", "unittest", "-q"])
+        .current_dir(&project)
+        .output()
+        .expect("run python3 -m unittest");
+    assert!(
+        unit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unit.stderr)
+    );
+
+    // An exception names itself; its text shows the time and a random
+    // number the policy saw, the same on every run (the call's time, a
+    // seeded generator).
+    let app = project.join("app.py");
+    let source = std::fs::read_to_string(&app).unwrap();
+    let raising = source.replace(
+        "        apply(changes)\n        top = max",
+        "        apply(changes)\n        import random, time\n        \
+         raise ValueError(f\"no room at {time.time()} {random.random()}\")\n        top = max",
+    );
+    assert_ne!(raising, source, "the template changed: update this test");
+    std::fs::write(&app, raising).unwrap();
+    ok(&dragon(&project, &["policy", "build"]));
+    let first = dragon(&project, &["policy", "test"]);
+    assert_eq!(first.code, Some(1), "{}\n{}", first.stdout, first.stderr);
+    let said = first
+        .stdout
+        .lines()
+        .find(|l| l.contains("ValueError: no room at 0.0 "))
+        .unwrap_or_else(|| panic!("no exception in: {}", first.stdout))
+        .to_string();
+    let again = dragon(&project, &["policy", "test"]);
+    assert!(again.stdout.contains(&said), "{}\nvs\n{said}", again.stdout);
+
+    // A policy that waits fails its call instead of holding the scheduler.
+    let sleeping = source.replace(
+        "        apply(changes)\n        top = max",
+        "        apply(changes)\n        import time\n        time.sleep(3600)\n        top = max",
+    );
+    std::fs::write(&app, sleeping).unwrap();
+    ok(&dragon(&project, &["policy", "build"]));
+    let waited = dragon(&project, &["policy", "test"]);
+    assert_eq!(waited.code, Some(1), "{}\n{}", waited.stdout, waited.stderr);
+    assert!(
+        waited
+            .stdout
+            .contains("the policy tried to wait (wasi:io/poll)"),
+        "{}",
+        waited.stdout
+    );
+
+    // A build that fails keeps the last good component.
+    std::fs::write(&app, "this is not python(\n").unwrap();
+    let broken = dragon(&project, &["policy", "build"]);
+    assert_eq!(broken.code, Some(1), "{}", broken.stderr);
+    assert!(
+        broken
+            .stderr
+            .contains("componentize-py componentize failed"),
+        "{}",
+        broken.stderr
+    );
+    assert!(project.join("policy.wasm").is_file());
 }

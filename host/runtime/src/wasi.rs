@@ -277,11 +277,17 @@ impl WasiView for HostState {
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     linker.allow_shadowing(true);
-    let refuse = || wasmtime::format_err!("the policy tried to wait (wasi:io/poll), which a policy may not: a wait cannot be interrupted at the call's deadline");
+    let refuse = || {
+        wasmtime::format_err!(
+            "the policy tried to wait (wasi:io/poll), which a policy may not: a wait cannot be interrupted at the call's deadline"
+        )
+    };
     let mut poll = linker.instance(POLL)?;
     poll.func_wrap(
         "poll",
-        move |_, _: (Vec<Resource<DynPollable>>,)| -> wasmtime::Result<(Vec<u32>,)> { Err(refuse()) },
+        move |_, _: (Vec<Resource<DynPollable>>,)| -> wasmtime::Result<(Vec<u32>,)> {
+            Err(refuse())
+        },
     )?;
     poll.func_wrap(
         "[method]pollable.block",

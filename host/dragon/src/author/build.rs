@@ -71,7 +71,8 @@ const PYTHON_BINDINGS: &str = "bindings";
 
 /// componentize-py: `$DRAGON_COMPONENTIZE_PY`, else the one on PATH.
 fn componentize_py_command() -> Command {
-    let program = std::env::var_os("DRAGON_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+    let program =
+        std::env::var_os("DRAGON_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
     Command::new(program)
 }
 
