@@ -30,7 +30,8 @@ fn dragon(dir: &Path, args: &[&str]) -> Run {
         .current_dir(dir)
         .env("DRAGON_CACHE_DIR", projects().join("cache"))
         .env("CARGO_TARGET_DIR", projects().join("target"))
-        .env("DRAGON_COMPONENTIZE_PY", componentize_py_path());
+        .env("DRAGON_COMPONENTIZE_PY", componentize_py_path())
+        .env("DRAGON_COMPONENTIZE_JS", componentize_js_path());
     // The outer build's flags are for this workspace, not the project.
     for var in [
         "RUSTFLAGS",
@@ -85,6 +86,66 @@ fn install_componentize_py() {
         status.success(),
         "pip install componentize-py=={COMPONENTIZE_PY}"
     );
+}
+
+/// The componentize-js Dragon is tested with, from npm.
+const COMPONENTIZE_JS: &str = "0.23.0";
+
+fn componentize_js_path() -> PathBuf {
+    projects().join("javascript/node_modules/.bin/componentize-js")
+}
+
+/// Install componentize-js under the projects' directory, once.
+fn install_componentize_js() {
+    let prefix = projects().join("javascript");
+    let manifest = prefix.join("node_modules/@bytecodealliance/componentize-js/package.json");
+    let installed = std::fs::read_to_string(&manifest)
+        .is_ok_and(|text| text.contains(&format!("\"version\": \"{COMPONENTIZE_JS}\"")));
+    if installed {
+        return;
+    }
+    std::fs::create_dir_all(&prefix).unwrap();
+    let status = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+        .arg(&prefix)
+        .arg(format!(
+            "@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"
+        ))
+        .status()
+        .expect("run npm");
+    assert!(
+        status.success(),
+        "npm install componentize-js@{COMPONENTIZE_JS}"
+    );
+}
+
+/// Replace `marker` in the project's `file` (once) with `with`.
+fn patch(project: &Path, file: &str, marker: &str, with: &str) {
+    let path = project.join(file);
+    let source = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        source.matches(marker).count(),
+        1,
+        "the template changed: update this test"
+    );
+    std::fs::write(&path, source.replace(marker, with)).unwrap();
+}
+
+/// Build the project and run its cases, which fail in `score`: the line
+/// that explains the failure, the same on a second run.
+fn failing_score_explained(project: &Path) -> String {
+    ok(&dragon(project, &["policy", "build"]));
+    let first = dragon(project, &["policy", "test"]);
+    assert_eq!(first.code, Some(1), "{}\n{}", first.stdout, first.stderr);
+    let said = first
+        .stdout
+        .lines()
+        .find(|l| l.contains("failed in `score`"))
+        .unwrap_or_else(|| panic!("no failed score in: {}", first.stdout))
+        .to_string();
+    let again = dragon(project, &["policy", "test"]);
+    assert!(again.stdout.contains(&said), "{}\nvs\n{said}", again.stdout);
+    said
 }
 
 #[track_caller]
@@ -193,7 +254,7 @@ fn bad_names_directories_and_cases_get_one_line_errors() {
         ),
         (
             vec!["policy", "build"],
-            "holds no policy project (no Cargo.toml)",
+            "holds no policy project (no Cargo.toml, nor app.py or app.js beside wit/)",
         ),
         (
             vec!["policy", "test"],
@@ -267,31 +328,28 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
     // seeded generator).
     let app = project.join("app.py");
     let source = std::fs::read_to_string(&app).unwrap();
-    let raising = source.replace(
-        "        apply(changes)\n        top = max",
+    let marker = "        apply(changes)\n        top = max";
+    patch(
+        &project,
+        "app.py",
+        marker,
         "        apply(changes)\n        import random, time\n        \
          raise ValueError(f\"no room at {time.time()} {random.random()}\")\n        top = max",
     );
-    assert_ne!(raising, source, "the template changed: update this test");
-    std::fs::write(&app, raising).unwrap();
-    ok(&dragon(&project, &["policy", "build"]));
-    let first = dragon(&project, &["policy", "test"]);
-    assert_eq!(first.code, Some(1), "{}\n{}", first.stdout, first.stderr);
-    let said = first
-        .stdout
-        .lines()
-        .find(|l| l.contains("ValueError: no room at 0.0 "))
-        .unwrap_or_else(|| panic!("no exception in: {}", first.stdout))
-        .to_string();
-    let again = dragon(&project, &["policy", "test"]);
-    assert!(again.stdout.contains(&said), "{}\nvs\n{said}", again.stdout);
+    let said = failing_score_explained(&project);
+    assert!(
+        said.contains("(policy wrote: ValueError: no room at 0.0 "),
+        "{said}"
+    );
 
     // A policy that waits fails its call instead of holding the scheduler.
-    let sleeping = source.replace(
-        "        apply(changes)\n        top = max",
+    std::fs::write(&app, &source).unwrap();
+    patch(
+        &project,
+        "app.py",
+        marker,
         "        apply(changes)\n        import time\n        time.sleep(3600)\n        top = max",
     );
-    std::fs::write(&app, sleeping).unwrap();
     ok(&dragon(&project, &["policy", "build"]));
     let waited = dragon(&project, &["policy", "test"]);
     assert_eq!(waited.code, Some(1), "{}\n{}", waited.stdout, waited.stderr);
@@ -311,6 +369,64 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
         broken
             .stderr
             .contains("componentize-py componentize failed"),
+        "{}",
+        broken.stderr
+    );
+    assert!(project.join("policy.wasm").is_file());
+}
+
+#[test]
+fn a_javascript_policy_project_builds_tests_and_explains_its_failures() {
+    install_componentize_js();
+    let home = home("javascript");
+    ok(&dragon(
+        &home,
+        &["policy", "new", "js-most-free", "--lang", "javascript"],
+    ));
+    let project = home.join("js-most-free");
+    let build = dragon(&project, &["policy", "build"]);
+    ok(&build);
+    assert!(
+        build
+            .stdout
+            .contains("policy:            js-most-free 0.1.0"),
+        "{}",
+        build.stdout
+    );
+    let test = dragon(&project, &["policy", "test"]);
+    ok(&test);
+    assert!(test.stdout.contains("2 case(s) ok"), "{}", test.stdout);
+    // The project's unit tests run in plain Node.js.
+    let unit = Command::new("node")
+        .arg("--test")
+        .current_dir(&project)
+        .output()
+        .expect("run node --test");
+    assert!(
+        unit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unit.stdout)
+    );
+
+    // An error names itself and where it was thrown; the time and random
+    // number it shows are the same on every run.
+    patch(
+        &project,
+        "app.js",
+        "    apply(changes);\n    const free",
+        "    apply(changes);\n    \
+         throw new Error(`no room at ${Date.now()} ${Math.random()}`);\n    const free",
+    );
+    let said = failing_score_explained(&project);
+    assert!(said.contains("(policy wrote: no room at 0 "), "{said}");
+    assert!(said.contains("(at score@app.js:"), "{said}");
+
+    // A build that fails keeps the last good component.
+    std::fs::write(project.join("app.js"), "export const policy = {").unwrap();
+    let broken = dragon(&project, &["policy", "build"]);
+    assert_eq!(broken.code, Some(1), "{}", broken.stderr);
+    assert!(
+        broken.stderr.contains("componentize-js failed"),
         "{}",
         broken.stderr
     );

@@ -140,6 +140,8 @@ impl Tail {
 
     /// The line that explains a trap, if any was written: the exception
     /// of the last Python traceback (the first unindented line after it),
+    /// the message and innermost frame of a JavaScript error
+    /// (StarlingMonkey prints the message, then `Stack:` and the frames),
     /// else the last line that is not a runtime's note.
     pub(crate) fn last_line(&self) -> Option<String> {
         let tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -151,6 +153,16 @@ impl Tail {
                 .find(|l| !l.is_empty() && !l.starts_with(char::is_whitespace));
             if let Some(line) = exception {
                 return Some(line.trim().to_string());
+            }
+        }
+        if let Some((before, after)) = text.rsplit_once("\nStack:\n") {
+            let message = before.lines().rev().map(str::trim).find(|l| !l.is_empty());
+            let frame = after.lines().map(str::trim).find(|l| !l.is_empty());
+            if let Some(message) = message {
+                return Some(match frame {
+                    Some(frame) => format!("{message} (at {frame})"),
+                    None => message.to_string(),
+                });
             }
         }
         text.lines()
@@ -343,6 +355,13 @@ mod tests {
         tail.clear();
         tail.push(b"plain line\nnote: a note\n");
         assert_eq!(tail.last_line().as_deref(), Some("plain line"));
+        tail.clear();
+        tail.push(b"no room\nStack:\n  score@app.js:54:11\n  export@init.js:7:1\n\n");
+        tail.push(b"Redirecting call to abort() to mozalloc_abort\n");
+        assert_eq!(
+            tail.last_line().as_deref(),
+            Some("no room (at score@app.js:54:11)")
+        );
         tail.push(&vec![b'x'; 3 * TAIL_BYTES]);
         assert_eq!(tail.0.lock().map(|t| t.len()).unwrap_or(0), TAIL_BYTES);
         tail.clear();

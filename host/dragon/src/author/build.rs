@@ -1,6 +1,7 @@
 //! `dragon policy build`: a policy project into `policy.wasm`, with no tool
 //! beyond the language's own: cargo for Rust (the component encoding runs
-//! in-process), componentize-py for Python.
+//! in-process), componentize-py for Python, componentize-js for
+//! JavaScript.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ pub enum ProjectKind {
     Rust,
     /// A componentize-py application: `app.py` beside `wit/`.
     Python,
+    /// A componentize-js module: `app.js` beside `wit/`.
+    Javascript,
 }
 
 /// The kind of project in `dir`.
@@ -28,14 +31,19 @@ pub fn project_kind(dir: &Path) -> Result<ProjectKind> {
     if dir.join("Cargo.toml").is_file() {
         return Ok(ProjectKind::Rust);
     }
-    if dir.join(PYTHON_APP).is_file() && dir.join(super::WIT_DIR).is_dir() {
-        return Ok(ProjectKind::Python);
+    if dir.join(super::WIT_DIR).is_dir() {
+        if dir.join(PYTHON_APP).is_file() {
+            return Ok(ProjectKind::Python);
+        }
+        if dir.join(JAVASCRIPT_APP).is_file() {
+            return Ok(ProjectKind::Javascript);
+        }
     }
     if !dir.is_dir() {
         bail!("{} is not a directory", dir.display());
     }
     bail!(
-        "{} holds no policy project (no Cargo.toml, nor app.py beside wit/); `dragon policy new NAME` writes one",
+        "{} holds no policy project (no Cargo.toml, nor app.py or app.js beside wit/); `dragon policy new NAME` writes one",
         dir.display()
     )
 }
@@ -60,7 +68,57 @@ pub fn build(dir: &Path) -> Result<Vec<u8>> {
             })
         }
         ProjectKind::Python => componentize_py(dir),
+        ProjectKind::Javascript => componentize_js(dir),
     }
+}
+
+/// A JavaScript project's module, which `dragon policy new` writes.
+const JAVASCRIPT_APP: &str = "app.js";
+
+/// componentize-js: `$DRAGON_COMPONENTIZE_JS`, else the project's own
+/// (`npm install`), else the one on PATH.
+fn componentize_js_program(dir: &Path) -> std::ffi::OsString {
+    if let Some(program) = std::env::var_os("DRAGON_COMPONENTIZE_JS") {
+        return program;
+    }
+    let local = dir.join("node_modules/.bin/componentize-js");
+    if local.is_file() {
+        return local.into_os_string();
+    }
+    "componentize-js".into()
+}
+
+/// The component of a JavaScript project. HTTP and the fetch event are
+/// left out: the host serves neither.
+fn componentize_js(dir: &Path) -> Result<Vec<u8>> {
+    let out = format!(".policy.wasm.build-{}", std::process::id());
+    let status = Command::new(componentize_js_program(dir))
+        .current_dir(dir)
+        .arg(JAVASCRIPT_APP)
+        .args(["--wit", super::WIT_DIR, "--world-name", "scheduling-policy"])
+        .args(["--disable", "http", "fetch-event", "--out", &out])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => anyhow!(
+                "cannot run componentize-js: run `npm install` in {} (its package.json asks for componentize-js {}), or name it in DRAGON_COMPONENTIZE_JS",
+                dir.display(),
+                super::scaffold::COMPONENTIZE_JS
+            ),
+            _ => anyhow!("cannot run componentize-js: {e}"),
+        });
+    let path = dir.join(&out);
+    let bytes = status.and_then(|status| {
+        if !status.success() {
+            bail!(
+                "componentize-js failed in {} (its messages are above): fix them and run `dragon policy build` again",
+                dir.display()
+            );
+        }
+        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+    });
+    let _ = std::fs::remove_file(&path);
+    bytes
 }
 
 /// A Python project's module, which `dragon policy new` writes.

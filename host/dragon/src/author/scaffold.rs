@@ -5,8 +5,8 @@
 //! writes it under `dragon-sdk/`, in the layout of Dragon's repository, so
 //! the project builds with nothing but Rust and the crates.io registry.
 //! `--sdk PATH` points the project at a clone's `plugin/sdk` instead.
-//! A Python project carries the interface (`wit/`) and is built by
-//! componentize-py.
+//! Python and JavaScript projects carry the interface (`wit/`) and are
+//! built by componentize-py and componentize-js.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 pub enum Lang {
     Rust,
     Python,
+    Javascript,
 }
 
 /// Where the project's `dragon-policy-sdk` comes from.
@@ -247,7 +248,52 @@ pub fn files(name: &str, lang: Lang, sdk: &Sdk) -> Files {
     match lang {
         Lang::Rust => rust_files(name, sdk),
         Lang::Python => python_files(name),
+        Lang::Javascript => javascript_files(name),
     }
+}
+
+/// The componentize-js a JavaScript project installs.
+pub const COMPONENTIZE_JS: &str = "0.23.0";
+
+fn javascript_files(name: &str) -> Files {
+    let vars = [("name", name), ("componentize_js", COMPONENTIZE_JS)];
+    let mut out: Files = vec![
+        (
+            "app.js".into(),
+            fill(include_str!("templates/javascript/app.js.in"), &vars),
+        ),
+        (
+            "app.test.js".into(),
+            include_str!("templates/javascript/app.test.js.in").into(),
+        ),
+        (
+            "package.json".into(),
+            fill(include_str!("templates/javascript/package.json.in"), &vars),
+        ),
+        (
+            ".gitignore".into(),
+            include_str!("templates/javascript/gitignore.in").into(),
+        ),
+        (
+            "README.md".into(),
+            fill(include_str!("templates/javascript/README.md.in"), &vars),
+        ),
+        wit_file(),
+    ];
+    out.extend(cases());
+    out
+}
+
+/// The interface, for projects built by a tool that reads WIT.
+fn wit_file() -> (PathBuf, String) {
+    let wit = SDK_SOURCES
+        .iter()
+        .find(|(p, _)| *p == "wit/v0.2/scheduler.wit")
+        .map_or("", |(_, text)| text);
+    (
+        Path::new(super::WIT_DIR).join("scheduler.wit"),
+        wit.to_string(),
+    )
 }
 
 /// The componentize-py Dragon is tested with (what the Python test
@@ -256,10 +302,6 @@ pub const COMPONENTIZE_PY: &str = "0.25.1";
 
 fn python_files(name: &str) -> Files {
     let vars = [("name", name), ("componentize_py", COMPONENTIZE_PY)];
-    let wit = SDK_SOURCES
-        .iter()
-        .find(|(p, _)| *p == "wit/v0.2/scheduler.wit")
-        .map_or("", |(_, text)| text);
     let mut out: Files = vec![
         (
             "app.py".into(),
@@ -277,10 +319,7 @@ fn python_files(name: &str) -> Files {
             "README.md".into(),
             fill(include_str!("templates/python/README.md.in"), &vars),
         ),
-        (
-            Path::new(super::WIT_DIR).join("scheduler.wit"),
-            wit.to_string(),
-        ),
+        wit_file(),
     ];
     out.extend(cases());
     out
@@ -457,7 +496,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        let all = [Lang::Rust, Lang::Python]
+        let all = [Lang::Rust, Lang::Python, Lang::Javascript]
             .into_iter()
             .flat_map(|lang| files("p", lang, &Sdk::Embedded));
         for (path, text) in all {
