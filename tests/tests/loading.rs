@@ -113,6 +113,48 @@ fn a_component_built_against_another_interface_version_is_refused_naming_the_ser
     }
 }
 
+/// The policy world importing `import` too, from a package of its own.
+fn policy_importing(package: &str, interface: &str) -> Vec<u8> {
+    let wit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../wit/v0.2/scheduler.wit"
+    ))
+    .unwrap();
+    let (name, version) = package.split_once('@').unwrap();
+    let import = format!("    import host;\n    import {name}/{interface}@{version};\n");
+    // `get-random-u64` is the function of WASI's `random` interface.
+    let foreign = format!(
+        "package {package} {{ interface {interface} {{ get-random-u64: func() -> u64; }} }}"
+    );
+    let text = format!(
+        "{}\n{foreign}\n",
+        wit.replace("    import host;\n", &import)
+    );
+    dummy_component(&text, "scheduling-policy")
+}
+
+#[test]
+fn an_import_beyond_the_policy_world_and_wasi_0_2_is_refused_by_name() {
+    let err = load_bytes("http.wasm", &policy_importing("wasi:http@0.2.0", "random"))
+        .err()
+        .unwrap();
+    assert!(matches!(err, LoadError::Import { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("http.wasm imports wasi:http/random@0.2.0, which Dragon does not provide"),
+        "{err}"
+    );
+    // WASI 0.2 itself is linked: this placeholder policy gets past the
+    // import check and instantiation, and fails only in its first call.
+    let err = load_bytes(
+        "random.wasm",
+        &policy_importing("wasi:random@0.2.0", "random"),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, LoadError::Smoke { .. }), "{err}");
+}
+
 #[test]
 fn a_component_of_another_world_is_not_a_policy() {
     // The WIT's types interface alone, exported: a component, but no policy.
