@@ -1,5 +1,6 @@
 //! The wasm side of the host: one shared engine, loading and validating
 //! policy components of every served interface version, per-call limits,
+//! a capability-free, deterministic WASI for components that import it,
 //! and the hot-swappable policy slot.
 
 mod adapt;
@@ -8,6 +9,7 @@ pub mod bounds;
 mod cache;
 mod engine;
 mod error;
+mod hooks;
 mod limits;
 mod load;
 mod observed;
@@ -20,9 +22,10 @@ pub use bindings::wit;
 pub use cache::ComponentCache;
 pub use engine::PolicyEngine;
 pub use error::{CallError, Failure, HookName, LoadError};
+pub use hooks::{Hooks, PolicyInfo, hook_name};
 pub use limits::Limits;
 pub use load::{INTERFACE_VERSION, INTERFACE_VERSIONS, PolicySource, sha256_hex};
 pub use observed::{Observed, Observer};
-pub use policy::{Hooks, LoadOptions, PolicyInfo, WasmPolicy, hook_name};
+pub use policy::{LoadOptions, WasmPolicy};
 pub use slot::{PolicySlot, SwapReport};
 pub use view::{ClusterView, FixedView};

@@ -4,7 +4,7 @@
 //! (the shim's metrics, tests that count calls).
 
 use crate::error::CallError;
-use crate::policy::{Hooks, PolicyInfo};
+use crate::hooks::{Hooks, PolicyInfo};
 use crate::view::ClusterView;
 use crate::wit;
 
