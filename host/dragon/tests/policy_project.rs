@@ -30,8 +30,9 @@ fn dragon(dir: &Path, args: &[&str]) -> Run {
         .current_dir(dir)
         .env("DRAGON_CACHE_DIR", projects().join("cache"))
         .env("CARGO_TARGET_DIR", projects().join("target"))
-        .env("DRAGON_COMPONENTIZE_PY", componentize_py_path())
-        .env("DRAGON_COMPONENTIZE_JS", componentize_js_path());
+        // `policy build` installs the guest toolchains into the cache.
+        .env_remove("DRAGON_COMPONENTIZE_PY")
+        .env_remove("DRAGON_COMPONENTIZE_JS");
     // The outer build's flags are for this workspace, not the project.
     for var in [
         "RUSTFLAGS",
@@ -53,70 +54,14 @@ fn dragon(dir: &Path, args: &[&str]) -> Run {
     }
 }
 
-/// The componentize-py Dragon is tested with, from PyPI.
-const COMPONENTIZE_PY: &str = "0.25.1";
-
-fn componentize_py_path() -> PathBuf {
-    projects().join("python/venv/bin/componentize-py")
-}
-
-/// Install componentize-py into a virtual environment of its own, once.
-fn install_componentize_py() {
-    let program = componentize_py_path();
-    let installed = Command::new(&program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(COMPONENTIZE_PY));
-    if installed {
-        return;
-    }
-    let venv = projects().join("python/venv");
-    let status = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .expect("run python3 -m venv");
-    assert!(status.success(), "python3 -m venv {}", venv.display());
-    let status = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
-        .status()
-        .expect("run pip");
-    assert!(
-        status.success(),
-        "pip install componentize-py=={COMPONENTIZE_PY}"
-    );
-}
-
-/// The componentize-js Dragon is tested with, from npm.
-const COMPONENTIZE_JS: &str = "0.23.0";
-
-fn componentize_js_path() -> PathBuf {
-    projects().join("javascript/node_modules/.bin/componentize-js")
-}
-
-/// Install componentize-js under the projects' directory, once.
-fn install_componentize_js() {
-    let prefix = projects().join("javascript");
-    let manifest = prefix.join("node_modules/@bytecodealliance/componentize-js/package.json");
-    let installed = std::fs::read_to_string(&manifest)
-        .is_ok_and(|text| text.contains(&format!("\"version\": \"{COMPONENTIZE_JS}\"")));
-    if installed {
-        return;
-    }
-    std::fs::create_dir_all(&prefix).unwrap();
-    let status = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
-        .arg(&prefix)
-        .arg(format!(
-            "@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"
-        ))
-        .status()
-        .expect("run npm");
-    assert!(
-        status.success(),
-        "npm install componentize-js@{COMPONENTIZE_JS}"
-    );
+/// Whether `policy build` finished installing the toolchain `name` into
+/// the cache.
+fn installed(name: &str) -> bool {
+    projects()
+        .join("cache/toolchains")
+        .join(name)
+        .join(".dragon-installed")
+        .is_file()
 }
 
 /// Replace `marker` in the project's `file` (once) with `with`.
@@ -292,7 +237,6 @@ fn bad_names_directories_and_cases_get_one_line_errors() {
 
 #[test]
 fn a_python_policy_project_builds_tests_and_explains_its_failures() {
-    install_componentize_py();
     let home = home("python");
     ok(&dragon(
         &home,
@@ -308,6 +252,7 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
         "{}",
         build.stdout
     );
+    assert!(installed("componentize-py-0.25.1"));
     let test = dragon(&project, &["policy", "test"]);
     ok(&test);
     assert!(test.stdout.contains("2 case(s) ok"), "{}", test.stdout);
@@ -377,7 +322,6 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
 
 #[test]
 fn a_javascript_policy_project_builds_tests_and_explains_its_failures() {
-    install_componentize_js();
     let home = home("javascript");
     ok(&dragon(
         &home,
@@ -393,6 +337,7 @@ fn a_javascript_policy_project_builds_tests_and_explains_its_failures() {
         "{}",
         build.stdout
     );
+    assert!(installed("componentize-js-0.23.0"));
     let test = dragon(&project, &["policy", "test"]);
     ok(&test);
     assert!(test.stdout.contains("2 case(s) ok"), "{}", test.stdout);

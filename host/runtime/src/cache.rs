@@ -26,19 +26,24 @@ impl ComponentCache {
         ComponentCache { dir: None }
     }
 
-    /// `$DRAGON_CACHE_DIR`, else `$XDG_CACHE_HOME/dragon`, else
-    /// `~/.cache/dragon`; disabled when none is known.
+    /// The cache in [`ComponentCache::default_dir`]; disabled when none
+    /// is known.
     pub fn from_env() -> ComponentCache {
+        ComponentCache {
+            dir: ComponentCache::default_dir(),
+        }
+    }
+
+    /// Dragon's cache directory: `$DRAGON_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/dragon`, else `~/.cache/dragon`.
+    pub fn default_dir() -> Option<PathBuf> {
         if let Some(d) = std::env::var_os("DRAGON_CACHE_DIR") {
-            return ComponentCache::at(d);
+            return Some(d.into());
         }
         if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-            return ComponentCache::at(Path::new(&d).join("dragon"));
+            return Some(Path::new(&d).join("dragon"));
         }
-        match std::env::var_os("HOME") {
-            Some(h) => ComponentCache::at(Path::new(&h).join(".cache/dragon")),
-            None => ComponentCache::disabled(),
-        }
+        std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/dragon"))
     }
 
     fn path_for(&self, engine: &PolicyEngine, sha256: &str) -> Option<PathBuf> {

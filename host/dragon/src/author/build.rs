@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::toolchain::Tool;
+
 #[path = "../../../bundled/wasm_build.rs"]
 mod wasm_build;
 
@@ -75,38 +77,19 @@ pub fn build(dir: &Path) -> Result<Vec<u8>> {
 /// A JavaScript project's module, which `dragon policy new` writes.
 const JAVASCRIPT_APP: &str = "app.js";
 
-/// componentize-js: `$DRAGON_COMPONENTIZE_JS`, else the project's own
-/// (`npm install`), else the one on PATH.
-fn componentize_js_program(dir: &Path) -> std::ffi::OsString {
-    if let Some(program) = std::env::var_os("DRAGON_COMPONENTIZE_JS") {
-        return program;
-    }
-    let local = dir.join("node_modules/.bin/componentize-js");
-    if local.is_file() {
-        return local.into_os_string();
-    }
-    "componentize-js".into()
-}
-
 /// The component of a JavaScript project. HTTP and the fetch event are
 /// left out: the host serves neither.
 fn componentize_js(dir: &Path) -> Result<Vec<u8>> {
+    let program = Tool::ComponentizeJs.program(dir)?;
     let out = format!(".policy.wasm.build-{}", std::process::id());
-    let status = Command::new(componentize_js_program(dir))
+    let status = Command::new(&program)
         .current_dir(dir)
         .arg(JAVASCRIPT_APP)
         .args(["--wit", super::WIT_DIR, "--world-name", "scheduling-policy"])
         .args(["--disable", "http", "fetch-event", "--out", &out])
         .stdout(Stdio::null())
         .status()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => anyhow!(
-                "cannot run componentize-js: run `npm install` in {} (its package.json asks for componentize-js {}), or name it in DRAGON_COMPONENTIZE_JS",
-                dir.display(),
-                super::scaffold::COMPONENTIZE_JS
-            ),
-            _ => anyhow!("cannot run componentize-js: {e}"),
-        });
+        .map_err(|e| anyhow!("cannot run {}: {e}", program.display()));
     let path = dir.join(&out);
     let bytes = status.and_then(|status| {
         if !status.success() {
@@ -127,28 +110,16 @@ const PYTHON_APP: &str = "app.py";
 /// Where the bindings for plain-Python unit tests go.
 const PYTHON_BINDINGS: &str = "bindings";
 
-/// componentize-py: `$DRAGON_COMPONENTIZE_PY`, else the one on PATH.
-fn componentize_py_command() -> Command {
-    let program =
-        std::env::var_os("DRAGON_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
-    Command::new(program)
-}
-
-/// Run componentize-py with `args` in `dir`; its messages go to stderr.
-fn run_componentize_py(dir: &Path, args: &[&str]) -> Result<()> {
-    let status = componentize_py_command()
+/// Run `program` (componentize-py) with `args` in `dir`; its messages go
+/// to stderr.
+fn run_componentize_py(program: &Path, dir: &Path, args: &[&str]) -> Result<()> {
+    let status = Command::new(program)
         .current_dir(dir)
         .args(["-d", super::WIT_DIR, "-w", "scheduling-policy"])
         .args(args)
         .stdout(Stdio::null())
         .status()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => anyhow!(
-                "cannot run componentize-py: it is not on PATH (install it: `pip install componentize-py=={}`, or name it in DRAGON_COMPONENTIZE_PY)",
-                super::scaffold::COMPONENTIZE_PY
-            ),
-            _ => anyhow!("cannot run componentize-py: {e}"),
-        })?;
+        .map_err(|e| anyhow!("cannot run {}: {e}", program.display()))?;
     if !status.success() {
         bail!(
             "componentize-py {} failed in {} (its messages are above): fix them and run `dragon policy build` again",
@@ -162,6 +133,7 @@ fn run_componentize_py(dir: &Path, args: &[&str]) -> Result<()> {
 /// The bindings (for the unit tests), then the component, of a Python
 /// project.
 fn componentize_py(dir: &Path) -> Result<Vec<u8>> {
+    let program = Tool::ComponentizePy.program(dir)?;
     // componentize-py writes bindings only into a directory that is not
     // there; they are generated, so the last ones go.
     let bindings = dir.join(PYTHON_BINDINGS);
@@ -169,12 +141,12 @@ fn componentize_py(dir: &Path) -> Result<Vec<u8>> {
         std::fs::remove_dir_all(&bindings)
             .with_context(|| format!("cannot remove the old {}", bindings.display()))?;
     }
-    run_componentize_py(dir, &["bindings", PYTHON_BINDINGS])?;
+    run_componentize_py(&program, dir, &["bindings", PYTHON_BINDINGS])?;
     // Written beside the project's files and removed once read, so a failed
     // build leaves the last good `policy.wasm` alone.
     let out = format!(".policy.wasm.build-{}", std::process::id());
     let module = PYTHON_APP.trim_end_matches(".py");
-    let built = run_componentize_py(dir, &["componentize", module, "-o", &out]);
+    let built = run_componentize_py(&program, dir, &["componentize", module, "-o", &out]);
     let path = dir.join(&out);
     let bytes = built.and_then(|()| {
         std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))

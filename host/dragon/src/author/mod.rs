@@ -7,6 +7,7 @@
 pub mod build;
 pub mod cases;
 pub mod scaffold;
+pub mod toolchain;
 
 /// Where `dragon policy build` writes the component, in the project's
 /// directory, and where `dragon policy test` looks for it (the name is the

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use super::toolchain::Tool;
+
 /// The languages a project can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lang {
@@ -252,11 +254,11 @@ pub fn files(name: &str, lang: Lang, sdk: &Sdk) -> Files {
     }
 }
 
-/// The componentize-js a JavaScript project installs.
-pub const COMPONENTIZE_JS: &str = "0.23.0";
-
 fn javascript_files(name: &str) -> Files {
-    let vars = [("name", name), ("componentize_js", COMPONENTIZE_JS)];
+    let vars = [
+        ("name", name),
+        ("componentize_js", Tool::ComponentizeJs.version()),
+    ];
     let mut out: Files = vec![
         (
             "app.js".into(),
@@ -296,12 +298,11 @@ fn wit_file() -> (PathBuf, String) {
     )
 }
 
-/// The componentize-py Dragon is tested with (what the Python test
-/// installs, and what a project's README asks for).
-pub const COMPONENTIZE_PY: &str = "0.25.1";
-
 fn python_files(name: &str) -> Files {
-    let vars = [("name", name), ("componentize_py", COMPONENTIZE_PY)];
+    let vars = [
+        ("name", name),
+        ("componentize_py", Tool::ComponentizePy.version()),
+    ];
     let mut out: Files = vec![
         (
             "app.py".into(),
