@@ -9,6 +9,8 @@
 #     etcd-v3.6.16/etcd
 #     kwok-v0.8.0/kwok
 #     training-operator-v1.8.1-<hash of the wrapper>/{training-operator,crds/}
+#     registry-v3.1.2/registry       CNCF Distribution, for policies in OCI
+#     oras-v1.3.6/oras               a registry client Dragon did not write
 #     bin-<all versions>/   symlinks to the binaries above (and crds/ as
 #                           training-operator-crds)
 #
@@ -21,13 +23,13 @@
 #   DRAGON_CONTROLPLANE_CACHE  cache root (default above)
 #   DRAGON_CONTROLPLANE_NICE   niceness of go commands (default 19)
 #   DRAGON_CONTROLPLANE_ONLY   space-separated subset of: kubernetes etcd kwok
-#                              training-operator
+#                              training-operator registry oras
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}"
 NICE="${DRAGON_CONTROLPLANE_NICE:-19}"
-ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator}"
+ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator registry oras}"
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 fail() {
@@ -47,7 +49,10 @@ KUBE_VERSION="$(version_of kubernetes k8s.io/kubernetes)"
 ETCD_VERSION="$(version_of etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(version_of kwok sigs.k8s.io/kwok)"
 TO_VERSION="$(version_of training-operator github.com/kubeflow/training-operator)"
-if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ] || [ -z "$TO_VERSION" ]; then
+REGISTRY_VERSION="$(version_of registry github.com/distribution/distribution/v3)"
+ORAS_VERSION="$(version_of oras oras.land/oras)"
+if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ] || [ -z "$TO_VERSION" ] ||
+  [ -z "$REGISTRY_VERSION" ] || [ -z "$ORAS_VERSION" ]; then
   fail "read versions" "could not read versions from $HERE/*/go.mod"
 fi
 
@@ -57,7 +62,9 @@ KWOK_DIR="$CACHE/kwok-$KWOK_VERSION"
 # The wrapper has a main of its own: its files are part of the key.
 TO_HASH="$(cat "$HERE"/training-operator/{main.go,go.mod,go.sum} | sha256sum | cut -c1-12)"
 TO_DIR="$CACHE/training-operator-$TO_VERSION-$TO_HASH"
-BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH"
+REGISTRY_DIR="$CACHE/registry-$REGISTRY_VERSION"
+ORAS_DIR="$CACHE/oras-$ORAS_VERSION"
+BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH-registry-$REGISTRY_VERSION-oras-$ORAS_VERSION"
 
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -165,6 +172,20 @@ if wanted training-operator && { missing "$TO_DIR" training-operator || [ ! -d "
   mv "$TO_DIR/crds.tmp.$$" "$TO_DIR/crds"
 fi
 
+if wanted registry && missing "$REGISTRY_DIR" registry; then
+  need_go
+  fetch registry
+  build registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_DIR" registry \
+    "-s -w -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION"
+fi
+
+if wanted oras && missing "$ORAS_DIR" oras; then
+  need_go
+  fetch oras
+  build oras oras.land/oras/cmd/oras "$ORAS_DIR" oras \
+    "-s -w -X oras.land/oras/internal/version.Version=${ORAS_VERSION#v}"
+fi
+
 # One directory holding all the binaries (symlinks into the versioned dirs).
 mkdir -p "$BIN_DIR"
 link() { [ -x "$1/$2" ] && ln -sfn "$1/$2" "$BIN_DIR/$2"; return 0; }
@@ -172,7 +193,9 @@ for b in "${KUBE_BINS[@]}"; do link "$KUBE_DIR" "$b"; done
 link "$ETCD_DIR" etcd
 link "$KWOK_DIR" kwok
 link "$TO_DIR" training-operator
+link "$REGISTRY_DIR" registry
+link "$ORAS_DIR" oras
 [ -d "$TO_DIR/crds" ] && ln -sfn "$TO_DIR/crds" "$BIN_DIR/training-operator-crds"
 
-log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION"
+log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION, registry $REGISTRY_VERSION, oras $ORAS_VERSION"
 echo "$BIN_DIR"

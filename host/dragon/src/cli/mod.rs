@@ -4,6 +4,7 @@ mod author;
 mod compare;
 mod gate;
 mod policy;
+mod registry;
 mod replay;
 mod simulate;
 mod sweep;

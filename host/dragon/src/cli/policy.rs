@@ -1,4 +1,5 @@
-//! `dragon policy check`, `run` and `export` (`gate` is in its own module).
+//! `dragon policy check`, `run` and `export` (`gate`, the authoring and
+//! the registry commands are in modules of their own).
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,17 @@ pub enum PolicyCommand {
         after_help = "Examples:\n  dragon policy test\n  dragon policy test my-policy --bless   # accept the decisions as they are now"
     )]
     Test(super::author::TestOpts),
+    /// Push a policy to an OCI registry (the wasm OCI artifact layout),
+    /// after checking that it loads.
+    #[command(
+        after_help = "Examples:\n  dragon policy push policy.wasm oci://registry.example.com/team/my-policy:v1\n  dragon policy push dragon oci://127.0.0.1:5000/dragon:latest --plain-http 127.0.0.1:5000"
+    )]
+    Push(super::registry::PushOpts),
+    /// Pull a policy from an OCI registry into a file, every digest checked.
+    #[command(
+        after_help = "Examples:\n  dragon policy pull oci://registry.example.com/team/my-policy:v1 --out my-policy.wasm"
+    )]
+    Pull(super::registry::PullOpts),
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +202,8 @@ impl PolicyCommand {
             PolicyCommand::New(o) => o.run(),
             PolicyCommand::Build(o) => o.run(),
             PolicyCommand::Test(o) => o.run(),
+            PolicyCommand::Push(o) => o.run(),
+            PolicyCommand::Pull(o) => o.run(),
             PolicyCommand::Export(o) => {
                 let own;
                 let bytes = match dragon_bundled::by_name(&o.name) {
