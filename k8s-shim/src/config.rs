@@ -28,10 +28,13 @@ pub struct Config {
     /// Pods with this `spec.schedulerName` are ours.
     #[serde(default = "default_name")]
     pub scheduler_name: String,
-    /// The policy: a `.wasm` path (watched for hot reload) or a bundled name.
+    /// The policy: a `.wasm` path (watched for hot reload), a bundled name,
+    /// or `oci://registry/repository:tag` (or `@sha256:…`): pulled, and
+    /// a tag polled for a hot reload (see `registry`).
     pub policy: String,
-    /// The SHA-256 digests a policy file may have (one, or a list): any
-    /// other is refused, at start-up and on reload, serving or shadow.
+    /// The SHA-256 digests a policy component may have (one, or a list):
+    /// any other is refused, at start-up and on reload, serving or shadow.
+    /// For a policy in a registry this is the component's (layer's) digest.
     #[serde(default)]
     pub policy_sha256: Option<Digests>,
     /// Policy settings (a JSON object), passed to `configure`.
@@ -113,6 +116,9 @@ pub struct Config {
     /// The gate a reloaded policy passes before it serves.
     #[serde(default)]
     pub reload_gate: ReloadGate,
+    /// How an `oci://` policy is pulled and polled.
+    #[serde(default)]
+    pub registry: RegistryConfig,
     /// The topology levels gangs' constraints may name: node label keys,
     /// widest first (`kubernetes.io/hostname` is added last). Unset: the
     /// labels clusters commonly carry (see `dragon_framework::DEFAULT_LEVELS`).
@@ -214,6 +220,46 @@ fn default_stuck_after() -> u64 {
 const MAX_BIND_CONCURRENCY: usize = 1024;
 /// kube-scheduler's own bind timeout.
 const MAX_VOLUME_BIND_TIMEOUT: u64 = 600;
+/// How dragon-scheduler reaches the registry of an `oci://` policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RegistryConfig {
+    /// A docker config file with the registry's credentials: mount a
+    /// `kubernetes.io/dockerconfigjson` Secret and name its
+    /// `.dockerconfigjson` here. Unset: anonymous.
+    #[serde(default)]
+    pub config_file: Option<PathBuf>,
+    /// Registry hosts (`host:port`) spoken to over plain HTTP; every other
+    /// is HTTPS with its certificate verified.
+    #[serde(default)]
+    pub plain_http: Vec<String>,
+    /// How often a tag is resolved again, seconds (1 to 86,400).
+    #[serde(default = "default_poll_seconds")]
+    pub poll_seconds: u64,
+    /// The largest policy a pull accepts, bytes (at most 1 GiB).
+    #[serde(default = "default_max_policy_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            config_file: None,
+            plain_http: Vec::new(),
+            poll_seconds: default_poll_seconds(),
+            max_bytes: default_max_policy_bytes(),
+        }
+    }
+}
+
+fn default_poll_seconds() -> u64 {
+    30
+}
+
+fn default_max_policy_bytes() -> u64 {
+    dragon_registry::client::DEFAULT_MAX_BYTES
+}
+
 fn default_metrics_addr() -> String {
     "127.0.0.1:10260".into()
 }
@@ -298,6 +344,18 @@ impl Config {
         let m = self.reload_gate.latency_multiple;
         if !(m.is_finite() && m >= 1.0) {
             bail!("reloadGate.latencyMultiple must be at least 1, got {m}");
+        }
+        if !(1..=86_400).contains(&self.registry.poll_seconds) {
+            bail!(
+                "registry.pollSeconds must be between 1 and 86400, got {}",
+                self.registry.poll_seconds
+            );
+        }
+        if !(1..=1 << 30).contains(&self.registry.max_bytes) {
+            bail!(
+                "registry.maxBytes must be between 1 and 1073741824, got {}",
+                self.registry.max_bytes
+            );
         }
         match (self.client_qps, self.client_burst) {
             (None, Some(_)) => bail!("clientBurst needs clientQps"),

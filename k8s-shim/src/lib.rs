@@ -11,7 +11,9 @@
 //!   rate limit ([`ratelimit`]) and the client's retry policy for an API
 //!   server that refuses for load ([`retry`]); [`apply`] sends a round's
 //!   binds together and Events and PodGroup statuses off the loop;
-//! - [`reload`]: hot reload of the policy file; [`metrics`] and [`http`];
+//! - [`reload`]: hot reload of the policy file; [`oci_policy`]: a policy
+//!   in an OCI registry, its tag polled for a hot reload; [`metrics`] and
+//!   [`http`];
 //! - [`run`]: the wiring (watches, the loop, leader election).
 
 pub mod apply;
@@ -26,6 +28,7 @@ pub mod key;
 pub mod kube_io;
 pub mod leader;
 pub mod metrics;
+pub mod oci_policy;
 pub use dragon_framework::quantity;
 pub mod ratelimit;
 pub mod reload;

@@ -6,7 +6,7 @@
 //! reported with a log line and a metric; the old policy keeps scheduling.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use dragon_framework::SchedulerConfig;
@@ -102,46 +102,96 @@ impl Gate {
     }
 }
 
-/// Load `source`, gate it, and swap it into `slot`; the outcome is logged
-/// and counted in `dragon_policy_reloads_total{result}`.
-pub fn reload(
-    source: &PolicySource,
-    slot: &PolicySlot,
-    options: &LoadOptions,
-    gate: Option<&Gate>,
-    metrics: &Metrics,
-) {
-    let candidate = match WasmPolicy::load(slot.engine(), slot.cache(), source, options) {
-        Ok(c) => c,
-        Err(e) => {
-            metrics.reload(Reload::Failure);
-            tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
-            return;
-        }
-    };
-    if let Some(gate) = gate {
-        match gate.check(&candidate, source, &slot.current()) {
-            Ok(Some(passed)) => tracing::info!(
-                steps = passed.steps,
-                golden_steps = passed.golden_steps,
-                p99_us = passed.p99_us,
-                live_p99_us = passed.live_p99_us,
-                "the candidate policy passed the gate"
-            ),
-            Ok(None) => tracing::info!("nothing recorded yet: the candidate policy is not gated"),
-            Err(why) => {
-                metrics.reload(Reload::Gated);
-                tracing::error!(
-                    candidate = %candidate.info().name,
-                    "policy reload refused by the gate, the previous policy keeps scheduling: {why}"
-                );
-                return;
-            }
+/// What serves a slot and how a candidate replaces it: the policy's source
+/// and settings, the gate, the slot. The file watcher and the registry
+/// poller both go through it, one candidate at a time.
+pub struct Reloader {
+    slot: Arc<PolicySlot>,
+    gate: Option<Gate>,
+    metrics: Arc<Metrics>,
+    serving: Mutex<Serving>,
+}
+
+struct Serving {
+    source: PolicySource,
+    options: LoadOptions,
+}
+
+impl Reloader {
+    pub fn new(
+        slot: Arc<PolicySlot>,
+        source: PolicySource,
+        options: LoadOptions,
+        gate: Option<Gate>,
+        metrics: Arc<Metrics>,
+    ) -> Reloader {
+        Reloader {
+            slot,
+            gate,
+            metrics,
+            serving: Mutex::new(Serving { source, options }),
         }
     }
-    let report = slot.swap(candidate);
-    metrics.reload(Reload::Success);
-    tracing::info!(old = %report.old, new = %report.new, took_ms = report.took_ms, "policy reloaded");
+
+    /// Load `source` (default: the serving one, read again) with `settings`
+    /// (default: the serving ones), gate it, and swap it into the slot; on
+    /// a swap they become what serves. The outcome is logged and counted in
+    /// `dragon_policy_reloads_total{result}`.
+    pub fn reload(&self, source: Option<PolicySource>, settings: Option<String>) -> Reload {
+        let mut serving = self.serving.lock().unwrap_or_else(PoisonError::into_inner);
+        let source = source.unwrap_or_else(|| serving.source.clone());
+        let mut options = serving.options.clone();
+        if let Some(settings) = settings {
+            options.settings = settings;
+        }
+        let outcome = self.try_swap(&source, &options);
+        self.metrics.reload(outcome);
+        if outcome == Reload::Success {
+            *serving = Serving { source, options };
+        }
+        outcome
+    }
+
+    /// Count a candidate that never reached the load (a failed pull).
+    pub fn failed(&self) {
+        self.metrics.reload(Reload::Failure);
+    }
+
+    fn try_swap(&self, source: &PolicySource, options: &LoadOptions) -> Reload {
+        let slot = &self.slot;
+        let candidate = match WasmPolicy::load(slot.engine(), slot.cache(), source, options) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
+                return Reload::Failure;
+            }
+        };
+        if let Some(gate) = &self.gate {
+            match gate.check(&candidate, source, &slot.current()) {
+                Ok(Some(passed)) => tracing::info!(
+                    steps = passed.steps,
+                    golden_steps = passed.golden_steps,
+                    p99_us = passed.p99_us,
+                    live_p99_us = passed.live_p99_us,
+                    "the candidate policy passed the gate"
+                ),
+                Ok(None) => {
+                    tracing::info!("nothing recorded yet: the candidate policy is not gated")
+                }
+                Err(why) => {
+                    tracing::error!(
+                        candidate = %candidate.info().name,
+                        origin = %source.origin(),
+                        "policy reload refused by the gate, the previous policy keeps scheduling: {why}"
+                    );
+                    return Reload::Gated;
+                }
+            }
+        }
+        let report = slot.swap(candidate);
+        tracing::info!(old = %report.old, new = %report.new, origin = %source.origin(), took_ms = report.took_ms, "policy reloaded");
+        Reload::Success
+    }
 }
 
 /// What a reload reads: the policy, and the settings file if there is one.
@@ -169,19 +219,13 @@ impl Watched {
     }
 }
 
-/// Watch the files of `watched` and reload `slot` on every content change
-/// until the process ends. Runs on its own thread. `options` are those of
-/// the serving policy; its settings are read again from the settings file.
+/// Watch the files of `watched` and reload on every content change until
+/// the process ends. Runs on its own thread; the settings are read again
+/// from the settings file.
 ///
 /// # Errors
 /// A directory cannot be watched.
-pub fn spawn(
-    watched: Watched,
-    slot: Arc<PolicySlot>,
-    mut options: LoadOptions,
-    gate: Option<Gate>,
-    metrics: Arc<Metrics>,
-) -> notify::Result<()> {
+pub fn spawn(watched: Watched, reloader: Arc<Reloader>) -> notify::Result<()> {
     let files = watched.files();
     let (tx, rx) = std::sync::mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -215,17 +259,19 @@ pub fn spawn(
                     continue;
                 }
                 current = now;
-                if let Some(path) = &watched.settings_file {
-                    match crate::config::read_settings_file(path) {
-                        Ok(settings) => options.settings = settings,
+                let settings = match &watched.settings_file {
+                    None => None,
+                    Some(path) => match crate::config::read_settings_file(path) {
+                        Ok(settings) => Some(settings),
                         Err(e) => {
-                            metrics.reload(Reload::Failure);
+                            reloader.metrics.reload(Reload::Failure);
                             tracing::error!("settings refused, the previous policy and settings keep scheduling: {e:#}");
                             continue;
                         }
-                    }
-                }
-                reload(&watched.source, &slot, &options, gate.as_ref(), &metrics);
+                    },
+                };
+                // A file policy is read again; a pulled one stays as it is.
+                reloader.reload(None, settings);
             }
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;

@@ -26,7 +26,8 @@ use crate::key::key_of;
 use crate::kube_io::{KubeIo, podgroup_resource};
 use crate::leader::Election;
 use crate::metrics::{Metrics, Reload};
-use crate::reload::{Gate, Watched};
+use crate::oci_policy::OciPolicy;
+use crate::reload::{Gate, Reloader, Watched};
 use crate::scheduling::{Kind, Loop, Msg, Parts};
 use crate::shadow::ShadowFeed;
 use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
@@ -182,6 +183,42 @@ where
     }
 }
 
+/// Where a policy comes from: a bundled name, a file, or a registry.
+struct Resolved {
+    /// The policy, or why it could not be pulled.
+    source: Result<PolicySource>,
+    /// For a registry: the poller that follows its tag, and the digest now
+    /// served (empty when the first pull failed: any digest is new).
+    oci: Option<(OciPolicy, String)>,
+}
+
+/// # Errors
+/// The reference or the registry settings are invalid.
+async fn policy_source(
+    spec: &str,
+    config: &Config,
+    cache_root: Option<PathBuf>,
+) -> Result<Resolved> {
+    if !dragon_registry::PolicyRef::is_oci(spec) {
+        return Ok(Resolved {
+            source: Ok(PolicySource::named_or_file(spec)),
+            oci: None,
+        });
+    }
+    let oci = OciPolicy::new(spec, &config.registry, cache_root)
+        .with_context(|| format!("cannot read the policy {spec}"))?;
+    Ok(match oci.first().await {
+        Ok(serving) => Resolved {
+            source: Ok(serving.source),
+            oci: Some((oci, serving.digest)),
+        },
+        Err(e) => Resolved {
+            source: Err(e.context(format!("cannot pull the policy {spec}"))),
+            oci: Some((oci, String::new())),
+        },
+    })
+}
+
 /// Run the scheduler until SIGINT/SIGTERM.
 ///
 /// # Errors
@@ -207,7 +244,12 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         limits: config.limits,
         sha256: config.allowed_digests(),
     };
-    let source = PolicySource::named_or_file(&config.policy);
+    let cache_root = config
+        .cache_dir
+        .clone()
+        .or_else(ComponentCache::default_dir);
+    let Resolved { source, oci } =
+        policy_source(&config.policy, &config, cache_root.clone()).await?;
     let baseline = || {
         let options = LoadOptions {
             limits: config.limits,
@@ -225,17 +267,23 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         OnPolicyError::FailClosed => None,
         OnPolicyError::Fallback => Some(Arc::new(baseline()?)),
     };
-    let slot = match PolicySlot::open(engine.clone(), cache.clone(), &source, &options) {
+    let opened = match &source {
+        Ok(source) => PolicySlot::open(engine.clone(), cache.clone(), source, &options)
+            .map_err(|e| anyhow::Error::new(e).context("cannot load the policy")),
+        Err(e) => Err(anyhow::anyhow!("{e:#}")),
+    };
+    let slot = match opened {
         Ok(slot) => Arc::new(slot),
         Err(e) if fallback.is_some() => {
             // Fallback mode: the baseline serves until a good file appears
-            // (the watcher below swaps it in).
-            tracing::error!(error = %e, "the policy did not load; the built-in baseline serves until the file is replaced");
+            // or the registry answers (the watcher or the poller swaps it in).
+            tracing::error!(error = %format!("{e:#}"), "the policy did not load; the built-in baseline serves until it does");
             metrics.reload(Reload::Failure);
             Arc::new(PolicySlot::new(engine.clone(), cache.clone(), baseline()?))
         }
-        Err(e) => return Err(anyhow::Error::new(e).context("cannot load the policy")),
+        Err(e) => return Err(e),
     };
+    let source = source.unwrap_or_else(|_| PolicySource::named_or_file("baseline"));
     tracing::info!(policy = %slot.current().info().name, version = %slot.current().info().version, "policy loaded");
     let recorder = match config.recording.enabled {
         false => None,
@@ -272,15 +320,19 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         source: source.clone(),
         settings_file: config.settings_file.clone(),
     };
+    let reloader = Arc::new(Reloader::new(
+        slot.clone(),
+        source,
+        options.clone(),
+        gate(),
+        metrics.clone(),
+    ));
     if watched.any() {
-        crate::reload::spawn(
-            watched,
-            slot.clone(),
-            options.clone(),
-            gate(),
-            metrics.clone(),
-        )
-        .context("cannot watch the policy and settings files for changes")?;
+        crate::reload::spawn(watched, reloader.clone())
+            .context("cannot watch the policy and settings files for changes")?;
+    }
+    if let Some((oci, digest)) = oci {
+        oci.spawn(digest, reloader);
     }
     let shadow = match &config.shadow_policy {
         None => None,
@@ -290,31 +342,43 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 limits: config.limits,
                 sha256: config.allowed_digests(),
             };
-            let source = PolicySource::named_or_file(spec);
             // The shadow never stops the scheduler: a file that does not
             // load is reported and scheduling goes on without it.
-            match PolicySlot::open(engine.clone(), cache.clone(), &source, &options) {
+            let opened = match policy_source(spec, &config, cache_root.clone()).await {
+                Ok(Resolved {
+                    source: Ok(source),
+                    oci,
+                }) => PolicySlot::open(engine.clone(), cache.clone(), &source, &options)
+                    .map(|slot| (slot, source, oci))
+                    .map_err(anyhow::Error::new),
+                Ok(Resolved { source: Err(e), .. }) | Err(e) => Err(e),
+            };
+            match opened {
                 Err(e) => {
                     tracing::error!(
-                        "the shadow policy did not load; scheduling goes on without a shadow: {e}"
+                        "the shadow policy did not load; scheduling goes on without a shadow: {e:#}"
                     );
                     None
                 }
-                Ok(shadow_slot) => {
+                Ok((shadow_slot, source, oci)) => {
                     let shadow_slot = Arc::new(shadow_slot);
                     let watched = Watched {
                         source: source.clone(),
                         settings_file: None,
                     };
+                    let reloader = Arc::new(Reloader::new(
+                        shadow_slot.clone(),
+                        source,
+                        options.clone(),
+                        gate(),
+                        metrics.clone(),
+                    ));
                     if watched.any() {
-                        crate::reload::spawn(
-                            watched,
-                            shadow_slot.clone(),
-                            options.clone(),
-                            gate(),
-                            metrics.clone(),
-                        )
-                        .context("cannot watch the shadow policy file for changes")?;
+                        crate::reload::spawn(watched, reloader.clone())
+                            .context("cannot watch the shadow policy file for changes")?;
+                    }
+                    if let Some((oci, digest)) = oci {
+                        oci.spawn(digest, reloader);
                     }
                     tracing::info!(shadow = %shadow_slot.current().info().name, "a shadow policy decides beside the serving one");
                     Some(
