@@ -638,6 +638,26 @@ mod tests {
     }
 
     #[test]
+    fn a_registry_policy_has_a_bounded_poll_and_size() {
+        let c = Config::parse(
+            "policy: oci://r.example.com/p:v1\nregistry: {plainHttp: [\"127.0.0.1:5000\"]}\n",
+            "c.yaml",
+        )
+        .unwrap();
+        assert_eq!(c.registry.poll_seconds, 30);
+        assert_eq!(c.registry.plain_http, ["127.0.0.1:5000"]);
+        for (bad, named) in [
+            ("registry: {pollSeconds: 0}", "registry.pollSeconds"),
+            ("registry: {maxBytes: 0}", "registry.maxBytes"),
+            ("registry: {pollSecs: 5}", "pollSecs"),
+        ] {
+            let text = format!("policy: oci://r.example.com/p:v1\n{bad}\n");
+            let e = format!("{:#}", Config::parse(&text, "c.yaml").unwrap_err());
+            assert!(e.contains(named), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn topology_levels_are_read_and_a_list_the_framework_cannot_use_is_refused() {
         let c = Config::parse(
             "policy: dragon\ntopologyLevels: [example.com/block, dragon.dev/rack]\n",

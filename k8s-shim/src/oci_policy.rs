@@ -218,3 +218,57 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unreachable_policy(cache: &std::path::Path) -> OciPolicy {
+        // Port 1 on the loopback: nothing listens, the connection is refused.
+        let config = RegistryConfig {
+            plain_http: vec!["127.0.0.1:1".into()],
+            ..RegistryConfig::default()
+        };
+        OciPolicy::new(
+            "oci://127.0.0.1:1/team/policy:v1",
+            &config,
+            Some(cache.to_path_buf()),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_registry_that_is_down_serves_the_copy_pulled_before_or_names_why() {
+        let dir = std::env::temp_dir().join(format!("dragon-oci-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let oci = unreachable_policy(&dir);
+        let e = format!("{:#}", oci.first().await.err().unwrap());
+        assert!(
+            e.contains("oci://127.0.0.1:1/team/policy:v1")
+                && e.contains("Connection refused")
+                && e.contains("no copy of it was pulled before"),
+            "{e}"
+        );
+
+        let bytes = b"\0asm a component".to_vec();
+        let pulled = Pulled {
+            digest: "sha256:abc".into(),
+            layer_digest: format!("sha256:{}", dragon_runtime::sha256_hex(&bytes)),
+            bytes: bytes.clone(),
+            title: None,
+        };
+        oci.remember(&pulled);
+        let serving = oci.first().await.unwrap();
+        assert_eq!(serving.digest, "sha256:abc");
+        let PolicySource::Bytes { origin, bytes: got } = serving.source else {
+            panic!("a pulled policy is bytes");
+        };
+        assert_eq!(got, bytes);
+        assert!(origin.contains("sha256:abc"), "{origin}");
+
+        // A copy that is not whole is not served.
+        let blob = oci.store.as_ref().unwrap().blob_file(&pulled.layer_digest);
+        std::fs::write(&blob, b"\0asm cut").unwrap();
+        assert!(oci.first().await.is_err());
+    }
+}

@@ -120,17 +120,24 @@ fn host_of(key: &str) -> String {
 mod tests {
     use super::*;
 
-    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.json");
+    fn write(text: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "dragon-credentials-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
         std::fs::write(&path, text).unwrap();
-        (dir, path)
+        path
     }
 
     #[test]
     fn each_host_gets_its_entry_and_others_are_anonymous() {
         let auth = base64::engine::general_purpose::STANDARD.encode("ci:s3cret");
-        let (_d, path) = write(&format!(
+        let path = write(&format!(
             r#"{{"auths": {{"https://127.0.0.1:5000/v1/": {{"auth": "{auth}"}},
                 "r.example.com": {{"username": "u", "password": "p"}}}}}}"#
         ));
@@ -148,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_bad_file_is_named_and_no_secret_is_shown() {
-        let (_d, path) = write(r#"{"auths": {"r.example.com": {"auth": "bm90LWEtcGFpcg=="}}}"#);
+        let path = write(r#"{"auths": {"r.example.com": {"auth": "bm90LWEtcGFpcg=="}}}"#);
         let e = Credentials::from_docker_config(&path)
             .unwrap_err()
             .to_string();
@@ -157,7 +164,7 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("not-a-pair"), "{e}");
-        let (_d, path) = write("auths: []");
+        let path = write("auths: []");
         let e = Credentials::from_docker_config(&path)
             .unwrap_err()
             .to_string();

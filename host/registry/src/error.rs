@@ -34,12 +34,8 @@ pub enum Error {
     },
     #[error("{reference}: the blob's digest does not match: {detail}")]
     Digest { reference: String, detail: String },
-    #[error("{reference}: {source}")]
-    Registry {
-        reference: String,
-        #[source]
-        source: oci_client::errors::OciDistributionError,
-    },
+    #[error("{reference}: {detail}")]
+    Registry { reference: String, detail: String },
     #[error("cannot read registry credentials from {}: {reason}", path.display())]
     Credentials { path: PathBuf, reason: String },
     #[error("cannot start the registry client: {0}")]
@@ -97,7 +93,26 @@ impl Error {
                 reference,
                 detail: format!("expected {expected}, got {actual}"),
             },
-            source => Error::Registry { reference, source },
+            source => Error::Registry {
+                reference,
+                detail: chain(&source),
+            },
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: the HTTP client
+/// nests "error sending request" around the refused connection that a user
+/// needs to see.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let more = e.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = e.source();
+    }
+    text
 }
