@@ -233,6 +233,9 @@ pub struct RegistryConfig {
     /// is HTTPS with its certificate verified.
     #[serde(default)]
     pub plain_http: Vec<String>,
+    /// A CA certificate (PEM file) trusted besides the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
     /// How often a tag is resolved again, seconds (1 to 86,400).
     #[serde(default = "default_poll_seconds")]
     pub poll_seconds: u64,
@@ -246,6 +249,7 @@ impl Default for RegistryConfig {
         RegistryConfig {
             config_file: None,
             plain_http: Vec::new(),
+            ca_file: None,
             poll_seconds: default_poll_seconds(),
             max_bytes: default_max_policy_bytes(),
         }

@@ -44,9 +44,17 @@ impl OciPolicy {
             Some(path) => Credentials::from_docker_config(path)?,
             None => Credentials::anonymous(),
         };
+        let ca_pem = match &config.ca_file {
+            Some(path) => Some(
+                std::fs::read(path)
+                    .with_context(|| format!("cannot read registry.caFile {}", path.display()))?,
+            ),
+            None => None,
+        };
         let registry = Registry::new(RegistryOptions {
             credentials,
             plain_http: config.plain_http.clone(),
+            ca_pem,
             max_bytes: config.max_bytes,
             ..RegistryOptions::default()
         })?;

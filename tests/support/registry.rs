@@ -83,6 +83,17 @@ pub struct TestRegistry {
 
 impl TestRegistry {
     pub fn start(name: &str, access: Access) -> TestRegistry {
+        TestRegistry::launch(name, access, false)
+    }
+
+    /// A registry that serves HTTPS only, with a certificate for 127.0.0.1
+    /// signed by a CA of its own (made with the openssl command); the CA's
+    /// PEM file is `self.dir/ca.pem`.
+    pub fn start_tls(name: &str) -> TestRegistry {
+        TestRegistry::launch(name, Access::Open, true)
+    }
+
+    fn launch(name: &str, access: Access, tls: bool) -> TestRegistry {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port on 127.0.0.1")
@@ -103,8 +114,40 @@ impl TestRegistry {
                 )
             }
         };
+        let tls = match tls {
+            false => String::new(),
+            true => {
+                std::fs::write(
+                    dir.join("leaf.ext"),
+                    "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+                )
+                .unwrap();
+                let key = "-newkey rsa:2048 -nodes -days 1";
+                for step in [
+                    format!("req -x509 {key} -subj /CN=dragon-tests-ca -keyout ca.key -out ca.pem"),
+                    format!("req {key} -subj /CN=127.0.0.1 -keyout key.pem -out leaf.csr"),
+                    "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+                     -extfile leaf.ext -out cert.pem"
+                        .to_string(),
+                ] {
+                    let made = Command::new("openssl")
+                        .args(step.split_whitespace())
+                        .current_dir(&dir)
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .expect("run openssl");
+                    assert!(made.success(), "openssl {step} failed");
+                }
+                format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    dir.join("cert.pem").display(),
+                    dir.join("key.pem").display()
+                )
+            }
+        };
         let config = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{tls}{auth}",
             dir.join("data").display()
         );
         std::fs::write(dir.join("config.yml"), config).unwrap();
@@ -120,6 +163,22 @@ impl TestRegistry {
     /// `oci://127.0.0.1:PORT/PATH`.
     pub fn reference(&self, path: &str) -> String {
         format!("oci://{}/{path}", self.host)
+    }
+
+    /// Change one byte of the stored blob `digest` (`sha256:…`), as a disk
+    /// or a proxy might: the registry serves it unchanged in size.
+    pub fn corrupt_blob(&self, digest: &str) {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        let path = self
+            .dir
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data");
+        let mut bytes = std::fs::read(&path).expect("the stored blob");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
     }
 
     /// Stop serving (the stored content stays).

@@ -338,3 +338,108 @@ fn a_registry_with_auth_answers_401_to_strangers_and_serves_the_docker_config_us
     );
     assert!(!err.contains(PUSHER_PASSWORD) && !out.contains(PUSHER_PASSWORD));
 }
+
+#[test]
+fn tls_is_verified_and_a_private_ca_is_trusted_when_named() {
+    let registry = TestRegistry::start_tls("tls");
+    let dir = workdir("tls");
+    let reference = registry.reference("team/dragon:v1");
+    let (ok, out, err) = dragon(&dir, &["policy", "push", "dragon", &reference]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("team/dragon:v1") && err.to_lowercase().contains("certificate"),
+        "{err}"
+    );
+
+    let ca = registry.dir.join("ca.pem").display().to_string();
+    let (ok, out, err) = dragon(
+        &dir,
+        &["policy", "push", "dragon", &reference, "--ca-file", &ca],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = dragon(
+        &dir,
+        &[
+            "policy",
+            "pull",
+            &reference,
+            "--ca-file",
+            &ca,
+            "-o",
+            "p.wasm",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        std::fs::read(dir.join("p.wasm")).unwrap(),
+        bundled("dragon")
+    );
+}
+
+#[test]
+fn a_blob_changed_in_the_registry_or_larger_than_the_bound_is_refused() {
+    use dragon_registry::{PolicyRef, Registry, RegistryOptions};
+    let registry = TestRegistry::start("blobs", Access::Open);
+    let dir = workdir("blobs");
+    let host = registry.host.as_str();
+    let (ok, out, err) = dragon(
+        &dir,
+        &[
+            "policy",
+            "push",
+            "dragon",
+            &registry.reference("team/dragon:v1"),
+            "--plain-http",
+            host,
+        ],
+    );
+    assert!(ok, "{out}{err}");
+
+    // More than the bound: refused from the manifest's size, before the blob.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let small = Registry::new(RegistryOptions {
+        plain_http: vec![host.to_string()],
+        max_bytes: 1000,
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    let reference = PolicyRef::parse(&registry.reference("team/dragon:v1")).unwrap();
+    let e = runtime
+        .block_on(small.pull(&reference))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than the 1000 a pull accepts"), "{e}");
+
+    // A stored blob changed behind the registry's back.
+    let layer = out
+        .lines()
+        .find_map(|l| l.strip_prefix("component sha256:"))
+        .map(str::trim)
+        .expect("push prints the component's digest");
+    registry.corrupt_blob(layer);
+    std::fs::write(dir.join("p.wasm"), b"the last good policy").unwrap();
+    let (ok, out, err) = dragon(
+        &dir,
+        &[
+            "policy",
+            "pull",
+            &registry.reference("team/dragon:v1"),
+            "--plain-http",
+            host,
+            "-o",
+            "p.wasm",
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("the blob's digest does not match") && err.contains(layer),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("p.wasm")).unwrap(),
+        b"the last good policy"
+    );
+}

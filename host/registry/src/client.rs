@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::client::{
+    Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
+};
 use oci_client::manifest::{OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 
@@ -21,6 +23,9 @@ pub struct RegistryOptions {
     /// the local machine. Every other is HTTPS with its certificate
     /// verified against the system's roots.
     pub plain_http: Vec<String>,
+    /// A CA certificate (PEM) trusted besides the system's roots, for a
+    /// registry whose certificate a private CA signed.
+    pub ca_pem: Option<Vec<u8>>,
     /// The largest policy a pull accepts, bytes.
     pub max_bytes: u64,
     /// Connect and read timeout of each request.
@@ -32,6 +37,7 @@ impl Default for RegistryOptions {
         RegistryOptions {
             credentials: Credentials::anonymous(),
             plain_http: Vec::new(),
+            ca_pem: None,
             max_bytes: DEFAULT_MAX_BYTES,
             timeout: Duration::from_secs(30),
         }
@@ -73,6 +79,14 @@ impl Registry {
             protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
             connect_timeout: Some(options.timeout),
             read_timeout: Some(options.timeout),
+            extra_root_certificates: options
+                .ca_pem
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
             ..ClientConfig::default()
         };
         let client =

@@ -22,6 +22,9 @@ pub struct RegistryArgs {
     /// the local machine; every other is HTTPS with its certificate verified.
     #[arg(long, value_name = "HOST")]
     pub plain_http: Vec<String>,
+    /// A CA certificate (PEM) to trust besides the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl RegistryArgs {
@@ -34,9 +37,16 @@ impl RegistryArgs {
             Some(path) => Credentials::from_docker_config(path)?,
             None => Credentials::anonymous(),
         };
+        let ca_pem = match &self.ca_file {
+            Some(path) => Some(
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
+            ),
+            None => None,
+        };
         Ok(Registry::new(RegistryOptions {
             credentials,
             plain_http: self.plain_http.clone(),
+            ca_pem,
             ..RegistryOptions::default()
         })?)
     }
