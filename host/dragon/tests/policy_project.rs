@@ -98,6 +98,39 @@ fn ok(run: &Run) {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }
 
+/// A guest's run through the simulator replays to the same decisions (its
+/// clock is the call's, its random numbers seeded) and passes the gate on
+/// its own recording, as a Rust policy does.
+fn replays_exactly_and_passes_the_gate(project: &Path) {
+    let sim = dragon(
+        project,
+        &[
+            "simulate",
+            "--policy",
+            "policy.wasm",
+            "--trace",
+            "paper",
+            "--record",
+            "run.rec",
+        ],
+    );
+    ok(&sim);
+    let replay = dragon(project, &["replay", "run.rec", "--policy", "policy.wasm"]);
+    ok(&replay);
+    assert!(
+        replay
+            .stdout
+            .contains("decisions identical to the recording"),
+        "{}",
+        replay.stdout
+    );
+    let gate = dragon(
+        project,
+        &["policy", "gate", "policy.wasm", "--recording", "run.rec"],
+    );
+    ok(&gate);
+}
+
 #[test]
 fn policy_new_build_and_test_round_trip() {
     let home = home("round-trip");
@@ -267,6 +300,7 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
         "{}",
         String::from_utf8_lossy(&unit.stderr)
     );
+    replays_exactly_and_passes_the_gate(&project);
 
     // An exception names itself; its text shows the time and a random
     // number the policy saw, the same on every run (the call's time, a
@@ -352,6 +386,7 @@ fn a_javascript_policy_project_builds_tests_and_explains_its_failures() {
         "{}",
         String::from_utf8_lossy(&unit.stdout)
     );
+    replays_exactly_and_passes_the_gate(&project);
 
     // An error names itself and where it was thrown; the time and random
     // number it shows are the same on every run.
