@@ -1192,16 +1192,18 @@ impl Scenario {
         monitor: Option<&Monitor>,
     ) {
         let logs: String = schedulers.iter().map(|s| s.log()).collect();
-        // 1. gangs whole or not at all.
-        let groups = podgroups(&self.client, &self.name)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
+        // 1. gangs whole or not at all. The groups are read again each
+        // time: a controller deletes a finished job's PodGroup, and the pods
+        // it leaves running (a PS) are no longer a gang.
         let mut partial = String::new();
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             partial.clear();
+            let groups = podgroups(&self.client, &self.name)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items;
             let pods = self.pods().await;
             for g in &groups {
                 let name = g.metadata.name.clone().unwrap_or_default();
