@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dragon_registry::{Credentials, PolicyRef, Pulled, Registry, RegistryOptions};
-use dragon_runtime::PolicySource;
+use dragon_runtime::{PolicySource, write_atomically};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RegistryConfig;
@@ -216,15 +216,6 @@ impl Store {
             title: None,
         })
     }
-}
-
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -96,7 +96,13 @@ impl ComponentCache {
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Write `bytes` to `path` through a file beside it and a rename, creating
+/// the directory if needed: a reader sees the old content or the new, never
+/// half of it (compiled policies, pulled policies, built policies).
+///
+/// # Errors
+/// The directory cannot be created or the file written or renamed.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

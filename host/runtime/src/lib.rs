@@ -19,7 +19,7 @@ pub mod view;
 mod wasi;
 
 pub use bindings::wit;
-pub use cache::ComponentCache;
+pub use cache::{ComponentCache, write_atomically};
 pub use engine::PolicyEngine;
 pub use error::{CallError, Failure, HookName, LoadError};
 pub use hooks::{Hooks, PolicyInfo, hook_name};

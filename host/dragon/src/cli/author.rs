@@ -175,11 +175,8 @@ fn policy_args(policy: &str) -> PolicyArgs {
     }
 }
 
-/// Write `bytes` to `path` through a file beside it, so a reader never
-/// sees half of it.
+/// Write `bytes` to `path` so that a reader never sees half of it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let staging = path.with_extension(format!("new-{}", std::process::id()));
-    std::fs::write(&staging, bytes)
-        .with_context(|| format!("cannot write {}", staging.display()))?;
-    std::fs::rename(&staging, path).with_context(|| format!("cannot write {}", path.display()))
+    crate::runtime::write_atomically(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -1,7 +1,7 @@
 //! `dragon policy push` and `pull`: policies in an OCI registry, in the
 //! wasm OCI artifact layout (see [`dragon_registry`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -140,22 +140,12 @@ impl PullOpts {
         let PolicySource::Bytes { bytes, .. } = &source else {
             unreachable!("built as bytes above")
         };
-        write_atomically(&self.out, bytes)?;
+        // A reader sees the old file or the new one, never half a policy.
+        crate::runtime::write_atomically(&self.out, bytes)
+            .with_context(|| format!("cannot write {}", self.out.display()))?;
         eprintln!("wrote {} from {reference}", self.out.display());
         super::policy::print_check(&policy, self.json)
     }
-}
-
-/// Write through a temporary file and a rename: a reader sees the old file
-/// or the new one, never a half-written policy.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let tmp = path.with_extension(format!("wasm.pull-{}", std::process::id()));
-    if let Some(dir) = dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The interfaces a component imports and exports, for the artifact's
