@@ -13,7 +13,27 @@ use std::process::Command;
 fn the_main_job_reuses_every_artifact_of_the_test_build() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    // The main job runs from a shell, not from inside a test: drop what
+    // cargo sets for this test binary. Build scripts that watch these
+    // variables (ring's watches CARGO_MANIFEST_DIR and CARGO_PKG_*) would
+    // otherwise run again here and nowhere else.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_for_tests = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+        ]
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+            || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&&*key);
+        if set_for_tests {
+            command.env_remove(&*key);
+        }
+    }
+    let out = command
         .current_dir(root)
         .args([
             "build",
