@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use dragon_registry::{Credentials, PolicyRef, Pulled, Registry, RegistryOptions};
+use dragon_registry::{PolicyRef, Pulled, Registry, RegistryOptions};
 use dragon_runtime::{PolicySource, write_atomically};
 use serde::{Deserialize, Serialize};
 
@@ -40,23 +40,14 @@ impl OciPolicy {
     /// The reference or the registry settings are invalid.
     pub fn new(spec: &str, config: &RegistryConfig, cache_root: Option<PathBuf>) -> Result<Self> {
         let reference = PolicyRef::parse(spec)?;
-        let credentials = match &config.config_file {
-            Some(path) => Credentials::from_docker_config(path)?,
-            None => Credentials::anonymous(),
-        };
-        let ca_pem = match &config.ca_file {
-            Some(path) => Some(
-                std::fs::read(path)
-                    .with_context(|| format!("cannot read registry.caFile {}", path.display()))?,
-            ),
-            None => None,
-        };
+        let options = RegistryOptions::from_files(
+            config.config_file.as_deref(),
+            config.ca_file.as_deref(),
+            config.plain_http.clone(),
+        )?;
         let registry = Registry::new(RegistryOptions {
-            credentials,
-            plain_http: config.plain_http.clone(),
-            ca_pem,
             max_bytes: config.max_bytes,
-            ..RegistryOptions::default()
+            ..options
         })?;
         Ok(OciPolicy {
             reference,

@@ -1,5 +1,6 @@
 //! Push, resolve and pull a policy artifact.
 
+use std::path::Path;
 use std::time::Duration;
 
 use oci_client::client::{
@@ -41,6 +42,38 @@ impl Default for RegistryOptions {
             max_bytes: DEFAULT_MAX_BYTES,
             timeout: Duration::from_secs(30),
         }
+    }
+}
+
+impl RegistryOptions {
+    /// The options a user gives as files: a docker config with the
+    /// credentials (none: anonymous) and a CA certificate (PEM) to trust,
+    /// and the hosts spoken to over plain HTTP.
+    ///
+    /// # Errors
+    /// A file cannot be read, or the docker config is not one.
+    pub fn from_files(
+        config_file: Option<&Path>,
+        ca_file: Option<&Path>,
+        plain_http: Vec<String>,
+    ) -> Result<RegistryOptions, Error> {
+        let credentials = match config_file {
+            Some(path) => Credentials::from_docker_config(path)?,
+            None => Credentials::anonymous(),
+        };
+        let ca_pem = match ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| Error::CaFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?),
+            None => None,
+        };
+        Ok(RegistryOptions {
+            credentials,
+            plain_http,
+            ca_pem,
+            ..RegistryOptions::default()
+        })
     }
 }
 

@@ -38,6 +38,8 @@ pub enum Error {
     Registry { reference: String, detail: String },
     #[error("cannot read registry credentials from {}: {reason}", path.display())]
     Credentials { path: PathBuf, reason: String },
+    #[error("cannot read the CA certificate {}: {reason}", path.display())]
+    CaFile { path: PathBuf, reason: String },
     #[error("cannot start the registry client: {0}")]
     Client(String),
 }

@@ -29,26 +29,16 @@ pub struct RegistryArgs {
 
 impl RegistryArgs {
     fn client(&self) -> Result<Registry> {
-        let file = self
+        let config_file = self
             .registry_config
             .clone()
             .or_else(Credentials::default_file);
-        let credentials = match &file {
-            Some(path) => Credentials::from_docker_config(path)?,
-            None => Credentials::anonymous(),
-        };
-        let ca_pem = match &self.ca_file {
-            Some(path) => Some(
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
-            ),
-            None => None,
-        };
-        Ok(Registry::new(RegistryOptions {
-            credentials,
-            plain_http: self.plain_http.clone(),
-            ca_pem,
-            ..RegistryOptions::default()
-        })?)
+        let options = RegistryOptions::from_files(
+            config_file.as_deref(),
+            self.ca_file.as_deref(),
+            self.plain_http.clone(),
+        )?;
+        Ok(Registry::new(options)?)
     }
 }
 
