@@ -373,7 +373,7 @@ pub fn pending_claiming(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
             "device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"a100\""
         )],
         extended_resource: None,
-        unusable: None,
+        ..DeviceClass::default()
     }))
     .expect("a class");
     for j in 0..jobs {

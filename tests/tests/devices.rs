@@ -39,7 +39,7 @@ fn sched(nodes: &[(&str, usize)]) -> Scheduler {
         name: "gpu".into(),
         selectors: vec![format!("device.driver == \"{DRIVER}\"")],
         extended_resource: None,
-        unusable: None,
+        ..DeviceClass::default()
     });
     Scheduler::new(c, SchedulerConfig::default())
 }
@@ -188,7 +188,7 @@ fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_cou
         name: "gpu".into(),
         selectors: vec![format!("device.driver == \"{DRIVER}\"")],
         extended_resource: Some("nvidia.com/gpu".into()),
-        unusable: None,
+        ..DeviceClass::default()
     }))
     .expect("a class");
     assert_eq!(

@@ -16,8 +16,25 @@ use super::{KubeIo, object, typed};
 /// claim is not deleted while its devices may be in use.
 const CLAIM_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 
-/// An allocation as `status.allocation` holds it.
-fn allocation_result(a: &Allocation) -> resource::AllocationResult {
+/// A share's `shareID`: a UUID made from the claim's uid and the result's
+/// index, so writing the same allocation again names the same shares.
+fn share_id(claim_uid: &str, index: usize) -> String {
+    let h = dragon_runtime::sha256_hex(format!("{claim_uid}/{index}").as_bytes());
+    // Version 5 and the RFC 4122 variant, as a name-based UUID has them.
+    let variant = ["8", "9", "a", "b"][usize::from(h.as_bytes()[16] % 4)];
+    format!(
+        "{}-{}-5{}-{variant}{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// An allocation as `status.allocation` holds it, for the claim whose uid
+/// is `claim_uid`.
+fn allocation_result(a: &Allocation, claim_uid: &str) -> resource::AllocationResult {
     let requirement = |r: &dragon_framework::Requirement| core::NodeSelectorRequirement {
         key: r.key.clone(),
         operator: format!("{:?}", r.operator),
@@ -28,15 +45,43 @@ fn allocation_result(a: &Allocation) -> resource::AllocationResult {
             k8s_openapi::jiff::Timestamp::now(),
         )),
         devices: Some(resource::DeviceAllocationResult {
-            config: None,
+            config: (!a.config.is_empty()).then(|| {
+                a.config
+                    .iter()
+                    .map(|c| resource::DeviceAllocationConfiguration {
+                        source: if c.from_class {
+                            "FromClass"
+                        } else {
+                            "FromClaim"
+                        }
+                        .into(),
+                        requests: (!c.requests.is_empty()).then(|| c.requests.clone()),
+                        opaque: Some(resource::OpaqueDeviceConfiguration {
+                            driver: c.opaque.driver.clone(),
+                            parameters: k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+                                c.opaque.parameters.clone(),
+                            ),
+                        }),
+                    })
+                    .collect()
+            }),
             results: Some(
                 a.devices
                     .iter()
-                    .map(|d| resource::DeviceRequestAllocationResult {
+                    .enumerate()
+                    .map(|(i, d)| resource::DeviceRequestAllocationResult {
                         request: d.request.clone(),
                         driver: d.device.driver.clone(),
                         pool: d.device.pool.clone(),
                         device: d.device.device.clone(),
+                        admin_access: d.admin_access.then_some(true),
+                        share_id: d.shared.then(|| share_id(claim_uid, i)),
+                        consumed_capacity: (!d.consumed.is_empty()).then(|| {
+                            d.consumed
+                                .iter()
+                                .map(|(name, q)| (name.clone(), milli_quantity(q.0)))
+                                .collect()
+                        }),
                         ..Default::default()
                     })
                     .collect(),
@@ -143,7 +188,10 @@ impl KubeIo {
             })?;
         let claim_name = created.metadata.name.clone().unwrap_or_default();
         created.status = Some(resource::ResourceClaimStatus {
-            allocation: Some(allocation_result(allocation)),
+            allocation: Some(allocation_result(
+                allocation,
+                created.metadata.uid.as_deref().unwrap_or_default(),
+            )),
             reserved_for: Some(vec![resource::ResourceClaimConsumerReference {
                 api_group: None,
                 resource: "pods".into(),
@@ -201,9 +249,10 @@ impl KubeIo {
                 .await
                 .map_err(|e| typed(&format!("protecting claim {claim}"), &e))?;
         }
+        let claim_uid = current.metadata.uid.clone().unwrap_or_default();
         let status = current.status.get_or_insert_with(Default::default);
         if status.allocation.is_none() {
-            status.allocation = Some(allocation_result(allocation));
+            status.allocation = Some(allocation_result(allocation, &claim_uid));
         }
         let reserved = status.reserved_for.get_or_insert_with(Vec::new);
         if !reserved.iter().any(|r| r.uid == uid) {
@@ -220,5 +269,84 @@ impl KubeIo {
             .await
             .map(|_| ())
             .map_err(|e| typed(&format!("allocating claim {claim} for {pod}"), &e))
+    }
+}
+
+/// A quantity of `milli` thousandths, written as the API server would
+/// (whole units when it divides).
+fn milli_quantity(milli: u64) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
+    k8s_openapi::apimachinery::pkg::api::resource::Quantity(if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_id_is_a_normalized_uuid_stable_for_its_claim_and_result() {
+        let id = share_id("3f1c-uid", 2);
+        assert_eq!(id, share_id("3f1c-uid", 2));
+        assert_ne!(id, share_id("3f1c-uid", 3));
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(
+            id.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+        );
+    }
+
+    #[test]
+    fn an_allocation_writes_admin_access_shares_and_configuration() {
+        use dragon_framework::devices::{
+            AllocatedConfig, AllocatedDevice, DeviceId, OpaqueConfig, Quantity,
+        };
+        let id = |d: &str| DeviceId {
+            driver: "gpu.example.com".into(),
+            pool: "node-1".into(),
+            device: d.into(),
+        };
+        let mut admin = AllocatedDevice::new("monitor", id("gpu-0"));
+        admin.admin_access = true;
+        let mut share = AllocatedDevice::new("slice", id("gpu-1"));
+        share.shared = true;
+        share
+            .consumed
+            .insert("memory".into(), Quantity(10_737_418_240_000));
+        share.consumed.insert("cores".into(), Quantity(500));
+        let a = Allocation {
+            devices: vec![admin, share],
+            nodes: None,
+            config: vec![AllocatedConfig {
+                from_class: true,
+                requests: Vec::new(),
+                opaque: OpaqueConfig {
+                    driver: "gpu.example.com".into(),
+                    parameters: json!({"sharing": "TimeSlicing"}),
+                },
+            }],
+        };
+        let r = allocation_result(&a, "uid-1");
+        let v = serde_json::to_value(&r).expect("serializable");
+        let results = &v["devices"]["results"];
+        assert_eq!(results[0]["adminAccess"], json!(true));
+        assert!(results[0].get("shareID").is_none());
+        assert_eq!(results[1]["shareID"], json!(share_id("uid-1", 1)));
+        assert_eq!(
+            results[1]["consumedCapacity"],
+            json!({"cores": "500m", "memory": "10737418240"})
+        );
+        assert_eq!(v["devices"]["config"][0]["source"], json!("FromClass"));
+        assert_eq!(
+            v["devices"]["config"][0]["opaque"]["parameters"],
+            json!({"sharing": "TimeSlicing"})
+        );
+        assert!(v["devices"]["config"][0].get("requests").is_none());
     }
 }

@@ -1,13 +1,17 @@
-//! `resource.k8s.io/v1` objects → the framework's devices: ResourceSlices,
-//! DeviceClasses and ResourceClaims, and the claims a pod names. A field
-//! Dragon does not allocate by (admin access, capacity requests,
-//! `distinctAttribute`, partitionable devices) makes the claim or class
+//! `resource.k8s.io/v1` objects → the framework's devices: ResourceSlices
+//! (with shared counters, partitions and shared devices' capacity
+//! policies), DeviceClasses and ResourceClaims (admin access, capacity
+//! requests, attribute constraints and configuration), and the claims a
+//! pod names. A field that cannot be read makes the slice, class or claim
 //! unusable with the field named, so its pods wait rather than get devices
 //! that ignore it.
 
+use std::collections::BTreeMap;
+
 use dragon_framework::devices::{
-    AllocatedDevice, Allocation, Attribute, Choice, Claim, Device, DeviceClass, DeviceId,
-    MatchAttribute, Mode, Quantity, Reach, Request, ResourceSlice,
+    AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule, Choice, Claim,
+    ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig, Quantity, Reach,
+    Request, RequestPolicy, ResourceSlice, ValidAmounts,
 };
 use dragon_framework::quantity;
 use dragon_framework::{Taint, TaintEffect, Toleration, TolerationOperator};
@@ -28,12 +32,16 @@ pub fn resource_slice(
     let name = s.metadata.name.clone().unwrap_or_default();
     let object = format!("ResourceSlice {name}");
     let spec = &s.spec;
-    if spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(err(
-            &object,
-            "spec.sharedCounters: partitionable devices are not allocated by Dragon",
-        ));
-    }
+    let counters = spec
+        .shared_counters
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, set)| {
+            let field = format!("spec.sharedCounters[{i}]");
+            Ok((set.name.clone(), amounts(&object, &field, &set.counters)?))
+        })
+        .collect::<Result<_, TranslateError>>()?;
     let reach = reach(
         &object,
         "spec",
@@ -61,8 +69,39 @@ pub fn resource_slice(
             slice_count: u64::try_from(spec.pool.resource_slice_count).unwrap_or(0),
             reach,
             devices,
+            counters,
         },
     ))
+}
+
+/// Counters by name, as quantities.
+fn amounts(
+    object: &str,
+    field: &str,
+    counters: &BTreeMap<String, resource::Counter>,
+) -> Result<BTreeMap<String, Quantity>, TranslateError> {
+    counters
+        .iter()
+        .map(|(name, c)| {
+            amount(
+                object,
+                &format!("{field}.counters[{name:?}].value"),
+                &c.value,
+            )
+            .map(|q| (name.clone(), q))
+        })
+        .collect()
+}
+
+/// A quantity at `field`, in thousandths.
+fn amount(
+    object: &str,
+    field: &str,
+    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+) -> Result<Quantity, TranslateError> {
+    quantity::parse(&q.0, 1000)
+        .map(Quantity)
+        .map_err(|e| err(object, format!("{field}: {e}")))
 }
 
 fn reach(
@@ -90,12 +129,19 @@ fn device(
     per_device: bool,
 ) -> Result<Device, TranslateError> {
     let field = format!("spec.devices[{i}]");
-    if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(err(
-            object,
-            format!("{field}.consumesCounters: partitionable devices are not allocated by Dragon"),
-        ));
-    }
+    let consumes = d
+        .consumes_counters
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(j, u)| {
+            let field = format!("{field}.consumesCounters[{j}]");
+            Ok(CounterUse {
+                set: u.counter_set.clone(),
+                counters: amounts(object, &field, &u.counters)?,
+            })
+        })
+        .collect::<Result<_, TranslateError>>()?;
     let attributes = d
         .attributes
         .iter()
@@ -122,16 +168,21 @@ fn device(
             Ok((name.clone(), value))
         })
         .collect::<Result<_, _>>()?;
-    let capacity = d
-        .capacity
-        .iter()
-        .flatten()
-        .map(|(name, c)| {
-            quantity::parse(&c.value.0, 1000)
-                .map(|q| (name.clone(), Quantity(q)))
-                .map_err(|e| err(object, format!("{field}.capacity[{name:?}].value: {e}")))
-        })
-        .collect::<Result<_, _>>()?;
+    let mut capacity = BTreeMap::new();
+    let mut policies = BTreeMap::new();
+    for (name, c) in d.capacity.iter().flatten() {
+        let field = format!("{field}.capacity[{name:?}]");
+        capacity.insert(
+            name.clone(),
+            amount(object, &format!("{field}.value"), &c.value)?,
+        );
+        if let Some(p) = &c.request_policy {
+            policies.insert(
+                name.clone(),
+                request_policy(object, &format!("{field}.requestPolicy"), p)?,
+            );
+        }
+    }
     let taints = d
         .taints
         .iter()
@@ -169,6 +220,40 @@ fn device(
         capacity,
         taints,
         reach,
+        policies,
+        shared: d.allow_multiple_allocations == Some(true),
+        consumes,
+    })
+}
+
+fn request_policy(
+    object: &str,
+    field: &str,
+    p: &resource::CapacityRequestPolicy,
+) -> Result<RequestPolicy, TranslateError> {
+    let optional = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+                    name: &str| {
+        q.map(|q| amount(object, &format!("{field}.{name}"), q))
+            .transpose()
+    };
+    let valid = match (&p.valid_range, &p.valid_values) {
+        (Some(r), _) => ValidAmounts::Range {
+            min: amount(object, &format!("{field}.validRange.min"), &r.min)?,
+            max: optional(r.max.as_ref(), "validRange.max")?,
+            step: optional(r.step.as_ref(), "validRange.step")?,
+        },
+        (None, Some(values)) => ValidAmounts::Values(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, q)| amount(object, &format!("{field}.validValues[{i}]"), q))
+                .collect::<Result<_, _>>()?,
+        ),
+        (None, None) => ValidAmounts::Any,
+    };
+    Ok(RequestPolicy {
+        default: optional(p.default.as_ref(), "default")?,
+        valid,
     })
 }
 
@@ -180,11 +265,18 @@ pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
     let selectors = expressions("spec", spec.and_then(|s| s.selectors.as_ref()), &mut |p| {
         unusable.get_or_insert(p);
     });
+    let config = spec
+        .and_then(|s| s.config.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.opaque.as_ref().map(opaque))
+        .collect();
     DeviceClass {
         name,
         selectors,
         extended_resource: spec.and_then(|s| s.extended_resource_name.clone()),
         unusable,
+        config,
     }
 }
 
@@ -212,37 +304,26 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
         let field = format!("spec.devices.requests[{i}]");
         let choices: Vec<Choice> = match (&r.exactly, &r.first_available) {
             (Some(e), _) => {
-                if e.admin_access == Some(true) {
-                    note(format!(
-                        "{field}.exactly.adminAccess: admin access is not allocated by Dragon"
-                    ));
-                }
-                if e.capacity.is_some() {
-                    note(format!(
-                        "{field}.exactly.capacity: capacity requests are not allocated by Dragon"
-                    ));
-                }
-                vec![choice(
-                    &format!("{field}.exactly"),
+                let field = format!("{field}.exactly");
+                let mut c = choice(
+                    &field,
                     None,
                     &e.device_class_name,
                     e.selectors.as_ref(),
                     (e.allocation_mode.as_deref(), e.count),
                     e.tolerations.as_ref(),
                     &mut note,
-                )]
+                );
+                c.admin_access = e.admin_access == Some(true);
+                c.capacity = capacity_requests(&key, &field, e.capacity.as_ref(), &mut note);
+                vec![c]
             }
             (None, Some(subs)) => subs
                 .iter()
                 .enumerate()
                 .map(|(j, s)| {
                     let field = format!("{field}.firstAvailable[{j}]");
-                    if s.capacity.is_some() {
-                        note(format!(
-                            "{field}.capacity: capacity requests are not allocated by Dragon"
-                        ));
-                    }
-                    choice(
+                    let mut c = choice(
                         &field,
                         Some(s.name.clone()),
                         &s.device_class_name,
@@ -250,7 +331,9 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
                         (s.allocation_mode.as_deref(), s.count),
                         s.tolerations.as_ref(),
                         &mut note,
-                    )
+                    );
+                    c.capacity = capacity_requests(&key, &field, s.capacity.as_ref(), &mut note);
+                    c
                 })
                 .collect(),
             (None, None) => {
@@ -272,17 +355,37 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
         .flatten()
         .enumerate()
     {
-        match (&k.match_attribute, &k.distinct_attribute) {
-            (Some(attribute), None) => constraints.push(MatchAttribute {
-                requests: k.requests.clone().unwrap_or_default(),
-                attribute: attribute.clone(),
-            }),
-            (_, Some(_)) => note(format!(
-                "spec.devices.constraints[{i}].distinctAttribute: not allocated by Dragon"
-            )),
-            (None, None) => note(format!("spec.devices.constraints[{i}]: empty constraint")),
-        }
+        let (attribute, rule) = match (&k.match_attribute, &k.distinct_attribute) {
+            (Some(a), None) => (a, AttributeRule::Match),
+            (None, Some(a)) => (a, AttributeRule::Distinct),
+            (Some(_), Some(_)) => {
+                note(format!(
+                    "spec.devices.constraints[{i}]: both matchAttribute and distinctAttribute are set"
+                ));
+                continue;
+            }
+            (None, None) => {
+                note(format!("spec.devices.constraints[{i}]: empty constraint"));
+                continue;
+            }
+        };
+        constraints.push(AttributeConstraint {
+            requests: k.requests.clone().unwrap_or_default(),
+            attribute: attribute.clone(),
+            rule,
+        });
     }
+    let config = devices
+        .and_then(|d| d.config.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            c.opaque.as_ref().map(|o| ClaimConfig {
+                requests: c.requests.clone().unwrap_or_default(),
+                opaque: opaque(o),
+            })
+        })
+        .collect();
     let allocation = c
         .status
         .as_ref()
@@ -305,9 +408,27 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
                             pool: r.pool.clone(),
                             device: r.device.clone(),
                         },
+                        admin_access: r.admin_access == Some(true),
+                        shared: r.share_id.is_some(),
+                        consumed: r
+                            .consumed_capacity
+                            .iter()
+                            .flatten()
+                            .filter_map(|(name, q)| {
+                                let field = format!(
+                                    "status.allocation.devices.results[].consumedCapacity[{name:?}]"
+                                );
+                                amount(&key, &field, q)
+                                    .map_err(|e| note(e.message))
+                                    .ok()
+                                    .map(|q| (name.clone(), q))
+                            })
+                            .collect(),
                     })
                     .collect(),
                 nodes,
+                // What the drivers read; the scheduler does not.
+                config: Vec::new(),
             }
         });
     let deleting = c.metadata.deletion_timestamp.is_some();
@@ -315,6 +436,7 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
         key,
         requests,
         constraints,
+        config,
         allocation,
         unusable: if deleting
             && c.status
@@ -399,6 +521,36 @@ fn choice(
         selectors,
         mode,
         tolerations,
+        admin_access: false,
+        capacity: BTreeMap::new(),
+    }
+}
+
+/// A request's `capacity.requests`, in thousandths; an amount that cannot
+/// be read is noted and left out.
+fn capacity_requests(
+    claim: &str,
+    field: &str,
+    capacity: Option<&resource::CapacityRequirements>,
+    note: &mut impl FnMut(String),
+) -> BTreeMap<String, Quantity> {
+    capacity
+        .and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, q)| {
+            amount(claim, &format!("{field}.capacity.requests[{name:?}]"), q)
+                .map_err(|e| note(e.message))
+                .ok()
+                .map(|q| (name.clone(), q))
+        })
+        .collect()
+}
+
+fn opaque(o: &resource::OpaqueDeviceConfiguration) -> OpaqueConfig {
+    OpaqueConfig {
+        driver: o.driver.clone(),
+        parameters: o.parameters.0.clone(),
     }
 }
 
@@ -469,4 +621,120 @@ fn expressions(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_partitioned_and_shared_slice_is_read_with_its_counters_and_policies() {
+        let counters: resource::ResourceSlice = serde_json::from_value(json!({
+            "metadata": {"name": "node-1-counters"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}
+        }))
+        .expect("a slice");
+        let (_, s) = resource_slice(&counters).expect("readable");
+        assert_eq!(
+            s.counters["gpu-0"]["memory"],
+            Quantity(80 * (1 << 30) * 1000)
+        );
+        let devices: resource::ResourceSlice = serde_json::from_value(json!({
+            "metadata": {"name": "node-1-devices"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2},
+                "devices": [
+                    {"name": "gpu-0-mig-1g", "consumesCounters": [
+                        {"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}]},
+                    {"name": "gpu-1", "allowMultipleAllocations": true, "capacity": {
+                        "memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi",
+                            "validRange": {"min": "10Gi", "step": "10Gi"}}},
+                        "cores": {"value": "100", "requestPolicy": {"validValues": ["25", "50", "100"]}}}}
+                ]}
+        }))
+        .expect("a slice");
+        let (_, s) = resource_slice(&devices).expect("readable");
+        assert_eq!(s.devices[0].consumes[0].set, "gpu-0");
+        let gib = |n: u64| Quantity(n * (1 << 30) * 1000);
+        assert!(s.devices[1].shared);
+        assert_eq!(
+            s.devices[1].policies["memory"],
+            RequestPolicy {
+                default: Some(gib(10)),
+                valid: ValidAmounts::Range {
+                    min: gib(10),
+                    max: None,
+                    step: Some(gib(10))
+                },
+            }
+        );
+        assert_eq!(
+            s.devices[1].policies["cores"].valid,
+            ValidAmounts::Values(vec![Quantity(25_000), Quantity(50_000), Quantity(100_000)])
+        );
+        let mut bad = devices.clone();
+        bad.spec.devices.as_mut().expect("devices")[1]
+            .capacity
+            .as_mut()
+            .expect("capacity")
+            .get_mut("memory")
+            .expect("memory")
+            .request_policy
+            .as_mut()
+            .expect("a policy")
+            .default = Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+            "ten".into(),
+        ));
+        let e = resource_slice(&bad).expect_err("unreadable").to_string();
+        assert!(
+            e.starts_with("ResourceSlice node-1-devices: spec.devices[1].capacity[\"memory\"].requestPolicy.default:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_claim_is_read_with_admin_access_capacity_constraints_and_configuration() {
+        let c: resource::ResourceClaim = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ml"},
+            "spec": {"devices": {
+                "requests": [
+                    {"name": "monitor", "exactly": {"deviceClassName": "gpu", "adminAccess": true,
+                        "allocationMode": "All"}},
+                    {"name": "slice", "exactly": {"deviceClassName": "gpu",
+                        "capacity": {"requests": {"memory": "20Gi"}}}}
+                ],
+                "constraints": [{"distinctAttribute": "gpu.example.com/uuid", "requests": ["slice"]}],
+                "config": [{"requests": ["slice"], "opaque": {"driver": "gpu.example.com",
+                    "parameters": {"sharing": "MPS"}}}]
+            }}
+        }))
+        .expect("a claim");
+        let claim = claim(&c);
+        assert_eq!(claim.unusable, None);
+        assert!(claim.requests[0].choices[0].admin_access);
+        assert_eq!(
+            claim.requests[1].choices[0].capacity["memory"],
+            Quantity(20 * (1 << 30) * 1000)
+        );
+        assert_eq!(claim.constraints[0].rule, AttributeRule::Distinct);
+        assert_eq!(claim.config[0].requests, vec!["slice".to_string()]);
+        assert_eq!(claim.config[0].opaque.parameters, json!({"sharing": "MPS"}));
+        let mut both = c.clone();
+        both.spec
+            .as_mut()
+            .and_then(|s| s.devices.as_mut())
+            .expect("devices")
+            .constraints = Some(vec![resource::DeviceConstraint {
+            match_attribute: Some("a".into()),
+            distinct_attribute: Some("b".into()),
+            requests: None,
+        }]);
+        assert_eq!(
+            super::claim(&both).unusable.as_deref(),
+            Some("spec.devices.constraints[0]: both matchAttribute and distinctAttribute are set")
+        );
+    }
 }

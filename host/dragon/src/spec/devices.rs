@@ -83,7 +83,7 @@ impl DeviceClassSpec {
             name: self.name.clone(),
             selectors: self.selectors.clone(),
             extended_resource: self.serves_gpus.then(|| GPU_RESOURCE.to_string()),
-            unusable: None,
+            ..DeviceClass::default()
         }
     }
 }

@@ -7,10 +7,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::cel::Selector;
+use super::cel::{Quantity, Selector};
+use super::counters::Counters;
 use super::{
-    AllocatedDevice, Allocation, Attribute, ClaimEntry, Device, DeviceId, Inventory,
-    MAX_DEVICES_PER_CLAIM, Mode, Published, Reach, ResourceSlice,
+    AllocatedConfig, AllocatedDevice, Allocation, Attribute, AttributeRule, ClaimEntry, Device,
+    DeviceId, Inventory, MAX_DEVICES_PER_CLAIM, Mode, Published, Reach, ResourceSlice,
 };
 use crate::model::Node;
 use crate::selector::{NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement};
@@ -59,6 +60,12 @@ pub enum DeviceError {
     },
     #[error("cannot add device {device} because a claim constraint would not be satisfied")]
     Constraint { device: DeviceId },
+    #[error("resource claim {claim}, device {device}: {source}")]
+    Capacity {
+        claim: String,
+        device: DeviceId,
+        source: super::Unrepresentable,
+    },
 }
 
 /// A device the node reaches, with where it comes from.
@@ -69,11 +76,21 @@ struct Candidate<'a> {
     id: &'a DeviceId,
     device: &'a Device,
     slice: &'a ResourceSlice,
+    /// Its pool's index in the search's counters.
+    pool: usize,
 }
 
-/// The pools node `node` reaches: candidates in (driver, pool, slice,
-/// device) order, and whether some pool was seen incomplete or invalid.
-fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<String>) {
+/// What the node reaches: candidates in (driver, pool, slice, device)
+/// order, each pool's counters when some device of it takes counters, and
+/// a pool seen incomplete or invalid.
+struct Gathered<'a> {
+    cands: Vec<Candidate<'a>>,
+    counters: Vec<Option<Counters>>,
+    problem: Option<String>,
+}
+
+/// The pools node `node` reaches.
+fn gather<'a>(inv: &'a Inventory, node: &Node) -> Gathered<'a> {
     // Newest generation of each pool among the slices the node reaches.
     let mut pools: BTreeMap<(&str, &str), (i64, Vec<&'a Published>)> = BTreeMap::new();
     for published in inv.slices_near(&node.name) {
@@ -99,6 +116,7 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
         }
     }
     let mut out = Vec::new();
+    let mut counters = Vec::new();
     let mut unusable = None;
     for ((driver, pool), (generation, local)) in pools {
         let want = local[0].slice.slice_count;
@@ -124,6 +142,27 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
             unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
             continue;
         }
+        let partitioned = local
+            .iter()
+            .any(|p| p.slice.devices.iter().any(|d| !d.consumes.is_empty()));
+        let pool_counters = if partitioned {
+            let all: Vec<&ResourceSlice> = inv
+                .pool_slices(driver, pool)
+                .into_iter()
+                .filter(|s| s.generation == generation)
+                .collect();
+            match Counters::of_pool(inv, &all) {
+                Ok(c) => Some(c),
+                Err(_) => {
+                    unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let at_pool = counters.len();
+        counters.push(pool_counters);
         for published in local {
             let slice = &published.slice;
             for (at, device) in slice.devices.iter().enumerate() {
@@ -136,11 +175,16 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> (Vec<Candidate<'a>>, Option<St
                     id: &published.ids[at],
                     device,
                     slice,
+                    pool: at_pool,
                 });
             }
         }
     }
-    (out, unusable)
+    Gathered {
+        cands: out,
+        counters,
+        problem: unusable,
+    }
 }
 
 /// A request's choice, resolved: the class's and its own selectors, and
@@ -154,6 +198,18 @@ struct Want<'a> {
     choice: &'a super::Choice,
 }
 
+/// A device taken for a request, and what taking it reserved.
+struct Pick {
+    /// `req` or `req/sub`.
+    request: String,
+    at: usize,
+    admin_access: bool,
+    /// Its pool's counters were reserved for it.
+    counted: bool,
+    /// What it takes of a device others share, when it is a share.
+    share: Option<BTreeMap<String, Quantity>>,
+}
+
 /// Search state for one node.
 struct Search<'a, 'c> {
     inv: &'a Inventory,
@@ -161,11 +217,18 @@ struct Search<'a, 'c> {
     /// Per claim, per request, its choices.
     wants: &'c [Vec<Vec<Want<'a>>>],
     cands: &'c [Candidate<'a>],
-    picked: Vec<Vec<(String, usize)>>,
-    taken: HashSet<usize>,
-    /// Per claim, per constraint: the value set by the first device and
-    /// how many devices hold it.
-    constraints: Vec<Vec<(Option<&'a Attribute>, u32)>>,
+    picked: Vec<Vec<Pick>>,
+    /// Per claim, per request: the choice being tried (the one met, once
+    /// the search succeeds).
+    selected: Vec<Vec<usize>>,
+    /// Candidates taken whole, by the claims taking them (several only
+    /// with admin access).
+    taken: HashMap<usize, Vec<usize>>,
+    /// What this search's shares take of each shared candidate.
+    sharing: HashMap<usize, BTreeMap<String, u64>>,
+    counters: Vec<Option<Counters>>,
+    /// Per claim, per constraint: the values of the devices it holds.
+    constraints: Vec<Vec<Vec<&'a Attribute>>>,
     /// Whether candidate `i` is selectable for claim, request, choice.
     memo: HashMap<(usize, usize, usize, usize), bool>,
     steps: u32,
@@ -260,21 +323,24 @@ impl<'a> Inventory {
             return Ok(Fit::Yes(Vec::new(), None));
         }
         let wants = self.wants(&todo)?;
-        let (cands, pool_problem) = gather(self, node);
+        let gathered = gather(self, node);
         let mut search = Search {
             inv: self,
             claims: &todo,
             constraints: todo
                 .iter()
-                .map(|c| vec![(None, 0); c.claim.constraints.len()])
+                .map(|c| vec![Vec::new(); c.claim.constraints.len()])
                 .collect(),
-            picked: vec![Vec::new(); todo.len()],
+            picked: todo.iter().map(|_| Vec::new()).collect(),
+            selected: wants.iter().map(|r| vec![0; r.len()]).collect(),
             wants: &wants,
-            cands: &cands,
-            taken: HashSet::new(),
+            cands: &gathered.cands,
+            taken: HashMap::new(),
+            sharing: HashMap::new(),
+            counters: gathered.counters,
             memo: HashMap::new(),
             steps: 0,
-            pool_problem,
+            pool_problem: gathered.problem,
         };
         if !search.claim(0)? {
             return Ok(Fit::No(if search.steps > MAX_STEPS {
@@ -384,6 +450,7 @@ impl<'a> Search<'a, '_> {
         let wants = self.wants;
         for (hi, want) in wants[ci][ri].iter().enumerate() {
             let at = (ci, ri, hi);
+            self.selected[ci][ri] = hi;
             let ok = match want.mode {
                 Mode::Count(n) => self.count(want, at, n, 0)?,
                 Mode::All => self.all(want, at)?,
@@ -414,7 +481,7 @@ impl<'a> Search<'a, '_> {
             return Ok(false);
         }
         for i in from..self.cands.len() {
-            if !self.free(i) || !self.selectable(i, want, at)? {
+            if !self.free(i, ci, want) || !self.selectable(i, want, at)? {
                 continue;
             }
             if self.add(i, want, ci, false)? {
@@ -452,7 +519,7 @@ impl<'a> Search<'a, '_> {
         let mut added = Vec::new();
         let mut ok = true;
         for &i in &list {
-            if self.free(i) && self.add(i, want, ci, true)? {
+            if self.free(i, ci, want) && self.add(i, want, ci, true)? {
                 added.push(i);
             } else {
                 ok = false;
@@ -468,8 +535,15 @@ impl<'a> Search<'a, '_> {
         Ok(false)
     }
 
-    fn free(&self, i: usize) -> bool {
-        !self.taken.contains(&i) && !self.inv.in_use.contains_key(self.cands[i].id)
+    /// Whether candidate `i` may be given to claim `ci` for `want`: a
+    /// device held or taken whole is given again only with admin access,
+    /// and never twice to one claim.
+    fn free(&self, i: usize, ci: usize, want: &Want<'a>) -> bool {
+        let taken = self.taken.get(&i);
+        if want.choice.admin_access {
+            return !taken.is_some_and(|claims| claims.contains(&ci));
+        }
+        taken.is_none() && !self.inv.in_use.contains_key(self.cands[i].id)
     }
 
     fn selectable(
@@ -509,9 +583,10 @@ impl<'a> Search<'a, '_> {
         Ok(ok)
     }
 
-    /// Takes candidate `i` for `want` if its taints and the claim's
-    /// constraints allow; `must` makes a constraint violation an error
-    /// (a request for all devices cannot leave one out).
+    /// Takes candidate `i` for `want` if its pool's counters, its taints,
+    /// the claim's constraints and its capacity allow, in kube's order;
+    /// `must` makes a constraint violation an error (a request for all
+    /// devices cannot leave one out).
     fn add(
         &mut self,
         i: usize,
@@ -521,30 +596,49 @@ impl<'a> Search<'a, '_> {
     ) -> Result<bool, DeviceError> {
         self.steps += 1;
         let c = &self.cands[i];
+        // A further share of a shared device does not take its counters
+        // again.
+        let shared_already = c.device.shared
+            && (self.inv.shares.contains_key(c.id) || self.sharing.contains_key(&i));
+        let counted = !shared_already && !c.device.consumes.is_empty();
+        if counted {
+            let Some(pool) = self.counters[c.pool].as_mut() else {
+                return Ok(false);
+            };
+            if !pool.reserve(c.device) {
+                return Ok(false);
+            }
+        }
+        let give_back = |s: &mut Self| {
+            if counted && let Some(pool) = s.counters[s.cands[i].pool].as_mut() {
+                pool.restore(s.cands[i].device);
+            }
+        };
         let untolerated = c
             .device
             .taints
             .iter()
             .any(|t| t.repels() && !want.choice.tolerations.iter().any(|tol| tol.tolerates(t)));
         if untolerated {
+            give_back(self);
             return Ok(false);
         }
         let claim = &self.claims[ci].claim;
-        let applying = || {
-            claim
-                .constraints
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| applies(&m.requests, &want.name))
-        };
-        let fits = applying().all(|(k, m)| {
-            match (attribute(c, &m.attribute), self.constraints[ci][k].0) {
-                (None, _) => false,
-                (Some(_), None) => true,
-                (Some(v), Some(set)) => v == set,
-            }
-        });
+        let fits = claim
+            .constraints
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| applies(&k.requests, &want.name))
+            .all(|(k, m)| {
+                let held = &self.constraints[ci][k];
+                match (attribute(c, &m.attribute), m.rule) {
+                    (None, _) => false,
+                    (Some(v), AttributeRule::Match) => held.first().is_none_or(|set| *set == v),
+                    (Some(v), AttributeRule::Distinct) => !held.contains(&v),
+                }
+            });
         if !fits {
+            give_back(self);
             if must {
                 return Err(DeviceError::Constraint {
                     device: c.id.clone(),
@@ -552,51 +646,122 @@ impl<'a> Search<'a, '_> {
             }
             return Ok(false);
         }
-        let set: Vec<(usize, Option<&'a Attribute>)> = applying()
-            .map(|(k, m)| (k, attribute(c, &m.attribute)))
-            .collect();
-        for (k, value) in set {
-            let e = &mut self.constraints[ci][k];
-            e.0 = value;
-            e.1 += 1;
+        let sharing = self.sharing.get(&i);
+        let taken = super::capacity::take(c.device, &want.choice.capacity, |name| {
+            let here = sharing.and_then(|m| m.get(name)).copied().unwrap_or(0);
+            self.inv.shared_use(c.id, name).saturating_add(here)
+        })
+        .map_err(|source| DeviceError::Capacity {
+            claim: claim.key.clone(),
+            device: c.id.clone(),
+            source,
+        });
+        let taken = match taken {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                give_back(self);
+                return Ok(false);
+            }
+            Err(e) => {
+                give_back(self);
+                return Err(e);
+            }
+        };
+        for (k, m) in claim.constraints.iter().enumerate() {
+            if applies(&m.requests, &want.name)
+                && let Some(v) = attribute(c, &m.attribute)
+            {
+                self.constraints[ci][k].push(v);
+            }
         }
-        self.taken.insert(i);
-        self.picked[ci].push((want.name.clone(), i));
+        let share = if c.device.shared {
+            let here = self.sharing.entry(i).or_default();
+            for (name, q) in &taken {
+                let sum = here.entry(name.clone()).or_insert(0);
+                *sum = sum.saturating_add(q.0);
+            }
+            Some(taken)
+        } else {
+            self.taken.entry(i).or_default().push(ci);
+            None
+        };
+        self.picked[ci].push(Pick {
+            request: want.name.clone(),
+            at: i,
+            admin_access: want.choice.admin_access,
+            counted,
+            share,
+        });
         Ok(true)
     }
 
     fn undo(&mut self, i: usize, ci: usize) {
-        let Some((name, _)) = self.picked[ci].pop() else {
+        let Some(pick) = self.picked[ci].pop() else {
             return;
         };
-        self.taken.remove(&i);
-        for (k, m) in self.claims[ci].claim.constraints.iter().enumerate() {
-            if applies(&m.requests, &name) {
-                let e = &mut self.constraints[ci][k];
-                e.1 = e.1.saturating_sub(1);
-                if e.1 == 0 {
-                    e.0 = None;
+        match &pick.share {
+            Some(taken) => {
+                if let Some(here) = self.sharing.get_mut(&i) {
+                    for (name, q) in taken {
+                        if let Some(sum) = here.get_mut(name) {
+                            *sum = sum.saturating_sub(q.0);
+                        }
+                    }
                 }
+                // The last share of this search leaves the device unshared
+                // again, so the next one takes its counters.
+                let last = self
+                    .picked
+                    .iter()
+                    .flatten()
+                    .all(|p| p.at != i || p.share.is_none());
+                if last {
+                    self.sharing.remove(&i);
+                }
+            }
+            None => {
+                if let Some(claims) = self.taken.get_mut(&i) {
+                    claims.pop();
+                    if claims.is_empty() {
+                        self.taken.remove(&i);
+                    }
+                }
+            }
+        }
+        if pick.counted
+            && let Some(pool) = self.counters[self.cands[i].pool].as_mut()
+        {
+            pool.restore(self.cands[i].device);
+        }
+        for (k, m) in self.claims[ci].claim.constraints.iter().enumerate() {
+            if applies(&m.requests, &pick.request)
+                && attribute(&self.cands[i], &m.attribute).is_some()
+            {
+                self.constraints[ci][k].pop();
             }
         }
     }
 
     /// One allocation per claim, in claim order, with the nodes that reach
-    /// all its devices.
+    /// all its devices and the configuration of its classes and its own.
     fn results(&self) -> Vec<(String, Allocation)> {
         self.claims
             .iter()
             .zip(&self.picked)
-            .map(|(entry, picked)| {
+            .enumerate()
+            .map(|(ci, (entry, picked))| {
                 let devices = picked
                     .iter()
-                    .map(|(request, i)| AllocatedDevice {
-                        request: request.clone(),
-                        device: self.cands[*i].id.clone(),
+                    .map(|p| AllocatedDevice {
+                        request: p.request.clone(),
+                        device: self.cands[p.at].id.clone(),
+                        admin_access: p.admin_access,
+                        shared: p.share.is_some(),
+                        consumed: p.share.clone().unwrap_or_default(),
                     })
                     .collect();
-                let reaches = picked.iter().map(|(_, i)| {
-                    let c = &self.cands[*i];
+                let reaches = picked.iter().map(|p| {
+                    let c = &self.cands[p.at];
                     c.slice.reach.as_ref().or(c.device.reach.as_ref())
                 });
                 (
@@ -604,10 +769,71 @@ impl<'a> Search<'a, '_> {
                     Allocation {
                         devices,
                         nodes: node_selector(reaches),
+                        config: self.config(ci),
                     },
                 )
             })
             .collect()
+    }
+
+    /// `status.allocation.devices.config` of claim `ci`, as kube lists it:
+    /// each class's configuration once, for the requests served through
+    /// it, then the claim's own for the requests it names; a list covering
+    /// every request names none.
+    fn config(&self, ci: usize) -> Vec<AllocatedConfig> {
+        let claim = &self.claims[ci].claim;
+        let chosen: Vec<&Want<'a>> = self.wants[ci]
+            .iter()
+            .zip(&self.selected[ci])
+            .filter_map(|(choices, hi)| choices.get(*hi))
+            .collect();
+        let mut out: Vec<AllocatedConfig> = Vec::new();
+        let mut by_class: HashMap<&str, std::ops::Range<usize>> = HashMap::new();
+        for want in &chosen {
+            if let Some(range) = by_class.get(want.class) {
+                for c in &mut out[range.clone()] {
+                    c.requests.push(want.name.clone());
+                }
+                continue;
+            }
+            let start = out.len();
+            let class_config = self.inv.classes.get(want.class).map(|e| &e.class.config);
+            for opaque in class_config.into_iter().flatten() {
+                out.push(AllocatedConfig {
+                    from_class: true,
+                    requests: vec![want.name.clone()],
+                    opaque: opaque.clone(),
+                });
+            }
+            by_class.insert(want.class, start..out.len());
+        }
+        let names = |r: &super::Request, want: &Want<'a>| [r.name.clone(), want.name.clone()];
+        for config in &claim.config {
+            let named =
+                config.requests.is_empty()
+                    || claim.requests.iter().zip(&chosen).any(|(r, want)| {
+                        names(r, want).iter().any(|n| config.requests.contains(n))
+                    });
+            if named {
+                out.push(AllocatedConfig {
+                    from_class: false,
+                    requests: config.requests.clone(),
+                    opaque: config.opaque.clone(),
+                });
+            }
+        }
+        for c in &mut out {
+            let covers_all = !c.requests.is_empty()
+                && claim
+                    .requests
+                    .iter()
+                    .zip(&chosen)
+                    .all(|(r, want)| names(r, want).iter().any(|n| c.requests.contains(n)));
+            if covers_all {
+                c.requests.clear();
+            }
+        }
+        out
     }
 }
 

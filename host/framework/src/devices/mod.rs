@@ -10,17 +10,21 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod allocate;
+mod capacity;
 mod cel;
+mod counters;
 mod model;
 #[cfg(test)]
 mod tests;
 
 pub use allocate::DeviceError;
 pub(crate) use allocate::Fit;
+pub use capacity::Unrepresentable;
 pub use cel::{Quantity, SelectorError};
 pub use model::{
-    AllocatedDevice, Allocation, Attribute, Choice, Claim, Device, DeviceClass, DeviceId,
-    MatchAttribute, Mode, Reach, Request, ResourceSlice,
+    AllocatedConfig, AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule,
+    Choice, Claim, ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig,
+    Reach, Request, RequestPolicy, ResourceSlice, ValidAmounts,
 };
 
 /// The extended resource whose DeviceClass makes devices GPUs: a class
@@ -191,8 +195,12 @@ pub struct Inventory {
     /// Names of the slices that may reach several nodes.
     shared: BTreeSet<String>,
     /// Devices held by an allocation, and the claim holding each (a pod's
-    /// extended-resource devices by the pod's key).
+    /// extended-resource devices by the pod's key). A device given with
+    /// admin access is not held.
     in_use: HashMap<DeviceId, String>,
+    /// Devices several allocations share (`allowMultipleAllocations`): the
+    /// capacity each holder takes, by capacity.
+    shares: HashMap<DeviceId, BTreeMap<String, BTreeMap<String, Quantity>>>,
     /// The devices of each node that the GPU class selects (see
     /// [`GPU_RESOURCE`]), and the node of each.
     gpus_by_node: HashMap<String, Vec<DeviceId>>,
@@ -344,10 +352,7 @@ impl Inventory {
     /// has any.
     pub fn gpus_on(&self, node: &str) -> Option<(u32, u32)> {
         let ids = self.gpus_by_node.get(node)?;
-        let held = ids
-            .iter()
-            .filter(|id| self.in_use.contains_key(*id))
-            .count();
+        let held = ids.iter().filter(|id| self.is_held(id)).count();
         Some((ids.len() as u32, held as u32))
     }
 
@@ -422,9 +427,41 @@ impl Inventory {
         }
     }
 
+    /// Whether an allocation holds device `id`, whole or a share of it:
+    /// what counters and capacity are taken for.
+    pub(crate) fn is_held(&self, id: &DeviceId) -> bool {
+        self.in_use.contains_key(id) || self.shares.contains_key(id)
+    }
+
+    /// How much of capacity `name` of device `id` its shares take.
+    pub(crate) fn shared_use(&self, id: &DeviceId, name: &str) -> u64 {
+        self.shares
+            .get(id)
+            .into_iter()
+            .flat_map(|holders| holders.values())
+            .filter_map(|taken| taken.get(name))
+            .fold(0u64, |sum, q| sum.saturating_add(q.0))
+    }
+
     fn hold_devices(&mut self, a: &Allocation, holder: &str) {
         for d in &a.devices {
-            self.in_use.insert(d.device.clone(), holder.to_string());
+            if d.admin_access {
+                continue;
+            }
+            if d.shared {
+                let taken = self
+                    .shares
+                    .entry(d.device.clone())
+                    .or_default()
+                    .entry(holder.to_string())
+                    .or_default();
+                for (name, q) in &d.consumed {
+                    let sum = taken.entry(name.clone()).or_insert(Quantity(0));
+                    sum.0 = sum.0.saturating_add(q.0);
+                }
+            } else {
+                self.in_use.insert(d.device.clone(), holder.to_string());
+            }
             if let Some(n) = self.gpu_node.get(&d.device) {
                 self.touched.insert(n.clone());
             }
@@ -433,11 +470,23 @@ impl Inventory {
 
     fn release_devices(&mut self, a: &Allocation, holder: &str) {
         for d in &a.devices {
-            if self.in_use.get(&d.device).map(String::as_str) == Some(holder) {
-                self.in_use.remove(&d.device);
-                if let Some(n) = self.gpu_node.get(&d.device) {
-                    self.touched.insert(n.clone());
+            let held = if d.shared {
+                let Some(holders) = self.shares.get_mut(&d.device) else {
+                    continue;
+                };
+                let held = holders.remove(holder).is_some();
+                if holders.is_empty() {
+                    self.shares.remove(&d.device);
                 }
+                held
+            } else if self.in_use.get(&d.device).map(String::as_str) == Some(holder) {
+                self.in_use.remove(&d.device);
+                true
+            } else {
+                false
+            };
+            if held && let Some(n) = self.gpu_node.get(&d.device) {
+                self.touched.insert(n.clone());
             }
         }
     }

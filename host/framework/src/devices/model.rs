@@ -75,6 +75,52 @@ pub struct Device {
     /// The device's own node selection, when its slice selects per device.
     #[serde(default)]
     pub reach: Option<Reach>,
+    /// How much of each capacity a request may take, by qualified name
+    /// (capacities without one are taken whole or as asked).
+    #[serde(default)]
+    pub policies: BTreeMap<String, RequestPolicy>,
+    /// `allowMultipleAllocations`: several allocations share the device,
+    /// each consuming some of its capacity.
+    #[serde(default)]
+    pub shared: bool,
+    /// Counters the device takes from its pool's counter sets while
+    /// allocated (a partition of a larger device).
+    #[serde(default)]
+    pub consumes: Vec<CounterUse>,
+}
+
+/// A capacity's `requestPolicy`: what a request takes when it asks for
+/// none, and which amounts may be taken.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RequestPolicy {
+    #[serde(default)]
+    pub default: Option<Quantity>,
+    #[serde(default)]
+    pub valid: ValidAmounts,
+}
+
+/// The amounts of a capacity a request may take.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ValidAmounts {
+    /// Any amount.
+    #[default]
+    Any,
+    /// One of these, ascending: a request is rounded up to the next.
+    Values(Vec<Quantity>),
+    /// From `min` (a request below it takes `min`) to `max`, in steps of
+    /// `step` from `min` (a request is rounded up to the next step).
+    Range {
+        min: Quantity,
+        max: Option<Quantity>,
+        step: Option<Quantity>,
+    },
+}
+
+/// Counters a device takes from one counter set of its pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterUse {
+    pub set: String,
+    pub counters: BTreeMap<String, Quantity>,
 }
 
 impl Device {
@@ -87,6 +133,9 @@ impl Device {
             capacity: BTreeMap::new(),
             taints: Vec::new(),
             reach: None,
+            policies: BTreeMap::new(),
+            shared: false,
+            consumes: Vec::new(),
         }
     }
 }
@@ -104,6 +153,10 @@ pub struct ResourceSlice {
     /// `None`: each device says where it is (`perDeviceNodeSelection`).
     pub reach: Option<Reach>,
     pub devices: Vec<Device>,
+    /// Shared counter sets by name, each counter's amount by name (a slice
+    /// publishes either counter sets or devices).
+    #[serde(default)]
+    pub counters: BTreeMap<String, BTreeMap<String, Quantity>>,
 }
 
 impl ResourceSlice {
@@ -117,12 +170,13 @@ impl ResourceSlice {
             slice_count: 1,
             reach: Some(Reach::Node(node.into())),
             devices,
+            counters: BTreeMap::new(),
         }
     }
 }
 
 /// A DeviceClass.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DeviceClass {
     pub name: String,
     /// CEL expressions a device must all satisfy.
@@ -136,6 +190,37 @@ pub struct DeviceClass {
     /// driver could not read): claims naming it wait with this reason.
     #[serde(default)]
     pub unusable: Option<String>,
+    /// Configuration for the driver of each device allocated through the
+    /// class, copied into the allocation.
+    #[serde(default)]
+    pub config: Vec<OpaqueConfig>,
+}
+
+/// Configuration for one driver, opaque to the scheduler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpaqueConfig {
+    pub driver: String,
+    pub parameters: serde_json::Value,
+}
+
+/// A claim's configuration for the devices of some of its requests (all
+/// when `requests` is empty; `req` or `req/sub`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimConfig {
+    #[serde(default)]
+    pub requests: Vec<String>,
+    pub opaque: OpaqueConfig,
+}
+
+/// A configuration of an allocation, as `status.allocation.devices.config`
+/// lists it: from the class or the claim, for some requests (all when
+/// empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocatedConfig {
+    pub from_class: bool,
+    #[serde(default)]
+    pub requests: Vec<String>,
+    pub opaque: OpaqueConfig,
 }
 
 /// How many devices a request takes.
@@ -161,6 +246,13 @@ pub struct Choice {
     pub mode: Mode,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// `adminAccess`: the devices are given even if allocated to others,
+    /// and are not held from them.
+    #[serde(default)]
+    pub admin_access: bool,
+    /// Capacity asked of each device, by qualified name.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, Quantity>,
 }
 
 /// A claim's request: its choices in order of preference (one for
@@ -183,18 +275,31 @@ impl Request {
                 selectors: selectors.iter().map(|s| s.to_string()).collect(),
                 mode: Mode::Count(count),
                 tolerations: Vec::new(),
+                admin_access: false,
+                capacity: BTreeMap::new(),
             }],
         }
     }
 }
 
-/// `matchAttribute`: every device of the named requests (all when empty)
-/// has the attribute, with one value.
+/// A claim's constraint on the devices of the named requests (all when
+/// empty): each has the attribute, with one value (`matchAttribute`) or
+/// each with a value of its own (`distinctAttribute`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MatchAttribute {
+pub struct AttributeConstraint {
     #[serde(default)]
     pub requests: Vec<String>,
     pub attribute: String,
+    #[serde(default)]
+    pub rule: AttributeRule,
+}
+
+/// Whether a constrained attribute's values must be one or all different.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum AttributeRule {
+    #[default]
+    Match,
+    Distinct,
 }
 
 /// One device of an allocation and the request (`req` or `req/sub`) it
@@ -203,14 +308,38 @@ pub struct MatchAttribute {
 pub struct AllocatedDevice {
     pub request: String,
     pub device: DeviceId,
+    /// Given with admin access: not held from other claims.
+    #[serde(default)]
+    pub admin_access: bool,
+    /// One share of a device several allocations share (`shareID` set).
+    #[serde(default)]
+    pub shared: bool,
+    /// The capacity this allocation takes of the device, by name.
+    #[serde(default)]
+    pub consumed: BTreeMap<String, Quantity>,
+}
+
+impl AllocatedDevice {
+    /// Device `device` for `request`, whole.
+    pub fn new(request: impl Into<String>, device: DeviceId) -> AllocatedDevice {
+        AllocatedDevice {
+            request: request.into(),
+            device,
+            admin_access: false,
+            shared: false,
+            consumed: BTreeMap::new(),
+        }
+    }
 }
 
 /// A claim's allocation: its devices, and the nodes that reach them all
 /// (`None`: every node).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Allocation {
     pub devices: Vec<AllocatedDevice>,
     pub nodes: Option<NodeSelector>,
+    #[serde(default)]
+    pub config: Vec<AllocatedConfig>,
 }
 
 /// A ResourceClaim.
@@ -220,7 +349,9 @@ pub struct Claim {
     pub key: String,
     pub requests: Vec<Request>,
     #[serde(default)]
-    pub constraints: Vec<MatchAttribute>,
+    pub constraints: Vec<AttributeConstraint>,
+    #[serde(default)]
+    pub config: Vec<ClaimConfig>,
     /// As the API server has it.
     #[serde(default)]
     pub allocation: Option<Allocation>,
@@ -237,6 +368,7 @@ impl Claim {
             key: key.into(),
             requests,
             constraints: Vec::new(),
+            config: Vec::new(),
             allocation: None,
             unusable: None,
         }

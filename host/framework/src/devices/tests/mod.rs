@@ -49,8 +49,7 @@ fn class(name: &str, driver: &str) -> DeviceClass {
     DeviceClass {
         name: name.into(),
         selectors: vec![format!("device.driver == \"{driver}\"")],
-        extended_resource: None,
-        unusable: None,
+        ..DeviceClass::default()
     }
 }
 
@@ -116,6 +115,8 @@ fn got(v: &[&[&str]]) -> Option<Vec<Vec<String>>> {
             .collect(),
     )
 }
+
+mod sharing;
 
 #[test]
 fn simple() {
@@ -307,15 +308,15 @@ fn duplicate_device_names_make_a_pool_unusable() {
 fn not_enough_suitable_devices_and_already_allocated() {
     let mut held = claim("ns/held", vec![exactly("req-0", "class-a", 1, &[])]);
     held.allocation = Some(Allocation {
-        devices: vec![AllocatedDevice {
-            request: "req-0".into(),
-            device: DeviceId {
+        devices: vec![AllocatedDevice::new(
+            "req-0",
+            DeviceId {
                 driver: "driver-a".into(),
                 pool: "pool-1".into(),
                 device: "device-1".into(),
             },
-        }],
-        nodes: None,
+        )],
+        ..Allocation::default()
     });
     let inv = inventory(
         vec![local(
@@ -444,10 +445,11 @@ fn network_attached_devices_name_the_nodes_that_reach_them() {
     );
 }
 
-fn constrained(attribute: &str, requests: &[&str]) -> MatchAttribute {
-    MatchAttribute {
+fn constrained(attribute: &str, requests: &[&str]) -> AttributeConstraint {
+    AttributeConstraint {
         requests: requests.iter().map(|s| s.to_string()).collect(),
         attribute: attribute.into(),
+        rule: AttributeRule::Match,
     }
 }
 
@@ -539,6 +541,8 @@ fn first_available_takes_the_first_choice_that_fits_with_the_rest() {
         selectors: vec![at_least(q)],
         mode: Mode::Count(1),
         tolerations: Vec::new(),
+        admin_access: false,
+        capacity: BTreeMap::new(),
     };
     let inv = inventory(
         vec![local("driver-a", "pool-1", vec![big, small])],
