@@ -509,6 +509,33 @@ impl Scenario {
         pod
     }
 
+    /// Creates `object` (JSON) through `api`, as written.
+    pub async fn create<K>(&self, api: &Api<K>, object: Value) -> K
+    where
+        K: kube::Resource
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + serde::Serialize,
+    {
+        let typed: K = serde_json::from_value(object).expect("a valid object");
+        api.create(&PostParams::default(), &typed)
+            .await
+            .expect("created")
+    }
+
+    /// The scenario's namespace with `labels` added.
+    pub async fn label_namespace(&self, labels: Value) {
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        ns.patch(
+            &self.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .expect("labelled");
+    }
+
     /// DeviceClass `SCENARIO-NAME`: the devices of `driver`.
     pub async fn device_class(&self, name: &str, driver: &str) -> String {
         self.create_device_class(name, driver, None).await
@@ -766,6 +793,23 @@ pub async fn ensure_crd(client: &Client) {
 }
 
 /// Wait until `check` holds, failing with `what` after `secs`.
+/// Whether `check` holds within `secs` seconds (polled every 250 ms), so
+/// a caller can say what it saw when it does not.
+pub async fn until_within<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    true
+}
+
 pub async fn until<F, Fut>(secs: u64, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,

@@ -1,0 +1,313 @@
+//! Devices through Dynamic Resource Allocation on a real control plane:
+//! ResourceSlices published by the test as a DRA driver's kubelet plugin
+//! would, for KWOK nodes that advertise no GPU, and claims whose
+//! allocations the API server must accept as kube-scheduler's.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::resource::v1 as resource;
+use kube::api::Api;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_claiming_devices_binds_whole_once_slices_offer_enough_and_a_claim_stays_in_one_domain()
+ {
+    let _g = serial();
+    let s = Scenario::new("dra").await;
+    const DRIVER: &str = "gpu.example.com";
+    // No node advertises a GPU: every device comes from a slice.
+    for n in ["a", "b", "c", "d"] {
+        s.node(n, 0).await;
+    }
+    let class = s.device_class("gpu", DRIVER).await;
+    s.device_slice(DRIVER, "a", "p0", &[("gpu-0", "x"), ("gpu-1", "y")])
+        .await;
+    s.claim_template("one-gpu", &class, 1).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.podgroup("g", 3, json!({})).await;
+    let claiming = json!({
+        "metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    });
+    for i in 0..3 {
+        s.pod_with(&format!("g-{i}"), None, 0, claiming.clone())
+            .await;
+    }
+    // Two devices for three members: none is bound, and each says why.
+    s.until_explained(90, "g-0", "cannot allocate all claims")
+        .await;
+    assert_eq!(bound(&s.placement("g-").await), 0, "{}", sched.log());
+    // A slice on b adds two: the gang binds whole, each member's claim
+    // allocated on its node and reserved for it.
+    s.device_slice(DRIVER, "b", "p0", &[("gpu-0", "x"), ("gpu-1", "x")])
+        .await;
+    until(90, "the gang bound whole", || async {
+        bound(&s.placement("g-").await) == 3
+    })
+    .await;
+    let placement = s.placement("g-").await;
+    let mut devices = Vec::new();
+    for i in 0..3 {
+        let pod = format!("g-{i}");
+        let claim = s.claim_of(&pod, "gpu").await.expect("its claim");
+        let status = claim.status.expect("a status");
+        let results = status
+            .allocation
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .expect("allocated");
+        assert_eq!(results.len(), 1);
+        let node = placement[&pod].clone().expect("bound");
+        assert_eq!(
+            format!("{}-p0", node),
+            results[0].pool,
+            "{pod}'s device is on its node"
+        );
+        devices.push(format!("{}/{}", results[0].pool, results[0].device));
+        let reserved = status.reserved_for.expect("reserved");
+        assert!(reserved.iter().any(|r| r.name == pod), "{reserved:?}");
+    }
+    devices.sort();
+    devices.dedup();
+    assert_eq!(devices.len(), 3, "no device given twice: {devices:?}");
+    // Two devices in one NVLink domain: c has two, in two domains; only d
+    // has them.
+    s.device_slice(DRIVER, "c", "p0", &[("gpu-0", "z"), ("gpu-1", "w")])
+        .await;
+    s.device_slice(DRIVER, "d", "p0", &[("gpu-0", "v"), ("gpu-1", "v")])
+        .await;
+    s.device_claim("pair", &class, 2, Some(&format!("{DRIVER}/nvlink")))
+        .await;
+    s.pod_with(
+        "pair",
+        None,
+        0,
+        json!({"spec": {"resourceClaims": [{"name": "gpus", "resourceClaimName": "pair"}]}}),
+    )
+    .await;
+    until(90, "the pair bound", || async {
+        bound(&s.placement("pair").await) == 1
+    })
+    .await;
+    assert_eq!(
+        s.placement("pair").await["pair"].as_deref(),
+        Some(format!("{}-d", s.name).as_str()),
+        "{}",
+        sched.log()
+    );
+    // A class serving `nvidia.com/gpu`: a pod asking one on nodes that
+    // advertise none is served by a device, through a claim made for it.
+    s.device_class_serving("gpus", DRIVER, "nvidia.com/gpu")
+        .await;
+    s.pod("plain", None, 1, None).await;
+    until(90, "the GPU pod bound", || async {
+        bound(&s.placement("plain").await) == 1
+    })
+    .await;
+    let node = s.placement("plain").await["plain"].clone().expect("bound");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    let status = pods.get("plain").await.unwrap().status.unwrap();
+    let named = status
+        .extended_resource_claim_status
+        .expect("the pod names its extended-resource claim");
+    assert_eq!(named.request_mappings[0].resource_name, "nvidia.com/gpu");
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        Api::namespaced(s.client.clone(), &s.name);
+    let claim = claims.get(&named.resource_claim_name).await.unwrap();
+    let results = claim
+        .status
+        .and_then(|st| st.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .expect("allocated");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].pool, format!("{node}-p0"), "on its node");
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_one_gpu_shares_of_another_and_admin_access_are_allocated_as_the_api_server_accepts()
+ {
+    let _g = serial();
+    let s = Scenario::new("dra-parts").await;
+    const DRIVER: &str = "gpu.example.com";
+    // Admin access is for namespaces an administrator marked.
+    s.label_namespace(json!({"resource.kubernetes.io/admin-access": "true"}))
+        .await;
+    s.node("a", 0).await;
+    let node = format!("{}-a", s.name);
+    let slices: Api<resource::ResourceSlice> = Api::all(s.client.clone());
+    let pool = json!({"name": node, "generation": 1, "resourceSliceCount": 2});
+    // GPU 0's 40Gi as a counter set, in a slice of its own; its partitions
+    // (two halves, or the whole), a shared GPU 1 and a plain GPU 2 in the
+    // other.
+    s.create(
+        &slices,
+        json!({
+            "metadata": {"name": format!("{node}-counters"), "labels": {"dragon-e2e": s.name}},
+            "spec": {"driver": DRIVER, "nodeName": node, "pool": pool,
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}
+        }),
+    )
+    .await;
+    let partition = |name: &str, kind: &str, memory: &str| {
+        json!({"name": name, "attributes": {"kind": {"string": kind}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]})
+    };
+    s.create(
+        &slices,
+        json!({
+            "metadata": {"name": format!("{node}-devices"), "labels": {"dragon-e2e": s.name}},
+            "spec": {"driver": DRIVER, "nodeName": node, "pool": pool, "devices": [
+                partition("gpu-0-half-0", "half", "20Gi"),
+                partition("gpu-0-half-1", "half", "20Gi"),
+                partition("gpu-0-whole", "whole", "40Gi"),
+                {"name": "gpu-2", "attributes": {"kind": {"string": "plain"}}},
+                {"name": "gpu-1", "attributes": {"kind": {"string": "shared"}},
+                 "allowMultipleAllocations": true,
+                 "capacity": {"memory": {"value": "40Gi", "requestPolicy": {
+                     "default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}}}}}
+            ]}
+        }),
+    )
+    .await;
+    let classes: Api<resource::DeviceClass> = Api::all(s.client.clone());
+    let class = format!("{}-parts", s.name);
+    s.create(
+        &classes,
+        json!({
+            "metadata": {"name": class, "labels": {"dragon-e2e": s.name}},
+            "spec": {
+                "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}],
+                "config": [{"opaque": {"driver": DRIVER, "parameters": {
+                    "apiVersion": "gpu.example.com/v1", "kind": "GpuConfig", "sharing": "TimeSlicing"}}}]
+            }
+        }),
+    )
+    .await;
+    let templates: Api<resource::ResourceClaimTemplate> =
+        Api::namespaced(s.client.clone(), &s.name);
+    let kind = |k: &str| json!([{"cel": {"expression": format!("device.attributes[\"{DRIVER}\"].kind == \"{k}\"")}}]);
+    for (name, request) in [
+        (
+            "half",
+            json!({"deviceClassName": class, "selectors": kind("half")}),
+        ),
+        (
+            "whole",
+            json!({"deviceClassName": class, "selectors": kind("whole")}),
+        ),
+        (
+            "plain",
+            json!({"deviceClassName": class, "selectors": kind("plain")}),
+        ),
+        (
+            "share-15",
+            json!({"deviceClassName": class, "selectors": kind("shared"),
+                "capacity": {"requests": {"memory": "15Gi"}}}),
+        ),
+        (
+            "share-10",
+            json!({"deviceClassName": class, "selectors": kind("shared"),
+                "capacity": {"requests": {"memory": "10Gi"}}}),
+        ),
+        (
+            "watch",
+            json!({"deviceClassName": class, "selectors": kind("plain"), "adminAccess": true}),
+        ),
+    ] {
+        s.create(
+            &templates,
+            json!({"metadata": {"name": name, "namespace": s.name},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}}),
+        )
+        .await;
+    }
+    let sched = Scheduler::start(&s, "dragon", "");
+    let claiming = |template: &str| json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}});
+    for (pod, template) in [
+        ("half-0", "half"),
+        ("half-1", "half"),
+        ("share-0", "share-15"),
+        ("share-1", "share-15"),
+        ("plain", "plain"),
+    ] {
+        s.pod_with(pod, None, 0, claiming(template)).await;
+    }
+    until(
+        90,
+        "both halves, both shares and the plain GPU bound",
+        || async {
+            bound(&s.placement("half-").await) == 2
+                && bound(&s.placement("share-").await) == 2
+                && bound(&s.placement("plain").await) == 1
+        },
+    )
+    .await;
+    let result = |claim: resource::ResourceClaim| {
+        let devices = claim
+            .status
+            .and_then(|st| st.allocation)
+            .and_then(|a| a.devices)
+            .expect("allocated");
+        (
+            devices.results.unwrap_or_default(),
+            devices.config.unwrap_or_default(),
+        )
+    };
+    let mut halves = Vec::new();
+    for pod in ["half-0", "half-1"] {
+        let (results, config) = result(s.claim_of(pod, "gpu").await.expect("its claim"));
+        halves.push(results[0].device.clone());
+        // The class's configuration, for every request of the claim.
+        assert_eq!(config.len(), 1, "{config:?}");
+        assert_eq!(config[0].source, "FromClass");
+        assert_eq!(config[0].requests, None);
+    }
+    halves.sort();
+    assert_eq!(halves, ["gpu-0-half-0", "gpu-0-half-1"]);
+    let mut shares = Vec::new();
+    for pod in ["share-0", "share-1"] {
+        let (results, _) = result(s.claim_of(pod, "gpu").await.expect("its claim"));
+        assert_eq!(results[0].device, "gpu-1");
+        // 15Gi rounded up to the next 10Gi step.
+        let taken = results[0]
+            .consumed_capacity
+            .as_ref()
+            .and_then(|c| c.get("memory"))
+            .expect("the share's capacity");
+        assert_eq!(
+            dragon_framework::quantity::parse(&taken.0, 1).ok(),
+            Some(20 << 30),
+            "{taken:?}"
+        );
+        shares.push(results[0].share_id.clone().expect("a share"));
+    }
+    assert_ne!(shares[0], shares[1], "two shares of one device");
+    // The whole GPU 0 would take the halves' counters, and GPU 1 has no
+    // 10Gi left: both wait, named.
+    s.pod_with("whole", None, 0, claiming("whole")).await;
+    s.pod_with("share-2", None, 0, claiming("share-10")).await;
+    s.until_explained(90, "whole", "cannot allocate all claims")
+        .await;
+    s.until_explained(90, "share-2", "cannot allocate all claims")
+        .await;
+    // A monitor with admin access gets the plain GPU a pod holds. (A
+    // partition or a share would still need its counters or capacity, as
+    // in kube's allocator.)
+    s.pod_with("watch", None, 0, claiming("watch")).await;
+    let watching = until_within(90, || async { bound(&s.placement("watch").await) == 1 }).await;
+    assert!(
+        watching,
+        "the monitor was not bound: {:?}\n{}",
+        s.events_for("watch").await,
+        sched.log()
+    );
+    let (results, _) = result(s.claim_of("watch", "gpu").await.expect("its claim"));
+    assert_eq!(results[0].admin_access, Some(true));
+    assert_eq!(results[0].device, "gpu-2", "{results:?}");
+    assert_eq!(bound(&s.placement("whole").await), 0, "{}", sched.log());
+    assert_eq!(bound(&s.placement("share-2").await), 0);
+    s.cleanup().await;
+}
