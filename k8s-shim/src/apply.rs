@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dragon_framework::devices::Allocation;
+use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind};
 use futures::StreamExt;
@@ -24,7 +24,7 @@ use crate::group_status::Status;
 #[derive(Debug, Clone, Default)]
 pub struct Prebind {
     pub claims: Vec<(String, Allocation)>,
-    pub extended: Option<(String, Allocation)>,
+    pub extended: Option<ExtendedChoice>,
     pub volumes: Vec<(String, VolumeBinding)>,
 }
 
@@ -120,8 +120,8 @@ async fn prebind<I: ClusterIo>(
     for (claim, allocation) in &p.claims {
         io.allocate(claim, allocation, pod).await?;
     }
-    if let Some((class, allocation)) = &p.extended {
-        io.allocate_extended(pod, class, allocation).await?;
+    if let Some(choice) = &p.extended {
+        io.allocate_extended(pod, choice).await?;
     }
     for (claim, binding) in &p.volumes {
         io.bind_volume(claim, binding).await?;

@@ -4,7 +4,7 @@
 //! Each call is one request (or a read and a write for a release); what to
 //! do with its answer is the loop's business.
 
-use dragon_framework::devices::Allocation;
+use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, Release};
 
@@ -69,16 +69,12 @@ pub trait ClusterIo: Send + Sync + 'static {
         pod: &str,
     ) -> Result<(), ApiError>;
 
-    /// Create `pod`'s extended-resource claim (its `nvidia.com/gpu` served
-    /// by devices of DeviceClass `class`), allocated and reserved for it,
-    /// and name it in the pod's `status.extendedResourceClaimStatus`, as
-    /// kube-scheduler does for `DRAExtendedResource`.
-    async fn allocate_extended(
-        &self,
-        pod: &str,
-        class: &str,
-        allocation: &Allocation,
-    ) -> Result<(), ApiError>;
+    /// Create `pod`'s extended-resource claim (its extended resources
+    /// served by the devices `choice` names, of the classes it names),
+    /// allocated and reserved for it, and name it in the pod's
+    /// `status.extendedResourceClaimStatus`, as kube-scheduler does for
+    /// `DRAExtendedResource`.
+    async fn allocate_extended(&self, pod: &str, choice: &ExtendedChoice) -> Result<(), ApiError>;
 
     /// Bind PersistentVolumeClaim `claim` as chosen, as kube-scheduler's
     /// VolumeBinding plugin does before the Binding: the chosen volume's
@@ -146,7 +142,8 @@ pub mod fake {
     use dragon_framework::{ApiError, ApiErrorKind, Release};
 
     use super::{
-        Allocation, ClaimProgress, ClusterIo, Note, ScaleTarget, Unschedulable, VolumeBinding,
+        Allocation, ClaimProgress, ClusterIo, ExtendedChoice, Note, ScaleTarget, Unschedulable,
+        VolumeBinding,
     };
     use crate::group_status::Status;
 
@@ -164,7 +161,7 @@ pub mod fake {
         },
         AllocateExtended {
             pod: String,
-            class: String,
+            classes: Vec<String>,
             devices: usize,
         },
         BindVolume {
@@ -273,13 +270,12 @@ pub mod fake {
         async fn allocate_extended(
             &self,
             pod: &str,
-            class: &str,
-            allocation: &Allocation,
+            choice: &ExtendedChoice,
         ) -> Result<(), ApiError> {
             self.lock().calls.push(Call::AllocateExtended {
                 pod: pod.into(),
-                class: class.into(),
-                devices: allocation.devices.len(),
+                classes: choice.classes.values().cloned().collect(),
+                devices: choice.allocation.devices.len(),
             });
             Ok(())
         }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dragon_framework::devices::Allocation;
+use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind, Release};
 use k8s_openapi::api::core::v1 as core;
@@ -161,13 +161,8 @@ impl KubeIo {
 
 #[async_trait::async_trait]
 impl ClusterIo for KubeIo {
-    async fn allocate_extended(
-        &self,
-        pod: &str,
-        class: &str,
-        allocation: &Allocation,
-    ) -> Result<(), ApiError> {
-        self.write_extended_claim(pod, class, allocation).await
+    async fn allocate_extended(&self, pod: &str, choice: &ExtendedChoice) -> Result<(), ApiError> {
+        self.write_extended_claim(pod, choice).await
     }
 
     async fn allocate(

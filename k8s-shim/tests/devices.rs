@@ -311,3 +311,117 @@ async fn partitions_of_one_gpu_shares_of_another_and_admin_access_are_allocated_
     assert_eq!(bound(&s.placement("share-2").await), 0);
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_extended_resource_a_node_does_not_advertise_is_served_through_the_class_that_names_it()
+{
+    let _g = serial();
+    let s = Scenario::new("dra-extended").await;
+    const DRIVER: &str = "fpga.example.com";
+    s.node("a", 0).await;
+    s.device_slice(
+        DRIVER,
+        "a",
+        "p0",
+        &[("fpga-0", "x"), ("fpga-1", "x"), ("fpga-2", "x")],
+    )
+    .await;
+    let class = s
+        .device_class_serving("fpga", DRIVER, "example.com/fpga")
+        .await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    let container = |name: &str, resource: &str| {
+        json!({"name": name, "image": "fake", "resources": {
+            "requests": {"cpu": "100m", resource: "1"}, "limits": {resource: "1"}}})
+    };
+    // Two containers asking one FPGA each: two requests, one per container,
+    // each named by the container's index and the resource's among its
+    // requests by name (after `cpu`).
+    s.pod_with(
+        "fpga",
+        None,
+        0,
+        json!({"spec": {"containers": [
+            container("first", "example.com/fpga"),
+            container("second", "example.com/fpga")
+        ]}}),
+    )
+    .await;
+    // Every class serves its own `deviceclass.resource.kubernetes.io/` name.
+    let implicit = format!("deviceclass.resource.kubernetes.io/{class}");
+    s.pod_with(
+        "implicit",
+        None,
+        0,
+        json!({"spec": {"containers": [container("only", &implicit)]}}),
+    )
+    .await;
+    let served = until_within(90, || async {
+        bound(&s.placement("fpga").await) == 1 && bound(&s.placement("implicit").await) == 1
+    })
+    .await;
+    assert!(
+        served,
+        "not bound: {:?} {:?}\n{}",
+        s.events_for("fpga").await,
+        s.events_for("implicit").await,
+        sched.log()
+    );
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    let claims: Api<resource::ResourceClaim> = Api::namespaced(s.client.clone(), &s.name);
+    let mut devices = Vec::new();
+    for (pod, resource, wanted) in [
+        (
+            "fpga",
+            "example.com/fpga",
+            vec![
+                ("first", "container-0-request-1"),
+                ("second", "container-1-request-1"),
+            ],
+        ),
+        (
+            "implicit",
+            implicit.as_str(),
+            vec![("only", "container-0-request-1")],
+        ),
+    ] {
+        let status = pods.get(pod).await.unwrap().status.unwrap();
+        let named = status
+            .extended_resource_claim_status
+            .expect("the pod names its extended-resource claim");
+        let mappings: Vec<(&str, &str)> = named
+            .request_mappings
+            .iter()
+            .inspect(|m| assert_eq!(m.resource_name, resource))
+            .map(|m| (m.container_name.as_str(), m.request_name.as_str()))
+            .collect();
+        assert_eq!(mappings, wanted, "{pod}");
+        let claim = claims.get(&named.resource_claim_name).await.unwrap();
+        let requests: Vec<String> = claim
+            .spec
+            .and_then(|sp| sp.devices)
+            .and_then(|d| d.requests)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            requests,
+            wanted
+                .iter()
+                .map(|(_, r)| r.to_string())
+                .collect::<Vec<_>>()
+        );
+        let results = claim
+            .status
+            .and_then(|st| st.allocation)
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .expect("allocated");
+        assert_eq!(results.len(), wanted.len(), "{pod}: {results:?}");
+        devices.extend(results.into_iter().map(|r| r.device));
+    }
+    devices.sort();
+    assert_eq!(devices, ["fpga-0", "fpga-1", "fpga-2"], "each device once");
+    s.cleanup().await;
+}

@@ -219,14 +219,15 @@ fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_cou
     assert!(io.binds.iter().all(|(_, n)| n == "b"), "{:?}", io.binds);
     let mut devices = Vec::new();
     for (pod, _) in &io.binds {
-        let (class, a) = s
+        let choice = s
             .cluster()
             .devices()
             .extended_for(pod)
             .expect("served by devices");
-        assert_eq!(class, "gpu");
+        assert_eq!(choice.classes["nvidia.com/gpu"], "gpu");
+        let a = &choice.allocation;
         assert_eq!(a.devices.len(), 1);
-        assert_eq!(a.devices[0].request, "container-0-request-0");
+        assert_eq!(a.devices[0].request, "nvidia.com/gpu");
         devices.push(a.devices[0].device.to_string());
     }
     devices.sort();
@@ -299,4 +300,102 @@ fn a_higher_priority_gang_claiming_devices_preempts_the_gang_whose_allocations_h
     assert_eq!(evicted, vec![UnitKey::job("low")]);
     // The dry runs gave back everything the victims hold until they go.
     assert_eq!(held(&s), before);
+}
+
+#[test]
+fn any_extended_resource_a_node_does_not_advertise_is_served_by_the_class_that_names_it() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&[("a", 2), ("b", 0)]);
+    // b advertises two FPGAs itself (a device plugin's); a advertises none
+    // but publishes two devices.
+    let mut b = Node::new(
+        "b",
+        Resources {
+            cpu_milli: 32_000,
+            memory_mib: 131_072,
+            gpus: 0,
+        },
+    );
+    b.extended.insert("example.com/fpga".into(), 2);
+    s.op(ClusterOp::UpdateNode(b)).expect("b");
+    let fpga = |key: &str, resource: &str, n: u64| {
+        let mut pod = Pod::new(
+            key,
+            Resources {
+                cpu_milli: 100,
+                memory_mib: 64,
+                gpus: 0,
+            },
+        );
+        pod.extended.insert(resource.into(), n);
+        pod
+    };
+    // No class names the resource: only b's own FPGAs serve it.
+    s.op(ClusterOp::AddPod {
+        pod: fpga("ns/plugin", "example.com/fpga", 2),
+        node: None,
+    })
+    .expect("a pod");
+    let (d, io) = round(&mut s, 0, &policy);
+    assert_eq!(
+        io.binds,
+        [("ns/plugin".to_string(), "b".to_string())],
+        "{d:?}"
+    );
+    // A class serving it: a's devices serve a pod asking two; the newest
+    // of two classes naming the resource serves it.
+    for (name, created_ms) in [("fpga-old", 1), ("fpga", 2)] {
+        s.op(ClusterOp::SetDeviceClass(DeviceClass {
+            name: name.into(),
+            selectors: vec![format!("device.driver == \"{DRIVER}\"")],
+            extended_resource: Some("example.com/fpga".into()),
+            created_ms,
+            ..DeviceClass::default()
+        }))
+        .expect("a class");
+    }
+    s.op(ClusterOp::AddPod {
+        pod: fpga("ns/dra", "example.com/fpga", 2),
+        node: None,
+    })
+    .expect("a pod");
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert_eq!(io.binds, [("ns/dra".to_string(), "a".to_string())], "{d:?}");
+    let choice = s
+        .cluster()
+        .devices()
+        .extended_for("ns/dra")
+        .expect("served");
+    assert_eq!(choice.classes["example.com/fpga"], "fpga");
+    assert_eq!(choice.allocation.devices.len(), 2);
+    // Every class serves `deviceclass.resource.kubernetes.io/CLASS`; a's
+    // devices are all held now, so a pod asking one through the class's
+    // own name waits, named.
+    s.op(ClusterOp::AddPod {
+        pod: fpga("ns/implicit", "deviceclass.resource.kubernetes.io/gpu", 1),
+        node: None,
+    })
+    .expect("a pod");
+    let (d, io) = round(&mut s, 2_000, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    let why = format!("{d:?}");
+    assert!(why.contains("cannot allocate all claims"), "{why}");
+    s.op(ClusterOp::RemovePod("ns/dra".into()))
+        .expect("removed");
+    let (d, io) = round(&mut s, 3_000, &policy);
+    assert_eq!(
+        io.binds,
+        [("ns/implicit".to_string(), "a".to_string())],
+        "{d:?}"
+    );
+    let choice = s
+        .cluster()
+        .devices()
+        .extended_for("ns/implicit")
+        .expect("served");
+    assert_eq!(
+        choice.classes["deviceclass.resource.kubernetes.io/gpu"],
+        "gpu"
+    );
 }

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::cluster::{Cluster, served_by_devices};
+use super::cluster::{Cluster, dra_class, served_by_devices};
 use super::constraints::{
     PodCheckFailure, PodChecks, node_affinity_allows, tolerates_taints, volumes_reachable,
 };
@@ -150,8 +150,13 @@ fn extended_fits<'p>(
     short: &mut BTreeMap<&'p str, usize>,
 ) -> bool {
     let mut fits = true;
+    let node = &cluster.nodes()[i];
     for (name, &want) in &pod.extended {
-        if want > 0 && want > cluster.free_extended(i, name) {
+        // What the node does not advertise, a DeviceClass may serve.
+        if want > 0
+            && want > cluster.free_extended(i, name)
+            && dra_class(&cluster.devices, node, name, want).is_none()
+        {
             *short.entry(name.as_str()).or_default() += 1;
             fits = false;
         }
@@ -209,8 +214,8 @@ fn passes<'p>(
         counts[Reason::from(f) as usize] += 1;
         return false;
     }
-    let gpus = served_by_devices(&cluster.devices, node, pod);
-    if (!pod.claims.is_empty() || gpus > 0) && !devices_fit(cluster, pod, (i, gpus), device_reasons)
+    if (!pod.claims.is_empty() || pod.request.gpus > 0 || !pod.extended.is_empty())
+        && !devices_fit(cluster, pod, i, device_reasons)
     {
         return false;
     }
@@ -245,18 +250,22 @@ fn volumes_fit(
     false
 }
 
-/// DynamicResources' filter: whether every claim of `pod`, and the `gpus`
-/// it asks that devices must serve, can be met on node `i`, counting why
-/// not. Out of line: most pods claim nothing.
+/// DynamicResources' filter: whether every claim of `pod`, and the
+/// extended resources it asks that devices must serve, can be met on node
+/// `i`, counting why not. Out of line: most pods claim nothing.
 #[inline(never)]
 fn devices_fit(
     cluster: &Cluster,
     pod: &Pod,
-    (i, gpus): (usize, u32),
+    i: usize,
     reasons: &mut BTreeMap<Cow<'static, str>, usize>,
 ) -> bool {
     let node = &cluster.nodes()[i];
-    let reason: Cow<'static, str> = match cluster.devices.fits(node, &pod.claims, gpus) {
+    let served = served_by_devices(&cluster.devices, node, pod);
+    if pod.claims.is_empty() && served.is_empty() {
+        return true;
+    }
+    let reason: Cow<'static, str> = match cluster.devices.fits(node, &pod.claims, &served) {
         Ok(Fit::Yes(..)) => return true,
         Ok(Fit::No(why)) => why.into(),
         Err(e) => e.to_string().into(),

@@ -3,7 +3,7 @@
 //! and the claim a pod's extended resources are served through.
 
 use dragon_framework::ApiError;
-use dragon_framework::devices::Allocation;
+use dragon_framework::devices::{Allocation, ExtendedChoice};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{KubeIo, object, typed};
+use crate::translate::extended::{ExtendedRequest, extended_requests};
 
 /// Finalizer kube-scheduler puts on a claim before allocating it, so the
 /// claim is not deleted while its devices may be in use.
@@ -110,36 +111,26 @@ impl KubeIo {
     pub(super) async fn write_extended_claim(
         &self,
         pod: &str,
-        class: &str,
-        allocation: &Allocation,
+        choice: &ExtendedChoice,
     ) -> Result<(), ApiError> {
-        use dragon_framework::devices::{EXTENDED_REQUEST, GPU_RESOURCE};
         let key = object(pod)?;
         let (ns, name) = (key.namespace(), key.name());
         self.request_token().await;
-        let current = self
-            .pods(ns)
-            .get(name)
-            .await
-            .map_err(|e| typed(&format!("reading {pod} to serve its GPUs"), &e))?;
+        let current = self.pods(ns).get(name).await.map_err(|e| {
+            typed(
+                &format!("reading {pod} to serve its extended resources"),
+                &e,
+            )
+        })?;
         let uid = current.metadata.uid.clone().unwrap_or_default();
-        // Every container asking the resource is served by the one request.
-        let mappings: Vec<core::ContainerExtendedResourceRequest> = current
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .filter(|c| {
-                c.resources
-                    .as_ref()
-                    .and_then(|r| r.requests.as_ref())
-                    .is_some_and(|r| r.contains_key(GPU_RESOURCE))
-            })
-            .map(|c| core::ContainerExtendedResourceRequest {
-                container_name: c.name.clone(),
-                request_name: EXTENDED_REQUEST.into(),
-                resource_name: GPU_RESOURCE.into(),
-            })
-            .collect();
+        let resources = choice.classes.keys().map(String::as_str).collect();
+        let (requests, mappings) = extended_requests(&current, &resources);
+        let allocation = split_by_request(choice, &requests).ok_or_else(|| {
+            ApiError::new(
+                dragon_framework::ApiErrorKind::Refused,
+                format!("{pod}: its extended resources changed since its devices were chosen"),
+            )
+        })?;
         let claim = resource::ResourceClaim {
             metadata: ObjectMeta {
                 generate_name: Some(format!("{name}-extended-resources-")),
@@ -160,16 +151,21 @@ impl KubeIo {
             },
             spec: Some(resource::ResourceClaimSpec {
                 devices: Some(resource::DeviceClaim {
-                    requests: Some(vec![resource::DeviceRequest {
-                        name: EXTENDED_REQUEST.into(),
-                        exactly: Some(resource::ExactDeviceRequest {
-                            device_class_name: class.into(),
-                            allocation_mode: Some("ExactCount".into()),
-                            count: Some(allocation.devices.len() as i64),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
+                    requests: Some(
+                        requests
+                            .iter()
+                            .map(|r| resource::DeviceRequest {
+                                name: r.name.clone(),
+                                exactly: Some(resource::ExactDeviceRequest {
+                                    device_class_name: choice.classes[&r.resource].clone(),
+                                    allocation_mode: Some("ExactCount".into()),
+                                    count: Some(i64::try_from(r.count).unwrap_or(i64::MAX)),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
                     ..Default::default()
                 }),
             }),
@@ -189,7 +185,7 @@ impl KubeIo {
         let claim_name = created.metadata.name.clone().unwrap_or_default();
         created.status = Some(resource::ResourceClaimStatus {
             allocation: Some(allocation_result(
-                allocation,
+                &allocation,
                 created.metadata.uid.as_deref().unwrap_or_default(),
             )),
             reserved_for: Some(vec![resource::ResourceClaimConsumerReference {
@@ -270,6 +266,32 @@ impl KubeIo {
             .map(|_| ())
             .map_err(|e| typed(&format!("allocating claim {claim} for {pod}"), &e))
     }
+}
+
+/// `choice`'s devices under kube's request names: each request takes its
+/// count of its resource's devices, in order. `None` when the counts do not
+/// add up (the pod changed since its devices were chosen).
+fn split_by_request(choice: &ExtendedChoice, requests: &[ExtendedRequest]) -> Option<Allocation> {
+    let mut left: std::collections::BTreeMap<
+        &str,
+        Vec<&dragon_framework::devices::AllocatedDevice>,
+    > = std::collections::BTreeMap::new();
+    for d in choice.allocation.devices.iter().rev() {
+        left.entry(d.request.as_str()).or_default().push(d);
+    }
+    let mut devices = Vec::new();
+    for r in requests {
+        let pool = left.get_mut(r.resource.as_str())?;
+        for _ in 0..r.count {
+            let mut d = pool.pop()?.clone();
+            d.request = r.name.clone();
+            devices.push(d);
+        }
+    }
+    left.values().all(|v| v.is_empty()).then(|| Allocation {
+        devices,
+        ..choice.allocation.clone()
+    })
 }
 
 /// A quantity of `milli` thousandths, written as the API server would

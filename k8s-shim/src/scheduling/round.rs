@@ -146,9 +146,7 @@ impl<I: ClusterIo> Loop<I> {
                     .into_iter()
                     .map(|(claim, a)| (claim.to_string(), a.clone()))
                     .collect(),
-                extended: devices
-                    .extended_for(pod)
-                    .map(|(class, a)| (class.to_string(), a.clone())),
+                extended: devices.extended_for(pod).cloned(),
                 volumes: volumes
                     .chosen_for(pod)
                     .map(|(claim, b)| (claim.to_string(), b.clone()))

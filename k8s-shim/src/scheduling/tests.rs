@@ -209,7 +209,7 @@ async fn a_gpu_request_on_a_node_advertising_none_gets_its_extended_resource_cla
     let at = |wanted: &Call| calls.iter().position(|c| c == wanted);
     let allocated = at(&Call::AllocateExtended {
         pod: "ml/p".into(),
-        class: "gpu".into(),
+        classes: vec!["gpu".into()],
         devices: 1,
     })
     .expect("its GPU served by a device");

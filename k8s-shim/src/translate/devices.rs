@@ -277,6 +277,12 @@ pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
         extended_resource: spec.and_then(|s| s.extended_resource_name.clone()),
         unusable,
         config,
+        created_ms: c
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| u64::try_from(t.0.as_millisecond()).ok())
+            .unwrap_or(0),
     }
 }
 

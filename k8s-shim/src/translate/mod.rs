@@ -4,6 +4,7 @@
 
 mod constraints;
 pub mod devices;
+pub mod extended;
 mod requests;
 pub mod topology;
 pub mod volumes;

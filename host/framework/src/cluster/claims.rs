@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{Cluster, PodState};
-use crate::devices::{Allocation, Claim, DeviceClass, Inventory, ResourceSlice};
+use crate::devices::{Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice};
 use crate::journal::ClusterOp;
 use crate::volumes::{Bindings, PersistentVolume, StorageClass, VolumeClaim, Volumes};
 
@@ -191,6 +191,6 @@ struct Held {
     pod: String,
     node: usize,
     devices: Vec<(String, Allocation)>,
-    extended: Option<Allocation>,
+    extended: Option<ExtendedChoice>,
     volumes: Bindings,
 }

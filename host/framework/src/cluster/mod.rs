@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::constraints::HostPort;
-use super::devices::{Fit, Inventory};
+use super::devices::{ExtendedChoice, Fit, GPU_RESOURCE, Inventory, Served};
 use super::journal::ClusterOp;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
@@ -552,14 +552,24 @@ impl Cluster {
         // gives back what was chosen and not yet written.
         match (old, state) {
             (None, PodState::Reserved(n)) => {
-                let gpus = served_by_devices(&self.devices, &self.nodes[n], &e.pod);
-                if (!e.pod.claims.is_empty() || gpus > 0)
+                let served = served_by_devices(&self.devices, &self.nodes[n], &e.pod);
+                if (!e.pod.claims.is_empty() || !served.is_empty())
                     && let Ok(Fit::Yes(chosen, extended)) =
-                        self.devices.fit(&self.nodes[n], &e.pod.claims, gpus)
+                        self.devices.fit(&self.nodes[n], &e.pod.claims, &served)
                 {
+                    let classes = served
+                        .iter()
+                        .map(|s| (s.resource.to_string(), s.class.to_string()))
+                        .collect();
                     self.devices.choose(key, chosen);
-                    if let Some(a) = extended {
-                        self.devices.choose_extended(key, a);
+                    if let Some(allocation) = extended {
+                        self.devices.choose_extended(
+                            key,
+                            ExtendedChoice {
+                                allocation,
+                                classes,
+                            },
+                        );
                     }
                 }
             }
@@ -714,19 +724,55 @@ impl Cluster {
     }
 }
 
-/// How many of `pod`'s `nvidia.com/gpu` must come from devices on `node`:
-/// all of them on a node that advertises none but has devices of the GPU
-/// class (kube's `DRAExtendedResource`), else none.
-pub(crate) fn served_by_devices(devices: &Inventory, node: &Node, pod: &Pod) -> u32 {
-    if pod.request.gpus > 0 && node.allocatable.gpus == 0 && devices.gpus_on(&node.name).is_some() {
-        pod.request.gpus
-    } else {
-        0
+/// The extended resources of `pod` that devices must serve on `node`
+/// (kube's `DRAExtendedResource`): those the node does not advertise and a
+/// DeviceClass serves. GPUs only where the node has devices of the GPU
+/// class, so that a node with neither says "Insufficient nvidia.com/gpu".
+pub(crate) fn served_by_devices<'a>(
+    devices: &'a Inventory,
+    node: &Node,
+    pod: &'a Pod,
+) -> Vec<Served<'a>> {
+    let mut out = Vec::new();
+    if pod.request.gpus > 0
+        && node.allocatable.gpus == 0
+        && devices.gpus_on(&node.name).is_some()
+        && let Some(class) = devices.gpu_class_name()
+    {
+        out.push(Served {
+            resource: GPU_RESOURCE,
+            class,
+            count: pod.request.gpus,
+        });
     }
+    for (resource, &count) in &pod.extended {
+        if let Some(class) = dra_class(devices, node, resource, count) {
+            out.push(Served {
+                resource,
+                class,
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+            });
+        }
+    }
+    out
 }
 
-/// Whether `pod` may hold devices: it claims some, or asks for GPUs that
-/// devices may serve.
+/// The class serving `count` of extended resource `resource` on `node`,
+/// when devices must: the node advertises none of it.
+pub(crate) fn dra_class<'a>(
+    devices: &'a Inventory,
+    node: &Node,
+    resource: &str,
+    count: u64,
+) -> Option<&'a str> {
+    if count == 0 || node.extended.get(resource).is_some_and(|&a| a > 0) {
+        return None;
+    }
+    devices.class_for(resource)
+}
+
+/// Whether `pod` may hold devices: it claims some, or asks for GPUs or
+/// other extended resources that devices may serve.
 fn uses_devices(pod: &Pod) -> bool {
-    !pod.claims.is_empty() || pod.request.gpus > 0
+    !pod.claims.is_empty() || pod.request.gpus > 0 || !pod.extended.is_empty()
 }

@@ -25,7 +25,8 @@ const MAX_STEPS: u32 = 100_000;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fit {
     /// Yes, with these allocations for the claims not yet allocated, and
-    /// the devices serving its GPU request when asked.
+    /// the devices serving its extended resources when asked (one request
+    /// per resource, named by it).
     Yes(Vec<(String, Allocation)>, Option<Allocation>),
     /// No, for this reason (kube's wording).
     No(&'static str),
@@ -236,9 +237,9 @@ struct Search<'a, 'c> {
 }
 
 impl<'a> Inventory {
-    /// Whether the claims named `keys`, and `gpus` devices of the GPU
-    /// class (a `nvidia.com/gpu` request on a node that does not advertise
-    /// it), can be met on `node`.
+    /// Whether the claims named `keys`, and the extended resources
+    /// `served` by devices on a node that does not advertise them, can be
+    /// met on `node`.
     ///
     /// # Errors
     /// Why they cannot be tried on any node.
@@ -246,9 +247,9 @@ impl<'a> Inventory {
         &'a self,
         node: &'a Node,
         keys: &[String],
-        gpus: u32,
+        served: &[super::Served<'_>],
     ) -> Result<Fit, DeviceError> {
-        self.try_fit(node, keys, gpus, true)
+        self.try_fit(node, keys, served, true)
     }
 
     /// [`Inventory::fit`] without the allocations: the filter's question,
@@ -260,36 +261,31 @@ impl<'a> Inventory {
         &'a self,
         node: &'a Node,
         keys: &[String],
-        gpus: u32,
+        served: &[super::Served<'_>],
     ) -> Result<Fit, DeviceError> {
-        self.try_fit(node, keys, gpus, false)
+        self.try_fit(node, keys, served, false)
     }
 
     fn try_fit(
         &'a self,
         node: &'a Node,
         keys: &[String],
-        gpus: u32,
+        served: &[super::Served<'_>],
         allocations: bool,
     ) -> Result<Fit, DeviceError> {
-        // The request kube-scheduler's extended-resource claim would make.
-        let implicit = match (gpus, self.gpu_class_name()) {
-            (0, _) => None,
-            (n, Some(class)) => Some(ClaimEntry {
-                claim: super::Claim::new(
-                    "",
-                    vec![super::Request::exactly(
-                        super::EXTENDED_REQUEST,
-                        class,
-                        n,
-                        &[],
-                    )],
-                ),
-                selectors: Ok(vec![vec![Vec::new()]]),
-                chosen: None,
-            }),
-            (_, None) => return Ok(Fit::No("Insufficient nvidia.com/gpu")),
-        };
+        // The requests of the claim kube-scheduler makes for extended
+        // resources, one per resource.
+        let implicit = (!served.is_empty()).then(|| ClaimEntry {
+            claim: super::Claim::new(
+                "",
+                served
+                    .iter()
+                    .map(|s| super::Request::exactly(s.resource, s.class, s.count, &[]))
+                    .collect(),
+            ),
+            selectors: Ok(served.iter().map(|_| vec![Vec::new()]).collect()),
+            chosen: None,
+        });
         let mut todo = Vec::new();
         let mut elsewhere = false;
         for key in keys {

@@ -33,9 +33,28 @@ pub use model::{
 /// it selects count as the node's GPUs in a policy's view.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
-/// The request name of an extended-resource claim, as kube-scheduler
-/// names it: container 0's first extended resource.
-pub const EXTENDED_REQUEST: &str = "container-0-request-0";
+/// The extended resource every DeviceClass serves under its own name:
+/// `deviceclass.resource.kubernetes.io/CLASS`.
+pub const CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// Devices chosen to serve a pod's extended resources on a node that does
+/// not advertise them: one request per resource, named by the resource,
+/// and the class serving each. The driver splits them into kube's
+/// per-container requests when it writes the pod's claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtendedChoice {
+    pub allocation: Allocation,
+    pub classes: BTreeMap<String, String>,
+}
+
+/// An extended resource a pod asks that devices serve on a node: `count`
+/// devices of class `class`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Served<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) class: &'a str,
+    pub(crate) count: u32,
+}
 
 /// At most this many devices per claim (`AllocationResultsMaxSize`).
 pub const MAX_DEVICES_PER_CLAIM: usize = 32;
@@ -205,9 +224,9 @@ pub struct Inventory {
     /// [`GPU_RESOURCE`]), and the node of each.
     gpus_by_node: HashMap<String, Vec<DeviceId>>,
     gpu_node: HashMap<DeviceId, String>,
-    /// Devices chosen to serve a pod's `nvidia.com/gpu` request on a node
-    /// that does not advertise it, by pod, not yet written.
-    extended: BTreeMap<String, Allocation>,
+    /// Devices chosen to serve a pod's extended resources on a node that
+    /// does not advertise them, by pod, not yet written.
+    extended: BTreeMap<String, ExtendedChoice>,
     /// Nodes whose GPU devices or their use changed since last taken.
     touched: BTreeSet<String>,
 }
@@ -285,17 +304,32 @@ impl Inventory {
         }
     }
 
-    /// The class that serves `nvidia.com/gpu` (the first by name, if
-    /// several say so), usable.
-    pub fn gpu_class_name(&self) -> Option<&str> {
-        self.classes
+    /// The class that serves extended resource `resource`, as kube's
+    /// extended-resource cache maps it: of the classes naming it as their
+    /// `extendedResourceName`, the newest (the lower name on a tie), else
+    /// the class a `deviceclass.resource.kubernetes.io/CLASS` name names.
+    pub fn class_for(&self, resource: &str) -> Option<&str> {
+        let explicit = self
+            .classes
             .values()
-            .find(|e| {
-                e.class.extended_resource.as_deref() == Some(GPU_RESOURCE)
-                    && e.class.unusable.is_none()
-                    && e.selectors.is_ok()
-            })
-            .map(|e| e.class.name.as_str())
+            .filter(|e| e.class.extended_resource.as_deref() == Some(resource))
+            .max_by(|a, b| {
+                (a.class.created_ms.cmp(&b.class.created_ms))
+                    .then_with(|| b.class.name.cmp(&a.class.name))
+            });
+        if let Some(e) = explicit {
+            return Some(&e.class.name);
+        }
+        let name = resource.strip_prefix(CLASS_RESOURCE_PREFIX)?;
+        self.classes.get(name).map(|e| e.class.name.as_str())
+    }
+
+    /// The class that serves `nvidia.com/gpu`, when it is usable: its
+    /// devices are the GPUs of nodes that advertise none.
+    pub fn gpu_class_name(&self) -> Option<&str> {
+        let name = self.class_for(GPU_RESOURCE)?;
+        let e = self.classes.get(name)?;
+        (e.class.unusable.is_none() && e.selectors.is_ok()).then_some(name)
     }
 
     /// Recomputes which devices of node `node` are GPUs.
@@ -491,25 +525,24 @@ impl Inventory {
         }
     }
 
-    /// Records the devices chosen to serve `pod`'s GPU request.
-    pub(crate) fn choose_extended(&mut self, pod: &str, allocation: Allocation) {
+    /// Records the devices chosen to serve `pod`'s extended resources.
+    pub(crate) fn choose_extended(&mut self, pod: &str, choice: ExtendedChoice) {
         self.unchoose_extended(pod);
-        self.hold_devices(&allocation, pod);
-        self.extended.insert(pod.to_string(), allocation);
+        self.hold_devices(&choice.allocation, pod);
+        self.extended.insert(pod.to_string(), choice);
     }
 
     fn unchoose_extended(&mut self, pod: &str) {
-        if let Some(a) = self.extended.remove(pod) {
-            self.release_devices(&a, pod);
+        if let Some(c) = self.extended.remove(pod) {
+            self.release_devices(&c.allocation, pod);
         }
     }
 
-    /// The devices chosen to serve `pod`'s `nvidia.com/gpu` request, and
-    /// the class they come from: the driver creates the pod's
+    /// The devices chosen to serve `pod`'s extended resources on a node
+    /// that does not advertise them: the driver creates the pod's
     /// extended-resource claim with them before its Binding.
-    pub fn extended_for(&self, pod: &str) -> Option<(&str, &Allocation)> {
-        let a = self.extended.get(pod)?;
-        Some((self.gpu_class_name()?, a))
+    pub fn extended_for(&self, pod: &str) -> Option<&ExtendedChoice> {
+        self.extended.get(pod)
     }
 
     /// Records `allocations` (one per claim named) as chosen for `pod`.
@@ -527,7 +560,10 @@ impl Inventory {
 
     /// What `pod` holds by the framework's own choice: its claims'
     /// allocations and the devices serving its GPUs.
-    pub(crate) fn choices_of(&self, pod: &str) -> (Vec<(String, Allocation)>, Option<Allocation>) {
+    pub(crate) fn choices_of(
+        &self,
+        pod: &str,
+    ) -> (Vec<(String, Allocation)>, Option<ExtendedChoice>) {
         let claims = self
             .chosen_for(pod)
             .into_iter()

@@ -194,6 +194,10 @@ pub struct DeviceClass {
     /// class, copied into the allocation.
     #[serde(default)]
     pub config: Vec<OpaqueConfig>,
+    /// Creation time, ms: of two classes naming one extended resource, the
+    /// newer serves it.
+    #[serde(default)]
+    pub created_ms: u64,
 }
 
 /// Configuration for one driver, opaque to the scheduler.

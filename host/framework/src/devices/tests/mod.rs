@@ -92,7 +92,7 @@ fn allocate(
     claims: &[&str],
 ) -> Result<Option<Vec<Vec<String>>>, DeviceError> {
     let keys: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
-    Ok(match inv.fit(node, &keys, 0)? {
+    Ok(match inv.fit(node, &keys, &[])? {
         Fit::Yes(allocs, _) => Some(
             allocs
                 .iter()
@@ -132,7 +132,7 @@ fn simple() {
         allocate(&inv, &node1(), &["ns/claim-0"]),
         Ok(got(&[&["req-0=driver-a/pool-1/device-1"]]))
     );
-    let Ok(Fit::Yes(a, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], 0) else {
+    let Ok(Fit::Yes(a, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
         panic!("allocated");
     };
     let nodes = a[0]
@@ -433,7 +433,7 @@ fn network_attached_devices_name_the_nodes_that_reach_them() {
             vec![exactly("req-0", "class-a", 2, &[])],
         )],
     );
-    let Ok(Fit::Yes(a, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], 0) else {
+    let Ok(Fit::Yes(a, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
         panic!("allocated");
     };
     // many-network-attached-devices: the selectors' terms, merged

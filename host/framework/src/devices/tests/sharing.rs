@@ -42,7 +42,7 @@ fn two_devices() -> ResourceSlice {
 /// The devices each claim gets, with `*` after one given with admin access.
 fn given(inv: &Inventory, claims: &[&str]) -> Option<Vec<Vec<String>>> {
     let keys: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
-    match inv.fit(&node1(), &keys, 0).expect("tried") {
+    match inv.fit(&node1(), &keys, &[]).expect("tried") {
         Fit::Yes(allocs, _) => Some(
             allocs
                 .iter()
@@ -174,7 +174,7 @@ fn asking(mut r: Request, amount: u64) -> Request {
 /// What each claim's share takes of `capacity0`, by device.
 fn shares(inv: &Inventory, claims: &[&str]) -> Option<Vec<(String, u64)>> {
     let keys: Vec<String> = claims.iter().map(|c| c.to_string()).collect();
-    match inv.fit(&node1(), &keys, 0).expect("tried") {
+    match inv.fit(&node1(), &keys, &[]).expect("tried") {
         Fit::Yes(allocs, _) => Some(
             allocs
                 .iter()
@@ -233,7 +233,7 @@ fn shared_devices_are_given_as_shares_of_their_capacity() {
     let Ok(Fit::Yes(written, _)) = inv.fit(
         &node1(),
         &["ns/claim-0".to_string(), "ns/claim-1".to_string()],
-        0,
+        &[],
     ) else {
         panic!("both shares fit");
     };
@@ -396,7 +396,7 @@ fn a_partition_taking_from_a_counter_set_not_published_makes_its_pool_unusable()
         vec![claim("ns/claim-0", vec![all("req-0", "class-a")])],
     );
     assert_eq!(
-        inv.fit(&node1(), &["ns/claim-0".to_string()], 0),
+        inv.fit(&node1(), &["ns/claim-0".to_string()], &[]),
         Err(DeviceError::PoolUpdating {
             claim: "ns/claim-0".into(),
             request: "req-0".into(),
@@ -508,7 +508,7 @@ fn an_allocation_carries_its_classes_and_its_claims_configuration() {
         vec![class_a, class_b],
         vec![c],
     );
-    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], 0) else {
+    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
         panic!("allocated");
     };
     // with-class-device-config-with-multiple-request-and-configs and
@@ -548,7 +548,7 @@ fn an_allocation_carries_its_classes_and_its_claims_configuration() {
             vec![exactly("req-0", "class-a", 1, &[])],
         )],
     );
-    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], 0) else {
+    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
         panic!("allocated");
     };
     assert_eq!(allocs[0].1.config.len(), 1);
