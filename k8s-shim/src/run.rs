@@ -114,6 +114,7 @@ fn spawn_watch<K>(
                     Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
                     Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
                     Kind::ResourceClaim => Event::ResourceClaimGone(key_of(&obj)),
+                    Kind::DeviceTaintRule => Event::DeviceTaintRuleGone(key_of(&obj)),
                 }),
                 Err(e) => {
                     tracing::warn!(?kind, "watch error (retrying after a backoff): {e}");
@@ -541,6 +542,25 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     } else {
         tracing::info!("resource.k8s.io/v1 is not served: pods claiming devices wait, named");
     }
+    // DeviceTaintRules (GA in 1.37, served beside the rest).
+    let taint_rules = devices
+        && serves::<resource::DeviceTaintRule>(
+            &client,
+            "resource.k8s.io/v1",
+            "devicetaintrules",
+            "devices are tainted by their slices only",
+        )
+        .await;
+    if taint_rules {
+        spawn_watch(
+            Api::<resource::DeviceTaintRule>::all(client.clone()),
+            watcher::Config::default(),
+            Kind::DeviceTaintRule,
+            tx.clone(),
+            |r| Event::DeviceTaintRule(Box::new(r)),
+            |r| r.name_any(),
+        );
+    }
     let native = serves::<NativePodGroup>(
         &client,
         "scheduling.k8s.io/v1beta1",
@@ -603,6 +623,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             }
             if !devices {
                 unlisted.extend([Kind::ResourceSlice, Kind::DeviceClass, Kind::ResourceClaim]);
+            }
+            if !taint_rules {
+                unlisted.insert(Kind::DeviceTaintRule);
             }
             unlisted
         },

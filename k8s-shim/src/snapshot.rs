@@ -80,6 +80,7 @@ pub enum DeviceKind {
     Slice,
     Class,
     Claim,
+    TaintRule,
 }
 
 /// The two PodGroup APIs a gang can come from.
@@ -118,6 +119,8 @@ pub enum Event {
     /// Devices a driver publishes (by name).
     ResourceSlice(Box<resource::ResourceSlice>),
     ResourceSliceGone(String),
+    DeviceTaintRule(Box<resource::DeviceTaintRule>),
+    DeviceTaintRuleGone(String),
     DeviceClass(Box<resource::DeviceClass>),
     DeviceClassGone(String),
     /// A ResourceClaim (`namespace/name` when gone).
@@ -307,6 +310,10 @@ impl Snapshot {
                     }
                     DeviceKind::Class => (devices.class_names().collect(), Event::DeviceClassGone),
                     DeviceKind::Claim => (devices.claim_keys().collect(), Event::ResourceClaimGone),
+                    DeviceKind::TaintRule => (
+                        devices.taint_rule_names().collect(),
+                        Event::DeviceTaintRuleGone,
+                    ),
                 };
                 names
                     .into_iter()
@@ -413,6 +420,13 @@ impl Snapshot {
                 self.change(ClusterOp::SetClaim(translate::devices::claim(&c)))
             }
             Event::ResourceClaimGone(key) => self.change(ClusterOp::RemoveClaim(key)),
+            Event::DeviceTaintRule(r) => match translate::devices::taint_rule(&r) {
+                Some(rule) => self.change(ClusterOp::SetDeviceTaintRule(rule)),
+                None => self.change(ClusterOp::RemoveDeviceTaintRule(
+                    r.metadata.name.clone().unwrap_or_default(),
+                )),
+            },
+            Event::DeviceTaintRuleGone(name) => self.change(ClusterOp::RemoveDeviceTaintRule(name)),
         }
     }
 

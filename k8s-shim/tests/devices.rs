@@ -425,3 +425,71 @@ async fn any_extended_resource_a_node_does_not_advertise_is_served_through_the_c
     assert_eq!(devices, ["fpga-0", "fpga-1", "fpga-2"], "each device once");
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_taint_rule_keeps_claims_off_the_devices_it_selects_until_it_is_deleted() {
+    let _g = serial();
+    let s = Scenario::new("dra-taints").await;
+    const DRIVER: &str = "gpu.example.com";
+    s.node("a", 0).await;
+    let class = s.device_class("gpu", DRIVER).await;
+    s.device_slice(DRIVER, "a", "p0", &[("gpu-0", "x"), ("gpu-1", "x")])
+        .await;
+    let rules: Api<resource::DeviceTaintRule> = Api::all(s.client.clone());
+    let rule = format!("{}-maintenance", s.name);
+    s.create(
+        &rules,
+        json!({
+            "metadata": {"name": rule, "labels": {"dragon-e2e": s.name}},
+            "spec": {
+                "deviceSelector": {"driver": DRIVER, "pool": format!("{}-a-p0", s.name), "device": "gpu-0"},
+                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}
+            }
+        }),
+    )
+    .await;
+    s.device_claim("both", &class, 2, None).await;
+    s.device_claim("one", &class, 1, None).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    for (pod, claim) in [("both", "both"), ("one", "one")] {
+        s.pod_with(
+            pod,
+            None,
+            0,
+            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}}),
+        )
+        .await;
+    }
+    until(90, "the pod claiming one device bound", || async {
+        bound(&s.placement("one").await) == 1
+    })
+    .await;
+    let one = s.claim_of("one", "gpu").await.expect("its claim");
+    let results = one
+        .status
+        .and_then(|st| st.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .expect("allocated");
+    assert_eq!(results[0].device, "gpu-1", "not the tainted device");
+    s.until_explained(90, "both", "cannot allocate all claims")
+        .await;
+    // The maintenance is over: with gpu-1 held, "both" still waits; once
+    // "one" is gone it gets both devices.
+    rules
+        .delete(&rule, &Default::default())
+        .await
+        .expect("deleted");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    pods.delete("one", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .expect("deleted");
+    let freed = until_within(90, || async { bound(&s.placement("both").await) == 1 }).await;
+    assert!(
+        freed,
+        "not bound: {:?}\n{}",
+        s.events_for("both").await,
+        sched.log()
+    );
+    s.cleanup().await;
+}

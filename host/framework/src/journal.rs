@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{Cluster, ClusterError, PodState};
-use super::devices::{Claim, DeviceClass, ResourceSlice};
+use super::devices::{Claim, DeviceClass, ResourceSlice, TaintRule};
 use super::model::{DisruptionBudget, Job, Node, Pod};
 use super::selector::Labels;
 use super::volumes::{PersistentVolume, StorageClass, VolumeClaim};
@@ -56,6 +56,8 @@ pub enum ClusterOp {
     RemoveResourceSlice(String),
     SetDeviceClass(DeviceClass),
     RemoveDeviceClass(String),
+    SetDeviceTaintRule(TaintRule),
+    RemoveDeviceTaintRule(String),
     SetClaim(Claim),
     RemoveClaim(String),
     SetVolume(PersistentVolume),
@@ -129,6 +131,14 @@ impl ClusterOp {
             }
             ClusterOp::RemoveDeviceClass(name) => {
                 cluster.remove_device_class(&name);
+                Ok(())
+            }
+            ClusterOp::SetDeviceTaintRule(rule) => {
+                cluster.set_device_taint_rule(rule);
+                Ok(())
+            }
+            ClusterOp::RemoveDeviceTaintRule(name) => {
+                cluster.remove_device_taint_rule(&name);
                 Ok(())
             }
             ClusterOp::SetClaim(claim) => {

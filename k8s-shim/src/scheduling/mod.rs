@@ -59,11 +59,12 @@ pub enum Kind {
     ResourceSlice,
     DeviceClass,
     ResourceClaim,
+    DeviceTaintRule,
 }
 
 impl Kind {
     /// Every kind watched.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Node,
         Kind::Pod,
         Kind::Group,
@@ -76,6 +77,7 @@ impl Kind {
         Kind::ResourceSlice,
         Kind::DeviceClass,
         Kind::ResourceClaim,
+        Kind::DeviceTaintRule,
     ];
 
     /// What a list of this kind covers in the snapshot.
@@ -89,6 +91,7 @@ impl Kind {
             Kind::ResourceSlice => Listed::Devices(DeviceKind::Slice),
             Kind::DeviceClass => Listed::Devices(DeviceKind::Class),
             Kind::ResourceClaim => Listed::Devices(DeviceKind::Claim),
+            Kind::DeviceTaintRule => Listed::Devices(DeviceKind::TaintRule),
             Kind::Claim => Listed::Storage(StorageKind::Claim),
             Kind::Volume => Listed::Storage(StorageKind::Volume),
             Kind::StorageClass => Listed::Storage(StorageKind::Class),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use dragon_framework::devices::{
     AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule, Choice, Claim,
     ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig, Quantity, Reach,
-    Request, RequestPolicy, ResourceSlice, ValidAmounts,
+    Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
 };
 use dragon_framework::quantity;
 use dragon_framework::{Taint, TaintEffect, Toleration, TolerationOperator};
@@ -254,6 +254,37 @@ fn request_policy(
     Ok(RequestPolicy {
         default: optional(p.default.as_ref(), "default")?,
         valid,
+    })
+}
+
+/// A DeviceTaintRule; `None` for one whose taint has effect `None` (it
+/// only informs). An effect this version does not know keeps devices from
+/// requests as `NoSchedule` does: never a device a rule may forbid.
+pub fn taint_rule(r: &resource::DeviceTaintRule) -> Option<TaintRule> {
+    let taint = &r.spec.taint;
+    let effect = match TaintEffect::parse(&taint.effect) {
+        Some(e) => e,
+        None if taint.effect == "None" => return None,
+        None => {
+            tracing::warn!(
+                rule = r.metadata.name.as_deref().unwrap_or_default(),
+                effect = taint.effect,
+                "unknown device taint effect: taken as NoSchedule"
+            );
+            TaintEffect::NoSchedule
+        }
+    };
+    let selector = r.spec.device_selector.as_ref();
+    Some(TaintRule {
+        name: r.metadata.name.clone().unwrap_or_default(),
+        driver: selector.and_then(|s| s.driver.clone()),
+        pool: selector.and_then(|s| s.pool.clone()),
+        device: selector.and_then(|s| s.device.clone()),
+        taint: Taint {
+            key: taint.key.clone(),
+            value: taint.value.clone().unwrap_or_default(),
+            effect,
+        },
     })
 }
 

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::{Cluster, PodState};
-use crate::devices::{Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice};
+use crate::devices::{
+    Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice, TaintRule,
+};
 use crate::journal::ClusterOp;
 use crate::volumes::{Bindings, PersistentVolume, StorageClass, VolumeClaim, Volumes};
 
@@ -41,6 +43,22 @@ impl Cluster {
         self.journal(|| ClusterOp::RemoveDeviceClass(name.to_string()));
         self.devices.remove_class(name);
         self.sync_device_nodes();
+    }
+
+    /// A DeviceTaintRule was created or changed: its taint is on the
+    /// devices it selects.
+    pub fn set_device_taint_rule(&mut self, rule: TaintRule) {
+        self.journal(|| ClusterOp::SetDeviceTaintRule(rule.clone()));
+        self.devices.set_taint_rule(rule);
+        // A taint lifted may let a waiting pod have the device.
+        self.changes.room = true;
+    }
+
+    /// The DeviceTaintRule named `name` is gone.
+    pub fn remove_device_taint_rule(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveDeviceTaintRule(name.to_string()));
+        self.devices.remove_taint_rule(name);
+        self.changes.room = true;
     }
 
     /// A ResourceClaim as the API server has it now (created, allocated,

@@ -614,6 +614,7 @@ impl<'a> Search<'a, '_> {
             .device
             .taints
             .iter()
+            .chain(self.inv.rule_taints(c.id))
             .any(|t| t.repels() && !want.choice.tolerations.iter().any(|tol| tol.tolerates(t)));
         if untolerated {
             give_back(self);

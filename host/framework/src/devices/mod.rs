@@ -24,7 +24,7 @@ pub use cel::{Quantity, SelectorError};
 pub use model::{
     AllocatedConfig, AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule,
     Choice, Claim, ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig,
-    Reach, Request, RequestPolicy, ResourceSlice, ValidAmounts,
+    Reach, Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
 };
 
 /// The extended resource whose DeviceClass makes devices GPUs: a class
@@ -229,6 +229,9 @@ pub struct Inventory {
     extended: BTreeMap<String, ExtendedChoice>,
     /// Nodes whose GPU devices or their use changed since last taken.
     touched: BTreeSet<String>,
+    /// DeviceTaintRules by name: taints on the devices they select, beside
+    /// the devices' own.
+    taint_rules: BTreeMap<String, TaintRule>,
 }
 
 impl Inventory {
@@ -618,6 +621,30 @@ impl Inventory {
         }
     }
 
+    pub(crate) fn set_taint_rule(&mut self, rule: TaintRule) {
+        self.taint_rules.insert(rule.name.clone(), rule);
+    }
+
+    pub(crate) fn remove_taint_rule(&mut self, name: &str) {
+        self.taint_rules.remove(name);
+    }
+
+    /// The taints DeviceTaintRules put on device `id`.
+    pub(crate) fn rule_taints<'t>(
+        &'t self,
+        id: &'t DeviceId,
+    ) -> impl Iterator<Item = &'t crate::model::Taint> + 't {
+        self.taint_rules
+            .values()
+            .filter(move |r| r.selects(id))
+            .map(|r| &r.taint)
+    }
+
+    /// Names of the DeviceTaintRules known.
+    pub fn taint_rule_names(&self) -> impl Iterator<Item = &str> {
+        self.taint_rules.keys().map(String::as_str)
+    }
+
     /// Names of the slices published.
     pub fn slice_names(&self) -> impl Iterator<Item = &str> {
         self.slices.keys().map(String::as_str)
@@ -663,6 +690,11 @@ impl Inventory {
             self.classes
                 .values()
                 .map(|e| ClusterOp::SetDeviceClass(e.class.clone())),
+        );
+        ops.extend(
+            self.taint_rules
+                .values()
+                .map(|r| ClusterOp::SetDeviceTaintRule(r.clone())),
         );
         for e in self.claims.values() {
             let mut claim = e.claim.clone();

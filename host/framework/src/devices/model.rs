@@ -175,6 +175,29 @@ impl ResourceSlice {
     }
 }
 
+/// A DeviceTaintRule: `taint` on every device it selects (of `driver`,
+/// `pool` and named `device`; each unset one selects all).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaintRule {
+    pub name: String,
+    #[serde(default)]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub device: Option<String>,
+    pub taint: Taint,
+}
+
+impl TaintRule {
+    /// Whether the rule taints device `id`.
+    pub(crate) fn selects(&self, id: &DeviceId) -> bool {
+        self.driver.as_ref().is_none_or(|d| *d == id.driver)
+            && self.pool.as_ref().is_none_or(|p| *p == id.pool)
+            && self.device.as_ref().is_none_or(|d| *d == id.device)
+    }
+}
+
 /// A DeviceClass.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DeviceClass {

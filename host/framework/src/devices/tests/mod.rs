@@ -641,6 +641,62 @@ fn tainted_devices_go_only_to_requests_that_tolerate_them() {
 }
 
 #[test]
+fn a_device_taint_rule_taints_the_devices_it_selects_until_it_is_gone() {
+    let mut tolerating = exactly("req-0", "class-a", 1, &[]);
+    tolerating.choices[0].tolerations.push(Toleration {
+        key: "example.com/maintenance".into(),
+        operator: crate::model::TolerationOperator::Exists,
+        value: String::new(),
+        effect: None,
+    });
+    let mut inv = inventory(
+        vec![local(
+            "driver-a",
+            "pool-1",
+            vec![device("device-1"), device("device-2")],
+        )],
+        vec![class("class-a", "driver-a")],
+        vec![
+            claim("ns/plain", vec![exactly("req-0", "class-a", 2, &[])]),
+            claim("ns/one", vec![exactly("req-0", "class-a", 1, &[])]),
+            claim("ns/tolerating", vec![tolerating]),
+        ],
+    );
+    let rule = |device: Option<&str>| TaintRule {
+        name: "maintenance".into(),
+        driver: Some("driver-a".into()),
+        pool: None,
+        device: device.map(str::to_string),
+        taint: Taint {
+            key: "example.com/maintenance".into(),
+            value: String::new(),
+            effect: TaintEffect::NoExecute,
+        },
+    };
+    inv.set_taint_rule(rule(Some("device-1")));
+    assert_eq!(allocate(&inv, &node1(), &["ns/plain"]), Ok(None));
+    assert_eq!(
+        allocate(&inv, &node1(), &["ns/one"]),
+        Ok(got(&[&["req-0=driver-a/pool-1/device-2"]]))
+    );
+    // The whole driver's devices.
+    inv.set_taint_rule(rule(None));
+    assert_eq!(allocate(&inv, &node1(), &["ns/one"]), Ok(None));
+    assert_eq!(
+        allocate(&inv, &node1(), &["ns/tolerating"]),
+        Ok(got(&[&["req-0=driver-a/pool-1/device-1"]]))
+    );
+    inv.remove_taint_rule("maintenance");
+    assert_eq!(
+        allocate(&inv, &node1(), &["ns/plain"]),
+        Ok(got(&[&[
+            "req-0=driver-a/pool-1/device-1",
+            "req-0=driver-a/pool-1/device-2"
+        ]]))
+    );
+}
+
+#[test]
 fn a_selector_that_fails_names_itself_and_the_device() {
     let inv = inventory(
         vec![local("driver-a", "pool-1", vec![device("device-1")])],
