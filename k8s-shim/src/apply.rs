@@ -107,21 +107,30 @@ pub async fn bind_all<I: ClusterIo>(
 
 /// `pod`'s writes before its Binding: its claims' allocations, its
 /// extended-resource claim, its volumes' bindings; then the volumes waited
-/// for until the PV controller (or a provisioner) has bound them, at most
-/// `wait`. A refused write or a binding not done in time fails the bind,
-/// and the framework releases the gang; a claim left bound or being
-/// provisioned keeps its pods to that node from then on.
+/// for until the PV controller (or a provisioner) has bound them, and the
+/// devices with binding conditions until their driver says they hold, at
+/// most `wait` in all. A refused write, a binding failure or a binding not
+/// done in time fails the bind, and the framework releases the gang; a
+/// claim left bound, allocated or being provisioned keeps its pods to that
+/// node from then on.
 async fn prebind<I: ClusterIo>(
     io: &I,
     pod: &str,
     p: &Prebind,
     wait: Duration,
 ) -> Result<(), ApiError> {
+    let mut conditional = Vec::new();
     for (claim, allocation) in &p.claims {
         io.allocate(claim, allocation, pod).await?;
+        if allocation.devices.iter().any(|d| d.binding.any()) {
+            conditional.push(claim.clone());
+        }
     }
     if let Some(choice) = &p.extended {
-        io.allocate_extended(pod, choice).await?;
+        let claim = io.allocate_extended(pod, choice).await?;
+        if choice.allocation.devices.iter().any(|d| d.binding.any()) {
+            conditional.push(claim);
+        }
     }
     for (claim, binding) in &p.volumes {
         io.bind_volume(claim, binding).await?;
@@ -137,6 +146,21 @@ async fn prebind<I: ClusterIo>(
                     ApiErrorKind::Unavailable,
                     format!(
                         "persistentvolumeclaim {claim} was not bound to {binding} within {} s",
+                        wait.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+    for claim in &conditional {
+        while io.devices_progress(claim).await? == ClaimProgress::Binding {
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(ApiError::new(
+                    ApiErrorKind::Unavailable,
+                    format!(
+                        "the binding conditions of resourceclaim {claim}'s devices did not hold within {} s",
                         wait.as_secs()
                     ),
                 ));

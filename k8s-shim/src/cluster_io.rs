@@ -40,10 +40,12 @@ pub struct Unschedulable {
     pub message: String,
 }
 
-/// How far a PersistentVolumeClaim's binding has got.
+/// How far a claim's binding has got: a PersistentVolumeClaim's to its
+/// volume, or a ResourceClaim's devices' binding conditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimProgress {
-    /// Bound to its volume, and the PV controller is done with it.
+    /// Bound to its volume, and the PV controller is done with it; or every
+    /// binding condition of its devices holds.
     Bound,
     /// Not yet.
     Binding,
@@ -74,7 +76,18 @@ pub trait ClusterIo: Send + Sync + 'static {
     /// allocated and reserved for it, and name it in the pod's
     /// `status.extendedResourceClaimStatus`, as kube-scheduler does for
     /// `DRAExtendedResource`.
-    async fn allocate_extended(&self, pod: &str, choice: &ExtendedChoice) -> Result<(), ApiError>;
+    ///
+    /// Returns the claim's key (`namespace/name`).
+    async fn allocate_extended(
+        &self,
+        pod: &str,
+        choice: &ExtendedChoice,
+    ) -> Result<String, ApiError>;
+
+    /// Whether the binding conditions of ResourceClaim `claim`'s devices
+    /// all hold (the driver has attached them); an error naming the device
+    /// when one of their failure conditions holds.
+    async fn devices_progress(&self, claim: &str) -> Result<ClaimProgress, ApiError>;
 
     /// Bind PersistentVolumeClaim `claim` as chosen, as kube-scheduler's
     /// VolumeBinding plugin does before the Binding: the chosen volume's
@@ -271,13 +284,20 @@ pub mod fake {
             &self,
             pod: &str,
             choice: &ExtendedChoice,
-        ) -> Result<(), ApiError> {
+        ) -> Result<String, ApiError> {
             self.lock().calls.push(Call::AllocateExtended {
                 pod: pod.into(),
                 classes: choice.classes.values().cloned().collect(),
                 devices: choice.allocation.devices.len(),
             });
-            Ok(())
+            Ok(format!("{pod}-extended-resources"))
+        }
+
+        async fn devices_progress(&self, claim: &str) -> Result<ClaimProgress, ApiError> {
+            Ok(match self.lock().never_bound.contains(claim) {
+                true => ClaimProgress::Binding,
+                false => ClaimProgress::Bound,
+            })
         }
 
         async fn bind_volume(&self, claim: &str, binding: &VolumeBinding) -> Result<(), ApiError> {

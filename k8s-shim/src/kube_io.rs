@@ -161,8 +161,16 @@ impl KubeIo {
 
 #[async_trait::async_trait]
 impl ClusterIo for KubeIo {
-    async fn allocate_extended(&self, pod: &str, choice: &ExtendedChoice) -> Result<(), ApiError> {
+    async fn allocate_extended(
+        &self,
+        pod: &str,
+        choice: &ExtendedChoice,
+    ) -> Result<String, ApiError> {
         self.write_extended_claim(pod, choice).await
+    }
+
+    async fn devices_progress(&self, claim: &str) -> Result<ClaimProgress, ApiError> {
+        self.read_devices_progress(claim).await
     }
 
     async fn allocate(

@@ -493,3 +493,94 @@ async fn a_device_taint_rule_keeps_claims_off_the_devices_it_selects_until_it_is
     );
     s.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_says_they_hold() {
+    let _g = serial();
+    let s = Scenario::new("dra-binding").await;
+    const DRIVER: &str = "fabric.example.com";
+    s.node("a", 0).await;
+    let class = s.device_class("fabric", DRIVER).await;
+    let slices: Api<resource::ResourceSlice> = Api::all(s.client.clone());
+    let pool = format!("{}-fabric", s.name);
+    // A device reachable from every node, attached to one on demand: bound
+    // to the node chosen, and ready once its driver says it is attached.
+    s.create(
+        &slices,
+        json!({
+            "metadata": {"name": pool, "labels": {"dragon-e2e": s.name}},
+            "spec": {"driver": DRIVER, "allNodes": true,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "bindsToNode": true,
+                    "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}
+        }),
+    )
+    .await;
+    s.device_claim("attached", &class, 1, None).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.pod_with(
+        "p",
+        None,
+        0,
+        json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "attached"}]}}),
+    )
+    .await;
+    let claims: Api<resource::ResourceClaim> = Api::namespaced(s.client.clone(), &s.name);
+    until(90, "the claim allocated, to node a only", || async {
+        claims
+            .get("attached")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .and_then(|st| st.allocation)
+            .is_some()
+    })
+    .await;
+    let claim = claims.get("attached").await.unwrap();
+    let allocation = claim.status.clone().and_then(|st| st.allocation).unwrap();
+    let results = allocation.devices.and_then(|d| d.results).unwrap();
+    assert_eq!(
+        results[0].binding_conditions.as_deref(),
+        Some(&["Attached".to_string()][..])
+    );
+    let term = &allocation
+        .node_selector
+        .expect("bound to the node")
+        .node_selector_terms[0];
+    assert_eq!(
+        term.match_fields.as_ref().expect("by name")[0].values,
+        Some(vec![format!("{}-a", s.name)])
+    );
+    assert_eq!(
+        bound(&s.placement("p").await),
+        0,
+        "not before the device is attached"
+    );
+    // The driver attaches it.
+    let mut attached = claim;
+    attached.status.as_mut().unwrap().devices = Some(vec![resource::AllocatedDeviceStatus {
+        driver: DRIVER.into(),
+        pool: pool.clone(),
+        device: "gpu-0".into(),
+        conditions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Attached".into(),
+                status: "True".into(),
+                reason: "Attached".into(),
+                message: "attached to the node".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ),
+                observed_generation: None,
+            },
+        ]),
+        ..Default::default()
+    }]);
+    claims
+        .replace_status("attached", &Default::default(), &attached)
+        .await
+        .expect("the driver's status");
+    let bound_now = until_within(90, || async { bound(&s.placement("p").await) == 1 }).await;
+    assert!(bound_now, "{:?}\n{}", s.events_for("p").await, sched.log());
+    s.cleanup().await;
+}

@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{KubeIo, object, typed};
+use crate::cluster_io::ClaimProgress;
 use crate::translate::extended::{ExtendedRequest, extended_requests};
 
 /// Finalizer kube-scheduler puts on a claim before allocating it, so the
@@ -77,6 +78,9 @@ fn allocation_result(a: &Allocation, claim_uid: &str) -> resource::AllocationRes
                         device: d.device.device.clone(),
                         admin_access: d.admin_access.then_some(true),
                         share_id: d.shared.then(|| share_id(claim_uid, i)),
+                        binding_conditions: d.binding.any().then(|| d.binding.conditions.clone()),
+                        binding_failure_conditions: (!d.binding.failure_conditions.is_empty())
+                            .then(|| d.binding.failure_conditions.clone()),
                         consumed_capacity: (!d.consumed.is_empty()).then(|| {
                             d.consumed
                                 .iter()
@@ -112,7 +116,7 @@ impl KubeIo {
         &self,
         pod: &str,
         choice: &ExtendedChoice,
-    ) -> Result<(), ApiError> {
+    ) -> Result<String, ApiError> {
         let key = object(pod)?;
         let (ns, name) = (key.namespace(), key.name());
         self.request_token().await;
@@ -209,8 +213,26 @@ impl KubeIo {
         self.pods(ns)
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
-            .map(|_| ())
-            .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))
+            .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))?;
+        Ok(format!("{ns}/{claim_name}"))
+    }
+
+    /// Whether the binding conditions of `claim`'s allocated devices all
+    /// hold in its `status.devices`, as kube-scheduler's pre-bind reads
+    /// them; an error when a failure condition holds.
+    pub(super) async fn read_devices_progress(
+        &self,
+        claim: &str,
+    ) -> Result<ClaimProgress, ApiError> {
+        let key = object(claim)?;
+        let claims: Api<resource::ResourceClaim> =
+            Api::namespaced(self.client.clone(), key.namespace());
+        self.request_token().await;
+        let current = claims
+            .get(key.name())
+            .await
+            .map_err(|e| typed(&format!("reading claim {claim}"), &e))?;
+        devices_progress(claim, &current)
     }
 
     pub(super) async fn write_allocation(
@@ -268,6 +290,62 @@ impl KubeIo {
     }
 }
 
+/// Whether `current`'s devices' binding conditions hold (see
+/// [`KubeIo::read_devices_progress`]).
+fn devices_progress(
+    claim: &str,
+    current: &resource::ResourceClaim,
+) -> Result<ClaimProgress, ApiError> {
+    let Some(status) = current.status.as_ref() else {
+        return Ok(ClaimProgress::Binding);
+    };
+    let Some(results) = status
+        .allocation
+        .as_ref()
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+    else {
+        return Ok(ClaimProgress::Binding);
+    };
+    for r in results {
+        let wanted = r.binding_conditions.as_deref().unwrap_or_default();
+        if wanted.is_empty() {
+            continue;
+        }
+        let Some(device) = status.devices.iter().flatten().find(|d| {
+            d.driver == r.driver
+                && d.pool == r.pool
+                && d.device == r.device
+                && d.share_id == r.share_id
+        }) else {
+            return Ok(ClaimProgress::Binding);
+        };
+        let holds = |name: &str| {
+            device
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == name)
+                .filter(|c| c.status == "True")
+        };
+        for failed in r.binding_failure_conditions.iter().flatten() {
+            if let Some(c) = holds(failed) {
+                return Err(ApiError::new(
+                    dragon_framework::ApiErrorKind::Refused,
+                    format!(
+                        "resourceclaim {claim}: device {}/{}/{} failed to bind ({failed}: {}: {})",
+                        r.driver, r.pool, r.device, c.reason, c.message
+                    ),
+                ));
+            }
+        }
+        if !wanted.iter().all(|w| holds(w).is_some()) {
+            return Ok(ClaimProgress::Binding);
+        }
+    }
+    Ok(ClaimProgress::Bound)
+}
+
 /// `choice`'s devices under kube's request names: each request takes its
 /// count of its resource's devices, in order. `None` when the counts do not
 /// add up (the pod changed since its devices were chosen).
@@ -307,6 +385,53 @@ fn milli_quantity(milli: u64) -> k8s_openapi::apimachinery::pkg::api::resource::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_bind_once_every_binding_condition_holds_and_fail_on_a_failure_condition() {
+        let claim = |conditions: serde_json::Value| -> resource::ResourceClaim {
+            serde_json::from_value(json!({
+                "metadata": {"name": "c", "namespace": "ml"},
+                "spec": {},
+                "status": {
+                    "allocation": {"devices": {"results": [
+                        {"request": "r", "driver": "d", "pool": "p", "device": "plain"},
+                        {"request": "r", "driver": "d", "pool": "p", "device": "fabric",
+                         "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}
+                    ]}},
+                    "devices": [{"driver": "d", "pool": "p", "device": "fabric", "conditions": conditions}]
+                }
+            }))
+            .expect("a claim")
+        };
+        let condition = |t: &str, status: &str| {
+            json!({"type": t, "status": status, "reason": "Driver", "message": "m",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        };
+        assert_eq!(
+            devices_progress("ml/c", &claim(json!([]))),
+            Ok(ClaimProgress::Binding)
+        );
+        assert_eq!(
+            devices_progress("ml/c", &claim(json!([condition("Attached", "False")]))),
+            Ok(ClaimProgress::Binding)
+        );
+        assert_eq!(
+            devices_progress("ml/c", &claim(json!([condition("Attached", "True")]))),
+            Ok(ClaimProgress::Bound)
+        );
+        let failed = devices_progress(
+            "ml/c",
+            &claim(json!([
+                condition("Attached", "False"),
+                condition("AttachFailed", "True")
+            ])),
+        )
+        .expect_err("failed");
+        assert_eq!(
+            failed.message,
+            "resourceclaim ml/c: device d/p/fabric failed to bind (AttachFailed: Driver: m)"
+        );
+    }
 
     #[test]
     fn a_share_id_is_a_normalized_uuid_stable_for_its_claim_and_result() {

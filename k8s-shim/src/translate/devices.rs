@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use dragon_framework::devices::{
-    AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule, Choice, Claim,
-    ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig, Quantity, Reach,
-    Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
+    AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule, BindingConditions,
+    Choice, Claim, ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig,
+    Quantity, Reach, Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
 };
 use dragon_framework::quantity;
 use dragon_framework::{Taint, TaintEffect, Toleration, TolerationOperator};
@@ -223,6 +223,11 @@ fn device(
         policies,
         shared: d.allow_multiple_allocations == Some(true),
         consumes,
+        binding: BindingConditions {
+            conditions: d.binding_conditions.clone().unwrap_or_default(),
+            failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
+            to_node: d.binds_to_node == Some(true),
+        },
     })
 }
 
@@ -447,6 +452,14 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
                         },
                         admin_access: r.admin_access == Some(true),
                         shared: r.share_id.is_some(),
+                        binding: BindingConditions {
+                            conditions: r.binding_conditions.clone().unwrap_or_default(),
+                            failure_conditions: r
+                                .binding_failure_conditions
+                                .clone()
+                                .unwrap_or_default(),
+                            to_node: false,
+                        },
                         consumed: r
                             .consumed_capacity
                             .iter()

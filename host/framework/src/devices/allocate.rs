@@ -119,7 +119,16 @@ fn gather<'a>(inv: &'a Inventory, node: &Node) -> Gathered<'a> {
     let mut out = Vec::new();
     let mut counters = Vec::new();
     let mut unusable = None;
-    for ((driver, pool), (generation, local)) in pools {
+    // Pools whose devices must wait for binding conditions are tried last,
+    // as kube orders them.
+    let waits = |local: &Vec<&'a Published>| {
+        local
+            .iter()
+            .any(|p| p.slice.devices.iter().any(|d| d.binding.any()))
+    };
+    let (immediate, waiting): (Vec<_>, Vec<_>) =
+        pools.into_iter().partition(|(_, (_, local))| !waits(local));
+    for ((driver, pool), (generation, local)) in immediate.into_iter().chain(waiting) {
         let want = local[0].slice.slice_count;
         if local.len() as u64 != want {
             // Slices of the pool elsewhere may complete it; a newer
@@ -348,7 +357,7 @@ impl<'a> Inventory {
         if !allocations {
             return Ok(Fit::Yes(Vec::new(), None));
         }
-        let mut results = search.results();
+        let mut results = search.results(&node.name);
         let extended = match implicit {
             Some(_) => results.pop().map(|(_, a)| a),
             None => None,
@@ -741,7 +750,7 @@ impl<'a> Search<'a, '_> {
 
     /// One allocation per claim, in claim order, with the nodes that reach
     /// all its devices and the configuration of its classes and its own.
-    fn results(&self) -> Vec<(String, Allocation)> {
+    fn results(&self, node: &str) -> Vec<(String, Allocation)> {
         self.claims
             .iter()
             .zip(&self.picked)
@@ -755,10 +764,16 @@ impl<'a> Search<'a, '_> {
                         admin_access: p.admin_access,
                         shared: p.share.is_some(),
                         consumed: p.share.clone().unwrap_or_default(),
+                        binding: self.cands[p.at].device.binding.clone(),
                     })
                     .collect();
+                // A device bound to the node takes the allocation there.
+                let to_node = Reach::Node(node.to_string());
                 let reaches = picked.iter().map(|p| {
                     let c = &self.cands[p.at];
+                    if c.device.binding.to_node {
+                        return Some(&to_node);
+                    }
                     c.slice.reach.as_ref().or(c.device.reach.as_ref())
                 });
                 (

@@ -23,8 +23,8 @@ pub use capacity::Unrepresentable;
 pub use cel::{Quantity, SelectorError};
 pub use model::{
     AllocatedConfig, AllocatedDevice, Allocation, Attribute, AttributeConstraint, AttributeRule,
-    Choice, Claim, ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode, OpaqueConfig,
-    Reach, Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
+    BindingConditions, Choice, Claim, ClaimConfig, CounterUse, Device, DeviceClass, DeviceId, Mode,
+    OpaqueConfig, Reach, Request, RequestPolicy, ResourceSlice, TaintRule, ValidAmounts,
 };
 
 /// The extended resource whose DeviceClass makes devices GPUs: a class

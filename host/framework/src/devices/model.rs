@@ -87,6 +87,30 @@ pub struct Device {
     /// allocated (a partition of a larger device).
     #[serde(default)]
     pub consumes: Vec<CounterUse>,
+    /// What must hold before a pod given the device is bound.
+    #[serde(default)]
+    pub binding: BindingConditions,
+}
+
+/// A device's `bindingConditions` (the device status conditions that must
+/// all be true before a pod given it is bound, as after an attachment) and
+/// `bindingFailureConditions` (any true fails the binding), and whether
+/// its allocation is for the chosen node only (`bindsToNode`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BindingConditions {
+    #[serde(default)]
+    pub conditions: Vec<String>,
+    #[serde(default)]
+    pub failure_conditions: Vec<String>,
+    #[serde(default)]
+    pub to_node: bool,
+}
+
+impl BindingConditions {
+    /// Whether a binding must wait for the device.
+    pub fn any(&self) -> bool {
+        !self.conditions.is_empty()
+    }
 }
 
 /// A capacity's `requestPolicy`: what a request takes when it asks for
@@ -136,6 +160,7 @@ impl Device {
             policies: BTreeMap::new(),
             shared: false,
             consumes: Vec::new(),
+            binding: BindingConditions::default(),
         }
     }
 }
@@ -344,6 +369,10 @@ pub struct AllocatedDevice {
     /// The capacity this allocation takes of the device, by name.
     #[serde(default)]
     pub consumed: BTreeMap<String, Quantity>,
+    /// The device's binding conditions, copied: a pod given it is bound
+    /// only once they hold.
+    #[serde(default)]
+    pub binding: BindingConditions,
 }
 
 impl AllocatedDevice {
@@ -355,6 +384,7 @@ impl AllocatedDevice {
             admin_access: false,
             shared: false,
             consumed: BTreeMap::new(),
+            binding: BindingConditions::default(),
         }
     }
 }

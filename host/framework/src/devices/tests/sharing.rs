@@ -554,3 +554,92 @@ fn an_allocation_carries_its_classes_and_its_claims_configuration() {
     assert_eq!(allocs[0].1.config.len(), 1);
     assert!(allocs[0].1.config[0].requests.is_empty());
 }
+
+fn binding(name: &str, condition: &str) -> Device {
+    let mut d = device(name);
+    d.binding = BindingConditions {
+        conditions: vec![condition.into()],
+        failure_conditions: vec!["BindingFailed".into()],
+        to_node: false,
+    };
+    d
+}
+
+#[test]
+fn devices_with_binding_conditions_carry_them_and_their_pools_are_tried_last() {
+    // binding-conditions-with-and-without
+    let inv = inventory(
+        vec![local(
+            "driver-a",
+            "pool-1",
+            vec![device("device-1"), binding("device-2", "IsPrepared")],
+        )],
+        vec![class("class-a", "driver-a")],
+        vec![claim(
+            "ns/claim-0",
+            vec![
+                exactly("req-0", "class-a", 1, &[]),
+                exactly("req-1", "class-a", 1, &[]),
+            ],
+        )],
+    );
+    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
+        panic!("allocated");
+    };
+    let conditions: Vec<(String, Vec<String>)> = allocs[0]
+        .1
+        .devices
+        .iter()
+        .map(|d| (d.device.device.clone(), d.binding.conditions.clone()))
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            ("device-1".to_string(), vec![]),
+            ("device-2".to_string(), vec!["IsPrepared".to_string()]),
+        ]
+    );
+    // A pool that needs no binding conditions goes first, whatever its
+    // name; a device bound to the node takes the allocation to it.
+    let mut attached = binding("device-1", "IsAttached");
+    attached.binding.to_node = true;
+    let inv = inventory(
+        vec![
+            slice("driver-a", "a-fabric", Reach::All, vec![attached]),
+            local("driver-a", "b-local", vec![device("device-1")]),
+        ],
+        vec![class("class-a", "driver-a")],
+        vec![claim(
+            "ns/claim-0",
+            vec![exactly("req-0", "class-a", 1, &[])],
+        )],
+    );
+    assert_eq!(given(&inv, &["ns/claim-0"]), got(&[&["req-0=device-1"]]));
+    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
+        panic!("allocated");
+    };
+    assert_eq!(allocs[0].1.devices[0].device.pool, "b-local");
+    let inv = inventory(
+        vec![slice(
+            "driver-a",
+            "a-fabric",
+            Reach::All,
+            vec![{
+                let mut d = binding("device-1", "IsAttached");
+                d.binding.to_node = true;
+                d
+            }],
+        )],
+        vec![class("class-a", "driver-a")],
+        vec![claim(
+            "ns/claim-0",
+            vec![exactly("req-0", "class-a", 1, &[])],
+        )],
+    );
+    let Ok(Fit::Yes(allocs, _)) = inv.fit(&node1(), &["ns/claim-0".to_string()], &[]) else {
+        panic!("allocated");
+    };
+    let nodes = allocs[0].1.nodes.as_ref().expect("bound to the node");
+    assert!(nodes.matches("node-1", &Default::default()));
+    assert!(!nodes.matches("node-2", &Default::default()));
+}
