@@ -14,7 +14,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1 as resource;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -110,6 +112,9 @@ fn spawn_watch<K>(
                     Kind::Volume => Event::VolumeGone(key_of(&obj)),
                     Kind::StorageClass => Event::StorageClassGone(key_of(&obj)),
                     Kind::CsiNode => Event::CsiNodeGone(key_of(&obj)),
+                    Kind::CsiDriver => Event::CsiDriverGone(key_of(&obj)),
+                    Kind::StorageCapacity => Event::StorageCapacityGone(key_of(&obj)),
+                    Kind::VolumeAttachment => Event::VolumeAttachmentGone(key_of(&obj)),
                     Kind::Budget => Event::BudgetGone(key_of(&obj)),
                     Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
                     Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
@@ -489,6 +494,30 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         tx.clone(),
         |n| Event::CsiNode(Box::new(n)),
         |n| n.name_any(),
+    );
+    spawn_watch(
+        Api::<CSIDriver>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::CsiDriver,
+        tx.clone(),
+        |d| Event::CsiDriver(Box::new(d)),
+        |d| d.name_any(),
+    );
+    spawn_watch(
+        Api::<CSIStorageCapacity>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::StorageCapacity,
+        tx.clone(),
+        |c| Event::StorageCapacity(Box::new(c)),
+        key_of,
+    );
+    spawn_watch(
+        Api::<VolumeAttachment>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::VolumeAttachment,
+        tx.clone(),
+        |a| Event::VolumeAttachment(Box::new(a)),
+        |a| a.name_any(),
     );
     spawn_watch(
         Api::<core::PersistentVolume>::all(client.clone()),

@@ -72,6 +72,9 @@ pub enum StorageKind {
     Volume,
     Class,
     CsiNode,
+    CsiDriver,
+    Capacity,
+    Attachment,
 }
 
 /// The kinds of `resource.k8s.io` objects the snapshot holds.
@@ -113,6 +116,12 @@ pub enum Event {
     /// A node's CSI drivers and how many volumes each may attach.
     CsiNode(Box<storage::CSINode>),
     CsiNodeGone(String),
+    CsiDriver(Box<storage::CSIDriver>),
+    CsiDriverGone(String),
+    StorageCapacity(Box<storage::CSIStorageCapacity>),
+    StorageCapacityGone(String),
+    VolumeAttachment(Box<storage::VolumeAttachment>),
+    VolumeAttachmentGone(String),
     /// A PodDisruptionBudget: what preemption may evict.
     Budget(Box<policy::PodDisruptionBudget>),
     BudgetGone(String),
@@ -388,6 +397,30 @@ impl Snapshot {
                 node,
                 limits: Default::default(),
             }),
+            Event::CsiDriver(d) => {
+                let (name, storage_capacity) = translate::volumes::csi_driver(&d);
+                self.change(ClusterOp::SetCsiDriver {
+                    name,
+                    storage_capacity,
+                });
+            }
+            Event::CsiDriverGone(name) => self.change(ClusterOp::SetCsiDriver {
+                name,
+                storage_capacity: false,
+            }),
+            Event::StorageCapacity(c) => self.change(ClusterOp::SetStorageCapacity(
+                translate::volumes::storage_capacity(&c),
+            )),
+            Event::StorageCapacityGone(key) => self.change(ClusterOp::RemoveStorageCapacity(key)),
+            Event::VolumeAttachment(a) => match translate::volumes::volume_attachment(&a) {
+                Some(a) => self.change(ClusterOp::SetVolumeAttachment(a)),
+                None => self.change(ClusterOp::RemoveVolumeAttachment(
+                    a.metadata.name.clone().unwrap_or_default(),
+                )),
+            },
+            Event::VolumeAttachmentGone(name) => {
+                self.change(ClusterOp::RemoveVolumeAttachment(name))
+            }
             Event::Budget(pdb) => {
                 let key = crate::key::key_of(pdb.as_ref());
                 let (budget, problem) = translate::disruption_budget(&pdb);

@@ -13,7 +13,9 @@ use super::cluster::{Cluster, ClusterError, PodState};
 use super::devices::{Claim, DeviceClass, ResourceSlice, TaintRule};
 use super::model::{DisruptionBudget, Job, Node, Pod};
 use super::selector::Labels;
-use super::volumes::{PersistentVolume, StorageClass, VolumeClaim};
+use super::volumes::{
+    PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
+};
 
 /// One change a driver made to the snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +74,16 @@ pub enum ClusterOp {
         node: String,
         limits: BTreeMap<String, u32>,
     },
+    /// Whether CSI driver `name` publishes its storage capacity (a
+    /// CSIDriver's `storageCapacity`); `false` also when it is gone.
+    SetCsiDriver {
+        name: String,
+        storage_capacity: bool,
+    },
+    SetStorageCapacity(StorageCapacity),
+    RemoveStorageCapacity(String),
+    SetVolumeAttachment(VolumeAttachment),
+    RemoveVolumeAttachment(String),
     /// The topology levels gangs' constraints name, widest first.
     SetTopologyLevels(Vec<String>),
 }
@@ -131,6 +143,29 @@ impl ClusterOp {
             }
             ClusterOp::RemoveDeviceClass(name) => {
                 cluster.remove_device_class(&name);
+                Ok(())
+            }
+            ClusterOp::SetCsiDriver {
+                name,
+                storage_capacity,
+            } => {
+                cluster.set_csi_driver(&name, storage_capacity);
+                Ok(())
+            }
+            ClusterOp::SetStorageCapacity(c) => {
+                cluster.set_storage_capacity(c);
+                Ok(())
+            }
+            ClusterOp::RemoveStorageCapacity(key) => {
+                cluster.remove_storage_capacity(&key);
+                Ok(())
+            }
+            ClusterOp::SetVolumeAttachment(a) => {
+                cluster.set_volume_attachment(a);
+                Ok(())
+            }
+            ClusterOp::RemoveVolumeAttachment(name) => {
+                cluster.remove_volume_attachment(&name);
                 Ok(())
             }
             ClusterOp::SetDeviceTaintRule(rule) => {

@@ -55,6 +55,9 @@ pub enum Kind {
     Volume,
     StorageClass,
     CsiNode,
+    CsiDriver,
+    StorageCapacity,
+    VolumeAttachment,
     Budget,
     ResourceSlice,
     DeviceClass,
@@ -64,7 +67,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind watched.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Node,
         Kind::Pod,
         Kind::Group,
@@ -73,6 +76,9 @@ impl Kind {
         Kind::Volume,
         Kind::StorageClass,
         Kind::CsiNode,
+        Kind::CsiDriver,
+        Kind::StorageCapacity,
+        Kind::VolumeAttachment,
         Kind::Budget,
         Kind::ResourceSlice,
         Kind::DeviceClass,
@@ -96,6 +102,9 @@ impl Kind {
             Kind::Volume => Listed::Storage(StorageKind::Volume),
             Kind::StorageClass => Listed::Storage(StorageKind::Class),
             Kind::CsiNode => Listed::Storage(StorageKind::CsiNode),
+            Kind::CsiDriver => Listed::Storage(StorageKind::CsiDriver),
+            Kind::StorageCapacity => Listed::Storage(StorageKind::Capacity),
+            Kind::VolumeAttachment => Listed::Storage(StorageKind::Attachment),
         }
     }
 }

@@ -95,6 +95,18 @@ impl Snapshot {
                 self.sched.cluster().volumes().limited_nodes().collect(),
                 Event::CsiNodeGone,
             ),
+            StorageKind::CsiDriver => (
+                self.sched.cluster().volumes().capacity_drivers().collect(),
+                Event::CsiDriverGone,
+            ),
+            StorageKind::Capacity => (
+                self.sched.cluster().volumes().capacity_keys().collect(),
+                Event::StorageCapacityGone,
+            ),
+            StorageKind::Attachment => (
+                self.sched.cluster().volumes().attachment_names().collect(),
+                Event::VolumeAttachmentGone,
+            ),
         };
         names
             .into_iter()

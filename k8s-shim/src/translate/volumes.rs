@@ -6,7 +6,8 @@ use dragon_framework::quantity;
 use std::collections::BTreeMap;
 
 use dragon_framework::volumes::{
-    AccessMode, CsiVolume, PersistentVolume, StorageClass, VolumeClaim, VolumeMode,
+    AccessMode, CsiVolume, PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment,
+    VolumeClaim, VolumeMode,
 };
 use dragon_framework::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
 use k8s_openapi::api::core::v1 as core;
@@ -182,6 +183,43 @@ pub fn volume_limits(node: &storage::CSINode) -> (String, BTreeMap<String, u32>)
         })
         .collect();
     (node.metadata.name.clone().unwrap_or_default(), limits)
+}
+
+/// A CSIDriver: its name and whether it publishes its storage capacity.
+pub fn csi_driver(d: &storage::CSIDriver) -> (String, bool) {
+    (
+        d.metadata.name.clone().unwrap_or_default(),
+        d.spec.storage_capacity == Some(true),
+    )
+}
+
+/// A CSIStorageCapacity. A size that cannot be read counts as unknown:
+/// too small for any claim, as kube takes a missing one.
+pub fn storage_capacity(c: &storage::CSIStorageCapacity) -> StorageCapacity {
+    let key = crate::key::object_key(c).to_string();
+    let size = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+        q.and_then(|q| quantity::value(&q.0).ok())
+    };
+    StorageCapacity {
+        key,
+        class: c.storage_class_name.clone(),
+        nodes: c
+            .node_topology
+            .as_ref()
+            .and_then(|s| constraints::label_selector("nodeTopology", s).ok()),
+        limit: size(c.maximum_volume_size.as_ref()).or(size(c.capacity.as_ref())),
+    }
+}
+
+/// A VolumeAttachment of a PersistentVolume (one of an inline volume is
+/// left out, as NodeVolumeLimits leaves it).
+pub fn volume_attachment(a: &storage::VolumeAttachment) -> Option<VolumeAttachment> {
+    Some(VolumeAttachment {
+        name: a.metadata.name.clone().unwrap_or_default(),
+        node: a.spec.node_name.clone(),
+        attacher: a.spec.attacher.clone(),
+        volume: a.spec.source.persistent_volume_name.clone()?,
+    })
 }
 
 fn beta_class(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {

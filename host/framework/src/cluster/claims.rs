@@ -9,7 +9,10 @@ use crate::devices::{
     Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice, TaintRule,
 };
 use crate::journal::ClusterOp;
-use crate::volumes::{Bindings, PersistentVolume, StorageClass, VolumeClaim, Volumes};
+use crate::volumes::{
+    Bindings, PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
+    Volumes,
+};
 
 impl Cluster {
     /// A ResourceSlice named `name` was published or changed.
@@ -95,6 +98,43 @@ impl Cluster {
     pub fn remove_volume(&mut self, name: &str) {
         self.journal(|| ClusterOp::RemoveVolume(name.to_string()));
         self.volumes.remove_volume(name);
+    }
+
+    /// Whether CSI driver `name` publishes its storage capacity.
+    pub fn set_csi_driver(&mut self, name: &str, storage_capacity: bool) {
+        self.journal(|| ClusterOp::SetCsiDriver {
+            name: name.to_string(),
+            storage_capacity,
+        });
+        self.volumes.set_capacity_driver(name, storage_capacity);
+        self.changes.room = true;
+    }
+
+    /// A CSIStorageCapacity was created or changed.
+    pub fn set_storage_capacity(&mut self, capacity: StorageCapacity) {
+        self.journal(|| ClusterOp::SetStorageCapacity(capacity.clone()));
+        self.volumes.set_capacity(capacity);
+        self.changes.room = true;
+    }
+
+    /// The CSIStorageCapacity `key` (`namespace/name`) is gone.
+    pub fn remove_storage_capacity(&mut self, key: &str) {
+        self.journal(|| ClusterOp::RemoveStorageCapacity(key.to_string()));
+        self.volumes.remove_capacity(key);
+    }
+
+    /// A VolumeAttachment was created or changed.
+    pub fn set_volume_attachment(&mut self, attachment: VolumeAttachment) {
+        self.journal(|| ClusterOp::SetVolumeAttachment(attachment.clone()));
+        self.volumes.set_attachment(attachment);
+    }
+
+    /// The VolumeAttachment `name` is gone: its volume no longer counts
+    /// against its node's limit.
+    pub fn remove_volume_attachment(&mut self, name: &str) {
+        self.journal(|| ClusterOp::RemoveVolumeAttachment(name.to_string()));
+        self.volumes.remove_attachment(name);
+        self.changes.room = true;
     }
 
     /// A StorageClass was created or changed.

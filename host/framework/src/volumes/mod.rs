@@ -21,8 +21,11 @@ use serde::{Deserialize, Serialize};
 use crate::model::Node;
 use crate::selector::{LabelSelector, Labels, NodeSelector};
 
+mod storage;
 #[cfg(test)]
 mod tests;
+
+pub use storage::{NOT_ENOUGH_SPACE, StorageCapacity, VolumeAttachment};
 
 /// How a volume may be mounted (`spec.accessModes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -173,6 +176,12 @@ pub struct Volumes {
     /// Node name → how many volumes each CSI driver may attach there
     /// (CSINode `spec.drivers[].allocatable.count`).
     limits: BTreeMap<String, BTreeMap<String, u32>>,
+    /// CSI drivers that publish their storage capacity.
+    capacity_drivers: BTreeSet<String>,
+    /// CSIStorageCapacities by `namespace/name`.
+    capacities: BTreeMap<String, StorageCapacity>,
+    /// VolumeAttachments by name.
+    attachments: BTreeMap<String, VolumeAttachment>,
 }
 
 impl Volumes {
@@ -289,8 +298,11 @@ impl Volumes {
                         .allowed_topologies
                         .as_ref()
                         .is_none_or(|t| t.matches(&node.name, &node.labels));
-                    if class.provisioner.is_none() || !allowed {
+                    let Some(driver) = class.provisioner.as_deref().filter(|_| allowed) else {
                         return Ok(Err(NO_VOLUME));
+                    };
+                    if !self.has_room(driver, &claim.class, claim.request, node) {
+                        return Ok(Err(NOT_ENOUGH_SPACE));
                     }
                     VolumeBinding::Provision(node.name.clone())
                 }
@@ -478,7 +490,7 @@ impl Volumes {
         let Some(limits) = self.limits.get(name) else {
             return true;
         };
-        let attached: BTreeMap<String, &str> = self
+        let mut attached: BTreeMap<String, &str> = self
             .on_node
             .get(&i)
             .into_iter()
@@ -486,6 +498,10 @@ impl Volumes {
             .filter_map(|(c, _)| self.attached(c))
             .map(|(d, u)| (u, d))
             .collect();
+        // Attached for pods gone, or not yet detached: still attached.
+        for (u, d) in self.attached_by_attachments(name) {
+            attached.entry(u).or_insert(d);
+        }
         let mut count: BTreeMap<&str, u32> = BTreeMap::new();
         for driver in attached.values() {
             *count.entry(driver).or_default() += 1;

@@ -289,3 +289,91 @@ fn a_node_attaches_no_more_csi_volumes_than_its_driver_allows_and_counts_a_share
     assert!(!v.within_limits("node1", 0, &keys(&["provisioned-pvc"])));
     assert!(v.within_limits("node1", 0, &keys(&["one"])));
 }
+
+fn capacity(name: &str, class: &str, node: Option<&str>, limit: Option<u64>) -> StorageCapacity {
+    let mut nodes = LabelSelector::default();
+    if let Some(n) = node {
+        nodes.match_labels.insert("nodeKey".into(), n.into());
+    }
+    StorageCapacity {
+        key: format!("testns/{name}"),
+        class: class.into(),
+        nodes: Some(nodes),
+        limit,
+    }
+}
+
+// Cases of `TestCapacity` (volumebinding/binder_test.go): a claim to be
+// provisioned by a driver that publishes its capacity needs a capacity
+// object of its class, reaching the node, with room for it.
+#[test]
+fn a_claim_is_provisioned_only_where_its_driver_says_there_is_room() {
+    let provision = || {
+        Ok(vec![(
+            "testns/provisioned-pvc".to_string(),
+            VolumeBinding::Provision("node1".into()),
+        )])
+    };
+    let mut v = inventory(&[]);
+    // A driver that does not publish its capacity: not checked.
+    assert_eq!(fit(&v, &["provisioned-pvc"]), provision());
+    v.set_capacity_driver("csi.example.com", true);
+    // no-storage
+    assert_eq!(fit(&v, &["provisioned-pvc"]), Err(NOT_ENOUGH_SPACE));
+    // wrong-node, wrong-storage-class, too small, maximum volume size too small
+    for c in [
+        capacity("net", "waitClassWithProvisioner", Some("node2"), Some(GI)),
+        capacity("net", "waitClass", Some("node1"), Some(GI)),
+        capacity(
+            "net",
+            "waitClassWithProvisioner",
+            Some("node1"),
+            Some(1 << 20),
+        ),
+        capacity("net", "waitClassWithProvisioner", Some("node1"), None),
+    ] {
+        v.set_capacity(c);
+        assert_eq!(fit(&v, &["provisioned-pvc"]), Err(NOT_ENOUGH_SPACE));
+    }
+    // network-attached (every node), local-storage (this node)
+    v.set_capacity(capacity("net", "waitClassWithProvisioner", None, Some(GI)));
+    assert_eq!(fit(&v, &["provisioned-pvc"]), provision());
+    v.remove_capacity("testns/net");
+    v.set_capacity(capacity(
+        "local",
+        "waitClassWithProvisioner",
+        Some("node1"),
+        Some(GI),
+    ));
+    assert_eq!(fit(&v, &["provisioned-pvc"]), provision());
+    // The driver no longer publishes: not checked again.
+    v.remove_capacity("testns/local");
+    v.set_capacity_driver("csi.example.com", false);
+    assert_eq!(fit(&v, &["provisioned-pvc"]), provision());
+}
+
+// `TestCSILimits`' "should count VolumeAttachments towards volume limit
+// when no pods exist": a volume still attached to the node counts, once.
+#[test]
+fn a_volume_attachment_counts_against_its_nodes_limit_until_it_is_gone() {
+    let mut v = inventory(&[]);
+    for (claim, handle) in [("one", "vol-1"), ("two", "vol-2")] {
+        on_csi(&mut v, claim, handle);
+    }
+    v.set_limits("node1", [("ebs".to_string(), 1)].into());
+    assert!(v.within_limits("node1", 0, &keys(&["one"])));
+    v.set_attachment(VolumeAttachment {
+        name: "va-2".into(),
+        node: "node1".into(),
+        attacher: "ebs".into(),
+        volume: "pv-vol-2".into(),
+    });
+    assert!(!v.within_limits("node1", 0, &keys(&["one"])));
+    // The attached volume itself is not attached again.
+    assert!(v.within_limits("node1", 0, &keys(&["two"])));
+    // On another node it does not count.
+    v.set_limits("node2", [("ebs".to_string(), 1)].into());
+    assert!(v.within_limits("node2", 1, &keys(&["one"])));
+    v.remove_attachment("va-2");
+    assert!(v.within_limits("node1", 0, &keys(&["one"])));
+}
