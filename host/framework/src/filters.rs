@@ -240,7 +240,7 @@ fn volumes_fit(
         IN_USE_ONCE.into()
     } else {
         match volumes.fit(node, &pod.volumes.unbound) {
-            Ok(Ok(_)) if volumes.within_limits(&node.name, i, &pod.volumes.claims) => return true,
+            Ok(Ok(_)) if volumes.within_limits(&node.name, i, &pod.volumes) => return true,
             Ok(Ok(_)) => TOO_MANY_VOLUMES.into(),
             Ok(Err(why)) => why.into(),
             Err(e) => e.to_string().into(),

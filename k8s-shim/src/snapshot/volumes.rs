@@ -195,6 +195,7 @@ impl Snapshot {
             }
             volumes.claims.push(key);
         }
+        volumes.inline = translate::migration::migrated_inline(p);
         Ok((affinity, volumes))
     }
 }

@@ -5,6 +5,7 @@
 mod constraints;
 pub mod devices;
 pub mod extended;
+pub mod migration;
 mod requests;
 pub mod topology;
 pub mod volumes;

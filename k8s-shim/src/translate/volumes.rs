@@ -114,10 +114,13 @@ pub fn persistent_volume(pv: &core::PersistentVolume) -> Result<PersistentVolume
         }),
         available: pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
         deleting: pv.metadata.deletion_timestamp.is_some(),
-        csi: spec.csi.as_ref().map(|c| CsiVolume {
-            driver: c.driver.clone(),
-            handle: c.volume_handle.clone(),
-        }),
+        csi: match spec.csi.as_ref() {
+            Some(c) => Some(CsiVolume {
+                driver: c.driver.clone(),
+                handle: c.volume_handle.clone(),
+            }),
+            None => super::migration::migrated(&spec),
+        },
         name,
     })
 }

@@ -467,8 +467,7 @@ impl Cluster {
         if !e.pod.volumes.is_empty() {
             self.volumes.unchoose(key);
             if let Some(n) = e.state.node() {
-                self.volumes
-                    .use_claims(key, n, &e.pod.volumes.claims, false);
+                self.volumes.use_volumes(key, n, &e.pod.volumes, false);
             }
         }
         self.note_job(e.pod.job.as_ref());
@@ -590,11 +589,10 @@ impl Cluster {
                 _ => {}
             }
             if let Some(n) = old {
-                self.volumes
-                    .use_claims(key, n, &e.pod.volumes.claims, false);
+                self.volumes.use_volumes(key, n, &e.pod.volumes, false);
             }
             if let Some(n) = state.node() {
-                self.volumes.use_claims(key, n, &e.pod.volumes.claims, true);
+                self.volumes.use_volumes(key, n, &e.pod.volumes, true);
             }
         }
         e.state = state;

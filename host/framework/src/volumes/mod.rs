@@ -182,6 +182,9 @@ pub struct Volumes {
     capacities: BTreeMap<String, StorageCapacity>,
     /// VolumeAttachments by name.
     attachments: BTreeMap<String, VolumeAttachment>,
+    /// Node index → the inline volumes its placed pods use (unique name →
+    /// driver, how many pods use it).
+    inline_on_node: BTreeMap<usize, BTreeMap<String, (String, u32)>>,
 }
 
 impl Volumes {
@@ -413,8 +416,38 @@ impl Volumes {
     }
 
     /// `pod`, placed on node `node`, uses (`true`) or no longer uses its
+    /// claims and inline volumes.
+    pub(crate) fn use_volumes(
+        &mut self,
+        pod: &str,
+        node: usize,
+        volumes: &PodVolumes,
+        holds: bool,
+    ) {
+        self.use_claims(pod, node, &volumes.claims, holds);
+        if volumes.inline.is_empty() {
+            return;
+        }
+        let on_node = self.inline_on_node.entry(node).or_default();
+        for v in &volumes.inline {
+            let unique = format!("{}^{}", v.driver, v.handle);
+            if holds {
+                on_node.entry(unique).or_insert((v.driver.clone(), 0)).1 += 1;
+            } else if let Some((_, n)) = on_node.get_mut(&unique) {
+                *n -= 1;
+                if *n == 0 {
+                    on_node.remove(&unique);
+                }
+            }
+        }
+        if on_node.is_empty() {
+            self.inline_on_node.remove(&node);
+        }
+    }
+
+    /// `pod`, placed on node `node`, uses (`true`) or no longer uses its
     /// `claims`.
-    pub(crate) fn use_claims(&mut self, pod: &str, node: usize, claims: &[String], holds: bool) {
+    fn use_claims(&mut self, pod: &str, node: usize, claims: &[String], holds: bool) {
         let on_node = self.on_node.entry(node).or_default();
         for c in claims {
             if holds {
@@ -476,17 +509,21 @@ impl Volumes {
                     format!("{}^{}", csi.driver, csi.handle),
                 ))
             }
-            // Unbound: the class's provisioner will make it.
+            // Unbound: the class's provisioner will make it (an in-tree
+            // one's volumes are its CSI driver's).
             None => {
-                let driver = self.classes.get(&c.class)?.provisioner.as_deref()?;
+                let provisioner = self.classes.get(&c.class)?.provisioner.as_deref()?;
+                let driver = migrated_driver(provisioner).unwrap_or(provisioner);
                 Some((driver, format!("{driver}^claim:{claim}")))
             }
         }
     }
 
     /// NodeVolumeLimits: whether node `i` (`name`) can attach the volumes
-    /// of `claims` beside those its placed pods use, per CSI driver.
-    pub(crate) fn within_limits(&self, name: &str, i: usize, claims: &[String]) -> bool {
+    /// of a pod's `volumes` beside those its placed pods use and those
+    /// still attached there, per CSI driver.
+    pub(crate) fn within_limits(&self, name: &str, i: usize, volumes: &PodVolumes) -> bool {
+        let claims = &volumes.claims;
         let Some(limits) = self.limits.get(name) else {
             return true;
         };
@@ -498,6 +535,9 @@ impl Volumes {
             .filter_map(|(c, _)| self.attached(c))
             .map(|(d, u)| (u, d))
             .collect();
+        for (u, (d, _)) in self.inline_on_node.get(&i).into_iter().flatten() {
+            attached.entry(u.clone()).or_insert(d);
+        }
         // Attached for pods gone, or not yet detached: still attached.
         for (u, d) in self.attached_by_attachments(name) {
             attached.entry(u).or_insert(d);
@@ -507,9 +547,14 @@ impl Volumes {
             *count.entry(driver).or_default() += 1;
         }
         // A volume already attached there is not attached again.
+        let inline = volumes
+            .inline
+            .iter()
+            .map(|v| (v.driver.as_str(), format!("{}^{}", v.driver, v.handle)));
         let new: BTreeMap<String, &str> = claims
             .iter()
             .filter_map(|c| self.attached(c))
+            .chain(inline)
             .filter(|(_, u)| !attached.contains_key(u))
             .map(|(d, u)| (u, d))
             .collect();
@@ -520,6 +565,19 @@ impl Volumes {
             .iter()
             .all(|(driver, n)| limits.get(*driver).is_none_or(|max| n <= max))
     }
+}
+
+/// The CSI driver that serves the volumes of in-tree provisioner
+/// `provisioner` since CSI migration (csi-translation-lib's names).
+fn migrated_driver(provisioner: &str) -> Option<&'static str> {
+    Some(match provisioner {
+        "kubernetes.io/aws-ebs" => "ebs.csi.aws.com",
+        "kubernetes.io/gce-pd" => "pd.csi.storage.gke.io",
+        "kubernetes.io/azure-disk" => "disk.csi.azure.com",
+        "kubernetes.io/cinder" => "cinder.csi.openstack.org",
+        "kubernetes.io/portworx-volume" => "pxd.portworx.com",
+        _ => return None,
+    })
 }
 
 /// A pod's claims that placement must check beyond bound volumes' node
@@ -533,10 +591,14 @@ pub struct PodVolumes {
     /// node the pod is placed on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unbound: Vec<String>,
+    /// In-tree volumes of its spec that a CSI driver serves since CSI
+    /// migration: what its node attaches for it beside its claims'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inline: Vec<CsiVolume>,
 }
 
 impl PodVolumes {
     pub fn is_empty(&self) -> bool {
-        self.claims.is_empty()
+        self.claims.is_empty() && self.inline.is_empty()
     }
 }

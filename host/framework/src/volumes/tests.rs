@@ -85,6 +85,14 @@ fn inventory(volumes: &[PersistentVolume]) -> Volumes {
     v
 }
 
+/// A pod's volumes: claims `names`.
+fn uses(names: &[&str]) -> PodVolumes {
+    PodVolumes {
+        claims: keys(names),
+        ..PodVolumes::default()
+    }
+}
+
 fn keys(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| format!("testns/{n}")).collect()
 }
@@ -269,25 +277,25 @@ fn a_node_attaches_no_more_csi_volumes_than_its_driver_allows_and_counts_a_share
         on_csi(&mut v, claim, handle);
     }
     // No CSINode limit: anything goes.
-    assert!(v.within_limits("node1", 0, &keys(&["one", "two", "three"])));
+    assert!(v.within_limits("node1", 0, &uses(&["one", "two", "three"])));
     v.set_limits("node1", [("ebs".to_string(), 2)].into());
-    assert!(v.within_limits("node1", 0, &keys(&["one", "two"])));
+    assert!(v.within_limits("node1", 0, &uses(&["one", "two"])));
     // "doesn't when node volume limit <= pods CSI volume"
-    assert!(!v.within_limits("node1", 0, &keys(&["one", "two", "three"])));
+    assert!(!v.within_limits("node1", 0, &uses(&["one", "two", "three"])));
     // Two attached by a placed pod: a third is one too many, a shared one
     // is not new.
     v.use_claims("testns/placed", 0, &keys(&["one", "two"]), true);
-    assert!(!v.within_limits("node1", 0, &keys(&["three"])));
-    assert!(v.within_limits("node1", 0, &keys(&["two"])));
+    assert!(!v.within_limits("node1", 0, &uses(&["three"])));
+    assert!(v.within_limits("node1", 0, &uses(&["two"])));
     // Another node, another count; another driver, no limit.
-    assert!(v.within_limits("node1", 1, &keys(&["three"])));
+    assert!(v.within_limits("node1", 1, &uses(&["three"])));
     v.use_claims("testns/placed", 0, &keys(&["one", "two"]), false);
-    assert!(v.within_limits("node1", 0, &keys(&["three"])));
+    assert!(v.within_limits("node1", 0, &uses(&["three"])));
     // "should count pending PVCs if the feature is enabled": an unbound
     // claim counts for its class's provisioner.
     v.set_limits("node1", [("csi.example.com".to_string(), 0)].into());
-    assert!(!v.within_limits("node1", 0, &keys(&["provisioned-pvc"])));
-    assert!(v.within_limits("node1", 0, &keys(&["one"])));
+    assert!(!v.within_limits("node1", 0, &uses(&["provisioned-pvc"])));
+    assert!(v.within_limits("node1", 0, &uses(&["one"])));
 }
 
 fn capacity(name: &str, class: &str, node: Option<&str>, limit: Option<u64>) -> StorageCapacity {
@@ -361,19 +369,52 @@ fn a_volume_attachment_counts_against_its_nodes_limit_until_it_is_gone() {
         on_csi(&mut v, claim, handle);
     }
     v.set_limits("node1", [("ebs".to_string(), 1)].into());
-    assert!(v.within_limits("node1", 0, &keys(&["one"])));
+    assert!(v.within_limits("node1", 0, &uses(&["one"])));
     v.set_attachment(VolumeAttachment {
         name: "va-2".into(),
         node: "node1".into(),
         attacher: "ebs".into(),
         volume: "pv-vol-2".into(),
     });
-    assert!(!v.within_limits("node1", 0, &keys(&["one"])));
+    assert!(!v.within_limits("node1", 0, &uses(&["one"])));
     // The attached volume itself is not attached again.
-    assert!(v.within_limits("node1", 0, &keys(&["two"])));
+    assert!(v.within_limits("node1", 0, &uses(&["two"])));
     // On another node it does not count.
     v.set_limits("node2", [("ebs".to_string(), 1)].into());
-    assert!(v.within_limits("node2", 1, &keys(&["one"])));
+    assert!(v.within_limits("node2", 1, &uses(&["one"])));
     v.remove_attachment("va-2");
-    assert!(v.within_limits("node1", 0, &keys(&["one"])));
+    assert!(v.within_limits("node1", 0, &uses(&["one"])));
+}
+
+// `TestCSILimits`' in-tree inline volumes that migrate ("should count
+// in-tree inline volumes if migration is enabled"): a pod's inline volume
+// counts for its CSI driver, on its node while the pod is placed.
+#[test]
+fn an_in_tree_inline_volume_counts_for_the_csi_driver_that_serves_it() {
+    let mut v = inventory(&[]);
+    on_csi(&mut v, "one", "vol-1");
+    v.set_limits("node1", [("ebs".to_string(), 1)].into());
+    let inline = |handle: &str| PodVolumes {
+        inline: vec![CsiVolume {
+            driver: "ebs".into(),
+            handle: handle.into(),
+        }],
+        ..PodVolumes::default()
+    };
+    assert!(v.within_limits("node1", 0, &inline("vol-9")));
+    v.use_volumes("testns/placed", 0, &inline("vol-9"), true);
+    assert!(!v.within_limits("node1", 0, &uses(&["one"])));
+    // The same disk is not attached twice.
+    assert!(v.within_limits("node1", 0, &inline("vol-9")));
+    v.use_volumes("testns/placed", 0, &inline("vol-9"), false);
+    assert!(v.within_limits("node1", 0, &uses(&["one"])));
+    // An unbound claim of an in-tree provisioner counts for its CSI driver.
+    v.set_class(StorageClass {
+        name: "gp2".into(),
+        provisioner: Some("kubernetes.io/aws-ebs".into()),
+        allowed_topologies: None,
+    });
+    v.set_claim(pvc("in-tree", GI, "gp2"));
+    v.set_limits("node1", [("ebs.csi.aws.com".to_string(), 0)].into());
+    assert!(!v.within_limits("node1", 0, &uses(&["in-tree"])));
 }
