@@ -636,6 +636,7 @@ impl Snapshot {
         if bound_to.is_some() {
             pod.volumes.claims = translate::pod_claim_keys(&p);
             pod.volumes.inline = translate::migration::migrated_inline(&p);
+            pod.volumes.disks = translate::volumes::inline_disks(&p);
         } else {
             match self.pod_volumes(&p) {
                 Ok((affinity, volumes)) => {

@@ -13,7 +13,7 @@ use super::constraints::{
 };
 use super::devices::Fit;
 use super::model::{Pod, Taint};
-use super::volumes::{IN_USE_ONCE, TOO_MANY_VOLUMES};
+use super::volumes::{DISK_CONFLICT, IN_USE_ONCE, TOO_MANY_VOLUMES};
 use dragon_runtime::wit;
 
 /// Why nodes were filtered out, counted per reason (kube's wording).
@@ -236,7 +236,9 @@ fn volumes_fit(
 ) -> bool {
     let volumes = &cluster.volumes;
     let node = &cluster.nodes()[i];
-    let reason: Cow<'static, str> = if volumes.in_use_once(&pod.key, &pod.volumes.claims) {
+    let reason: Cow<'static, str> = if volumes.disk_conflict(i, &pod.volumes.disks) {
+        DISK_CONFLICT.into()
+    } else if volumes.in_use_once(&pod.key, &pod.volumes.claims) {
         IN_USE_ONCE.into()
     } else {
         match volumes.fit(node, &pod.volumes.unbound) {

@@ -196,6 +196,7 @@ impl Snapshot {
             volumes.claims.push(key);
         }
         volumes.inline = translate::migration::migrated_inline(p);
+        volumes.disks = translate::volumes::inline_disks(p);
         Ok((affinity, volumes))
     }
 }

@@ -96,4 +96,34 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn inline_disks_are_named_as_volume_restrictions_compares_them() {
+        let pod: core::Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {
+        "containers": [],
+        "volumes": [
+            {"name": "a", "gcePersistentDisk": {"pdName": "foo", "readOnly": true}},
+            {"name": "b", "awsElasticBlockStore": {"volumeID": "vol-1", "readOnly": true}},
+            {"name": "c", "rbd": {"monitors": ["m1", "m2"], "image": "img"}},
+            {"name": "d", "emptyDir": {}}
+        ]}}))
+        .expect("a pod");
+        let disks = crate::translate::volumes::inline_disks(&pod);
+        let got: Vec<(Vec<String>, bool)> =
+            disks.into_iter().map(|d| (d.keys, d.read_only)).collect();
+        assert_eq!(
+            got,
+            [
+                (vec!["gce-pd:foo".to_string()], true),
+                // An EBS volume is never shared, even read only.
+                (vec!["aws-ebs:vol-1".to_string()], false),
+                (
+                    vec!["rbd:m1/rbd/img".to_string(), "rbd:m2/rbd/img".to_string()],
+                    false
+                ),
+            ]
+        );
+        // And the EBS and PD volumes migrate to their CSI drivers.
+        assert_eq!(migrated_inline(&pod).len(), 2);
+    }
 }

@@ -6,8 +6,8 @@ use dragon_framework::quantity;
 use std::collections::BTreeMap;
 
 use dragon_framework::volumes::{
-    AccessMode, CsiVolume, PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment,
-    VolumeClaim, VolumeMode,
+    AccessMode, CsiVolume, InlineDisk, PersistentVolume, StorageCapacity, StorageClass,
+    VolumeAttachment, VolumeClaim, VolumeMode,
 };
 use dragon_framework::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
 use k8s_openapi::api::core::v1 as core;
@@ -186,6 +186,40 @@ pub fn volume_limits(node: &storage::CSINode) -> (String, BTreeMap<String, u32>)
         })
         .collect();
     (node.metadata.name.clone().unwrap_or_default(), limits)
+}
+
+/// The disks a pod mounts inline that VolumeRestrictions keeps from being
+/// mounted twice on a node: GCE PDs by name, AWS EBS volumes by ID (never
+/// shared, even read only), iSCSI targets by IQN, RBD images by monitor,
+/// pool and image.
+pub fn inline_disks(pod: &core::Pod) -> Vec<InlineDisk> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            let (keys, read_only) = if let Some(d) = &v.gce_persistent_disk {
+                (
+                    vec![format!("gce-pd:{}", d.pd_name)],
+                    d.read_only == Some(true),
+                )
+            } else if let Some(d) = &v.aws_elastic_block_store {
+                (vec![format!("aws-ebs:{}", d.volume_id)], false)
+            } else if let Some(d) = &v.iscsi {
+                (vec![format!("iscsi:{}", d.iqn)], d.read_only == Some(true))
+            } else if let Some(d) = &v.rbd {
+                let pool = d.pool.as_deref().unwrap_or("rbd");
+                let keys = d
+                    .monitors
+                    .iter()
+                    .map(|m| format!("rbd:{m}/{pool}/{}", d.image))
+                    .collect();
+                (keys, d.read_only == Some(true))
+            } else {
+                return None;
+            };
+            Some(InlineDisk { keys, read_only })
+        })
+        .collect()
 }
 
 /// A CSIDriver: its name and whether it publishes its storage capacity.

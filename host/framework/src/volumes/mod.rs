@@ -142,6 +142,9 @@ pub const NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 /// NodeVolumeLimits' reason when a node's CSI driver would attach more
 /// volumes than its CSINode allows.
 pub const TOO_MANY_VOLUMES: &str = "node(s) exceed max volume count";
+/// VolumeRestrictions' reason for an inline disk another pod on the node
+/// mounts.
+pub const DISK_CONFLICT: &str = "node(s) had no available disk";
 /// VolumeRestrictions' reason for a `ReadWriteOncePod` claim in use.
 pub const IN_USE_ONCE: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
@@ -185,6 +188,9 @@ pub struct Volumes {
     /// Node index → the inline volumes its placed pods use (unique name →
     /// driver, how many pods use it).
     inline_on_node: BTreeMap<usize, BTreeMap<String, (String, u32)>>,
+    /// Node index → the inline disks its placed pods mount, by key: how
+    /// many mount it read-write and read only.
+    disks_on_node: BTreeMap<usize, BTreeMap<String, (u32, u32)>>,
 }
 
 impl Volumes {
@@ -425,6 +431,26 @@ impl Volumes {
         holds: bool,
     ) {
         self.use_claims(pod, node, &volumes.claims, holds);
+        if !volumes.disks.is_empty() {
+            let on_node = self.disks_on_node.entry(node).or_default();
+            for d in &volumes.disks {
+                for key in &d.keys {
+                    let counts = on_node.entry(key.clone()).or_default();
+                    let n = if d.read_only {
+                        &mut counts.1
+                    } else {
+                        &mut counts.0
+                    };
+                    *n = if holds { *n + 1 } else { n.saturating_sub(1) };
+                    if *counts == (0, 0) {
+                        on_node.remove(key);
+                    }
+                }
+            }
+            if on_node.is_empty() {
+                self.disks_on_node.remove(&node);
+            }
+        }
         if volumes.inline.is_empty() {
             return;
         }
@@ -443,6 +469,22 @@ impl Volumes {
         if on_node.is_empty() {
             self.inline_on_node.remove(&node);
         }
+    }
+
+    /// VolumeRestrictions' disk conflict: whether a pod mounting `disks`
+    /// would share one with a pod placed on node `i` without both mounting
+    /// it read only.
+    pub(crate) fn disk_conflict(&self, i: usize, disks: &[InlineDisk]) -> bool {
+        let Some(on_node) = self.disks_on_node.get(&i) else {
+            return false;
+        };
+        disks.iter().any(|d| {
+            d.keys.iter().any(|k| {
+                on_node
+                    .get(k)
+                    .is_some_and(|&(rw, ro)| rw > 0 || (ro > 0 && !d.read_only))
+            })
+        })
     }
 
     /// `pod`, placed on node `node`, uses (`true`) or no longer uses its
@@ -595,10 +637,24 @@ pub struct PodVolumes {
     /// migration: what its node attaches for it beside its claims'.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inline: Vec<CsiVolume>,
+    /// Disks of its spec that two pods on one node may not both mount
+    /// unless both read only (GCE PD, AWS EBS, iSCSI, RBD).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<InlineDisk>,
 }
 
 impl PodVolumes {
     pub fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.inline.is_empty()
+        self.claims.is_empty() && self.inline.is_empty() && self.disks.is_empty()
     }
+}
+
+/// A disk mounted inline, as VolumeRestrictions compares them: by a key
+/// naming the disk (an RBD image has one per Ceph monitor, since two
+/// images are one when any monitor is shared), and whether it is mounted
+/// read only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlineDisk {
+    pub keys: Vec<String>,
+    pub read_only: bool,
 }

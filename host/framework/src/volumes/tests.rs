@@ -418,3 +418,44 @@ fn an_in_tree_inline_volume_counts_for_the_csi_driver_that_serves_it() {
     v.set_limits("node1", [("ebs.csi.aws.com".to_string(), 0)].into());
     assert!(!v.within_limits("node1", 0, &uses(&["in-tree"])));
 }
+
+// Cases of `TestGCEDiskConflicts`, `TestAWSDiskConflicts`,
+// `TestRBDDiskConflicts` and `TestISCSIDiskConflicts`
+// (volumerestrictions): one disk on a node at a time, unless every pod
+// mounts it read only (never for an EBS volume).
+#[test]
+fn an_inline_disk_is_mounted_on_a_node_by_one_pod_unless_all_mount_it_read_only() {
+    let disk = |key: &str, read_only: bool| PodVolumes {
+        disks: vec![InlineDisk {
+            keys: vec![key.into()],
+            read_only,
+        }],
+        ..PodVolumes::default()
+    };
+    let mut v = inventory(&[]);
+    assert!(!v.disk_conflict(0, &disk("gce-pd:foo", false).disks));
+    v.use_volumes("testns/a", 0, &disk("gce-pd:foo", false), true);
+    assert!(v.disk_conflict(0, &disk("gce-pd:foo", false).disks));
+    assert!(v.disk_conflict(0, &disk("gce-pd:foo", true).disks));
+    assert!(!v.disk_conflict(0, &disk("gce-pd:bar", false).disks));
+    assert!(!v.disk_conflict(1, &disk("gce-pd:foo", false).disks));
+    v.use_volumes("testns/a", 0, &disk("gce-pd:foo", false), false);
+    // Read only beside read only is fine; read-write beside it is not.
+    v.use_volumes("testns/b", 0, &disk("gce-pd:foo", true), true);
+    assert!(!v.disk_conflict(0, &disk("gce-pd:foo", true).disks));
+    assert!(v.disk_conflict(0, &disk("gce-pd:foo", false).disks));
+    // An RBD image is one when any monitor is shared.
+    let rbd = |monitors: &[&str]| PodVolumes {
+        disks: vec![InlineDisk {
+            keys: monitors
+                .iter()
+                .map(|m| format!("rbd:{m}/rbd/img"))
+                .collect(),
+            read_only: false,
+        }],
+        ..PodVolumes::default()
+    };
+    v.use_volumes("testns/c", 0, &rbd(&["a", "b"]), true);
+    assert!(v.disk_conflict(0, &rbd(&["b", "c"]).disks));
+    assert!(!v.disk_conflict(0, &rbd(&["c", "d"]).disks));
+}
