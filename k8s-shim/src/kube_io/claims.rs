@@ -375,7 +375,7 @@ fn split_by_request(choice: &ExtendedChoice, requests: &[ExtendedRequest]) -> Op
 /// A quantity of `milli` thousandths, written as the API server would
 /// (whole units when it divides).
 fn milli_quantity(milli: u64) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
-    k8s_openapi::apimachinery::pkg::api::resource::Quantity(if milli % 1000 == 0 {
+    k8s_openapi::apimachinery::pkg::api::resource::Quantity(if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {
         format!("{milli}m")

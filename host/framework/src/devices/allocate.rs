@@ -5,16 +5,20 @@
 //! as combinations of the candidates in order, backtracking when a later
 //! request or claim cannot be met. The first solution wins.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use super::cel::{Quantity, Selector};
 use super::counters::Counters;
 use super::{
-    AllocatedConfig, AllocatedDevice, Allocation, Attribute, AttributeRule, ClaimEntry, Device,
-    DeviceId, Inventory, MAX_DEVICES_PER_CLAIM, Mode, Published, Reach, ResourceSlice,
+    Allocation, Attribute, AttributeRule, ClaimEntry, DeviceId, Inventory, MAX_DEVICES_PER_CLAIM,
+    Mode, Published, ResourceSlice,
 };
 use crate::model::Node;
-use crate::selector::{NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement};
+
+mod pools;
+mod results;
+
+use pools::{Candidate, gather};
 
 /// Most device placements one node's search tries before giving up on the
 /// node (kube bounds the same search by a 10 s timeout; a count keeps a
@@ -64,137 +68,9 @@ pub enum DeviceError {
     #[error("resource claim {claim}, device {device}: {source}")]
     Capacity {
         claim: String,
-        device: DeviceId,
+        device: Box<DeviceId>,
         source: super::Unrepresentable,
     },
-}
-
-/// A device the node reaches, with where it comes from.
-struct Candidate<'a> {
-    published: &'a Published,
-    /// Its index in the slice.
-    at: usize,
-    id: &'a DeviceId,
-    device: &'a Device,
-    slice: &'a ResourceSlice,
-    /// Its pool's index in the search's counters.
-    pool: usize,
-}
-
-/// What the node reaches: candidates in (driver, pool, slice, device)
-/// order, each pool's counters when some device of it takes counters, and
-/// a pool seen incomplete or invalid.
-struct Gathered<'a> {
-    cands: Vec<Candidate<'a>>,
-    counters: Vec<Option<Counters>>,
-    problem: Option<String>,
-}
-
-/// The pools node `node` reaches.
-fn gather<'a>(inv: &'a Inventory, node: &Node) -> Gathered<'a> {
-    // Newest generation of each pool among the slices the node reaches.
-    let mut pools: BTreeMap<(&str, &str), (i64, Vec<&'a Published>)> = BTreeMap::new();
-    for published in inv.slices_near(&node.name) {
-        let slice = &published.slice;
-        let reaches = match &slice.reach {
-            Some(r) => r.admits(node),
-            None => slice
-                .devices
-                .iter()
-                .any(|d| d.reach.as_ref().is_some_and(|r| r.admits(node))),
-        };
-        if !reaches {
-            continue;
-        }
-        let e = pools
-            .entry((&slice.driver, &slice.pool))
-            .or_insert((slice.generation, Vec::new()));
-        if slice.generation > e.0 {
-            *e = (slice.generation, Vec::new());
-        }
-        if slice.generation == e.0 {
-            e.1.push(published);
-        }
-    }
-    let mut out = Vec::new();
-    let mut counters = Vec::new();
-    let mut unusable = None;
-    // Pools whose devices must wait for binding conditions are tried last,
-    // as kube orders them.
-    let waits = |local: &Vec<&'a Published>| {
-        local
-            .iter()
-            .any(|p| p.slice.devices.iter().any(|d| d.binding.any()))
-    };
-    let (immediate, waiting): (Vec<_>, Vec<_>) =
-        pools.into_iter().partition(|(_, (_, local))| !waits(local));
-    for ((driver, pool), (generation, local)) in immediate.into_iter().chain(waiting) {
-        let want = local[0].slice.slice_count;
-        if local.len() as u64 != want {
-            // Slices of the pool elsewhere may complete it; a newer
-            // generation anywhere makes this one obsolete.
-            let all = inv.pool_slices(driver, pool);
-            if all.iter().any(|s| s.generation > generation) {
-                continue;
-            }
-            let current = all.iter().filter(|s| s.generation == generation).count();
-            if current as u64 != want {
-                unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
-                continue;
-            }
-        }
-        let mut names = HashSet::new();
-        let valid = local
-            .iter()
-            .flat_map(|s| &s.slice.devices)
-            .all(|d| names.insert(d.name.as_str()));
-        if !valid {
-            unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
-            continue;
-        }
-        let partitioned = local
-            .iter()
-            .any(|p| p.slice.devices.iter().any(|d| !d.consumes.is_empty()));
-        let pool_counters = if partitioned {
-            let all: Vec<&ResourceSlice> = inv
-                .pool_slices(driver, pool)
-                .into_iter()
-                .filter(|s| s.generation == generation)
-                .collect();
-            match Counters::of_pool(inv, &all) {
-                Ok(c) => Some(c),
-                Err(_) => {
-                    unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
-                    continue;
-                }
-            }
-        } else {
-            None
-        };
-        let at_pool = counters.len();
-        counters.push(pool_counters);
-        for published in local {
-            let slice = &published.slice;
-            for (at, device) in slice.devices.iter().enumerate() {
-                if slice.reach.is_none() && !device.reach.as_ref().is_some_and(|r| r.admits(node)) {
-                    continue;
-                }
-                out.push(Candidate {
-                    published,
-                    at,
-                    id: &published.ids[at],
-                    device,
-                    slice,
-                    pool: at_pool,
-                });
-            }
-        }
-    }
-    Gathered {
-        cands: out,
-        counters,
-        problem: unusable,
-    }
 }
 
 /// A request's choice, resolved: the class's and its own selectors, and
@@ -659,7 +535,7 @@ impl<'a> Search<'a, '_> {
         })
         .map_err(|source| DeviceError::Capacity {
             claim: claim.key.clone(),
-            device: c.id.clone(),
+            device: Box::new(c.id.clone()),
             source,
         });
         let taken = match taken {
@@ -747,106 +623,6 @@ impl<'a> Search<'a, '_> {
             }
         }
     }
-
-    /// One allocation per claim, in claim order, with the nodes that reach
-    /// all its devices and the configuration of its classes and its own.
-    fn results(&self, node: &str) -> Vec<(String, Allocation)> {
-        self.claims
-            .iter()
-            .zip(&self.picked)
-            .enumerate()
-            .map(|(ci, (entry, picked))| {
-                let devices = picked
-                    .iter()
-                    .map(|p| AllocatedDevice {
-                        request: p.request.clone(),
-                        device: self.cands[p.at].id.clone(),
-                        admin_access: p.admin_access,
-                        shared: p.share.is_some(),
-                        consumed: p.share.clone().unwrap_or_default(),
-                        binding: self.cands[p.at].device.binding.clone(),
-                    })
-                    .collect();
-                // A device bound to the node takes the allocation there.
-                let to_node = Reach::Node(node.to_string());
-                let reaches = picked.iter().map(|p| {
-                    let c = &self.cands[p.at];
-                    if c.device.binding.to_node {
-                        return Some(&to_node);
-                    }
-                    c.slice.reach.as_ref().or(c.device.reach.as_ref())
-                });
-                (
-                    entry.claim.key.clone(),
-                    Allocation {
-                        devices,
-                        nodes: node_selector(reaches),
-                        config: self.config(ci),
-                    },
-                )
-            })
-            .collect()
-    }
-
-    /// `status.allocation.devices.config` of claim `ci`, as kube lists it:
-    /// each class's configuration once, for the requests served through
-    /// it, then the claim's own for the requests it names; a list covering
-    /// every request names none.
-    fn config(&self, ci: usize) -> Vec<AllocatedConfig> {
-        let claim = &self.claims[ci].claim;
-        let chosen: Vec<&Want<'a>> = self.wants[ci]
-            .iter()
-            .zip(&self.selected[ci])
-            .filter_map(|(choices, hi)| choices.get(*hi))
-            .collect();
-        let mut out: Vec<AllocatedConfig> = Vec::new();
-        let mut by_class: HashMap<&str, std::ops::Range<usize>> = HashMap::new();
-        for want in &chosen {
-            if let Some(range) = by_class.get(want.class) {
-                for c in &mut out[range.clone()] {
-                    c.requests.push(want.name.clone());
-                }
-                continue;
-            }
-            let start = out.len();
-            let class_config = self.inv.classes.get(want.class).map(|e| &e.class.config);
-            for opaque in class_config.into_iter().flatten() {
-                out.push(AllocatedConfig {
-                    from_class: true,
-                    requests: vec![want.name.clone()],
-                    opaque: opaque.clone(),
-                });
-            }
-            by_class.insert(want.class, start..out.len());
-        }
-        let names = |r: &super::Request, want: &Want<'a>| [r.name.clone(), want.name.clone()];
-        for config in &claim.config {
-            let named =
-                config.requests.is_empty()
-                    || claim.requests.iter().zip(&chosen).any(|(r, want)| {
-                        names(r, want).iter().any(|n| config.requests.contains(n))
-                    });
-            if named {
-                out.push(AllocatedConfig {
-                    from_class: false,
-                    requests: config.requests.clone(),
-                    opaque: config.opaque.clone(),
-                });
-            }
-        }
-        for c in &mut out {
-            let covers_all = !c.requests.is_empty()
-                && claim
-                    .requests
-                    .iter()
-                    .zip(&chosen)
-                    .all(|(r, want)| names(r, want).iter().any(|n| c.requests.contains(n)));
-            if covers_all {
-                c.requests.clear();
-            }
-        }
-        out
-    }
 }
 
 /// Whether a constraint naming `requests` (all when empty) applies to a
@@ -866,44 +642,4 @@ fn attribute<'a>(c: &Candidate<'a>, name: &str) -> Option<&'a Attribute> {
             .then(|| c.device.attributes.get(id))
             .flatten()
     })
-}
-
-/// The nodes that reach every device of an allocation, as kube writes
-/// them: the first local device's node, else the selectors' single terms
-/// merged, else every node.
-fn node_selector<'r>(reaches: impl Iterator<Item = Option<&'r Reach>>) -> Option<NodeSelector> {
-    let mut term = NodeSelectorTerm::default();
-    for reach in reaches.flatten() {
-        match reach {
-            Reach::Node(n) => {
-                return Some(NodeSelector {
-                    terms: vec![NodeSelectorTerm {
-                        match_expressions: Vec::new(),
-                        match_fields: vec![Requirement {
-                            key: NODE_NAME_FIELD.into(),
-                            operator: Operator::In,
-                            values: vec![n.clone()],
-                        }],
-                    }],
-                });
-            }
-            Reach::Nodes(s) => {
-                if let [t] = s.terms.as_slice() {
-                    for r in &t.match_expressions {
-                        if !term.match_expressions.contains(r) {
-                            term.match_expressions.push(r.clone());
-                        }
-                    }
-                    for r in &t.match_fields {
-                        if !term.match_fields.contains(r) {
-                            term.match_fields.push(r.clone());
-                        }
-                    }
-                }
-            }
-            Reach::All => {}
-        }
-    }
-    (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
-        .then(|| NodeSelector { terms: vec![term] })
 }
