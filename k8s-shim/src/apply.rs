@@ -99,10 +99,33 @@ pub async fn bind_all<I: ClusterIo>(
             }
         })
         .collect();
-    futures::stream::iter(sends)
+    let results: Vec<Result<(), ApiError>> = futures::stream::iter(sends)
         .buffered(concurrency)
         .collect()
-        .await
+        .await;
+    // A pod not bound gives back the claims written for it, as kube's
+    // unreserve and post-filter do: it leaves their `reservedFor`, and a
+    // claim nobody else reserved is deallocated, so its devices serve the
+    // next attempt wherever that lands.
+    for ((pod, _), result) in binds.iter().zip(&results) {
+        let Some(p) = prebinds.pods.get(pod).filter(|_| result.is_err()) else {
+            continue;
+        };
+        for (claim, _) in &p.claims {
+            if let Err(e) = io.unreserve(claim, pod).await {
+                tracing::warn!(claim, pod, "giving the claim back after a failed bind: {e}");
+            }
+        }
+        if p.extended.is_some()
+            && let Err(e) = io.drop_extended_claim(pod).await
+        {
+            tracing::warn!(
+                pod,
+                "deleting the extended-resource claim after a failed bind: {e}"
+            );
+        }
+    }
+    results
 }
 
 /// `pod`'s writes before its Binding: its claims' allocations, its

@@ -84,6 +84,16 @@ pub trait ClusterIo: Send + Sync + 'static {
         choice: &ExtendedChoice,
     ) -> Result<String, ApiError>;
 
+    /// Take `pod` off ResourceClaim `claim`'s `status.reservedFor` after a
+    /// bind that failed, and deallocate the claim if no other pod reserved
+    /// it. A claim already given back, or gone, is left as it is.
+    async fn unreserve(&self, claim: &str, pod: &str) -> Result<(), ApiError>;
+
+    /// Delete the extended-resource claim `pod`'s status names, if any, as
+    /// kube-scheduler does after a failed bind: its devices are chosen
+    /// again on the next attempt.
+    async fn drop_extended_claim(&self, pod: &str) -> Result<(), ApiError>;
+
     /// Whether the binding conditions of ResourceClaim `claim`'s devices
     /// all hold (the driver has attached them); an error naming the device
     /// when one of their failure conditions holds.
@@ -176,6 +186,13 @@ pub mod fake {
             pod: String,
             classes: Vec<String>,
             devices: usize,
+        },
+        Unreserve {
+            claim: String,
+            pod: String,
+        },
+        DropExtendedClaim {
+            pod: String,
         },
         BindVolume {
             claim: String,
@@ -291,6 +308,21 @@ pub mod fake {
                 devices: choice.allocation.devices.len(),
             });
             Ok(format!("{pod}-extended-resources"))
+        }
+
+        async fn drop_extended_claim(&self, pod: &str) -> Result<(), ApiError> {
+            self.lock()
+                .calls
+                .push(Call::DropExtendedClaim { pod: pod.into() });
+            Ok(())
+        }
+
+        async fn unreserve(&self, claim: &str, pod: &str) -> Result<(), ApiError> {
+            self.lock().calls.push(Call::Unreserve {
+                claim: claim.into(),
+                pod: pod.into(),
+            });
+            Ok(())
         }
 
         async fn devices_progress(&self, claim: &str) -> Result<ClaimProgress, ApiError> {

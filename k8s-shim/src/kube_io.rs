@@ -173,6 +173,14 @@ impl ClusterIo for KubeIo {
         self.read_devices_progress(claim).await
     }
 
+    async fn unreserve(&self, claim: &str, pod: &str) -> Result<(), ApiError> {
+        self.write_unreserve(claim, pod).await
+    }
+
+    async fn drop_extended_claim(&self, pod: &str) -> Result<(), ApiError> {
+        self.delete_extended_claim(pod).await
+    }
+
     async fn allocate(
         &self,
         claim: &str,

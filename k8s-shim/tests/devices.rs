@@ -495,7 +495,7 @@ async fn a_device_taint_rule_keeps_claims_off_the_devices_it_selects_until_it_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_says_they_hold() {
+async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_says_they_hold_and_gives_back_one_that_failed() {
     let _g = serial();
     let s = Scenario::new("dra-binding").await;
     const DRIVER: &str = "fabric.example.com";
@@ -511,8 +511,12 @@ async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_s
             "metadata": {"name": pool, "labels": {"dragon-e2e": s.name}},
             "spec": {"driver": DRIVER, "allNodes": true,
                 "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": "gpu-0", "bindsToNode": true,
-                    "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}
+                "devices": [
+                    {"name": "gpu-0", "bindsToNode": true,
+                     "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]},
+                    {"name": "gpu-1", "bindsToNode": true,
+                     "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}
+                ]}
         }),
     )
     .await;
@@ -582,5 +586,70 @@ async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_s
         .expect("the driver's status");
     let bound_now = until_within(90, || async { bound(&s.placement("p").await) == 1 }).await;
     assert!(bound_now, "{:?}\n{}", s.events_for("p").await, sched.log());
+    // A device whose attachment fails: the bind fails naming it, and the
+    // claim is given back (deallocated, then allocated afresh).
+    s.device_claim("flaky", &class, 1, None).await;
+    s.pod_with(
+        "q",
+        None,
+        0,
+        json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "flaky"}]}}),
+    )
+    .await;
+    let allocated_at = || async {
+        claims
+            .get("flaky")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .and_then(|st| st.allocation)
+            .and_then(|a| a.allocation_timestamp)
+            .map(|t| t.0)
+    };
+    until(90, "the flaky claim allocated", || async {
+        allocated_at().await.is_some()
+    })
+    .await;
+    let first = allocated_at().await;
+    let mut failing = claims.get("flaky").await.unwrap();
+    let device = failing
+        .status
+        .as_ref()
+        .and_then(|st| st.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .map(|r| r[0].device.clone())
+        .expect("a device");
+    failing.status.as_mut().unwrap().devices = Some(vec![resource::AllocatedDeviceStatus {
+        driver: DRIVER.into(),
+        pool: pool.clone(),
+        device,
+        conditions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "AttachFailed".into(),
+                status: "True".into(),
+                reason: "NoPath".into(),
+                message: "no path to the node".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ),
+                observed_generation: None,
+            },
+        ]),
+        ..Default::default()
+    }]);
+    claims
+        .replace_status("flaky", &Default::default(), &failing)
+        .await
+        .expect("the driver's status");
+    s.until_explained(90, "q", "failed to bind (AttachFailed: NoPath")
+        .await;
+    let again = until_within(90, || async {
+        let now = allocated_at().await;
+        now.is_some() && now != first
+    })
+    .await;
+    assert!(again, "{:?}\n{}", s.events_for("q").await, sched.log());
+    assert_eq!(bound(&s.placement("q").await), 0);
     s.cleanup().await;
 }

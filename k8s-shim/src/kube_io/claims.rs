@@ -126,6 +126,15 @@ impl KubeIo {
                 &e,
             )
         })?;
+        // One left by an attempt whose bind failed is deleted first, so its
+        // devices are not held twice.
+        if current
+            .status
+            .as_ref()
+            .is_some_and(|s| s.extended_resource_claim_status.is_some())
+        {
+            self.delete_extended_claim(pod).await?;
+        }
         let uid = current.metadata.uid.clone().unwrap_or_default();
         let resources = choice.classes.keys().map(String::as_str).collect();
         let (requests, mappings) = extended_requests(&current, &resources);
@@ -215,6 +224,84 @@ impl KubeIo {
             .await
             .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))?;
         Ok(format!("{ns}/{claim_name}"))
+    }
+
+    /// Deletes the extended-resource claim `pod`'s status names (without
+    /// the delete-protection finalizer written with it, which would keep it
+    /// until the pod is gone), if there is one.
+    pub(super) async fn delete_extended_claim(&self, pod: &str) -> Result<(), ApiError> {
+        let key = object(pod)?;
+        let ns = key.namespace();
+        self.request_token().await;
+        let Some(current) = self
+            .pods(ns)
+            .get_opt(key.name())
+            .await
+            .map_err(|e| typed(&format!("reading {pod}"), &e))?
+        else {
+            return Ok(());
+        };
+        let Some(named) = current
+            .status
+            .and_then(|s| s.extended_resource_claim_status)
+            .map(|s| s.resource_claim_name)
+        else {
+            return Ok(());
+        };
+        let claims: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), ns);
+        self.request_token().await;
+        let patch = json!({"metadata": {"finalizers": null}});
+        match claims
+            .patch(&named, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(typed(&format!("unprotecting claim {ns}/{named}"), &e)),
+        }
+        self.request_token().await;
+        match claims.delete(&named, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(typed(&format!("deleting claim {ns}/{named}"), &e)),
+        }
+    }
+
+    /// Takes `pod` off `claim`'s `reservedFor` and deallocates the claim
+    /// when no pod is left on it, in one status write made against the
+    /// claim as read (a conflict means someone else changed it: left).
+    pub(super) async fn write_unreserve(&self, claim: &str, pod: &str) -> Result<(), ApiError> {
+        let (claim_key, pod_key) = (object(claim)?, object(pod)?);
+        let claims: Api<resource::ResourceClaim> =
+            Api::namespaced(self.client.clone(), claim_key.namespace());
+        self.request_token().await;
+        let mut current = match claims.get_opt(claim_key.name()).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(typed(&format!("reading claim {claim}"), &e)),
+        };
+        let Some(status) = current.status.as_mut() else {
+            return Ok(());
+        };
+        let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+        let before = reserved.len();
+        reserved.retain(|r| !(r.resource == "pods" && r.name == pod_key.name()));
+        let unreserved = reserved.len() != before;
+        let deallocate = reserved.is_empty() && status.allocation.is_some();
+        if !unreserved && !deallocate {
+            return Ok(());
+        }
+        if deallocate {
+            status.allocation = None;
+            status.devices = None;
+            status.reserved_for = None;
+        }
+        self.request_token().await;
+        claims
+            .replace_status(claim_key.name(), &PostParams::default(), &current)
+            .await
+            .map(|_| ())
+            .map_err(|e| typed(&format!("giving back claim {claim} for {pod}"), &e))
     }
 
     /// Whether the binding conditions of `claim`'s allocated devices all

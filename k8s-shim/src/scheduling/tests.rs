@@ -222,7 +222,7 @@ async fn a_gpu_request_on_a_node_advertising_none_gets_its_extended_resource_cla
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_claim_allocation_binds_no_member_of_its_gang() {
+async fn a_refused_claim_allocation_binds_no_member_of_its_gang_and_gives_back_what_was_written() {
     let fake = Arc::new(FakeCluster::default());
     fake.lock().refuse_allocate.insert(
         "ml/g-1-gpu".into(),
@@ -242,6 +242,14 @@ async fn a_refused_claim_allocation_binds_no_member_of_its_gang() {
     assert!(binds(&calls).is_empty(), "{calls:?}");
     assert!(
         calls.contains(&Call::Allocate {
+            claim: "ml/g-0-gpu".into(),
+            pod: "ml/g-0".into()
+        }),
+        "{calls:?}"
+    );
+    // What was written for the member left unbound is given back.
+    assert!(
+        calls.contains(&Call::Unreserve {
             claim: "ml/g-0-gpu".into(),
             pod: "ml/g-0".into()
         }),
