@@ -495,7 +495,8 @@ async fn a_device_taint_rule_keeps_claims_off_the_devices_it_selects_until_it_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_says_they_hold_and_gives_back_one_that_failed() {
+async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_says_they_hold_and_gives_back_one_that_failed()
+ {
     let _g = serial();
     let s = Scenario::new("dra-binding").await;
     const DRIVER: &str = "fabric.example.com";

@@ -214,9 +214,7 @@ fn passes<'p>(
         counts[Reason::from(f) as usize] += 1;
         return false;
     }
-    if (!pod.claims.is_empty() || pod.request.gpus > 0 || !pod.extended.is_empty())
-        && !devices_fit(cluster, pod, i, device_reasons)
-    {
+    if pod.uses_devices() && !devices_fit(cluster, pod, i, device_reasons) {
         return false;
     }
     pod.volumes.is_empty() || volumes_fit(cluster, pod, i, device_reasons)

@@ -329,6 +329,12 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// Whether the pod may hold devices: it claims some, or asks for GPUs
+    /// or other extended resources that devices may serve.
+    pub(crate) fn uses_devices(&self) -> bool {
+        !self.claims.is_empty() || self.request.gpus > 0 || !self.extended.is_empty()
+    }
+
     /// A pod with defaults for everything but key and request.
     pub fn new(key: impl Into<String>, request: Resources) -> Pod {
         Pod {

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::{KubeIo, object, typed};
 use crate::cluster_io::ClaimProgress;
+use crate::translate::devices::EXTENDED_CLAIM;
 use crate::translate::extended::{ExtendedRequest, extended_requests};
 
 /// Finalizer kube-scheduler puts on a claim before allocating it, so the
@@ -106,10 +107,6 @@ fn allocation_result(a: &Allocation, claim_uid: &str) -> resource::AllocationRes
         }),
     }
 }
-
-/// The annotation kube-scheduler puts on a claim it makes for a pod's
-/// extended resources.
-const EXTENDED_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
 
 impl KubeIo {
     pub(super) async fn write_extended_claim(
@@ -210,19 +207,39 @@ impl KubeIo {
             ..Default::default()
         });
         self.request_token().await;
-        claims
+        let written = match claims
             .replace_status(&claim_name, &PostParams::default(), &created)
             .await
-            .map_err(|e| typed(&format!("allocating claim {ns}/{claim_name} for {pod}"), &e))?;
-        let status = json!({"status": {"extendedResourceClaimStatus": {
-            "resourceClaimName": claim_name,
-            "requestMappings": mappings,
-        }}});
-        self.request_token().await;
-        self.pods(ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))?;
+        {
+            Ok(_) => {
+                let status = json!({"status": {"extendedResourceClaimStatus": {
+                    "resourceClaimName": claim_name,
+                    "requestMappings": mappings,
+                }}});
+                self.request_token().await;
+                self.pods(ns)
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))
+            }
+            Err(e) => Err(typed(
+                &format!("allocating claim {ns}/{claim_name} for {pod}"),
+                &e,
+            )),
+        };
+        // A claim the pod does not name would hold its devices unseen: it
+        // goes as soon as a write after its creation fails.
+        if let Err(e) = written {
+            if let Err(dropped) = self.drop_claim(ns, &claim_name).await {
+                tracing::warn!(
+                    pod,
+                    claim = claim_name,
+                    "deleting a claim left half written: {dropped}"
+                );
+            }
+            return Err(e);
+        }
         Ok(format!("{ns}/{claim_name}"))
     }
 
@@ -248,11 +265,17 @@ impl KubeIo {
         else {
             return Ok(());
         };
+        self.drop_claim(ns, &named).await
+    }
+
+    /// Deletes claim `ns/named` with the delete-protection finalizer taken
+    /// off first; one already gone is fine.
+    async fn drop_claim(&self, ns: &str, named: &str) -> Result<(), ApiError> {
         let claims: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), ns);
         self.request_token().await;
         let patch = json!({"metadata": {"finalizers": null}});
         match claims
-            .patch(&named, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(named, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {}
@@ -260,7 +283,7 @@ impl KubeIo {
             Err(e) => return Err(typed(&format!("unprotecting claim {ns}/{named}"), &e)),
         }
         self.request_token().await;
-        match claims.delete(&named, &Default::default()).await {
+        match claims.delete(named, &Default::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             Err(e) => Err(typed(&format!("deleting claim {ns}/{named}"), &e)),

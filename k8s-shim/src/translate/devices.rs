@@ -322,6 +322,10 @@ pub fn device_class(c: &resource::DeviceClass) -> DeviceClass {
     }
 }
 
+/// The annotation kube-scheduler puts on a claim it makes for a pod's
+/// extended resources.
+pub const EXTENDED_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+
 /// `namespace/name` of a ResourceClaim.
 pub fn claim_key(c: &resource::ResourceClaim) -> String {
     object_key(c).to_string()
@@ -482,7 +486,24 @@ pub fn claim(c: &resource::ResourceClaim) -> Claim {
             }
         });
     let deleting = c.metadata.deletion_timestamp.is_some();
+    // The claim a scheduler made for a pod's extended resources: owned by
+    // the pod, and marked.
+    let extended_for = c
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.get(EXTENDED_CLAIM).map(String::as_str) == Some("true"))
+        .then(|| {
+            c.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "Pod" && o.controller == Some(true))
+                .map(|o| ObjectKey::new(c.metadata.namespace.as_deref(), &o.name).to_string())
+        })
+        .flatten();
     Claim {
+        extended_for,
         key,
         requests,
         constraints,

@@ -188,7 +188,14 @@ impl Cluster {
         let mut vacated = Vacated::default();
         let leaving: std::collections::BTreeSet<&str> =
             pods.iter().map(|(k, _)| k.as_str()).collect();
-        let mut claims: std::collections::BTreeSet<&String> = std::collections::BTreeSet::new();
+        // The claims written for the pods' extended resources leave with
+        // them too.
+        let extended_claims: Vec<String> = pods
+            .iter()
+            .filter(|(k, _)| self.pods.get(k).is_some_and(|e| e.pod.uses_devices()))
+            .filter_map(|(k, _)| self.devices.extended_claim_of(k).cloned())
+            .collect();
+        let mut claims: std::collections::BTreeSet<&String> = extended_claims.iter().collect();
         for (key, node) in pods {
             let Some(e) = self.pods.get(key) else {
                 continue;

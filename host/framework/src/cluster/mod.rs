@@ -460,7 +460,7 @@ impl Cluster {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
         }
-        if uses_devices(&e.pod) {
+        if e.pod.uses_devices() {
             self.devices.unchoose(key);
             self.sync_device_nodes();
         }
@@ -572,7 +572,7 @@ impl Cluster {
                     }
                 }
             }
-            (Some(_), PodState::Pending) if uses_devices(&e.pod) => self.devices.unchoose(key),
+            (Some(_), PodState::Pending) if e.pod.uses_devices() => self.devices.unchoose(key),
             _ => {}
         }
         // And its volumes: the bindings of its unbound claims, and the
@@ -767,10 +767,4 @@ pub(crate) fn dra_class<'a>(
         return None;
     }
     devices.class_for(resource)
-}
-
-/// Whether `pod` may hold devices: it claims some, or asks for GPUs or
-/// other extended resources that devices may serve.
-fn uses_devices(pod: &Pod) -> bool {
-    !pod.claims.is_empty() || pod.request.gpus > 0 || !pod.extended.is_empty()
 }

@@ -388,9 +388,11 @@ impl<'a> Search<'a, '_> {
                 pool: pool.clone(),
             });
         }
+        // The devices that could serve the request on their own: selected,
+        // and with the capacity it asks (kube leaves the others out).
         let mut list = Vec::new();
         for i in 0..self.cands.len() {
-            if self.selectable(i, want, at)? {
+            if self.selectable(i, want, at)? && self.could_hold(i, want, ci)? {
                 list.push(i);
             }
         }
@@ -414,6 +416,18 @@ impl<'a> Search<'a, '_> {
             self.undo(i, ci);
         }
         Ok(false)
+    }
+
+    /// Whether candidate `i` has, unshared, the capacity `want` asks.
+    fn could_hold(&self, i: usize, want: &Want<'a>, ci: usize) -> Result<bool, DeviceError> {
+        let c = &self.cands[i];
+        super::capacity::take(c.device, &want.choice.capacity, |_| 0)
+            .map(|t| t.is_some())
+            .map_err(|source| DeviceError::Capacity {
+                claim: self.claims[ci].claim.key.clone(),
+                device: Box::new(c.id.clone()),
+                source,
+            })
     }
 
     /// Whether candidate `i` may be given to claim `ci` for `want`: a
@@ -477,6 +491,23 @@ impl<'a> Search<'a, '_> {
     ) -> Result<bool, DeviceError> {
         self.steps += 1;
         let c = &self.cands[i];
+        let claim = &self.claims[ci].claim;
+        // Capacity first, as kube checks it: what the request takes of the
+        // device beside its other shares (and an amount that cannot be
+        // rounded stops the search).
+        let sharing = self.sharing.get(&i);
+        let Some(taken) = super::capacity::take(c.device, &want.choice.capacity, |name| {
+            let here = sharing.and_then(|m| m.get(name)).copied().unwrap_or(0);
+            self.inv.shared_use(c.id, name).saturating_add(here)
+        })
+        .map_err(|source| DeviceError::Capacity {
+            claim: claim.key.clone(),
+            device: Box::new(c.id.clone()),
+            source,
+        })?
+        else {
+            return Ok(false);
+        };
         // A further share of a shared device does not take its counters
         // again.
         let shared_already = c.device.shared
@@ -505,7 +536,6 @@ impl<'a> Search<'a, '_> {
             give_back(self);
             return Ok(false);
         }
-        let claim = &self.claims[ci].claim;
         let fits = claim
             .constraints
             .iter()
@@ -528,27 +558,6 @@ impl<'a> Search<'a, '_> {
             }
             return Ok(false);
         }
-        let sharing = self.sharing.get(&i);
-        let taken = super::capacity::take(c.device, &want.choice.capacity, |name| {
-            let here = sharing.and_then(|m| m.get(name)).copied().unwrap_or(0);
-            self.inv.shared_use(c.id, name).saturating_add(here)
-        })
-        .map_err(|source| DeviceError::Capacity {
-            claim: claim.key.clone(),
-            device: Box::new(c.id.clone()),
-            source,
-        });
-        let taken = match taken {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                give_back(self);
-                return Ok(false);
-            }
-            Err(e) => {
-                give_back(self);
-                return Err(e);
-            }
-        };
         for (k, m) in claim.constraints.iter().enumerate() {
             if applies(&m.requests, &want.name)
                 && let Some(v) = attribute(c, &m.attribute)

@@ -103,6 +103,12 @@ pub(crate) struct Published {
     pub(crate) verdicts: Verdicts,
 }
 
+/// The holder of a pod's extended-resource devices, apart from any claim
+/// (claim keys have no space).
+fn pod_holder(pod: &str) -> String {
+    format!("pod {pod}")
+}
+
 /// Most distinct claim expressions whose verdicts a slice keeps: past it
 /// they are forgotten and evaluated again as needed.
 const MAX_CACHED_EXPRESSIONS: usize = 64;
@@ -419,6 +425,13 @@ impl Inventory {
     /// A claim as the API server has it now. A framework choice the API
     /// now shows as allocated is no longer the framework's to undo.
     pub(crate) fn set_claim(&mut self, claim: Claim) {
+        // A pod's extended-resource claim, once written, holds what was
+        // chosen for the pod: the choice is the claim's from now on.
+        if claim.allocation.is_some()
+            && let Some(pod) = &claim.extended_for
+        {
+            self.unchoose_extended(pod);
+        }
         let chosen = self
             .claims
             .remove(&claim.key)
@@ -531,13 +544,13 @@ impl Inventory {
     /// Records the devices chosen to serve `pod`'s extended resources.
     pub(crate) fn choose_extended(&mut self, pod: &str, choice: ExtendedChoice) {
         self.unchoose_extended(pod);
-        self.hold_devices(&choice.allocation, pod);
+        self.hold_devices(&choice.allocation, &pod_holder(pod));
         self.extended.insert(pod.to_string(), choice);
     }
 
     fn unchoose_extended(&mut self, pod: &str) {
         if let Some(c) = self.extended.remove(pod) {
-            self.release_devices(&c.allocation, pod);
+            self.release_devices(&c.allocation, &pod_holder(pod));
         }
     }
 
@@ -638,6 +651,14 @@ impl Inventory {
             .values()
             .filter(move |r| r.selects(id))
             .map(|r| &r.taint)
+    }
+
+    /// The claim serving `pod`'s extended resources, once written.
+    pub(crate) fn extended_claim_of(&self, pod: &str) -> Option<&String> {
+        self.claims
+            .values()
+            .find(|e| e.claim.extended_for.as_deref() == Some(pod))
+            .map(|e| &e.claim.key)
     }
 
     /// Names of the DeviceTaintRules known.

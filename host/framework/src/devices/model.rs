@@ -416,6 +416,10 @@ pub struct Claim {
     /// pods wait with this reason.
     #[serde(default)]
     pub unusable: Option<String>,
+    /// The pod (`namespace/name`) whose extended resources it serves, for
+    /// the claim a scheduler made for them.
+    #[serde(default)]
+    pub extended_for: Option<String>,
 }
 
 impl Claim {
@@ -428,6 +432,7 @@ impl Claim {
             config: Vec::new(),
             allocation: None,
             unusable: None,
+            extended_for: None,
         }
     }
 }

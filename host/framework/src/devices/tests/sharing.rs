@@ -643,3 +643,77 @@ fn devices_with_binding_conditions_carry_them_and_their_pools_are_tried_last() {
     assert!(nodes.matches("node-1", &Default::default()));
     assert!(!nodes.matches("node-2", &Default::default()));
 }
+
+#[test]
+fn a_request_for_all_devices_leaves_out_those_without_the_capacity_it_asks() {
+    // consumable-capacity-multi-allocatable-device-allocation-mode-all-with-missing-capacity-request,
+    // beside a device that has it.
+    let inv = inventory(
+        vec![local(
+            "driver-a",
+            "pool-1",
+            vec![capacity(device("device-1"), 2, None), device("device-2")],
+        )],
+        vec![class("class-a", "driver-a")],
+        vec![
+            claim("ns/claim-0", vec![asking(all("req-0", "class-a"), 1)]),
+            claim("ns/claim-1", vec![asking(all("req-0", "class-a"), 3)]),
+        ],
+    );
+    assert_eq!(
+        shares(&inv, &["ns/claim-0"]),
+        Some(vec![("device-1".into(), 1)])
+    );
+    // None has room for 3: nothing to allocate.
+    assert_eq!(shares(&inv, &["ns/claim-1"]), None);
+}
+
+#[test]
+fn a_pods_extended_claim_once_written_takes_over_the_devices_chosen_for_it() {
+    let policy = RequestPolicy {
+        default: Some(Quantity(1000)),
+        valid: ValidAmounts::Any,
+    };
+    let mut inv = inventory(
+        vec![local(
+            "driver-a",
+            "pool-1",
+            vec![capacity(device("device-1"), 2, Some(policy))],
+        )],
+        vec![class("class-a", "driver-a")],
+        vec![],
+    );
+    let id = DeviceId {
+        driver: "driver-a".into(),
+        pool: "pool-1".into(),
+        device: "device-1".into(),
+    };
+    let mut share = AllocatedDevice::new("example.com/x", id.clone());
+    share.shared = true;
+    share.consumed.insert("capacity0".into(), Quantity(1000));
+    let allocation = Allocation {
+        devices: vec![share],
+        ..Allocation::default()
+    };
+    inv.choose_extended(
+        "ns/p",
+        ExtendedChoice {
+            allocation: allocation.clone(),
+            classes: BTreeMap::from([("example.com/x".into(), "class-a".into())]),
+        },
+    );
+    assert_eq!(inv.shared_use(&id, "capacity0"), 1000);
+    // The claim written for it arrives: the share is held once.
+    let mut written = claim("ns/p-extended-resources-x1", vec![]);
+    written.extended_for = Some("ns/p".into());
+    written.allocation = Some(allocation);
+    inv.set_claim(written);
+    assert_eq!(inv.shared_use(&id, "capacity0"), 1000);
+    assert!(inv.extended_for("ns/p").is_none());
+    assert_eq!(
+        inv.extended_claim_of("ns/p").map(String::as_str),
+        Some("ns/p-extended-resources-x1")
+    );
+    inv.remove_claim("ns/p-extended-resources-x1");
+    assert_eq!(inv.shared_use(&id, "capacity0"), 0);
+}
