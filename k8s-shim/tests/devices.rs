@@ -563,24 +563,12 @@ async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_s
     );
     // The driver attaches it.
     let mut attached = claim;
-    attached.status.as_mut().unwrap().devices = Some(vec![resource::AllocatedDeviceStatus {
-        driver: DRIVER.into(),
-        pool: pool.clone(),
-        device: "gpu-0".into(),
-        conditions: Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-                type_: "Attached".into(),
-                status: "True".into(),
-                reason: "Attached".into(),
-                message: "attached to the node".into(),
-                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::now(),
-                ),
-                observed_generation: None,
-            },
-        ]),
-        ..Default::default()
-    }]);
+    attached.status.as_mut().unwrap().devices = Some(vec![reported(
+        DRIVER,
+        &pool,
+        "gpu-0",
+        ("Attached", "Attached", "attached to the node"),
+    )]);
     claims
         .replace_status("attached", &Default::default(), &attached)
         .await
@@ -621,24 +609,12 @@ async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_s
         .and_then(|d| d.results.as_ref())
         .map(|r| r[0].device.clone())
         .expect("a device");
-    failing.status.as_mut().unwrap().devices = Some(vec![resource::AllocatedDeviceStatus {
-        driver: DRIVER.into(),
-        pool: pool.clone(),
-        device,
-        conditions: Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-                type_: "AttachFailed".into(),
-                status: "True".into(),
-                reason: "NoPath".into(),
-                message: "no path to the node".into(),
-                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::now(),
-                ),
-                observed_generation: None,
-            },
-        ]),
-        ..Default::default()
-    }]);
+    failing.status.as_mut().unwrap().devices = Some(vec![reported(
+        DRIVER,
+        &pool,
+        &device,
+        ("AttachFailed", "NoPath", "no path to the node"),
+    )]);
     claims
         .replace_status("flaky", &Default::default(), &failing)
         .await
@@ -653,4 +629,29 @@ async fn a_pod_given_a_device_with_binding_conditions_is_bound_once_its_driver_s
     assert!(again, "{:?}\n{}", s.events_for("q").await, sched.log());
     assert_eq!(bound(&s.placement("q").await), 0);
     s.cleanup().await;
+}
+
+/// A device's status as its driver reports it: condition `(type, reason,
+/// message)` true.
+fn reported(
+    driver: &str,
+    pool: &str,
+    device: &str,
+    (condition, reason, message): (&str, &str, &str),
+) -> resource::AllocatedDeviceStatus {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    resource::AllocatedDeviceStatus {
+        driver: driver.into(),
+        pool: pool.into(),
+        device: device.into(),
+        conditions: Some(vec![Condition {
+            type_: condition.into(),
+            status: "True".into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            observed_generation: None,
+        }]),
+        ..Default::default()
+    }
 }
