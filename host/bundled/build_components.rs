@@ -96,7 +96,7 @@ fn build_group(root: &Path, target_dir: &Path, policies: &[Policy]) {
     }
 }
 
-fn encode(module: &Path) -> Result<Vec<u8>, String> {
+fn encode(module: &Path) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     let bytes = std::fs::read(module).map_err(|e| format!("{}: {e}", module.display()))?;
-    wasm_build::encode(&bytes)
+    Ok(wasm_build::encode(&bytes)?)
 }

@@ -3,8 +3,32 @@
 //! the wasm target, and the in-process component encoding (no
 //! `wasm-tools` on PATH).
 
+use std::fmt;
 use std::path::Path;
 use std::process::Command;
+
+/// Why a policy crate did not become a component.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The wasm target is missing and rustup could not add it.
+    MissingTarget,
+    /// The module is not one the SDK built: the encoder's error chain.
+    NotAPolicy(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::MissingTarget => write!(
+                f,
+                "the {TARGET} target is missing and `rustup target add {TARGET}` failed"
+            ),
+            BuildError::NotAPolicy(chain) => f.write_str(chain),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
 
 /// The target policies are built for: no WASI, nothing imported but what
 /// the policy world declares.
@@ -16,7 +40,7 @@ pub const TARGET: &str = "wasm32-unknown-unknown";
 ///
 /// # Errors
 /// The target is missing and `rustup target add` failed.
-pub fn ensure_target(dir: &Path) -> Result<(), String> {
+pub fn ensure_target(dir: &Path) -> Result<(), BuildError> {
     let installed = Command::new("rustup")
         .current_dir(dir)
         .args(["target", "list", "--installed"])
@@ -36,9 +60,7 @@ pub fn ensure_target(dir: &Path) -> Result<(), String> {
                 .map(|s| s.success());
             match ok {
                 Ok(true) => Ok(()),
-                _ => Err(format!(
-                    "the {TARGET} target is missing and `rustup target add {TARGET}` failed"
-                )),
+                _ => Err(BuildError::MissingTarget),
             }
         }
         // No rustup: assume the toolchain was installed with the target.
@@ -51,11 +73,11 @@ pub fn ensure_target(dir: &Path) -> Result<(), String> {
 ///
 /// # Errors
 /// The module is not one the SDK built, or does not match its world.
-pub fn encode(module: &[u8]) -> Result<Vec<u8>, String> {
+pub fn encode(module: &[u8]) -> Result<Vec<u8>, BuildError> {
     wit_component::ComponentEncoder::default()
         .validate(true)
         .module(module)
-        .map_err(|e| format!("{e:#}"))?
+        .map_err(|e| BuildError::NotAPolicy(format!("{e:#}")))?
         .encode()
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| BuildError::NotAPolicy(format!("{e:#}")))
 }

@@ -31,7 +31,7 @@ impl<P: Policy> Native<P> {
     /// Configure `P` with `settings` as the host would.
     pub fn new(settings: &str) -> Native<P> {
         let mut policy = P::default();
-        policy.configure(settings).expect("settings accepted");
+        policy.configure_json(settings).expect("settings accepted");
         let meta = policy.info();
         let info = PolicyInfo {
             name: meta.name.clone(),

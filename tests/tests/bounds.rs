@@ -341,9 +341,15 @@ fn a_policy_that_times_out_on_every_call_is_suspended_and_probed_and_a_swap_resu
 struct Slow;
 
 impl dragon_policy_sdk::Policy for Slow {
+    type Settings = dragon_policy_sdk::NoSettings;
+
+    // Lists `permit` (the default, which admits) so gangs go whole.
     fn metadata(&self) -> dragon_policy_sdk::types::PolicyInfo {
         use dragon_policy_sdk::types::{Hook, PolicyInfo};
         PolicyInfo::new("slow", "0.1.0", &[Hook::Filter, Hook::Permit])
+    }
+    fn configure(&mut self, _: Self::Settings) -> Result<(), dragon_policy_sdk::Refusal> {
+        Ok(())
     }
     fn filter(
         &self,

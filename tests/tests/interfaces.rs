@@ -138,10 +138,10 @@ static SEEN: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new())
 #[derive(Default)]
 struct Echo;
 
+#[dragon_policy_sdk::policy]
 impl dragon_policy_sdk::Policy for Echo {
     fn metadata(&self) -> dragon_policy_sdk::types::PolicyInfo {
-        use dragon_policy_sdk::types::{Hook, PolicyInfo};
-        PolicyInfo::new("echo", "0.1.0", &[Hook::Score])
+        dragon_policy_sdk::types::PolicyInfo::named("echo", "0.1.0")
     }
     fn score(
         &self,

@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use dragon_policy_sdk::elastic::remaining_ms;
 use dragon_policy_sdk::packing::{consolidating_score, pack, partial, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy, rules};
+use dragon_policy_sdk::{Policy, export_policy, policy, rules};
 
 /// Room a running job gives back, and when.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,9 +110,10 @@ impl Backfill {
     }
 }
 
+#[policy]
 impl Policy for Backfill {
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new("backfill", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
+        PolicyInfo::named("backfill", env!("CARGO_PKG_VERSION"))
     }
 
     // Priority, then FIFO; a new round forgets the last one's reservation.

@@ -7,9 +7,9 @@
 //! their room and the two emptiest nodes free. `docs/dragon.md` has the rules and
 //! `docs/results.md` what they buy. Every setting of `dragon` applies.
 
-use dragon_policy::{Dragon, Settings};
+use dragon_policy::{Dragon, PlusSettings, Settings};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, policy};
 
 /// DRAGON with the `plus` settings as its defaults.
 #[derive(Debug)]
@@ -28,12 +28,15 @@ impl DragonPlus {
     }
 }
 
+#[policy]
 impl Policy for DragonPlus {
+    type Settings = PlusSettings;
+
     fn metadata(&self) -> PolicyInfo {
         self.0.metadata()
     }
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.0.configure(settings)
+    fn configure(&mut self, settings: PlusSettings) -> Result<(), Refusal> {
+        self.0.configure(settings.0)
     }
     fn queue_order(&self, now_ms: u64, units: &[Queued]) -> Vec<u32> {
         self.0.queue_order(now_ms, units)
@@ -64,9 +67,10 @@ mod tests {
         assert_eq!(p.metadata().name, "dragon-plus");
         assert_eq!(p.metadata().hooks, Dragon::default().metadata().hooks);
         // Keys given replace the plus defaults; the rest stay.
-        p.configure(r#"{"starvation_threshold_s": 90}"#).unwrap();
-        let e = p.configure(r#"{"scaling_exponent": 2}"#).unwrap_err();
-        assert!(e.contains("scaling_exponent"), "{e}");
+        p.configure_json(r#"{"starvation_threshold_s": 90}"#)
+            .unwrap();
+        let e = p.configure_json(r#"{"scaling_exponent": 2}"#).unwrap_err();
+        assert!(e.message().contains("scaling_exponent"), "{e}");
         assert!(DragonPlus::defaults().grow_by_gain);
     }
 }

@@ -9,17 +9,16 @@ mod settings;
 
 use dragon_policy_sdk::packing::total;
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy, rules};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, policy, rules};
 
 pub use dragon_policy_sdk::packing::{Packing, pack, tasks_at};
-pub use settings::Settings;
+pub use settings::{PlusSettings, Settings};
 
 /// The DRAGON policy.
 #[derive(Debug)]
 pub struct Dragon {
-    /// The name it reports, and the settings `configure` starts from.
+    /// The name it reports: `dragon-plus` runs the same rules.
     name: &'static str,
-    base: Settings,
     settings: Settings,
 }
 
@@ -34,7 +33,6 @@ impl Dragon {
     pub fn with_settings(settings: Settings) -> Dragon {
         Dragon {
             name: "dragon",
-            base: Settings::default(),
             settings,
         }
     }
@@ -43,19 +41,22 @@ impl Dragon {
     pub fn plus() -> Dragon {
         Dragon {
             name: "dragon-plus",
-            base: Settings::plus(),
             settings: Settings::plus(),
         }
     }
 }
 
+#[policy]
 impl Policy for Dragon {
+    type Settings = Settings;
+
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new(self.name, env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
+        PolicyInfo::named(self.name, env!("CARGO_PKG_VERSION"))
     }
 
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse_over(&self.base, settings).map_err(|e| e.to_string())?;
+    fn configure(&mut self, settings: Settings) -> Result<(), Refusal> {
+        settings.validate()?;
+        self.settings = settings;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! DRAGON's settings. Defaults follow the final original code (see dragon.md).
 
-use dragon_policy_sdk::rules::{self, SettingsError, SettingsProblem};
+use dragon_policy_sdk::rules::{self, SettingsError};
 use serde::{Deserialize, Serialize};
 
 /// Thresholds and switches, from the policy's JSON settings.
@@ -80,21 +80,20 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Parse JSON settings; `""` and `"{}"` give the defaults.
-    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
-        let settings: Settings = rules::parse_json("dragon", text)?;
+    /// Values outside what each key allows are refused, named.
+    pub fn validate(&self) -> Result<(), SettingsError> {
         rules::non_negative(
             "dragon",
             &[
-                ("starvation_threshold_s", settings.starvation_threshold_s),
-                ("idle_threshold_s", settings.idle_threshold_s),
-                ("gang_timeout_s", settings.gang_timeout_s),
-                ("restart_cost_s", settings.restart_cost_s),
-                ("restart_margin", settings.restart_margin),
-                ("resize_interval_s", settings.resize_interval_s),
+                ("starvation_threshold_s", self.starvation_threshold_s),
+                ("idle_threshold_s", self.idle_threshold_s),
+                ("gang_timeout_s", self.gang_timeout_s),
+                ("restart_cost_s", self.restart_cost_s),
+                ("restart_margin", self.restart_margin),
+                ("resize_interval_s", self.resize_interval_s),
             ],
         )?;
-        let p = settings.cross_node_penalty;
+        let p = self.cross_node_penalty;
         if !(0.0..1.0).contains(&p) {
             return Err(SettingsError::must(
                 "dragon",
@@ -103,8 +102,7 @@ impl Settings {
                 p,
             ));
         }
-        rules::scaling_exponent("dragon", settings.scaling_exponent)?;
-        Ok(settings)
+        rules::scaling_exponent("dragon", self.scaling_exponent)
     }
 
     /// The settings of `dragon-plus`: DRAGON's rules with growth by marginal
@@ -124,21 +122,6 @@ impl Settings {
         }
     }
 
-    /// Parse JSON settings over `base` (keys given replace its values).
-    pub fn parse_over(base: &Settings, text: &str) -> Result<Settings, SettingsError> {
-        if text.trim().is_empty() {
-            return Ok(base.clone());
-        }
-        let json = |e| SettingsError::new("dragon", e);
-        let mut value = serde_json::to_value(base).map_err(json)?;
-        let given: serde_json::Value = serde_json::from_str(text).map_err(json)?;
-        let (Some(into), serde_json::Value::Object(from)) = (value.as_object_mut(), given) else {
-            return Err(SettingsError::new("dragon", SettingsProblem::NotAnObject));
-        };
-        into.extend(from);
-        Settings::parse(&value.to_string())
-    }
-
     pub(crate) fn starvation_ms(&self) -> u64 {
         (self.starvation_threshold_s * 1000.0) as u64
     }
@@ -156,32 +139,72 @@ impl Settings {
     }
 }
 
+/// `dragon-plus`'s settings: DRAGON's, where the keys given replace those
+/// of [`Settings::plus`] (not of DRAGON's defaults).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
+pub struct PlusSettings(pub Settings);
+
+impl Default for PlusSettings {
+    fn default() -> Self {
+        PlusSettings(Settings::plus())
+    }
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for PlusSettings {
+    type Error = serde_json::Error;
+
+    fn try_from(given: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let mut base = match serde_json::to_value(Settings::plus())? {
+            serde_json::Value::Object(fields) => fields,
+            _ => unreachable!("settings serialize as an object"),
+        };
+        base.extend(given);
+        Settings::deserialize(serde_json::Value::Object(base)).map(PlusSettings)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
     #[test]
     fn empty_settings_give_the_papers_defaults() {
-        let s = Settings::parse("{}").unwrap();
+        let s: Settings = read("{}").unwrap();
         assert_eq!(s.starvation_threshold_s, 120.0);
         assert_eq!(s.idle_threshold_s, 60.0);
-        assert_eq!(Settings::parse("").unwrap(), s);
+        assert_eq!(s, Settings::default());
     }
 
     #[test]
     fn unknown_keys_and_negative_thresholds_are_refused() {
-        let e = Settings::parse(r#"{"starvation_treshold_s": 5}"#).unwrap_err();
-        assert!(matches!(e.problem, SettingsProblem::Json(_)), "{e}");
-        assert!(e.to_string().contains("starvation_treshold_s"), "{e}");
-        let e = Settings::parse(r#"{"idle_threshold_s": -1}"#).unwrap_err();
+        let e = read::<Settings>(r#"{"starvation_treshold_s": 5}"#).unwrap_err();
         assert!(
-            matches!(
-                e.problem,
-                SettingsProblem::Must {
-                    key: "idle_threshold_s",
-                    ..
-                }
-            ),
+            e.to_string()
+                .contains("unknown field `starvation_treshold_s`"),
+            "{e}"
+        );
+        let e = read::<Settings>(r#"{"idle_threshold_s": -1}"#)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "idle_threshold_s", "{e}");
+    }
+
+    #[test]
+    fn plus_settings_replace_only_the_keys_given_over_the_plus_defaults() {
+        let PlusSettings(s) = read(r#"{"starvation_threshold_s": 90}"#).unwrap();
+        assert_eq!(s.starvation_threshold_s, 90.0);
+        assert!(s.grow_by_gain, "the plus defaults stay");
+        assert_eq!(PlusSettings::default().0, Settings::plus());
+        let e = read::<PlusSettings>(r#"{"starvation_treshold_s": 5}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown field `starvation_treshold_s`"),
             "{e}"
         );
     }

@@ -19,7 +19,7 @@
 use dragon_policy_sdk::elastic::{GrowthModel, Restarts, grow_repaying, least_loss_order};
 use dragon_policy_sdk::packing::{consolidating_score, pack, reserve, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy, rules};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, policy, rules};
 use serde::Deserialize;
 
 /// The knobs.
@@ -53,8 +53,9 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn parse(text: &str) -> Result<Settings, rules::SettingsError> {
-        let s: Settings = rules::parse_json("pollux", text)?;
+    /// Values outside what each key allows are refused, named.
+    pub fn validate(&self) -> Result<(), rules::SettingsError> {
+        let s = self;
         rules::scaling_exponent("pollux", s.scaling_exponent)?;
         rules::non_negative(
             "pollux",
@@ -65,7 +66,7 @@ impl Settings {
                 ("gang_timeout_s", s.gang_timeout_s),
             ],
         )?;
-        Ok(s)
+        Ok(())
     }
 }
 
@@ -81,13 +82,17 @@ impl Pollux {
     }
 }
 
+#[policy]
 impl Policy for Pollux {
+    type Settings = Settings;
+
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new("pollux", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
+        PolicyInfo::named("pollux", env!("CARGO_PKG_VERSION"))
     }
 
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse(settings).map_err(|e| e.to_string())?;
+    fn configure(&mut self, settings: Settings) -> Result<(), Refusal> {
+        settings.validate()?;
+        self.settings = settings;
         Ok(())
     }
 

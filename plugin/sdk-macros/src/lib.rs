@@ -1,8 +1,10 @@
 //! `#[policy]` on a policy's `impl Policy for …` block: the hooks the
 //! policy implements are named from the methods written in the block, so a
 //! hook is declared once (by writing it) and never forgotten in the
-//! metadata. Read with the compiler's own token trees: the attribute needs
-//! only the block's method names, not a full Rust parser.
+//! metadata. A block that writes neither `type Settings` nor `configure`
+//! gets the SDK's `NoSettings` and a `configure` that accepts them. Read
+//! with the compiler's own token trees: the attribute needs only the
+//! block's item names, not a full Rust parser.
 
 use proc_macro::{Delimiter, Group, TokenStream, TokenTree};
 
@@ -36,6 +38,7 @@ pub fn policy(attr: TokenStream, item: TokenStream) -> TokenStream {
         unreachable!("found as a group above")
     };
     let defined = method_names(body.stream());
+    let names_settings = names_type(body.stream(), "Settings");
     let mut hooks: Vec<&str> = Vec::new();
     for (method, hook) in HOOK_METHODS {
         if defined.iter().any(|d| d == method) && !hooks.contains(hook) {
@@ -46,18 +49,45 @@ pub fn policy(attr: TokenStream, item: TokenStream) -> TokenStream {
         .iter()
         .map(|h| format!("::dragon_policy_sdk::types::Hook::{h}"))
         .collect();
-    let constant: TokenStream = format!(
+    let mut items = format!(
         "const HOOKS: &'static [::dragon_policy_sdk::types::Hook] = &[{}];",
         list.join(", ")
-    )
-    .parse()
-    .expect("a well-formed constant");
+    );
+    // A policy that writes neither its settings type nor `configure` takes
+    // no settings; one that writes only one of them gets the compiler's
+    // error for the other.
+    if !names_settings && !defined.iter().any(|d| d == "configure") {
+        items.push_str(
+            "type Settings = ::dragon_policy_sdk::NoSettings; \
+             fn configure(&mut self, _: ::dragon_policy_sdk::NoSettings) \
+             -> ::core::result::Result<(), ::dragon_policy_sdk::Refusal> { ::core::result::Result::Ok(()) }",
+        );
+    }
+    let constant: TokenStream = items.parse().expect("well-formed items");
     let mut stream = body.stream();
     stream.extend(constant);
     let mut group = Group::new(Delimiter::Brace, stream);
     group.set_span(body.span());
     tokens[body_at] = TokenTree::Group(group);
     tokens.into_iter().collect()
+}
+
+/// Whether the block defines the associated type `name` (`type name = …`).
+fn names_type(body: TokenStream, name: &str) -> bool {
+    let mut after_type = false;
+    for t in body {
+        match t {
+            TokenTree::Ident(i) if after_type => {
+                if i.to_string() == name {
+                    return true;
+                }
+                after_type = false;
+            }
+            TokenTree::Ident(i) => after_type = i.to_string() == "type",
+            _ => after_type = false,
+        }
+    }
+    false
 }
 
 /// The names after each `fn` at the top level of an impl block.

@@ -57,7 +57,7 @@ mod view;
 
 pub use dragon_policy_sdk_macros::policy;
 pub use log::log;
-pub use policy::Policy;
+pub use policy::{NoSettings, Policy, Refusal};
 
 #[doc(hidden)]
 pub use glue::{__policy_call, __policy_call_mut, __policy_view, __refused};
@@ -91,7 +91,7 @@ macro_rules! export_policy {
                     $crate::__policy_call::<$policy, _>(|p| $crate::Policy::info(p))
                 }
                 fn configure(settings: String) -> Result<(), String> {
-                    $crate::__policy_call_mut::<$policy, _>(|p| $crate::Policy::configure(p, &settings))
+                    $crate::__policy_call_mut::<$policy, _>(|p| $crate::Policy::configure_json(p, &settings).map_err(|r| r.to_string()))
                 }
                 fn queue_order(now_ms: u64, units: Vec<Queued>) -> Vec<u32> {
                     $crate::__policy_call::<$policy, _>(|p| $crate::Policy::queue_order(p, now_ms, &units))

@@ -1,6 +1,42 @@
 //! The trait a policy implements.
 
+use std::fmt;
+
 use crate::types::*;
+
+/// Settings a policy refuses: the message the operator sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(String);
+
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Refusal {
+        Refusal(message.into())
+    }
+
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Any error refuses settings with its text, so `?` works on a policy's
+/// own checks.
+impl<E: std::error::Error> From<E> for Refusal {
+    fn from(e: E) -> Refusal {
+        Refusal(e.to_string())
+    }
+}
+
+/// The settings of a policy that takes none: only `{}` (or no text) is
+/// accepted, so a setting given to such a policy is never silently ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoSettings {}
 
 /// A scheduling policy. Every hook has a neutral default, so a policy
 /// implements only what it changes; the host skips hooks a policy does not
@@ -29,15 +65,27 @@ pub trait Policy: Default + 'static {
         info
     }
 
-    /// Validate and apply JSON settings. The default accepts only `{}` or an
-    /// empty string, so a typo in settings is never silently ignored.
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        let trimmed = settings.trim();
-        if trimmed.is_empty() || trimmed == "{}" {
-            Ok(())
+    /// The settings the policy takes, read by serde from the operator's
+    /// JSON (no text: `Default`). [`NoSettings`] when it takes none, which
+    /// `#[policy]` writes when the block names no `Settings`.
+    type Settings: serde::de::DeserializeOwned + Default;
+
+    /// Check and keep settings already read into [`Policy::Settings`]; an
+    /// `Err` refuses them with a message the operator sees, and the last
+    /// good settings stay.
+    fn configure(&mut self, settings: Self::Settings) -> Result<(), Refusal>;
+
+    /// What the host calls: `json` read into [`Policy::Settings`] (serde's
+    /// error refuses it; the host adds the policy's name), then
+    /// [`Policy::configure`].
+    fn configure_json(&mut self, json: &str) -> Result<(), Refusal> {
+        let settings = if json.trim().is_empty() {
+            Self::Settings::default()
         } else {
-            Err("this policy takes no settings".to_string())
-        }
+            serde_json::from_str(json)
+                .map_err(|e| Refusal::new(format!("invalid settings: {e}")))?
+        };
+        self.configure(settings)
     }
 
     /// Order of pending units: a permutation of indices into `units`.

@@ -1,52 +1,21 @@
 //! Rules many policies share: the queue order of Slurm and DRAGON, the
 //! gang permit of Coscheduling, and the checks on settings.
 
-use crate::types::{GangState, Hook, PermitResult, Queued, Unit};
+use crate::types::{GangState, PermitResult, Queued, Unit};
 
-/// The hooks of a policy that orders the queue, sizes gangs, places their
-/// pods, admits them whole and resizes running jobs.
-pub const GANG_HOOKS: &[Hook] = &[
-    Hook::QueueOrder,
-    Hook::PreFilter,
-    Hook::Score,
-    Hook::Permit,
-    Hook::Scale,
-];
-
-/// Settings a policy refuses: the policy's name and what is wrong. The
-/// interface carries it to the operator as its text.
+/// A setting outside what its key allows: the policy's name, the key,
+/// the rule and the value. (Unknown keys and wrong types are serde's to
+/// refuse, before the policy sees its settings.)
 #[derive(Debug, thiserror::Error)]
-#[error("invalid {policy} settings: {problem}")]
+#[error("invalid {policy} settings: {key} must {must}, got {got}")]
 pub struct SettingsError {
     pub policy: &'static str,
-    pub problem: SettingsProblem,
-}
-
-/// What is wrong with settings.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsProblem {
-    /// Not JSON, an unknown key or a wrong type, in serde's words.
-    #[error("{0}")]
-    Json(#[from] serde_json::Error),
-    #[error("expected a JSON object")]
-    NotAnObject,
-    /// A value outside what the key allows.
-    #[error("{key} must {must}, got {got}")]
-    Must {
-        key: &'static str,
-        must: String,
-        got: String,
-    },
+    pub key: &'static str,
+    pub must: String,
+    pub got: String,
 }
 
 impl SettingsError {
-    pub fn new(policy: &'static str, problem: impl Into<SettingsProblem>) -> SettingsError {
-        SettingsError {
-            policy,
-            problem: problem.into(),
-        }
-    }
-
     /// `key` must be as `must` says and is `got`.
     pub fn must(
         policy: &'static str,
@@ -54,27 +23,13 @@ impl SettingsError {
         must: impl Into<String>,
         got: impl std::fmt::Display,
     ) -> SettingsError {
-        SettingsError::new(
+        SettingsError {
             policy,
-            SettingsProblem::Must {
-                key,
-                must: must.into(),
-                got: got.to_string(),
-            },
-        )
+            key,
+            must: must.into(),
+            got: got.to_string(),
+        }
     }
-}
-
-/// Settings from JSON (`""` gives the defaults), refused with the policy's
-/// name and serde's word on what is wrong (an unknown key, a wrong type).
-pub fn parse_json<T: serde::de::DeserializeOwned + Default>(
-    policy: &'static str,
-    text: &str,
-) -> Result<T, SettingsError> {
-    if text.trim().is_empty() {
-        return Ok(T::default());
-    }
-    serde_json::from_str(text).map_err(|e| SettingsError::new(policy, e))
 }
 
 /// Higher priority first, then first come, first served (then by id).

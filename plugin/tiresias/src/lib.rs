@@ -20,7 +20,7 @@
 use dragon_policy_sdk::elastic::job_by_job;
 use dragon_policy_sdk::packing::{consolidating_score, pack, partial, shrink_until_fits, tasks_at};
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy, rules};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, policy, rules};
 use serde::Deserialize;
 
 /// Tiresias' knobs.
@@ -56,8 +56,9 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn parse(text: &str) -> Result<Settings, rules::SettingsError> {
-        let s: Settings = rules::parse_json("tiresias", text)?;
+    /// Values outside what each key allows are refused, named.
+    pub fn validate(&self) -> Result<(), rules::SettingsError> {
+        let s = self;
         let t = &s.queue_thresholds_gpu_s;
         if t.len() >= MAX_QUEUES
             || t.iter().any(|v| !v.is_finite() || *v <= 0.0)
@@ -80,7 +81,7 @@ impl Settings {
                 ("gang_timeout_s", s.gang_timeout_s),
             ],
         )?;
-        Ok(s)
+        Ok(())
     }
 
     /// The queue of a job with this attained service (0 is served first).
@@ -117,13 +118,17 @@ impl Tiresias {
     }
 }
 
+#[policy]
 impl Policy for Tiresias {
+    type Settings = Settings;
+
     fn metadata(&self) -> PolicyInfo {
-        PolicyInfo::new("tiresias", env!("CARGO_PKG_VERSION"), rules::GANG_HOOKS)
+        PolicyInfo::named("tiresias", env!("CARGO_PKG_VERSION"))
     }
 
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        self.settings = Settings::parse(settings).map_err(|e| e.to_string())?;
+    fn configure(&mut self, settings: Settings) -> Result<(), Refusal> {
+        settings.validate()?;
+        self.settings = settings;
         Ok(())
     }
 
@@ -304,8 +309,13 @@ mod tests {
 
     #[test]
     fn bad_thresholds_are_refused_naming_the_key() {
-        let e = Settings::parse(r#"{"queue_thresholds_gpu_s": [100, 50]}"#).unwrap_err();
-        assert!(e.to_string().contains("queue_thresholds_gpu_s"), "{e}");
-        assert!(Settings::parse(r#"{"queue_thresholds_gpu_s": [60, 3600, 36000]}"#).is_ok());
+        let mut t = Tiresias::default();
+        let e = t
+            .configure_json(r#"{"queue_thresholds_gpu_s": [100, 50]}"#)
+            .unwrap_err();
+        assert!(e.message().contains("queue_thresholds_gpu_s"), "{e}");
+        t.configure_json(r#"{"queue_thresholds_gpu_s": [60, 3600, 36000]}"#)
+            .unwrap();
+        assert_eq!(t.settings.queue_thresholds_gpu_s.len(), 3);
     }
 }

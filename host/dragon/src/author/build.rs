@@ -158,7 +158,7 @@ fn componentize_py(dir: &Path) -> Result<Vec<u8>> {
 /// `cargo build --release` for the wasm target; the path of the crate's
 /// cdylib module.
 fn cargo_build(dir: &Path) -> Result<PathBuf> {
-    wasm_build::ensure_target(dir).map_err(|e| anyhow!(e))?;
+    wasm_build::ensure_target(dir)?;
     let manifest = dir
         .join("Cargo.toml")
         .canonicalize()

@@ -8,7 +8,7 @@
 //! which must run under the settings of the policies it is swapped with.
 
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, export_policy, log};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, log};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq)]
@@ -68,7 +68,7 @@ fn long(c: char) -> String {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Settings {
+pub struct Settings {
     #[serde(default)]
     fault: Fault,
     /// Which hook misbehaves (`configure` included).
@@ -185,17 +185,14 @@ impl Policy for Hostile {
         info
     }
 
-    fn configure(&mut self, settings: &str) -> Result<(), String> {
-        let s: Settings = if settings.trim().is_empty() {
-            Settings::default()
-        } else {
-            serde_json::from_str(settings).map_err(|e| format!("invalid hostile settings: {e}"))?
-        };
+    type Settings = Settings;
+
+    fn configure(&mut self, s: Settings) -> Result<(), Refusal> {
         self.fault = s.fault;
         self.hook = s.hook;
         self.strike("configure");
         if self.hook == "configure" && self.fault == Fault::Repeated {
-            return Err(long('r'));
+            return Err(Refusal::new(long('r')));
         }
         Ok(())
     }
