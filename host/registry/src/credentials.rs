@@ -57,7 +57,7 @@ impl Credentials {
             .map_err(|e| bad(format!("not a docker config file: {e}")))?;
         let mut by_host = BTreeMap::new();
         for (key, entry) in config.auths {
-            let auth = entry.auth(&key).map_err(bad)?;
+            let auth = entry.auth(&key).map_err(|e| bad(e.to_string()))?;
             by_host.insert(host_of(&key), auth);
         }
         Ok(Credentials { by_host })
@@ -82,8 +82,18 @@ impl Credentials {
     }
 }
 
+/// An entry's `auth` that cannot be read, naming the host (never the
+/// secret).
+#[derive(Debug, thiserror::Error)]
+enum BadAuth {
+    #[error("the `auth` of {0} is not base64 text")]
+    NotBase64(String),
+    #[error("the `auth` of {0} is not `user:password`")]
+    NotUserPassword(String),
+}
+
 impl Entry {
-    fn auth(self, host: &str) -> Result<RegistryAuth, String> {
+    fn auth(self, host: &str) -> Result<RegistryAuth, BadAuth> {
         if let Some(token) = self.identity_token.filter(|t| !t.is_empty()) {
             // An identity token is exchanged for a bearer token by the
             // registry's token service, as docker does, with this user name.
@@ -99,10 +109,10 @@ impl Entry {
             .decode(encoded.trim())
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .ok_or_else(|| format!("the `auth` of {host} is not base64 text"))?;
+            .ok_or_else(|| BadAuth::NotBase64(host.to_string()))?;
         let (user, password) = decoded
             .split_once(':')
-            .ok_or_else(|| format!("the `auth` of {host} is not `user:password`"))?;
+            .ok_or_else(|| BadAuth::NotUserPassword(host.to_string()))?;
         Ok(RegistryAuth::Basic(user.to_string(), password.to_string()))
     }
 }

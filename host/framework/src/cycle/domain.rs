@@ -28,6 +28,10 @@ pub(crate) struct Held {
 pub(super) const IN_HELD_DOMAIN: &str =
     "node(s) in a topology domain held for a preempting gang of higher or equal priority";
 
+/// A job's placed pods span more than one domain of a level (or lie on
+/// nodes without its label).
+struct Scattered;
+
 impl Scheduler {
     /// The topology constraint of `unit`'s job, if any.
     pub(super) fn constraint(&self, unit: &UnitPlan) -> Option<&TopologyConstraint> {
@@ -110,16 +114,10 @@ impl Scheduler {
             .collect()
     }
 
-    /// The domains of `level` where the placed pods of `unit`'s job are:
-    /// `Err` with the reason when they are not all in one labelled domain.
-    pub(crate) fn sibling_domain(
-        &self,
-        unit: &UnitPlan,
-        level: usize,
-    ) -> Result<Option<u32>, String> {
-        let Some(job) = unit.job.as_deref() else {
-            return Ok(None);
-        };
+    /// The domain of `level` holding every placed pod of `job` (`None`
+    /// when none is placed); `Err` when they are not all in one labelled
+    /// domain.
+    fn job_domain(&self, job: &str, level: usize) -> Result<Option<u32>, Scattered> {
         let domains = self.cluster.domains();
         let ids: BTreeSet<u32> = self
             .cluster
@@ -130,12 +128,26 @@ impl Scheduler {
         match ids.len() {
             0 => Ok(None),
             1 if !ids.contains(&0) => Ok(ids.first().copied()),
-            _ => Err(format!(
+            _ => Err(Scattered),
+        }
+    }
+
+    /// [`Scheduler::job_domain`] of `unit`'s job, refused with the reason.
+    pub(crate) fn sibling_domain(
+        &self,
+        unit: &UnitPlan,
+        level: usize,
+    ) -> Result<Option<u32>, PlaceError> {
+        let Some(job) = unit.job.as_deref() else {
+            return Ok(None);
+        };
+        self.job_domain(job, level).map_err(|Scattered| {
+            PlaceError::Unschedulable(format!(
                 "the placed pods of {} are not in one domain of topology level {}",
                 unit.key,
-                domains.levels()[level]
-            )),
-        }
+                self.cluster.domains().levels()[level]
+            ))
+        })
     }
 
     /// Place `unit` inside one domain of `level`, trying them in the
@@ -148,9 +160,7 @@ impl Scheduler {
         size: Option<u32>,
         level: usize,
     ) -> Result<Vec<(String, usize)>, PlaceError> {
-        let pinned = self
-            .sibling_domain(unit, level)
-            .map_err(PlaceError::Unschedulable)?;
+        let pinned = self.sibling_domain(unit, level)?;
         let live: Vec<u32> = (0..self.cluster.nodes().len())
             .filter(|&n| self.cluster.is_live(n))
             .map(|n| n as u32)
@@ -227,15 +237,7 @@ impl Scheduler {
         }
         let domains = self.cluster.domains();
         let level = domains.level(&c.key)?;
-        let mut ids = self
-            .cluster
-            .job_pods(job)
-            .filter_map(|(_, s)| s.node())
-            .map(|n| domains.of(level, n));
-        let id = ids.next()?;
-        if id == 0 || ids.any(|d| d != id) {
-            return None;
-        }
+        let id = self.job_domain(job, level).ok()??;
         let (worker, _) = self
             .cluster
             .job_pods(job)

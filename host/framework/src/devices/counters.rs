@@ -12,6 +12,17 @@ use super::{Inventory, ResourceSlice};
 
 /// What is left of each counter of a pool, by (counter set, counter), in
 /// thousandths; negative when its held devices already take more.
+/// Why a partitioned pool's counters cannot be used (kube's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum InvalidPool {
+    #[error("duplicate counter set name {0}")]
+    DuplicateSet(String),
+    #[error("counter set {0} not found")]
+    UnknownSet(String),
+    #[error("counter {counter} not found in counter set {set}")]
+    UnknownCounter { set: String, counter: String },
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Counters(BTreeMap<(String, String), i128>);
 
@@ -22,13 +33,16 @@ impl Counters {
     /// # Errors
     /// Why the pool is invalid: a counter set published twice, or a device
     /// taking from a set or counter that does not exist.
-    pub(crate) fn of_pool(inv: &Inventory, slices: &[&ResourceSlice]) -> Result<Counters, String> {
+    pub(crate) fn of_pool(
+        inv: &Inventory,
+        slices: &[&ResourceSlice],
+    ) -> Result<Counters, InvalidPool> {
         let mut left = BTreeMap::new();
         let mut sets = std::collections::BTreeSet::new();
         for slice in slices {
             for (set, counters) in &slice.counters {
                 if !sets.insert(set.as_str()) {
-                    return Err(format!("duplicate counter set name {set}"));
+                    return Err(InvalidPool::DuplicateSet(set.clone()));
                 }
                 for (name, q) in counters {
                     left.insert((set.clone(), name.clone()), i128::from(q.0));
@@ -39,14 +53,14 @@ impl Counters {
             for device in &slice.devices {
                 for u in &device.consumes {
                     if !sets.contains(u.set.as_str()) {
-                        return Err(format!("counter set {} not found", u.set));
+                        return Err(InvalidPool::UnknownSet(u.set.clone()));
                     }
                     for name in u.counters.keys() {
                         if !left.contains_key(&(u.set.clone(), name.clone())) {
-                            return Err(format!(
-                                "counter {name} not found in counter set {}",
-                                u.set
-                            ));
+                            return Err(InvalidPool::UnknownCounter {
+                                set: u.set.clone(),
+                                counter: name.clone(),
+                            });
                         }
                     }
                 }

@@ -103,7 +103,8 @@ pub(super) fn gather<'a>(inv: &'a Inventory, node: &Node) -> Gathered<'a> {
                 .collect();
             match Counters::of_pool(inv, &all) {
                 Ok(c) => Some(c),
-                Err(_) => {
+                Err(e) => {
+                    tracing::debug!(driver, pool, "pool left out: {e}");
                     unusable.get_or_insert_with(|| format!("{driver}/{pool}"));
                     continue;
                 }
