@@ -1,11 +1,12 @@
 //! Prometheus metrics, and the policy wrapper that times every hook.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::shadow::ShadowView;
-
+use dragon_framework::shadow::Disagreement;
+use serde::Serialize;
 use dragon_runtime::{CallError, Observer, hook_name, wit};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -14,6 +15,25 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+/// What `/shadow` shows: the shadow policy's totals and last
+/// disagreements, kept beside the counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ShadowView {
+    pub policy: String,
+    pub same: u64,
+    pub different: u64,
+    pub errors: u64,
+    /// Steps skipped because the shadow fell behind.
+    pub skipped: u64,
+    /// Steps where the follower's replay of the serving policy differed
+    /// from what it decided (the shadow's snapshot may differ after).
+    pub diverged: u64,
+    /// The last disagreements, oldest first.
+    pub disagreements: VecDeque<Disagreement>,
+    /// The last failures of the shadow policy.
+    pub last_errors: VecDeque<String>,
+}
 
 /// Enums whose variants are a metric label's values, written as
 /// Prometheus shows them.

@@ -10,41 +10,21 @@
 //! compares a sample of steps, and costs the loop one rebuild per queue it
 //! works through).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
 use dragon_framework::SchedulerConfig;
 use dragon_framework::record::Frame;
-use dragon_framework::shadow::{Disagreement, Shadow};
+use dragon_framework::shadow::Shadow;
 use dragon_runtime::{Hooks, PolicySlot, WasmPolicy};
-use serde::Serialize;
 
-use crate::metrics::{Metrics, ShadowOutcome};
+use crate::metrics::{Metrics, ShadowOutcome, ShadowView};
 
 /// Steps queued for the shadow at most.
 pub const QUEUE: usize = 256;
 /// Disagreements kept for `/shadow`.
 pub const KEPT: usize = 100;
-
-/// What `/shadow` shows.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ShadowView {
-    pub policy: String,
-    pub same: u64,
-    pub different: u64,
-    pub errors: u64,
-    /// Steps skipped because the shadow fell behind.
-    pub skipped: u64,
-    /// Steps where the follower's replay of the serving policy differed
-    /// from what it decided (the shadow's snapshot may differ after).
-    pub diverged: u64,
-    /// The last disagreements, oldest first.
-    pub disagreements: VecDeque<Disagreement>,
-    /// The last failures of the shadow policy.
-    pub last_errors: VecDeque<String>,
-}
 
 /// One step for the shadow.
 struct Step {

@@ -767,7 +767,7 @@ impl Snapshot {
             .filter_map(|(p, _)| Some((p.key.as_str(), p.gang_topology.as_ref()?)));
         match translate::topology::of_gang(j.topology.take(), asked) {
             Ok(t) => j.topology = t,
-            Err(e) => j.hold = j.hold.or(Some(e)),
+            Err(e) => j.hold = j.hold.or(Some(e.to_string())),
         }
         // A gang is as urgent as its group says, or its most urgent member.
         j.priority = c

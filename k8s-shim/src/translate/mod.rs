@@ -499,15 +499,16 @@ pub fn job(
         .transpose()?;
     let annotated =
         topology::from_annotations(annotations, (topology::REQUIRED, topology::PREFERRED))
-            .map_err(|m| err(&object, m))?;
+            .map_err(|m| err(&object, m.to_string()))?;
     let topology = match (spec.topology.clone(), annotated) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(err(
-                &object,
-                format!(
-                    "conflicting topology constraints: its spec asks for {a}, its annotations for {b}"
-                ),
-            ));
+        (Some(had), Some(wants)) if had != wants => {
+            let conflict = topology::TopologyProblem::Conflict {
+                first: "its spec".into(),
+                had,
+                then: "its annotations".into(),
+                wants,
+            };
+            return Err(err(&object, conflict.to_string()));
         }
         (a, b) => a.or(b),
     };

@@ -25,6 +25,22 @@ pub const PREFERRED: &str = "dragon.dev/topology-preferred";
 pub const KUEUE_REQUIRED: &str = "kueue.x-k8s.io/podset-required-topology";
 pub const KUEUE_PREFERRED: &str = "kueue.x-k8s.io/podset-preferred-topology";
 
+/// A topology constraint that cannot be used, as the gang's reason says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyProblem {
+    #[error("{0} must name a node label key")]
+    NoKey(String),
+    #[error("set one of {required} and {preferred}, not both")]
+    Both { required: String, preferred: String },
+    #[error("conflicting topology constraints: {first} asks for {had}, {then} for {wants}")]
+    Conflict {
+        first: String,
+        had: TopologyConstraint,
+        then: String,
+        wants: TopologyConstraint,
+    },
+}
+
 /// The constraint a pair of annotations (`required`, `preferred`) states.
 ///
 /// # Errors
@@ -32,15 +48,16 @@ pub const KUEUE_PREFERRED: &str = "kueue.x-k8s.io/podset-preferred-topology";
 pub fn from_annotations(
     annotations: &BTreeMap<String, String>,
     (required, preferred): (&str, &str),
-) -> Result<Option<TopologyConstraint>, String> {
-    let get = |k: &str| -> Result<Option<&String>, String> {
-        match annotations.get(k) {
-            Some(v) if v.trim().is_empty() => Err(format!("{k} must name a node label key")),
-            v => Ok(v),
-        }
+) -> Result<Option<TopologyConstraint>, TopologyProblem> {
+    let get = |k: &str| match annotations.get(k) {
+        Some(v) if v.trim().is_empty() => Err(TopologyProblem::NoKey(k.to_string())),
+        v => Ok(v),
     };
     match (get(required)?, get(preferred)?) {
-        (Some(_), Some(_)) => Err(format!("set one of {required} and {preferred}, not both")),
+        (Some(_), Some(_)) => Err(TopologyProblem::Both {
+            required: required.to_string(),
+            preferred: preferred.to_string(),
+        }),
         (Some(k), None) => Ok(Some(TopologyConstraint::required(k.trim()))),
         (None, Some(k)) => Ok(Some(TopologyConstraint::preferred(k.trim()))),
         (None, None) => Ok(None),
@@ -55,7 +72,7 @@ pub fn of_pod(p: &core::Pod) -> Result<Option<TopologyConstraint>, super::Transl
     let empty = BTreeMap::new();
     let annotations = p.metadata.annotations.as_ref().unwrap_or(&empty);
     from_annotations(annotations, (KUEUE_REQUIRED, KUEUE_PREFERRED))
-        .map_err(|m| super::err(&format!("pod {}", super::pod_key(p)), m))
+        .map_err(|m| super::err(&format!("pod {}", super::pod_key(p)), m.to_string()))
 }
 
 /// A native PodGroup's required topology (the API allows one entry).
@@ -74,17 +91,20 @@ pub fn native(pg: &scheduling::PodGroup) -> Option<TopologyConstraint> {
 pub fn of_gang<'a>(
     group: Option<TopologyConstraint>,
     pods: impl IntoIterator<Item = (&'a str, &'a TopologyConstraint)>,
-) -> Result<Option<TopologyConstraint>, String> {
+) -> Result<Option<TopologyConstraint>, TopologyProblem> {
     let mut chosen: Option<(String, TopologyConstraint)> =
         group.map(|c| ("its PodGroup".to_string(), c));
     for (pod, c) in pods {
         match &chosen {
             None => chosen = Some((format!("pod {pod}"), c.clone())),
             Some((_, had)) if had == c => {}
-            Some((from, had)) => {
-                return Err(format!(
-                    "conflicting topology constraints: {from} asks for {had}, pod {pod} for {c}"
-                ));
+            Some((first, had)) => {
+                return Err(TopologyProblem::Conflict {
+                    first: first.clone(),
+                    had: had.clone(),
+                    then: format!("pod {pod}"),
+                    wants: c.clone(),
+                });
             }
         }
     }
@@ -116,14 +136,17 @@ mod tests {
         assert_eq!(from_annotations(&ann(&[]), keys), Ok(None));
         assert_eq!(
             from_annotations(&ann(&[(REQUIRED, "rack"), (PREFERRED, "block")]), keys),
-            Err(format!("set one of {REQUIRED} and {PREFERRED}, not both"))
+            Err(TopologyProblem::Both {
+                required: REQUIRED.into(),
+                preferred: PREFERRED.into()
+            })
         );
         assert_eq!(
             from_annotations(
                 &ann(&[(KUEUE_REQUIRED, "")]),
                 (KUEUE_REQUIRED, KUEUE_PREFERRED)
             ),
-            Err(format!("{KUEUE_REQUIRED} must name a node label key"))
+            Err(TopologyProblem::NoKey(KUEUE_REQUIRED.into()))
         );
     }
 
@@ -159,14 +182,14 @@ mod tests {
         assert_eq!(of_gang(None, [("ml/a", &block)]), Ok(Some(block.clone())));
         assert_eq!(of_gang(None, []), Ok(None));
         assert_eq!(
-            of_gang(Some(rack.clone()), [("ml/a", &block)]),
+            of_gang(Some(rack.clone()), [("ml/a", &block)]).map_err(|e| e.to_string()),
             Err(
                 "conflicting topology constraints: its PodGroup asks for required topology rack, pod ml/a for preferred topology block"
                     .into()
             )
         );
         assert_eq!(
-            of_gang(None, [("ml/a", &rack), ("ml/b", &block)]),
+            of_gang(None, [("ml/a", &rack), ("ml/b", &block)]).map_err(|e| e.to_string()),
             Err(
                 "conflicting topology constraints: pod ml/a asks for required topology rack, pod ml/b for preferred topology block"
                     .into()
