@@ -16,11 +16,9 @@ mod filters;
 mod fixtures;
 pub mod gate;
 mod io;
-mod journal;
 mod key;
 pub mod logging;
 mod model;
-mod preemption;
 mod preferences;
 pub mod quantity;
 mod queue;
@@ -28,12 +26,16 @@ pub mod record;
 mod scale;
 mod selector;
 pub mod shadow;
-mod topology;
 mod unit;
-mod view;
 pub mod volumes;
 
 pub use breaker::{BreakerChange, BreakerConfig};
+pub use cluster::journal::ClusterOp;
+pub use cluster::topology::{
+    DEFAULT_LEVELS, HOSTNAME_LEVEL, LevelsError, MAX_LEVELS, TopologyConstraint, TopologyMode,
+    check_levels,
+};
+pub use cluster::view::{HOST_LABEL, RACK_LABEL, ZONE_LABEL};
 pub use cluster::{Cluster, ClusterError, PodState};
 pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
@@ -48,7 +50,6 @@ pub use io::{
     Answers, ApiError, ApiErrorKind, Binder, Effect, Eviction, RecordingIo, Release, ScaleCause,
     ScaleRequest, Scaler,
 };
-pub use journal::ClusterOp;
 pub use key::{NotNamespaced, ObjectKey};
 pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
@@ -58,9 +59,4 @@ pub use scale::{ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };
-pub use topology::{
-    DEFAULT_LEVELS, HOSTNAME_LEVEL, LevelsError, MAX_LEVELS, TopologyConstraint, TopologyMode,
-    check_levels,
-};
 pub use unit::{UnitKey, subject};
-pub use view::{HOST_LABEL, RACK_LABEL, ZONE_LABEL};

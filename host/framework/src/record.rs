@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::journal::ClusterOp;
 use crate::cycle::{Decision, DeferAt, RoundBudget, Scheduler, SchedulerConfig, Unbounded};
 use crate::io::Answers;
-use crate::journal::ClusterOp;
 use dragon_runtime::Hooks;
 
 /// The first bytes of every recording.

@@ -15,6 +15,7 @@ mod load;
 mod observed;
 mod policy;
 mod slot;
+mod store;
 pub mod view;
 mod wasi;
 

@@ -16,8 +16,9 @@ use super::error::{CallError, Failure, HookName, LoadError};
 use super::hooks::{Hooks, PolicyInfo};
 use super::limits::{Limiter, Limits};
 use super::load::{Interface, PolicySource, check_header, check_world, sha256_hex};
+use super::store::HostState;
 use super::view::{ClusterView, Delta, Seen};
-use super::wasi::{self, Sandbox};
+use super::wasi;
 
 /// How to load a policy.
 #[derive(Debug, Clone, Default)]
@@ -29,57 +30,6 @@ pub struct LoadOptions {
     /// Refuse the component unless its SHA-256 is one of these (hex);
     /// empty: any.
     pub sha256: Vec<String>,
-}
-
-pub(crate) struct HostState {
-    limiter: Limiter,
-    policy: String,
-    /// Log lines shared by every instance of this policy.
-    log_budget: Arc<LogBudget>,
-    /// Log lines written by the current call.
-    call_lines: u64,
-    /// The last error-level line the policy logged in the current call (the
-    /// SDK logs panic messages), to explain a trap.
-    last_error: Option<String>,
-    /// WASI, for components that import it.
-    pub(crate) sandbox: Sandbox,
-}
-
-impl v0_1::dragon::scheduler::types::Host for HostState {}
-impl v0_2::dragon::scheduler::types::Host for HostState {}
-
-impl v0_1::dragon::scheduler::host::Host for HostState {
-    fn log(&mut self, level: wit::Level, message: String) {
-        self.log_line(level, message);
-    }
-}
-
-impl v0_2::dragon::scheduler::host::Host for HostState {
-    fn log(&mut self, level: v0_2::dragon::scheduler::types::Level, message: String) {
-        self.log_line(adapt::level(level), message);
-    }
-}
-
-impl HostState {
-    fn log_line(&mut self, level: wit::Level, message: String) {
-        // A policy controls how many lines and how long: both are capped.
-        if !self.log_budget.admit(self.call_lines) {
-            return;
-        }
-        self.call_lines += 1;
-        let message = bounds::cut(message, bounds::MAX_LOG_LINE);
-        let policy = self.policy.as_str();
-        match level {
-            wit::Level::Trace => tracing::trace!(policy, "{message}"),
-            wit::Level::Debug => tracing::debug!(policy, "{message}"),
-            wit::Level::Info => tracing::info!(policy, "{message}"),
-            wit::Level::Warn => tracing::warn!(policy, "{message}"),
-            wit::Level::Error => {
-                tracing::error!(policy, "{message}");
-                self.last_error = Some(message);
-            }
-        }
-    }
 }
 
 /// A compiled policy ready to instantiate, per interface version.

@@ -31,8 +31,6 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiView};
 
-use super::policy::HostState;
-
 /// The WASI packages this host links, at version 0.2.x.
 const PACKAGES: &[&str] = &[
     "wasi:cli/",
@@ -254,6 +252,14 @@ pub(crate) struct Sandbox {
 }
 
 impl Sandbox {
+    /// The context and resources WASI calls work on.
+    pub(crate) fn view(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        wasmtime_wasi::WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+
     pub(crate) fn new(clock: &CallClock, output: &Tail) -> Sandbox {
         let ctx = WasiCtxBuilder::new()
             .wall_clock(clock.clone())
@@ -275,18 +281,8 @@ impl Sandbox {
     }
 }
 
-impl WasiView for HostState {
-    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
-        let s = &mut self.sandbox;
-        wasmtime_wasi::WasiCtxView {
-            ctx: &mut s.ctx,
-            table: &mut s.table,
-        }
-    }
-}
-
 /// Add WASI 0.2 to `linker`, with waiting refused.
-pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+pub(crate) fn add_to_linker<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     linker.allow_shadowing(true);
     let refuse = || {

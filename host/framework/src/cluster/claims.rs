@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use super::journal::ClusterOp;
 use super::{Cluster, PodState};
 use crate::devices::{
     Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice, TaintRule,
 };
-use crate::journal::ClusterOp;
 use crate::volumes::{
     Bindings, PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
     Volumes,

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{Cluster, ClusterError, PodState};
-use super::devices::{Claim, DeviceClass, ResourceSlice, TaintRule};
-use super::model::{DisruptionBudget, Job, Node, Pod};
-use super::selector::Labels;
-use super::volumes::{
+use crate::cluster::{Cluster, ClusterError, PodState};
+use crate::devices::{Claim, DeviceClass, ResourceSlice, TaintRule};
+use crate::model::{DisruptionBudget, Job, Node, Pod};
+use crate::selector::Labels;
+use crate::volumes::{
     PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
 };
 

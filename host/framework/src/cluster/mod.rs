@@ -3,23 +3,26 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::constraints::HostPort;
 use super::devices::{ExtendedChoice, Fit, GPU_RESOURCE, Inventory, Served};
-use super::journal::ClusterOp;
+use super::model::HostPort;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
 };
 use super::queue::Changes;
-use super::topology::{Domains, LevelsError};
-use super::view::{Interned, Service, Topology};
 use super::volumes::Volumes;
 use dragon_runtime::wit;
+use journal::ClusterOp;
+use topology::{Domains, LevelsError};
+use view::{Interned, Service, Topology};
 
 mod claims;
+pub(crate) mod journal;
 mod reads;
 #[cfg(test)]
 mod tests;
+pub(crate) mod topology;
 mod usage;
+pub(crate) mod view;
 
 pub(crate) use usage::Columns;
 use usage::{Affine, NodeUse, Priorities, account};

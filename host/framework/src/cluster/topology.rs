@@ -10,9 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use super::model::Node;
+use crate::model::Node;
+pub use crate::model::{TopologyConstraint, TopologyMode};
 
 /// The level every list ends with: one node is one domain.
 pub const HOSTNAME_LEVEL: &str = "kubernetes.io/hostname";
@@ -33,51 +32,6 @@ pub const DEFAULT_LEVELS: [&str; 8] = [
 
 /// At most this many levels (each costs a word per node).
 pub const MAX_LEVELS: usize = 16;
-
-/// How a gang holds to its level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TopologyMode {
-    /// Every pod in one domain, or none placed.
-    Required,
-    /// One domain of the level if possible, else of the narrowest wider
-    /// level that holds the gang, else anywhere.
-    Preferred,
-}
-
-/// A gang's topology constraint: the level (a node label key) and how
-/// strictly it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TopologyConstraint {
-    pub key: String,
-    pub mode: TopologyMode,
-}
-
-impl TopologyConstraint {
-    pub fn required(key: impl Into<String>) -> TopologyConstraint {
-        TopologyConstraint {
-            key: key.into(),
-            mode: TopologyMode::Required,
-        }
-    }
-
-    pub fn preferred(key: impl Into<String>) -> TopologyConstraint {
-        TopologyConstraint {
-            key: key.into(),
-            mode: TopologyMode::Preferred,
-        }
-    }
-}
-
-impl std::fmt::Display for TopologyConstraint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mode = match self.mode {
-            TopologyMode::Required => "required",
-            TopologyMode::Preferred => "preferred",
-        };
-        write!(f, "{mode} topology {}", self.key)
-    }
-}
 
 /// One domain: a level and the id of its label value there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::constraints::HostPort;
+use super::view::ChangeLog;
+use crate::model::HostPort;
 use crate::model::{Pod, Resources, Scalars};
-use crate::view::ChangeLog;
 
 /// Every node's allocatable and free resources as columns, in the policy's
 /// layout, kept current with each change of usage: a pod's candidates are

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use dragon_runtime::view::{ClusterView, JobStats, NOTHING, NodeRow, new_log_id};
 use dragon_runtime::wit;
 
-use super::cluster::Cluster;
-use super::model::{Node, Role};
+use crate::cluster::Cluster;
+use crate::model::{Node, Role};
 
 /// The topology labels a node row carries.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

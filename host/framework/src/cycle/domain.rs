@@ -13,7 +13,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::topology::{Domain, TopologyConstraint, TopologyMode};
+use crate::cluster::topology::Domain;
+use crate::model::{TopologyConstraint, TopologyMode};
 
 /// A domain kept for a preemptor while its victims leave: units of no
 /// higher priority are not placed in it.

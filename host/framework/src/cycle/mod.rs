@@ -7,6 +7,7 @@ mod config;
 mod domain;
 mod permit;
 mod place;
+mod preemption;
 mod reason;
 mod report;
 mod settle;
@@ -21,20 +22,20 @@ pub use report::{Decision, PlannedRound, RoundReport};
 use std::collections::BTreeMap;
 
 use super::breaker::Breaker;
+use super::cluster::journal::ClusterOp;
+use super::cluster::topology::Domain;
+use super::cluster::view::Scoring;
 use super::cluster::{Cluster, ClusterError, PodState};
 use super::filters::{Rejections, feasible, feasible_among, fill_candidates, no_candidates};
 use super::io::{Effect, ScaleCause, ScaleRequest};
-use super::journal::ClusterOp;
 use super::model::Pod;
-use super::preemption::Room;
 use super::preferences;
 use super::queue::{Queue, Setback};
-use super::topology::Domain;
 use super::unit::UnitKey;
-use super::view::Scoring;
 use domain::Held;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
+use preemption::Room;
 
 /// What one attempt at a unit came to.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -23,11 +23,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::cluster::PodState;
-use super::cycle::{PlaceError, Scheduler, Sizes, UnitPlan};
-use super::model::{Preemption, Role};
-use super::topology::Domain;
-use super::unit::UnitKey;
+use crate::cluster::PodState;
+use crate::cluster::topology::Domain;
+use crate::cycle::{PlaceError, Scheduler, Sizes, UnitPlan};
+use crate::model::{Preemption, Role};
+use crate::unit::UnitKey;
 use dragon_runtime::{CallError, Hooks};
 
 /// At most this many of the least important units are considered as

@@ -1,14 +1,23 @@
-//! The framework's view of nodes, pods and jobs.
+//! The framework's view of nodes, pods and jobs, and the terms a pod
+//! carries (constraints, topology, volumes): plain data, no cluster.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::constraints::Constraints;
-use super::selector::{LabelSelector, Labels};
-use super::topology::TopologyConstraint;
-use super::volumes::PodVolumes;
+use crate::selector::{LabelSelector, Labels};
 use dragon_runtime::wit;
+
+mod constraints;
+mod topology;
+mod volumes;
+
+pub use constraints::{
+    ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
+    WeightedPodAffinityTerm,
+};
+pub use topology::{TopologyConstraint, TopologyMode};
+pub use volumes::{CsiVolume, InlineDisk, PodVolumes};
 
 /// Amounts of every resource other than CPU, memory and `nvidia.com/gpu`,
 /// by Kubernetes resource name, in the resource's base unit (bytes for
