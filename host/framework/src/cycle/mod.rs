@@ -13,6 +13,9 @@ mod report;
 mod settle;
 mod units;
 
+#[cfg(test)]
+mod tests;
+
 pub use budget::{DeferAt, RoundBudget, Unbounded};
 pub use config::SchedulerConfig;
 pub(crate) use place::{PlaceError, Sizes};
