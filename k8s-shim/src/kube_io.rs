@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use crate::cluster_io::{ClaimProgress, ClusterIo, Note, Regarding, Unschedulable};
+use crate::cluster_io::{ClaimProgress, ClusterIo, Note, Regarding, Unschedulable, Versioned};
 use crate::group_status::Status;
 use crate::key::{ObjectKey, ScaleTarget};
 use crate::ratelimit::TokenBucket;
@@ -66,6 +66,16 @@ fn typed(doing: &str, e: &kube::Error) -> ApiError {
         kube::Error::Api(s) => ApiError::from_status(s.code, message),
         _ => ApiError::new(ApiErrorKind::Unavailable, message),
     }
+}
+
+/// `patch` made on `version`: a `resourceVersion` in a patch is a
+/// precondition, so a pod changed since (bound, perhaps) answers 409
+/// instead of being written.
+fn on_version(mut patch: serde_json::Value, version: Versioned<'_>) -> serde_json::Value {
+    if let Some(v) = version {
+        patch["metadata"] = json!({"resourceVersion": v});
+    }
+    patch
 }
 
 /// The longest Event note the API server accepts (`note` is validated as
@@ -327,18 +337,28 @@ impl ClusterIo for KubeIo {
     }
 
     /// The API server sets the condition True when the pod is bound.
-    async fn nominate(&self, pod: &str, node: Option<&str>) -> Result<(), ApiError> {
+    async fn nominate(
+        &self,
+        pod: &str,
+        node: Option<&str>,
+        version: Versioned<'_>,
+    ) -> Result<Option<String>, ApiError> {
         let key = object(pod)?;
-        let patch = json!({"status": {"nominatedNodeName": node}});
+        let patch = on_version(json!({"status": {"nominatedNodeName": node}}), version);
         self.request_token().await;
         self.pods(key.namespace())
             .patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map(|_| ())
+            .map(|p| p.metadata.resource_version)
             .map_err(|e| typed(&format!("nominating {pod} to a node"), &e))
     }
 
-    async fn pod_unschedulable(&self, pod: &str, c: &Unschedulable) -> Result<(), ApiError> {
+    async fn pod_unschedulable(
+        &self,
+        pod: &str,
+        c: &Unschedulable,
+        version: Versioned<'_>,
+    ) -> Result<Option<String>, ApiError> {
         let key = object(pod)?;
         let (ns, name) = (key.namespace(), key.name());
         let condition = core::PodCondition {
@@ -352,12 +372,12 @@ impl ClusterIo for KubeIo {
             ..Default::default()
         };
         // Strategic merge: conditions merge by type.
-        let patch = json!({"status": {"conditions": [condition]}});
+        let patch = on_version(json!({"status": {"conditions": [condition]}}), version);
         self.request_token().await;
         self.pods(ns)
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
-            .map(|_| ())
+            .map(|p| p.metadata.resource_version)
             .map_err(|e| typed(&format!("setting PodScheduled=False on {pod}"), &e))
     }
 

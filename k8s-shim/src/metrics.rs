@@ -1,12 +1,11 @@
 //! Prometheus metrics, and the policy wrapper that times every hook.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use dragon_framework::shadow::Disagreement;
-use serde::Serialize;
 use dragon_runtime::{CallError, Observer, hook_name, wit};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -15,6 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use serde::Serialize;
 
 /// What `/shadow` shows: the shadow policy's totals and last
 /// disagreements, kept beside the counters.

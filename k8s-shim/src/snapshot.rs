@@ -16,7 +16,10 @@ use crate::group_status::{GroupStatuses, PodPhase};
 use crate::translate::volumes::ClaimSeen;
 use crate::translate::{self, PodGroupSpec, TranslateError};
 
+mod deferred;
 mod volumes;
+
+use deferred::{Awaited, Deferred};
 
 /// A PodGroup as the shim needs it.
 #[derive(Debug, Clone)]
@@ -137,52 +140,6 @@ pub enum Event {
     ResourceClaimGone(String),
 }
 
-/// What a deferred pod waits for.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Awaited {
-    /// The node it is bound to.
-    Node(String),
-    /// Its PodGroup (`namespace/name`).
-    Group(String),
-}
-
-/// Pods waiting for a node or PodGroup the snapshot has not seen, indexed by
-/// what they wait for: a node or PodGroup event retries its own pods only,
-/// so a first list that brings pods before their nodes stays linear.
-#[derive(Debug, Default)]
-struct Deferred {
-    waiting: BTreeMap<Awaited, BTreeMap<String, core::Pod>>,
-    by_pod: BTreeMap<String, Awaited>,
-}
-
-impl Deferred {
-    fn insert(&mut self, key: String, on: Awaited, pod: core::Pod) {
-        self.remove(&key);
-        self.by_pod.insert(key.clone(), on.clone());
-        self.waiting.entry(on).or_default().insert(key, pod);
-    }
-
-    fn remove(&mut self, key: &str) {
-        if let Some(on) = self.by_pod.remove(key)
-            && let Some(pods) = self.waiting.get_mut(&on)
-        {
-            pods.remove(key);
-            if pods.is_empty() {
-                self.waiting.remove(&on);
-            }
-        }
-    }
-
-    /// The pods that waited for `arrived`, no longer deferred.
-    fn take(&mut self, arrived: &Awaited) -> Vec<core::Pod> {
-        let pods = self.waiting.remove(arrived).unwrap_or_default();
-        for key in pods.keys() {
-            self.by_pod.remove(key);
-        }
-        pods.into_values().collect()
-    }
-}
-
 /// The framework state plus what is needed to rebuild jobs from pods.
 pub struct Snapshot {
     /// The framework the rounds run on.
@@ -196,6 +153,9 @@ pub struct Snapshot {
     deferred: Deferred,
     /// Pods that could not be translated, with the reason (shown in events).
     pub invalid: BTreeMap<String, String>,
+    /// The `resourceVersion` of each pending pod of ours as last seen: why
+    /// it waits is written on that version only, never on a pod bound since.
+    pub versions: BTreeMap<String, String>,
     /// Pods bound to a node that was deleted, with that node: the API still
     /// has them bound (until PodGC deletes them), so they are neither
     /// pending nor using a live node. Back in the framework if the node
@@ -241,6 +201,7 @@ impl Snapshot {
             desired: BTreeMap::new(),
             deferred: Deferred::default(),
             invalid: BTreeMap::new(),
+            versions: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ungrouped: BTreeMap::new(),
             claims: BTreeMap::new(),
@@ -466,6 +427,7 @@ impl Snapshot {
     /// A pod leaves the framework (deleted, or finished: a finished pod
     /// still counts in its PodGroup's status).
     fn drop_pod(&mut self, key: &str) {
+        self.versions.remove(key);
         self.deferred.remove(key);
         self.awaiting_volumes.remove(key);
         self.binding_pods.remove(key);
@@ -589,6 +551,10 @@ impl Snapshot {
             return;
         }
         let bound_to = node_name(&p).map(str::to_string);
+        match (&bound_to, ours, p.metadata.resource_version.as_ref()) {
+            (None, true, Some(v)) => self.versions.insert(key.clone(), v.clone()),
+            _ => self.versions.remove(&key),
+        };
         if bound_to.is_none() && !ours {
             // Another scheduler's pending pod uses nothing yet.
             return;

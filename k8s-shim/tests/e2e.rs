@@ -1076,26 +1076,42 @@ async fn affinity_ports_and_extended_resources_change_the_placement() {
             sched.log()
         );
     }
-    until(30, "PodScheduled=False on the waiting pods", || async {
+    // Each pending pod's PodScheduled condition, for the message if they
+    // do not all say Unschedulable.
+    let scheduled_conditions = || async {
         s.pods()
             .await
             .iter()
-            .filter(|p| {
-                p.status
+            .filter(|p| p.spec.as_ref().is_some_and(|sp| sp.node_name.is_none()))
+            .map(|p| {
+                let c = p
+                    .status
                     .as_ref()
                     .and_then(|st| st.conditions.as_ref())
-                    .is_some_and(|cs| {
-                        cs.iter().any(|c| {
-                            c.type_ == "PodScheduled"
-                                && c.status == "False"
-                                && c.reason.as_deref() == Some("Unschedulable")
-                        })
-                    })
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled").cloned());
+                let name = p.metadata.name.clone().unwrap_or_default();
+                (name, c.map(|c| (c.status, c.reason)))
+            })
+            .collect::<Vec<_>>()
+    };
+    let unschedulable = until_within(30, || async {
+        scheduled_conditions()
+            .await
+            .iter()
+            .filter(|(_, c)| {
+                c.as_ref()
+                    .is_some_and(|(st, r)| st == "False" && r.as_deref() == Some("Unschedulable"))
             })
             .count()
             == 3
     })
     .await;
+    assert!(
+        unschedulable,
+        "PodScheduled=False on the waiting pods: {:?}\n{}",
+        scheduled_conditions().await,
+        sched.log()
+    );
     s.assert_invariants(30, &[&sched], None).await;
     s.cleanup().await;
 }

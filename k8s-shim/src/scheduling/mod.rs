@@ -2,11 +2,13 @@
 //! watches send, runs rounds and the scale step on the serving policy, and
 //! sends what they decide through [`ClusterIo`]. Policy calls run on the
 //! task's thread with the runtime told so (`block_in_place`); every request
-//! is awaited, never blocked on.
+//! is awaited, never blocked on, and what a round only tells (why pods
+//! wait, nominations) goes to tasks of their own.
 
 mod round;
 mod scale;
 mod tell;
+mod teller;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
-use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable};
+use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{Direction, HookMetrics, Metrics, Victim};
@@ -162,8 +164,8 @@ pub struct Loop<I> {
     last_scale: Instant,
     /// A cluster change arrived since the last round.
     dirty: bool,
-    /// Last FailedScheduling reason per pod, so events are not repeated.
-    last_reason: BTreeMap<String, String>,
+    /// Sends what rounds tell the API server, off the loop.
+    teller: teller::Teller,
     /// Scale targets by job (`namespace/podgroup`), from PodGroup
     /// annotations: the annotation as last seen and what it names.
     targets: BTreeMap<String, (String, Result<ScaleTarget, KeyError>)>,
@@ -171,9 +173,6 @@ pub struct Loop<I> {
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
     group_problem: BTreeMap<String, String>,
-    /// The `PodGroupInitiallyScheduled` condition last written on each
-    /// `scheduling.k8s.io` PodGroup: (scheduled, message).
-    group_condition: BTreeMap<String, (bool, String)>,
     listed: BTreeSet<Kind>,
     taps: Taps,
 }
@@ -187,6 +186,7 @@ impl<I: ClusterIo> Loop<I> {
         }
         Loop {
             events: Publisher::new(parts.io.clone(), parts.bind_concurrency),
+            teller: teller::Teller::spawn(parts.io.clone(), parts.bind_concurrency),
             statuses: StatusWriter::spawn(parts.io.clone()),
             snapshot: parts.snapshot,
             slot: parts.slot,
@@ -200,11 +200,9 @@ impl<I: ClusterIo> Loop<I> {
             scale_interval: parts.scale_interval,
             last_scale: Instant::now(),
             dirty: true,
-            last_reason: BTreeMap::new(),
             targets: BTreeMap::new(),
             group_status: BTreeMap::new(),
             group_problem: BTreeMap::new(),
-            group_condition: BTreeMap::new(),
             listed: parts.unlisted,
             taps: parts.taps,
         }
@@ -242,6 +240,9 @@ impl<I: ClusterIo> Loop<I> {
                         stop |= self.handle(msg);
                     }
                     if stop {
+                        if !self.flush_tells(Duration::from_secs(5)).await {
+                            tracing::warn!("stopping with pending pods' reasons unsent");
+                        }
                         let left = self.events.flush(Duration::from_secs(5)).await;
                         if left > 0 {
                             tracing::warn!(events = left, "stopping with events unsent");
@@ -256,6 +257,12 @@ impl<I: ClusterIo> Loop<I> {
         }
     }
 
+    /// Wait until what rounds told so far has been answered, for at most
+    /// `limit`; false if time ran out.
+    pub async fn flush_tells(&self, limit: Duration) -> bool {
+        self.teller.flush(limit).await
+    }
+
     /// Whether this replica schedules: every kind is listed and it leads.
     fn acting(&self) -> bool {
         self.listed.len() == KINDS && self.leading
@@ -268,7 +275,8 @@ impl<I: ClusterIo> Loop<I> {
                 if let Event::GroupGone(key) = &e {
                     self.group_status.remove(key);
                     self.group_problem.remove(key);
-                    self.group_condition.remove(key);
+                    self.teller
+                        .send(vec![teller::Tell::GroupGone { group: key.clone() }]);
                 }
                 self.snapshot.apply(e);
                 self.dirty = true;

@@ -120,14 +120,14 @@ impl<I: ClusterIo> Loop<I> {
                 &policy,
             );
         }
-        self.tell(&report, now).await;
-        for (key, reason) in self.snapshot.invalid.clone() {
-            self.explain(
-                &UnitKey::pod(key),
-                &format!("cannot be scheduled: {reason}"),
-            )
-            .await;
+        self.tell(&report, now);
+        let mut invalid = Vec::new();
+        for (key, reason) in &self.snapshot.invalid {
+            let unit = UnitKey::pod(key.clone());
+            let reason = format!("cannot be scheduled: {reason}");
+            self.waiting(&mut invalid, &unit, None, &reason, &BTreeSet::new());
         }
+        self.teller.send(invalid);
     }
 
     /// What the framework chose for `binds` that must be written before

@@ -1,21 +1,27 @@
-//! Telling what a round decided: metrics, logs, `FailedScheduling` Events
-//! and `PodScheduled` conditions on the pods, PodGroup statuses and the
-//! native PodGroup's condition.
+//! Telling what a round decided: metrics and logs on the loop, and the
+//! requests that tell the API server ([`Tell`]: why each pending pod waits,
+//! the native PodGroup's condition, nominations) made from the round's
+//! report and handed to the [`Teller`](super::teller::Teller), which sends
+//! them off the loop. PodGroup statuses go to their own writer.
 
-use futures::StreamExt;
-
+use super::teller::Tell;
 use super::*;
 use crate::metrics::Attempt;
 
 impl<I: ClusterIo> Loop<I> {
-    /// Metrics, logs, Events and conditions for a round's decisions.
-    pub(super) async fn tell(&mut self, report: &RoundReport, now: u64) {
+    /// Metrics and logs for a round's decisions, and its tells sent.
+    pub(super) fn tell(&mut self, report: &RoundReport, now: u64) {
+        self.note(report, now);
+        let tells = self.tells(report);
+        self.teller.send(tells);
+    }
+
+    /// Count and log a round's decisions.
+    fn note(&self, report: &RoundReport, now: u64) {
+        let m = &self.metrics;
         for d in &report.decisions {
-            let m = self.metrics.clone();
             match d {
-                Decision::Bound { pod, .. } => {
-                    self.last_reason.remove(pod);
-                }
+                Decision::Bound { .. } | Decision::Nominated { .. } => {}
                 Decision::Admitted {
                     unit,
                     pods,
@@ -41,34 +47,17 @@ impl<I: ClusterIo> Loop<I> {
                             waited_ms,
                             "gang admitted"
                         );
-                        self.native_condition(job, true, &format!("{pods} pods scheduled"))
-                            .await;
                     }
                 }
-                Decision::Waiting {
-                    unit,
-                    reserved,
-                    wait_ms,
-                } => {
-                    m.attempt(Attempt::Waiting);
-                    self.explain(unit, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest")).await;
-                }
-                Decision::Unschedulable { unit, reason } => {
-                    m.attempt(Attempt::Unschedulable);
-                    let gated: BTreeSet<&str> = reason.gated_pods().collect();
-                    self.explain_as(unit, None, &reason.to_string(), &gated)
-                        .await;
-                }
+                Decision::Waiting { .. } => m.attempt(Attempt::Waiting),
+                Decision::Unschedulable { .. } => m.attempt(Attempt::Unschedulable),
                 Decision::Rejected { unit, reason } => {
                     m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang released by permit");
-                    self.explain(unit, &format!("gang rejected by permit: {reason}"))
-                        .await;
                 }
                 Decision::TimedOut { unit, reason } => {
                     m.attempt(Attempt::Rejected);
                     tracing::info!(%unit, reason, "gang timed out");
-                    self.explain(unit, reason).await;
                 }
                 Decision::BindFailed {
                     unit,
@@ -85,27 +74,11 @@ impl<I: ClusterIo> Loop<I> {
                         kept = kept.len(),
                         "gang released: a bind failed"
                     );
-                    let what = if kept.is_empty() {
-                        "gang released".to_string()
-                    } else {
-                        format!(
-                            "gang released but for {} member(s) kept bound (no controller would recreate them)",
-                            kept.len()
-                        )
-                    };
-                    // A 409 says the pod is bound already (by someone
-                    // else): its watch event will say where, and marking it
-                    // unschedulable would contradict the API server.
-                    let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
-                    let reason = format!("binding failed, {what}: {error}");
-                    self.explain_as(unit, except, &reason, &BTreeSet::new())
-                        .await;
                 }
                 Decision::PolicyError { unit, error } => {
                     m.attempt(Attempt::Error);
-                    match unit {
-                        Some(unit) => self.explain(unit, &format!("policy error: {error}")).await,
-                        None => tracing::warn!("policy error in the queue order: {error}"),
+                    if unit.is_none() {
+                        tracing::warn!("policy error in the queue order: {error}");
                     }
                 }
                 Decision::FellBack { unit, policy } => {
@@ -134,13 +107,6 @@ impl<I: ClusterIo> Loop<I> {
                         "preempting lower-priority work to make room"
                     );
                 }
-                Decision::Nominated { pods, .. } => {
-                    for (pod, node) in pods {
-                        if let Err(e) = self.io.nominate(pod, node.as_deref()).await {
-                            tracing::warn!(pod, "cannot set nominatedNodeName: {e}");
-                        }
-                    }
-                }
                 Decision::Breaker(change) => self.breaker_changed(change, now),
                 Decision::Deferred { units, budget_ms } => {
                     m.rounds_over_budget.inc();
@@ -151,6 +117,144 @@ impl<I: ClusterIo> Loop<I> {
                     );
                 }
             }
+        }
+    }
+
+    /// What a round's decisions tell the API server: a pure function of
+    /// the report and the snapshot.
+    pub(super) fn tells(&self, report: &RoundReport) -> Vec<Tell> {
+        let mut out = Vec::new();
+        for d in &report.decisions {
+            match d {
+                Decision::Bound { pod, .. } => out.push(Tell::Bound { pod: pod.clone() }),
+                Decision::Admitted { unit, pods, .. } => {
+                    if let Some(job) = unit.job_name() {
+                        self.group_condition(&mut out, job, true, &format!("{pods} pods scheduled"));
+                    }
+                }
+                Decision::Waiting {
+                    unit,
+                    reserved,
+                    wait_ms,
+                } => self.waiting(&mut out, unit, None, &format!("gang waiting in permit: {reserved} pods reserved, waiting up to {wait_ms} ms for the rest"), &BTreeSet::new()),
+                Decision::Unschedulable { unit, reason } => {
+                    let gated: BTreeSet<&str> = reason.gated_pods().collect();
+                    self.waiting(&mut out, unit, None, &reason.to_string(), &gated);
+                }
+                Decision::Rejected { unit, reason } => self.waiting(
+                    &mut out,
+                    unit,
+                    None,
+                    &format!("gang rejected by permit: {reason}"),
+                    &BTreeSet::new(),
+                ),
+                Decision::TimedOut { unit, reason } => {
+                    self.waiting(&mut out, unit, None, reason, &BTreeSet::new())
+                }
+                Decision::BindFailed {
+                    unit,
+                    pod,
+                    error,
+                    kept,
+                } => {
+                    let what = if kept.is_empty() {
+                        "gang released".to_string()
+                    } else {
+                        format!(
+                            "gang released but for {} member(s) kept bound (no controller would recreate them)",
+                            kept.len()
+                        )
+                    };
+                    // A 409 says the pod is bound already (by someone
+                    // else): its watch event will say where, and marking it
+                    // unschedulable would contradict the API server.
+                    let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
+                    let reason = format!("binding failed, {what}: {error}");
+                    self.waiting(&mut out, unit, except, &reason, &BTreeSet::new());
+                }
+                Decision::PolicyError {
+                    unit: Some(unit),
+                    error,
+                } => self.waiting(
+                    &mut out,
+                    unit,
+                    None,
+                    &format!("policy error: {error}"),
+                    &BTreeSet::new(),
+                ),
+                Decision::Nominated { pods, .. } => {
+                    for (pod, node) in pods {
+                        out.push(Tell::Nominate {
+                            pod: pod.clone(),
+                            node: node.clone(),
+                            version: self.snapshot.versions.get(pod).cloned(),
+                        });
+                    }
+                }
+                Decision::PolicyError { unit: None, .. }
+                | Decision::FellBack { .. }
+                | Decision::Resized { .. }
+                | Decision::Preempting { .. }
+                | Decision::Breaker(_)
+                | Decision::Deferred { .. } => {}
+            }
+        }
+        out
+    }
+
+    /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
+    /// PodGroup of `job`, as kube-scheduler writes it: True (reason
+    /// `Scheduled`) once the gang is admitted, and then never False again;
+    /// False (reason `Unschedulable`) with why, while it waits. Not for a
+    /// scheduler-plugins PodGroup.
+    fn group_condition(&self, out: &mut Vec<Tell>, job: &str, scheduled: bool, message: &str) {
+        if self
+            .snapshot
+            .group(job)
+            .is_some_and(|g| g.api == GroupApi::Native)
+        {
+            out.push(Tell::Group {
+                group: job.to_string(),
+                scheduled,
+                message: message.to_string(),
+            });
+        }
+    }
+
+    /// Why each pending pod of `unit` but `except` waits; the pods in
+    /// `gated` wait for their scheduling gates (condition reason
+    /// `SchedulingGated`).
+    pub(super) fn waiting(
+        &self,
+        out: &mut Vec<Tell>,
+        unit: &UnitKey,
+        except: Option<&str>,
+        reason: &str,
+        gated: &BTreeSet<&str>,
+    ) {
+        let pods: Vec<String> = match unit {
+            UnitKey::Job(job) => {
+                self.group_condition(out, job, false, reason);
+                self.snapshot
+                    .sched
+                    .cluster()
+                    .job_pods(job)
+                    .filter(|(_, s)| !matches!(s, PodState::Bound(_)))
+                    .map(|(p, _)| p.key.clone())
+                    .collect()
+            }
+            UnitKey::Pod(pod) => vec![pod.clone()],
+        };
+        for pod in pods {
+            if Some(pod.as_str()) == except {
+                continue;
+            }
+            out.push(Tell::Waiting {
+                gated: gated.contains(pod.as_str()),
+                reason: reason.to_string(),
+                version: self.snapshot.versions.get(&pod).cloned(),
+                pod,
+            });
         }
     }
 
@@ -196,106 +300,6 @@ impl<I: ClusterIo> Loop<I> {
             tracing::debug!(group, phase = ?status.phase, "PodGroup status");
             self.statuses.write(&group, status.clone());
             self.group_status.insert(group, status);
-        }
-    }
-
-    /// The `PodGroupInitiallyScheduled` condition on the `scheduling.k8s.io`
-    /// PodGroup of `job`, as kube-scheduler writes it: True (reason
-    /// `Scheduled`) once the gang is admitted, and then never False again;
-    /// False (reason `Unschedulable`) with why, while it waits. Written when
-    /// it changes; not for a scheduler-plugins PodGroup.
-    pub(super) async fn native_condition(&mut self, job: &str, scheduled: bool, message: &str) {
-        if self
-            .snapshot
-            .group(job)
-            .is_none_or(|g| g.api != GroupApi::Native)
-        {
-            return;
-        }
-        match self.group_condition.get(job) {
-            Some((true, _)) => return,
-            Some((s, m)) if *s == scheduled && m == message => return,
-            _ => {}
-        }
-        match self.io.group_condition(job, scheduled, message).await {
-            Ok(()) => {
-                self.group_condition
-                    .insert(job.to_string(), (scheduled, message.to_string()));
-            }
-            Err(e) => tracing::debug!(group = job, "cannot set the PodGroup's condition: {e}"),
-        }
-    }
-
-    /// A FailedScheduling event and `PodScheduled=False` on each pending pod
-    /// of `unit`, once per reason.
-    pub(super) async fn explain(&mut self, unit: &UnitKey, reason: &str) {
-        self.explain_as(unit, None, reason, &BTreeSet::new()).await;
-    }
-
-    /// [`Loop::explain`], leaving out `except`; the pods in `gated` wait
-    /// for their scheduling gates (condition reason `SchedulingGated`).
-    pub(super) async fn explain_as(
-        &mut self,
-        unit: &UnitKey,
-        except: Option<&str>,
-        reason: &str,
-        gated: &BTreeSet<&str>,
-    ) {
-        let mut pods: Vec<String> = match unit {
-            UnitKey::Job(job) => {
-                self.native_condition(job, false, reason).await;
-                self.snapshot
-                    .sched
-                    .cluster()
-                    .job_pods(job)
-                    .filter(|(_, s)| !matches!(s, PodState::Bound(_)))
-                    .map(|(p, _)| p.key.clone())
-                    .collect()
-            }
-            UnitKey::Pod(pod) => vec![pod.clone()],
-        };
-        pods.retain(|p| {
-            Some(p.as_str()) != except
-                && self.last_reason.get(p).map(String::as_str) != Some(reason)
-        });
-        // Each pod's Event and condition go out together, and up to
-        // `bindConcurrency` pods at once: a 64-pod gang costs a few round
-        // trips, not 128 in series.
-        let io = self.io.as_ref();
-        let told: Vec<String> = futures::stream::iter(pods)
-            .map(|pod| async move {
-                let note = Note {
-                    regarding: Regarding::Pod(pod.clone()),
-                    type_: "Warning",
-                    reason: "FailedScheduling",
-                    note: reason.to_string(),
-                };
-                let condition = Unschedulable {
-                    reason: if gated.contains(pod.as_str()) {
-                        "SchedulingGated"
-                    } else {
-                        "Unschedulable"
-                    },
-                    message: reason.to_string(),
-                };
-                let (published, set) =
-                    futures::join!(io.event(&note), io.pod_unschedulable(&pod, &condition));
-                if let Err(e) = &published {
-                    tracing::warn!(pod, "cannot publish event: {e}");
-                }
-                if let Err(e) = &set {
-                    tracing::debug!(pod, "cannot set PodScheduled=False: {e}");
-                }
-                (published.is_ok() && set.is_ok()).then_some(pod)
-            })
-            .buffer_unordered(self.bind_concurrency)
-            .filter_map(std::future::ready)
-            .collect()
-            .await;
-        // Remembered only once published: an Event or condition lost while
-        // the API server is away is sent again on the next round.
-        for pod in told {
-            self.last_reason.insert(pod, reason.to_string());
         }
     }
 }

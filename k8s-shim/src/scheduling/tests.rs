@@ -18,38 +18,16 @@ fn listed_loop(fake: &Arc<FakeCluster>) -> Loop<FakeCluster> {
 
 /// [`listed_loop`] with another bundled policy.
 fn listed_loop_with(fake: &Arc<FakeCluster>, name: &str, bytes: &[u8]) -> Loop<FakeCluster> {
-    let engine = PolicyEngine::new().unwrap();
-    let cache = ComponentCache::disabled();
-    let policy =
-        WasmPolicy::from_bytes(&engine, &cache, name, bytes, &LoadOptions::default()).unwrap();
-    let mut l = Loop::new(Parts {
-        snapshot: Snapshot::new(US, SchedulerConfig::without_backoff()),
-        slot: Arc::new(PolicySlot::new(engine, cache, policy)),
-        fallback: None,
-        io: fake.clone(),
-        metrics: Arc::new(Metrics::new()),
-        bind_concurrency: 4,
-        volume_bind_timeout: Duration::from_millis(300),
-        scale_interval: Duration::from_secs(3600),
-        leading: true,
-        unlisted: BTreeSet::new(),
-        taps: Taps::default(),
-    });
-    for kind in Kind::ALL {
-        l.handle(Msg::Listed {
-            kind,
-            keys: BTreeSet::new(),
-        });
-    }
-    l
+    crate::cluster_io::fake::listed_loop(fake, US, name, bytes)
 }
 
-/// `events` applied, then one step.
+/// `events` applied, then one step, and what it told sent.
 async fn step_with(l: &mut Loop<FakeCluster>, events: Vec<Event>) {
     for e in events {
         l.handle(Msg::Event(e));
     }
     l.step().await;
+    assert!(l.flush_tells(Duration::from_secs(5)).await, "tells sent");
 }
 
 /// A gang of `size` one-GPU workers of PodGroup `g` (minMember `size`).
