@@ -1,10 +1,10 @@
-//! Small clusters and pods for the unit tests of the filters and the
-//! preferences: nodes by name and labels, pods by key and labels in
-//! namespace `default`, terms over labels.
+//! Small clusters, pods and jobs for the framework's unit tests (filters,
+//! preferences, stages of a round): nodes by name and labels, pods by key
+//! and labels in namespace `default`, terms over labels, fixed-size jobs.
 
 use crate::cluster::Cluster;
 use crate::constraints::{Constraints, PodAffinityTerm};
-use crate::model::{Node, Pod, Resources};
+use crate::model::{Job, Node, Pod, Resources};
 use crate::selector::{LabelSelector, Labels};
 
 pub(crate) const HOST: &str = "kubernetes.io/hostname";
@@ -71,4 +71,23 @@ pub(crate) fn term(l: &[(&str, &str)], topology_key: &str) -> PodAffinityTerm {
 pub(crate) fn with(mut p: Pod, f: impl FnOnce(&mut Constraints)) -> Pod {
     f(&mut p.constraints);
     p
+}
+
+/// A job of exactly `workers` workers, all needed, nothing else asked.
+pub(crate) fn job(name: &str, workers: u32) -> Job {
+    Job {
+        name: name.into(),
+        min_member: workers,
+        workers,
+        min_workers: workers,
+        max_workers: workers,
+        priority: 0,
+        arrival_ms: 0,
+        schedule_timeout_ms: None,
+        min_resources: None,
+        hold: None,
+        declared: false,
+        progress_permille: None,
+        topology: None,
+    }
 }

@@ -238,7 +238,7 @@ impl ClusterView for Scoring<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Job, Pod, Resources};
+    use crate::model::{Pod, Resources};
     use crate::{Cluster, PodState};
     use dragon_runtime::view::Delta;
 
@@ -291,21 +291,7 @@ mod tests {
     #[test]
     fn attained_service_integrates_the_gpus_a_job_holds_on_the_clock() {
         let mut c = cluster();
-        c.upsert_job(Job {
-            name: "j".into(),
-            min_member: 2,
-            workers: 2,
-            min_workers: 2,
-            max_workers: 2,
-            priority: 0,
-            arrival_ms: 0,
-            schedule_timeout_ms: None,
-            min_resources: None,
-            hold: None,
-            declared: false,
-            progress_permille: None,
-            topology: None,
-        });
+        c.upsert_job(crate::fixtures::job("j", 2));
         let unit = c.job_unit("j").unwrap();
         let worker = |i: u32| {
             let mut p = Pod::new(format!("j-worker-{i}"), gpus(2));

@@ -6,6 +6,7 @@
 use super::*;
 
 use crate::ApiErrorKind;
+use crate::fixtures::job;
 use crate::io::ApiError;
 use crate::model::{Job, Node, Resources, Role};
 use dragon_runtime::PolicyInfo;
@@ -49,24 +50,6 @@ fn gpus(n: u32) -> Resources {
         cpu_milli: 1_000,
         memory_mib: 1_024,
         gpus: n,
-    }
-}
-
-fn job(name: &str, workers: u32) -> Job {
-    Job {
-        name: name.into(),
-        min_member: workers,
-        workers,
-        min_workers: workers,
-        max_workers: workers,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
-        declared: false,
-        progress_permille: None,
-        topology: None,
     }
 }
 
