@@ -14,6 +14,10 @@ use common::*;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+/// A finalizer of the tests' own: a pod it holds stays, terminating,
+/// until the test releases it.
+const HELD: &str = "e2e.dragon.dev/held";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gangs_that_cannot_both_fit_run_one_whole_then_the_other() {
     let _g = serial();
@@ -1365,10 +1369,17 @@ async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_
         json!({"metadata": {"labels": {"app": "guarded"}}}),
     )
     .await;
+    // The low gang's pods are held by a finalizer once evicted, so its
+    // victims take time to leave, as real pods do while they terminate.
     s.podgroup("low", 2, json!({})).await;
     for i in 0..2 {
-        s.pod(&format!("low-{i}"), Some(("low", "worker", i)), 2, None)
-            .await;
+        s.pod_with(
+            &format!("low-{i}"),
+            Some(("low", "worker", i)),
+            2,
+            json!({"metadata": {"finalizers": [HELD]}}),
+        )
+        .await;
     }
     until(60, "the guarded pod and the low gang bound", || async {
         bound(&s.placement("guarded").await) == 1 && bound(&s.placement("low-").await) == 2
@@ -1396,6 +1407,46 @@ async fn a_higher_priority_gang_goes_first_and_evicts_a_lower_one_whole_but_not_
             urgent.clone(),
         )
         .await;
+    }
+    // While its victims terminate, the gang waits, nominated to their room.
+    until(60, "the high gang nominated", || async {
+        let pods = s.pods().await;
+        let high = pods.iter().filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("high-"))
+        });
+        high.filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+        })
+        .count()
+            == 2
+    })
+    .await;
+    let leaving = s.pods().await;
+    let low: Vec<&k8s_openapi::api::core::v1::Pod> = leaving
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("low-"))
+        })
+        .collect();
+    assert_eq!(low.len(), 2, "the victims are still there, terminating");
+    assert!(low.iter().all(|p| p.metadata.deletion_timestamp.is_some()));
+    assert_eq!(
+        bound(&s.placement("high-").await),
+        0,
+        "not placed over victims still running:\n{}",
+        sched.log()
+    );
+    for pod in ["low-0", "low-1"] {
+        s.release(pod).await;
     }
     until(
         60,

@@ -200,7 +200,9 @@ async fn run<I: ClusterIo>(io: Arc<I>, concurrency: usize, mut rx: mpsc::Unbound
 /// version its round saw (or on the one our own writes made of it), so a
 /// pod bound since refuses it.
 async fn send_chain<I: ClusterIo>(io: &I, tells: &[Tell], mut last: Option<Told>) -> Option<Told> {
-    // Tells before the pod was bound are stale: its binding said the rest.
+    // Tells before the pod was bound are stale: its binding said the rest
+    // (kube-scheduler's API dispatcher likewise lets a Binding overwrite a
+    // status patch still queued for the pod).
     let from = tells
         .iter()
         .rposition(|t| matches!(t, Tell::Bound { .. }))

@@ -319,6 +319,18 @@ impl Scenario {
         .unwrap();
     }
 
+    /// Remove every finalizer of pod `name`: a pod deleted while held goes.
+    pub async fn release(&self, name: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
+        pods.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    }
+
     /// A pod of ours with `extra` merged into its manifest (affinity,
     /// ports, requests of other resources...).
     pub async fn pod_with(
