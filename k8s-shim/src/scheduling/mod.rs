@@ -272,11 +272,17 @@ impl<I: ClusterIo> Loop<I> {
     pub fn handle(&mut self, msg: Msg) -> bool {
         match msg {
             Msg::Event(e) => {
-                if let Event::GroupGone(key) = &e {
-                    self.group_status.remove(key);
-                    self.group_problem.remove(key);
-                    self.teller
-                        .send(vec![teller::Tell::GroupGone { group: key.clone() }]);
+                match &e {
+                    Event::GroupGone(key) => {
+                        self.group_status.remove(key);
+                        self.group_problem.remove(key);
+                        self.teller
+                            .send(vec![teller::Tell::GroupGone { group: key.clone() }]);
+                    }
+                    Event::PodGone(key) => self
+                        .teller
+                        .send(vec![teller::Tell::PodGone { pod: key.clone() }]),
+                    _ => {}
                 }
                 self.snapshot.apply(e);
                 self.dirty = true;

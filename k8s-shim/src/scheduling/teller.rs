@@ -34,6 +34,8 @@ pub enum Tell {
     /// The pod is bound: what it was told is forgotten, so a later wait is
     /// told again.
     Bound { pod: String },
+    /// The pod is gone: what it was told is forgotten.
+    PodGone { pod: String },
     /// `nominatedNodeName` set, or cleared (`None`), on the pod's
     /// `version` as the round saw it.
     Nominate {
@@ -62,9 +64,10 @@ enum Target {
 impl Tell {
     fn target(&self) -> Target {
         match self {
-            Tell::Waiting { pod, .. } | Tell::Bound { pod } | Tell::Nominate { pod, .. } => {
-                Target::Pod(pod.clone())
-            }
+            Tell::Waiting { pod, .. }
+            | Tell::Bound { pod }
+            | Tell::PodGone { pod }
+            | Tell::Nominate { pod, .. } => Target::Pod(pod.clone()),
             Tell::Group { group, .. } | Tell::GroupGone { group } => Target::Group(group.clone()),
         }
     }
@@ -202,10 +205,10 @@ async fn run<I: ClusterIo>(io: Arc<I>, concurrency: usize, mut rx: mpsc::Unbound
 async fn send_chain<I: ClusterIo>(io: &I, tells: &[Tell], mut last: Option<Told>) -> Option<Told> {
     // Tells before the pod was bound are stale: its binding said the rest
     // (kube-scheduler's API dispatcher likewise lets a Binding overwrite a
-    // status patch still queued for the pod).
+    // status patch still queued for the pod); before it was deleted, moot.
     let from = tells
         .iter()
-        .rposition(|t| matches!(t, Tell::Bound { .. }))
+        .rposition(|t| matches!(t, Tell::Bound { .. } | Tell::PodGone { .. }))
         .unwrap_or(0);
     for tell in &tells[from..] {
         let mut pod_told = || match last.take() {
@@ -238,7 +241,7 @@ async fn send_chain<I: ClusterIo>(io: &I, tells: &[Tell], mut last: Option<Told>
                 }
                 last = Some(Told::Pod(told));
             }
-            Tell::Bound { .. } | Tell::GroupGone { .. } => last = None,
+            Tell::Bound { .. } | Tell::PodGone { .. } | Tell::GroupGone { .. } => last = None,
             Tell::Nominate { pod, node, version } => {
                 let mut told = pod_told();
                 let on = told.on(version.as_deref()).map(str::to_string);
@@ -436,6 +439,25 @@ mod tests {
             reason: "Unschedulable".into(),
             message: "still full".into()
         }));
+    }
+
+    #[tokio::test]
+    async fn a_pod_deleted_is_forgotten_and_one_made_again_under_its_name_is_told_afresh() {
+        let fake = Arc::new(FakeCluster::default());
+        let teller = Teller::spawn(fake.clone(), 4);
+        teller.send(vec![waiting("ml/p", "full"), nominate("ml/p", Some("a"))]);
+        teller.send(vec![Tell::PodGone { pod: "ml/p".into() }]);
+        assert!(teller.flush(SENT).await);
+        fake.clear();
+        teller.send(vec![waiting("ml/p", "full")]);
+        assert!(teller.flush(SENT).await);
+        assert_eq!(events(&fake), [("ml/p".to_string(), "full".to_string())]);
+        teller.send(vec![
+            waiting("ml/p", "still full"),
+            Tell::PodGone { pod: "ml/p".into() },
+        ]);
+        assert!(teller.flush(SENT).await);
+        assert_eq!(events(&fake).len(), 1, "nothing sent about a pod gone");
     }
 
     #[tokio::test]
