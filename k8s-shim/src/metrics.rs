@@ -79,6 +79,9 @@ label_values! {
         Success => "success",
         Failure => "failure",
         Gated => "gated",
+        /// The gate itself failed on the candidate: refused, and a bug
+        /// to report.
+        GateError => "gate_error",
     }
 }
 

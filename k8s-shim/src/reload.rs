@@ -167,7 +167,20 @@ impl Reloader {
             }
         };
         if let Some(gate) = &self.gate {
-            match gate.check(&candidate, source, &slot.current()) {
+            // Whatever happens inside the gate, the thread that reloads
+            // lives on to take the next candidate.
+            let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                gate.check(&candidate, source, &slot.current())
+            }));
+            let Ok(checked) = checked else {
+                tracing::error!(
+                    candidate = %candidate.info().name,
+                    origin = %source.origin(),
+                    "policy reload refused: the gate failed on the candidate (a Dragon bug, please report it); the previous policy keeps scheduling"
+                );
+                return Reload::GateError;
+            };
+            match checked {
                 Ok(Some(passed)) => tracing::info!(
                     steps = passed.steps,
                     golden_steps = passed.golden_steps,

@@ -376,9 +376,20 @@ impl Cluster {
         self.budgets.iter().map(|(k, b)| (k.as_str(), b))
     }
 
-    /// Remove a job record (its pods are removed separately).
+    /// Remove a job record and whatever pods of it are still there (its
+    /// drivers remove the pods first; a replay under another policy may
+    /// have made pods the recorded run never had, and no pod outlives its
+    /// job, as Kubernetes' garbage collector deletes an owner's pods).
     pub fn remove_job(&mut self, name: &str) {
         self.journal(|| ClusterOp::RemoveJob(name.to_string()));
+        let left: Vec<String> = self
+            .by_job
+            .get(name)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in left {
+            let _ = self.forget_pod(&key);
+        }
         if let Some(e) = self.jobs.remove(name) {
             self.unit_jobs.remove(&e.unit_id);
         }
