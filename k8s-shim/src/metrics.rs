@@ -74,13 +74,12 @@ label_values! {
 }
 
 label_values! {
-    /// How a policy reload ended.
+    /// How a policy reload ended (`gate_error`: the gate itself failed
+    /// on the candidate, which is refused).
     Reload {
         Success => "success",
         Failure => "failure",
         Gated => "gated",
-        /// The gate itself failed on the candidate: refused, and a bug
-        /// to report.
         GateError => "gate_error",
     }
 }
