@@ -102,6 +102,14 @@ label_values! {
 }
 
 label_values! {
+    /// Why the resize limits held a policy's resize back.
+    HeldReason {
+        TooSoon => "too_soon",
+        TooManyRestarts => "too_many_restarts",
+    }
+}
+
+label_values! {
     /// What became of a preemption victim.
     Victim {
         Evicted => "evicted",
@@ -132,6 +140,12 @@ pub struct ReloadLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ShadowLabels {
     pub outcome: ShadowOutcome,
+}
+
+/// `{reason}` a resize was held back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct HeldLabels {
+    pub reason: HeldReason,
 }
 
 /// `{direction}` of a scale action.
@@ -167,6 +181,9 @@ pub struct Metrics {
     pub shadow: Arc<Mutex<ShadowView>>,
     /// Scale actions by direction (`up`, `down`).
     pub scale_actions: Family<ScaleLabels, Counter>,
+    /// The policy's resizes the resize limits held back, by reason
+    /// (`too_soon`, `too_many_restarts`).
+    pub resizes_held: Family<HeldLabels, Counter>,
     /// Preemption victims by outcome (`evicted`, `refused`, `shrunk`).
     pub preemption_victims: Family<VictimLabels, Counter>,
     /// 1 while this replica leads.
@@ -271,6 +288,7 @@ impl Metrics {
         let reloads = Family::default();
         let shadow_decisions = Family::default();
         let scale_actions = Family::default();
+        let resizes_held = Family::default();
         let preemption_victims = Family::default();
         let leader = Gauge::default();
         let policy_suspensions = Counter::default();
@@ -327,6 +345,11 @@ impl Metrics {
             scale_actions.clone(),
         );
         registry.register(
+            "resizes_held",
+            "The policy's resizes held back by the resize limits, by reason",
+            resizes_held.clone(),
+        );
+        registry.register(
             "preemption_victims",
             "Units evicted or shrunk to make room for higher-priority ones, by outcome",
             preemption_victims.clone(),
@@ -346,6 +369,7 @@ impl Metrics {
             shadow_decisions,
             shadow: Arc::default(),
             scale_actions,
+            resizes_held,
             preemption_victims,
             leader,
             policy_suspensions,
@@ -377,6 +401,17 @@ impl Metrics {
     pub fn scale_action(&self, direction: Direction) {
         self.scale_actions
             .get_or_create(&ScaleLabels { direction })
+            .inc();
+    }
+
+    /// Count one resize the limits held back.
+    pub fn resize_held(&self, why: &dragon_framework::Held) {
+        let reason = match why {
+            dragon_framework::Held::TooSoon { .. } => HeldReason::TooSoon,
+            dragon_framework::Held::TooManyRestarts { .. } => HeldReason::TooManyRestarts,
+        };
+        self.resizes_held
+            .get_or_create(&HeldLabels { reason })
             .inc();
     }
 

@@ -55,7 +55,7 @@ pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
-pub use scale::{ScaleAction, ScaleReport};
+pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };

@@ -38,6 +38,10 @@ impl<I: ClusterIo> Loop<I> {
         for refused in &report.refused {
             tracing::warn!("scale step: {refused}");
         }
+        for held in &report.held {
+            self.metrics.resize_held(&held.why);
+            tracing::info!(job = %held.job, "scale step: {held}");
+        }
         if let Some(begun) = begun {
             self.taps.end(
                 begun,

@@ -108,6 +108,8 @@ pub struct SimRun {
     /// Jobs evicted whole to make room for a higher-priority job (each
     /// restarts when placed again).
     pub preemptions: u64,
+    /// The policy's resizes the framework's resize limits held back.
+    pub resizes_held: u64,
     pub rounds: u64,
     pub scale_steps: u64,
     pub policy_errors: u64,
@@ -383,6 +385,7 @@ fn run<'a>(
             scale_downs: 0,
             admitted_below_request: 0,
             preemptions: 0,
+            resizes_held: 0,
             rounds: 0,
             scale_steps: 0,
             policy_errors: 0,

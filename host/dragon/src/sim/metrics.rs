@@ -39,6 +39,9 @@ pub struct Summary {
     pub scale_ups: u64,
     pub scale_downs: u64,
     pub restarts: u64,
+    /// The policy's resizes held back by the resize limits.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub resizes_held: u64,
     pub admitted_below_request: u64,
     /// Jobs evicted for a higher-priority one.
     pub preemptions: u64,
@@ -147,6 +150,7 @@ impl Summary {
             scale_ups: run.scale_ups,
             scale_downs: run.scale_downs,
             restarts: run.jobs.iter().map(|j| u64::from(j.restarts)).sum(),
+            resizes_held: run.resizes_held,
             admitted_below_request: run.admitted_below_request,
             preemptions: run.preemptions,
             deadlocked: run.deadlocked,
@@ -201,4 +205,8 @@ mod tests {
         // A job that had not even arrived by the end counts as zero, not negative.
         assert_eq!(jct_ms(&job(None, None), 500), 0);
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -107,10 +107,16 @@ pub fn summary_table(s: &Summary, run: &SimRun) -> String {
         ("average queue", format!("{} jobs", s.avg_queue)),
         (
             "scale ups / downs",
-            format!(
-                "{} / {} ({} restarts)",
-                s.scale_ups, s.scale_downs, s.restarts
-            ),
+            match s.resizes_held {
+                0 => format!(
+                    "{} / {} ({} restarts)",
+                    s.scale_ups, s.scale_downs, s.restarts
+                ),
+                held => format!(
+                    "{} / {} ({} restarts; {held} resizes held by the limits)",
+                    s.scale_ups, s.scale_downs, s.restarts
+                ),
+            },
         ),
         ("admitted at min", s.admitted_below_request.to_string()),
         ("preemptions", s.preemptions.to_string()),

@@ -21,7 +21,7 @@ mod reads;
 #[cfg(test)]
 mod tests;
 pub(crate) mod topology;
-mod usage;
+pub(crate) mod usage;
 pub(crate) mod view;
 
 pub(crate) use usage::Columns;
@@ -64,6 +64,12 @@ pub(crate) struct JobEntry {
     pub(crate) scaled_ms: Option<u64>,
     /// GPUs held over time, and restarts.
     pub(crate) service: Service,
+    /// When it was restarted, over the last hour (what the resize limits
+    /// count).
+    pub(crate) restarts: crate::scale::Restarts,
+    /// The policy's last growth of it, while its new workers may still
+    /// wait: (workers before, when).
+    pub(crate) grew: Option<(u32, u64)>,
 }
 
 /// Bad input from a driver.
@@ -329,6 +335,8 @@ impl Cluster {
                     started_ms: None,
                     scaled_ms: None,
                     service: Service::default(),
+                    restarts: Default::default(),
+                    grew: None,
                 },
             );
         }
@@ -675,6 +683,7 @@ impl Cluster {
     pub(crate) fn note_restart(&mut self, job: &str) {
         if let Some(e) = self.jobs.get_mut(job) {
             e.service.restarts = e.service.restarts.saturating_add(1);
+            e.restarts.note(self.clock_ms);
         }
     }
 

@@ -30,6 +30,25 @@ pub(crate) struct Columns {
 }
 
 impl Columns {
+    /// How many more pods asking `r` fit on node `n` (0 when it is not
+    /// open), after `taken` is set aside. A resource the pod does not ask
+    /// for limits nothing.
+    pub(crate) fn room(&self, n: usize, r: Resources, taken: Resources) -> u64 {
+        if !self.open[n] {
+            return 0;
+        }
+        let free = |have: u64, less: u64| have.saturating_sub(less);
+        [
+            free(u64::from(self.free_gpus[n]), u64::from(taken.gpus))
+                .checked_div(u64::from(r.gpus)),
+            free(self.free_cpu_milli[n], taken.cpu_milli).checked_div(r.cpu_milli),
+            free(self.free_memory_mib[n], taken.memory_mib).checked_div(r.memory_mib),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(u64::from(self.free_pods[n]), u64::min)
+    }
+
     pub(super) fn set(
         &mut self,
         i: usize,

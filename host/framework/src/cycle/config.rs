@@ -1,6 +1,7 @@
 //! The framework's settings.
 
 use super::super::breaker::BreakerConfig;
+use crate::scale::ResizeLimits;
 
 /// Framework settings that are not the policy's business.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -27,6 +28,9 @@ pub struct SchedulerConfig {
     /// A unit that fits nowhere may evict lower-priority work (see
     /// `preemption`), as kube-scheduler's DefaultPreemption does.
     pub preemption: bool,
+    /// Bounds on the scale step's resizes: how often a job may be resized
+    /// and restarted, and how long growth may wait for room.
+    pub resize: ResizeLimits,
 }
 
 impl Default for SchedulerConfig {
@@ -38,6 +42,7 @@ impl Default for SchedulerConfig {
             breaker: BreakerConfig::default(),
             round_budget_ms: 10_000,
             preemption: true,
+            resize: ResizeLimits::default(),
         }
     }
 }

@@ -227,11 +227,9 @@ impl Scheduler {
         Err(PlaceError::Unschedulable(why))
     }
 
-    /// For a job held to one domain by a required constraint: that domain
-    /// (shown), and how many more workers like its own it has room for
-    /// (on the free columns). Growth past that room would leave the job
-    /// waiting for workers that cannot join it.
-    pub(crate) fn growth_room(&self, job: &str) -> Option<(Domain, String, u64)> {
+    /// For a job held to one domain by a required constraint: that domain,
+    /// and how it is shown. Its growth has only that domain's room.
+    pub(crate) fn growth_domain(&self, job: &str) -> Option<(Domain, String)> {
         let c = self.cluster.job(job)?.topology.as_ref()?;
         if c.mode != TopologyMode::Required {
             return None;
@@ -239,13 +237,8 @@ impl Scheduler {
         let domains = self.cluster.domains();
         let level = domains.level(&c.key)?;
         let id = self.job_domain(job, level).ok()??;
-        let (worker, _) = self
-            .cluster
-            .job_pods(job)
-            .find(|(p, _)| p.role == crate::Role::Worker)?;
         let domain = Domain { level, id };
-        let room = room_for(&self.cluster, worker, &self.domain_nodes(domain));
-        Some((domain, domains.show(domain), room))
+        Some((domain, domains.show(domain)))
     }
 
     /// Whether node `n` is in a domain held for a preemptor other than
@@ -297,25 +290,10 @@ fn placed_count(unit: &UnitPlan, size: Option<u32>) -> u64 {
 /// How many pods with `pod`'s request the open nodes of `nodes` have room
 /// for, on the free columns (a measure to order domains by, not a filter:
 /// it does not see taints a pod tolerates, or claims).
-fn room_for(cluster: &Cluster, pod: &Pod, nodes: &[u32]) -> u64 {
+pub(crate) fn room_for(cluster: &Cluster, pod: &Pod, nodes: &[u32]) -> u64 {
     let cols = cluster.columns();
-    let r = pod.request;
     nodes
         .iter()
-        .map(|&n| {
-            let n = n as usize;
-            if !cols.open[n] {
-                return 0;
-            }
-            // A resource the pod does not ask for limits nothing.
-            [
-                u64::from(cols.free_gpus[n]).checked_div(u64::from(r.gpus)),
-                cols.free_cpu_milli[n].checked_div(r.cpu_milli),
-                cols.free_memory_mib[n].checked_div(r.memory_mib),
-            ]
-            .into_iter()
-            .flatten()
-            .fold(u64::from(cols.free_pods[n]), u64::min)
-        })
+        .map(|&n| cols.room(n as usize, pod.request, crate::model::Resources::default()))
         .fold(0u64, u64::saturating_add)
 }

@@ -229,6 +229,10 @@ impl Scheduler {
         {
             self.cluster.note_restart(&request.job);
         }
+        if let Some(e) = self.cluster.jobs.get_mut(&request.job) {
+            let growth = request.cause == ScaleCause::Policy && request.workers > request.from;
+            e.grew = growth.then_some((request.from, now_ms));
+        }
         match request.cause {
             ScaleCause::Policy => self.apply_scale(&request.job, request.workers, now_ms),
             ScaleCause::Preemption => {

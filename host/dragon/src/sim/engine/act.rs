@@ -18,6 +18,7 @@ impl Sim<'_> {
         for e in report.errors {
             self.note_error(e);
         }
+        self.run.resizes_held += report.held.len() as u64;
         for a in report.actions {
             let Some(&i) = self.by_name.get(&a.job) else {
                 continue;

@@ -4,6 +4,8 @@
 //! changes for the driver to apply, and [`Scheduler::settle_scale`] takes
 //! their results (`crate::drive` applies them through a [`crate::Scaler`]).
 
+mod limits;
+
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -13,6 +15,9 @@ use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
 use dragon_runtime::{CallError, HookName, Hooks, wit};
+use limits::GrowthRoom;
+pub(crate) use limits::Restarts;
+pub use limits::{Held, HeldResize, ResizeLimits};
 
 /// One applied scale change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,6 +59,9 @@ pub struct ScaleReport {
     /// Changes the scaler refused, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
+    /// The policy's resizes the [`ResizeLimits`] held back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldResize>,
     /// The policy was suspended, or serves again, after this step's call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<super::BreakerChange>,
@@ -192,6 +200,7 @@ impl Scheduler {
             ..ScaleReport::default()
         };
         self.cluster.set_clock(now_ms);
+        report.requests = self.rollbacks(now_ms);
         if !policy.info().implements(wit::Hook::Scale) {
             return report;
         }
@@ -225,27 +234,40 @@ impl Scheduler {
                 return report;
             }
         };
-        // Room left in each domain jobs are held to, as growth takes it.
-        let mut room = std::collections::BTreeMap::new();
+        let limits = self.config().resize;
+        let mut room = GrowthRoom::default();
         for (i, mut d) in decisions {
             let (name, job) = &running[i];
-            if d.workers > job.workers
-                && let Some((domain, shown, free)) = self.growth_room(name)
-            {
-                let left = room.entry(domain).or_insert(free);
-                let grow = u64::from(d.workers - job.workers).min(*left);
-                *left -= grow;
-                let capped = job.workers + grow as u32;
+            if d.workers == job.workers {
+                continue;
+            }
+            let entry = &self.cluster.jobs[name.as_str()];
+            if let Some(why) = limits.hold(entry.scaled_ms, &entry.restarts, now_ms) {
+                report.held.push(HeldResize {
+                    job: name.clone(),
+                    from: job.workers,
+                    to: d.workers,
+                    why,
+                });
+                continue;
+            }
+            if d.workers > job.workers {
+                let capped =
+                    job.workers + self.grow_into_room(&mut room, name, d.workers - job.workers);
                 if capped < d.workers {
+                    let within = match self.growth_domain(name) {
+                        Some((_, shown)) => format!("{shown}, its required domain"),
+                        None => "the free room".to_string(),
+                    };
                     d.reason = format!(
-                        "{} (capped at {capped} workers: the rest would not fit in {shown}, its required domain)",
+                        "{} (capped at {capped} workers: the rest would not fit in {within})",
                         d.reason
                     );
                     d.workers = capped;
                 }
-            }
-            if d.workers == job.workers {
-                continue;
+                if d.workers == job.workers {
+                    continue;
+                }
             }
             report.requests.push(ScaleRequest {
                 job: name.clone(),
@@ -256,6 +278,73 @@ impl Scheduler {
             });
         }
         report
+    }
+
+    /// Growth whose new workers still wait for room after the limits'
+    /// timeout goes back to the size before it: a job never waits for
+    /// workers that cannot join it. Growth whose workers all run is done.
+    fn rollbacks(&mut self, now_ms: u64) -> Vec<ScaleRequest> {
+        let timeout_ms = self.config().resize.growth_timeout_ms;
+        let mut out = Vec::new();
+        let mut done = Vec::new();
+        let c = &self.cluster;
+        for (name, e) in &c.jobs {
+            let Some((before, at)) = e.grew else {
+                continue;
+            };
+            let waiting = c
+                .job_pods(name)
+                .filter(|(p, s)| {
+                    *s == PodState::Pending && p.role == Role::Worker && !c.is_surplus(p)
+                })
+                .count();
+            if waiting == 0 {
+                done.push(name.clone());
+            } else if now_ms.saturating_sub(at) >= timeout_ms {
+                out.push(ScaleRequest {
+                    job: name.clone(),
+                    from: e.job.workers,
+                    workers: before,
+                    reason: format!(
+                        "growth rolled back: {waiting} new worker(s) found no room within {} s",
+                        timeout_ms / 1000
+                    ),
+                    cause: ScaleCause::Policy,
+                });
+            }
+        }
+        for name in done {
+            if let Some(e) = self.cluster.jobs.get_mut(&name) {
+                e.grew = None;
+            }
+        }
+        out
+    }
+
+    /// Room in this step's `room` for up to `more` new workers of `job`
+    /// (on the nodes of its required domain, if it has one), set aside:
+    /// how many found room.
+    fn grow_into_room(&self, room: &mut GrowthRoom, job: &str, more: u32) -> u32 {
+        let Some((worker, _)) = self
+            .cluster
+            .job_pods(job)
+            .find(|(p, _)| p.role == Role::Worker)
+        else {
+            return 0;
+        };
+        let cols = self.cluster.columns();
+        match self.growth_domain(job) {
+            Some((domain, _)) => {
+                let nodes = self.domain_nodes(domain);
+                room.take(
+                    cols,
+                    worker.request,
+                    nodes.iter().map(|&n| n as usize),
+                    more,
+                )
+            }
+            None => room.take(cols, worker.request, 0..self.cluster.nodes().len(), more),
+        }
     }
 
     /// Record an applied scale in the snapshot: the job's size changes, and
