@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use dragon_host::framework::{
-    ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodState, RecordingIo, Release, Resources,
-    Role, Scheduler, SchedulerConfig, Taint, TaintEffect, Toleration, TolerationOperator, UnitKey,
+    ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodState, RecordingIo, Release,
+    ResizeLimits, Resources, Role, Scheduler, SchedulerConfig, Taint, TaintEffect, Toleration,
+    TolerationOperator, UnitKey,
 };
 use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
 use dragon_host::spec::{TaskSpec, worker_pod};
@@ -535,7 +536,18 @@ fn check(checks: Checks, s: &Scheduler, io: &Bindings, when: &str) -> Result<(),
 
 /// Run `sc` under `policy`, checking `checks` after every round and step.
 fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, TestCaseError> {
-    let mut s = Scheduler::new(build_cluster(sc), SchedulerConfig::default());
+    // Scale steps come every few seconds here: the limits on how often a
+    // job is resized would hold most of them (tests/tests/resizes.rs
+    // covers those limits).
+    let config = SchedulerConfig {
+        resize: ResizeLimits {
+            min_interval_ms: 0,
+            max_restarts_per_hour: 0,
+            ..ResizeLimits::default()
+        },
+        ..SchedulerConfig::default()
+    };
+    let mut s = Scheduler::new(build_cluster(sc), config);
     let mut io = Bindings {
         fail: sc.bind_failures.clone(),
         ..Bindings::default()
