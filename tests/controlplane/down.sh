@@ -38,7 +38,7 @@ status=0
 for n in "${names[@]}"; do
   # The owner watcher runs this script itself (exec): do not signal ourselves.
   if [ -f "$run/pids/$n.pid" ] && [ "$(cat "$run/pids/$n.pid")" = "$$" ]; then
-    rm -f "$run/pids/$n.pid"
+    rm -f "$run/pids/$n.pid" "$run/pids/$n.start"
     continue
   fi
   cp_stop "$run" "$n"

@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # Shared helpers for up.sh, scheduler.sh and down.sh (sourced, not run).
-# Every process is started with the run directory somewhere on its command
-# line; down.sh checks that before it signals a pid, so a recycled pid is never
-# killed.
+# A process is ours only if it is the very process we started: its pid, its
+# start time (recorded beside the pid) and the run directory on its command
+# line all match. down.sh checks that before it signals a pid, so a recycled
+# pid is never killed, even when a new run's process has the same pid and a
+# run directory of the same name.
 
 cp_log() { printf '%s: %s\n' "${CP_SCRIPT:-controlplane}" "$*" >&2; }
 cp_die() { printf '%s: ERROR: %s\n' "${CP_SCRIPT:-controlplane}" "$*" >&2; exit 1; }
@@ -43,14 +45,34 @@ cp_free_port() {
   cp_die "no free port found on 127.0.0.1"
 }
 
+# cp_started PID: the start time of process PID (clock ticks since boot,
+# field 22 of /proc/PID/stat, read after the command name, which may hold
+# spaces), or nothing if there is no such process. A pid reused by a later
+# process has a later start time.
+cp_started() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+  stat="${stat##*) }"
+  # shellcheck disable=SC2086 # split the fields on purpose
+  set -- $stat
+  echo "${20:-}"
+}
+
 # cp_pid_alive RUN NAME: true if RUN/pids/NAME.pid names a live process of
-# this run (its command line mentions RUN).
+# this run: the process started then (RUN/pids/NAME.start) with RUN, or a
+# path in it, as one of its arguments.
 cp_pid_alive() {
-  local run="$1" name="$2" pid
+  local run="$1" name="$2" pid started
   [ -f "$run/pids/$name.pid" ] || return 1
   pid="$(cat "$run/pids/$name.pid")"
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$run" || return 1
+  if [ -f "$run/pids/$name.start" ]; then
+    started="$(cp_started "$pid")"
+    [ -n "$started" ] && [ "$started" = "$(cat "$run/pids/$name.start")" ] || return 1
+  fi
+  # An argument that is RUN, or a path under it (`/tmp/run-1` is not
+  # `/tmp/run-12`).
+  tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qE -- "(^|=)$(printf '%s' "$run" | sed 's/[.[\*^$()+?{|]/\\&/g')(/|$)" || return 1
   # a zombie is not alive
   [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]
 }
@@ -71,6 +93,7 @@ cp_start() {
   # group does not reach it half-way; down.sh (or the owner watcher) stops it.
   setsid "$@" </dev/null >>"$run/logs/$name.log" 2>&1 &
   echo $! >"$run/pids/$name.pid"
+  cp_started $! >"$run/pids/$name.start"
   cp_log "started $name (pid $!), log $run/logs/$name.log"
 }
 
@@ -151,7 +174,7 @@ cp_stop() {
     fi
     cp_log "stopped $name (pid $pid)"
   fi
-  rm -f "$run/pids/$name.pid"
+  rm -f "$run/pids/$name.pid" "$run/pids/$name.start"
 }
 
 # cp_bin_dir: the directory holding the binaries: $DRAGON_CONTROLPLANE_BIN if

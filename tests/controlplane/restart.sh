@@ -38,7 +38,7 @@ action="${3:-restart}"
 # kill_now: SIGKILL the recorded process and wait until it is gone.
 kill_now() {
   local pid
-  cp_pid_alive "$run" "$name" || { rm -f "$run/pids/$name.pid"; return 0; }
+  cp_pid_alive "$run" "$name" || { rm -f "$run/pids/$name.pid" "$run/pids/$name.start"; return 0; }
   pid="$(cat "$run/pids/$name.pid")"
   kill -KILL "$pid" 2>/dev/null || true
   for _ in $(seq 1 50); do
@@ -47,7 +47,7 @@ kill_now() {
   done
   cp_pid_alive "$run" "$name" && cp_die "$name (pid $pid) survived SIGKILL"
   cp_log "killed $name (pid $pid)"
-  rm -f "$run/pids/$name.pid"
+  rm -f "$run/pids/$name.pid" "$run/pids/$name.start"
 }
 
 stop_it() {

@@ -249,10 +249,14 @@ if [ "$with_scheduler" = 1 ]; then
 fi
 
 if [ -n "$owner_pid" ]; then
+  # The owner is the process with that pid and that start time: a later
+  # process given the same pid is not it.
+  owner_started="$(cp_started "$owner_pid")"
+  [ -n "$owner_started" ] || cp_die "owner process $owner_pid is not running"
   # shellcheck disable=SC2016 # expanded by the inner bash
   cp_start "$run" owner-watch bash -c \
-    'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec "$2" "$3"' \
-    owner-watch "$owner_pid" "$CP_HERE/down.sh" "$run"
+    'while [ "$(. "$5"; cp_started "$1")" = "$2" ]; do sleep 1; done; exec "$3" "$4"' \
+    owner-watch "$owner_pid" "$owner_started" "$CP_HERE/down.sh" "$run" "$CP_HERE/lib.sh"
 fi
 
 started_ok=1

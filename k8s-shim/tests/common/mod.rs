@@ -34,7 +34,15 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// when this test process exits.
 pub fn control_plane() -> &'static ControlPlane {
     CP.get_or_init(|| {
-        let run = std::env::temp_dir().join(format!("dragon-e2e-{}", std::process::id()));
+        // Unique to this start: a run directory named after a pid alone is
+        // shared with any later test process given the same pid.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let run = std::env::temp_dir().join(format!(
+            "dragon-e2e-{}-{nanos:09}",
+            std::process::id()
+        ));
         let started = Instant::now();
         let up = || {
             Command::new(repo().join("tests/controlplane/up.sh"))
