@@ -39,10 +39,8 @@ pub fn control_plane() -> &'static ControlPlane {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let run = std::env::temp_dir().join(format!(
-            "dragon-e2e-{}-{nanos:09}",
-            std::process::id()
-        ));
+        let run =
+            std::env::temp_dir().join(format!("dragon-e2e-{}-{nanos:09}", std::process::id()));
         let started = Instant::now();
         let up = || {
             Command::new(repo().join("tests/controlplane/up.sh"))
