@@ -50,6 +50,15 @@ impl Resources {
         }
     }
 
+    /// `k` times as much, saturating.
+    pub fn times(self, k: u32) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_mul(u64::from(k)),
+            memory_mib: self.memory_mib.saturating_mul(u64::from(k)),
+            gpus: self.gpus.saturating_mul(k),
+        }
+    }
+
     /// Difference, floored at zero.
     pub fn minus(self, o: Resources) -> Resources {
         Resources {
