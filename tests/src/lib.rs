@@ -34,16 +34,13 @@ impl<P: Policy> Native<P> {
         policy.configure_json(settings).expect("settings accepted");
         let meta = policy.info();
         let info = PolicyInfo {
-            name: meta.name.clone(),
-            version: meta.version.clone(),
             interface_version: dragon_policy_sdk::INTERFACE_VERSION.into(),
-            hooks: meta.hooks.iter().map(Lift::lift).collect(),
-            origin: "native".into(),
-            sha256: String::new(),
-            size_bytes: 0,
-            compile_ms: 0.0,
-            cached: false,
             settings: settings.into(),
+            ..PolicyInfo::native(
+                &meta.name,
+                &meta.version,
+                meta.hooks.iter().map(Lift::lift).collect(),
+            )
         };
         Native {
             policy,
@@ -449,4 +446,12 @@ pub fn add_gang(
         cluster.add_pod(p, None).expect("a new pod");
     }
     template
+}
+
+/// How many pods of `job` are pending in `s`.
+pub fn pending_pods(s: &dragon_host::framework::Scheduler, job: &str) -> usize {
+    s.cluster()
+        .job_pods(job)
+        .filter(|(_, st)| *st == dragon_host::framework::PodState::Pending)
+        .count()
 }

@@ -9,7 +9,7 @@ use dragon_host::framework::{
     Taint, TaintEffect, UnitKey,
 };
 use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
-use dragon_tests::{Ops, add_job, bundled, engine, hostile};
+use dragon_tests::{Ops, add_job, bundled, engine, hostile, pending_pods};
 
 fn node(name: &str, gpus: u32) -> Node {
     Node::new(
@@ -142,7 +142,7 @@ fn a_podgroups_gang_is_placed_whole_or_not_at_all_even_by_a_policy_without_gangs
     let (d, io) = round(&mut s, 10, &bundled(&e, "baseline", ""));
     let bound = |job: &str| io.binds.iter().filter(|(p, _)| p.starts_with(job)).count();
     assert_eq!((bound("first-"), bound("second-")), (6, 0), "{d:?}");
-    assert_eq!(pending_of(&s, "second"), 6);
+    assert_eq!(pending_pods(&s, "second"), 6);
     // A job that is not declared stays the policy's to gang or not.
     let mut s = sched(&[("a", 4), ("b", 4)]);
     add_pod_group(&mut s, "first", 6, 1, |j| j.declared = false);
@@ -694,13 +694,6 @@ fn group_pod(group: &str, i: u32, gpus: u32) -> dragon_host::framework::Pod {
     p
 }
 
-fn pending_of(s: &Scheduler, job: &str) -> usize {
-    s.cluster()
-        .job_pods(job)
-        .filter(|(_, st)| *st == PodState::Pending)
-        .count()
-}
-
 // Coscheduling's case: minMember 2 of six pods, room for four. Nothing
 // waits for all six; any two start, and the others follow as they fit.
 #[test]
@@ -717,7 +710,7 @@ fn a_gang_with_more_pods_than_its_min_member_starts_with_those_that_fit() {
     );
     let (d, io) = round(&mut s, 1, &p);
     assert_eq!(io.binds.len(), 2, "then the members that fit: {d:?}");
-    assert_eq!(pending_of(&s, "g"), 2);
+    assert_eq!(pending_pods(&s, "g"), 2);
     // No room for the last two: they wait, and say why in pods' terms.
     let (d, io) = round(&mut s, 2, &p);
     assert!(io.binds.is_empty());
@@ -779,7 +772,7 @@ fn a_podgroup_timeout_replaces_the_policys_wait_and_releases_the_gang_when_it_en
             if reason.contains("scheduleTimeoutSeconds") && reason.contains("2 of minMember 3 pods placed (2 exist)")),
         "released, and not reserved again at once: {d:?}"
     );
-    assert_eq!(pending_of(&s, "j"), 1);
+    assert_eq!(pending_pods(&s, "j"), 1);
     assert_eq!(s.cluster().free(0).gpus, 7);
 
     // Longer than the policy's own wait: still waiting after DRAGON's 60 s.

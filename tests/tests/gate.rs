@@ -172,11 +172,10 @@ impl Chaotic {
     fn new(seed: u64, invalid_one_in: u64) -> Chaotic {
         use dragon_host::runtime::wit::Hook;
         Chaotic {
-            info: dragon_host::runtime::PolicyInfo {
-                name: "chaotic".into(),
-                version: "0".into(),
-                interface_version: "0.2.0".into(),
-                hooks: vec![
+            info: dragon_host::runtime::PolicyInfo::native(
+                "chaotic",
+                "0",
+                vec![
                     Hook::QueueOrder,
                     Hook::PreFilter,
                     Hook::Filter,
@@ -184,13 +183,7 @@ impl Chaotic {
                     Hook::Permit,
                     Hook::Scale,
                 ],
-                origin: "native".into(),
-                sha256: String::new(),
-                size_bytes: 0,
-                compile_ms: 0.0,
-                cached: false,
-                settings: String::new(),
-            },
+            ),
             seed,
             invalid_one_in,
         }

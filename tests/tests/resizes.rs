@@ -5,13 +5,13 @@
 //! for workers that cannot join it.
 
 use dragon_host::framework::{
-    Cluster, Held, Node, PodState, RecordingIo, ResizeLimits, Resources, Scheduler, SchedulerConfig,
+    Cluster, Held, Node, RecordingIo, ResizeLimits, Resources, Scheduler, SchedulerConfig,
 };
 use dragon_host::runtime::view::ClusterView;
 use dragon_host::runtime::{CallError, Hooks, PolicyInfo, wit};
 use dragon_host::sim::{SimOptions, Trace, simulate};
 use dragon_host::spec::worker_pod;
-use dragon_tests::{Ops, add_gang, add_job, bundled, engine};
+use dragon_tests::{Ops, add_gang, add_job, bundled, engine, pending_pods};
 
 /// What a resizing policy does with each running job at each scale step.
 #[derive(Clone, Copy)]
@@ -33,18 +33,7 @@ struct Resizer {
 impl Resizer {
     fn new(resize: Resize) -> Resizer {
         Resizer {
-            info: PolicyInfo {
-                name: "resizer".into(),
-                version: "0".into(),
-                interface_version: "0.2.0".into(),
-                hooks: vec![wit::Hook::Permit, wit::Hook::Scale],
-                origin: "native".into(),
-                sha256: String::new(),
-                size_bytes: 0,
-                compile_ms: 0.0,
-                cached: false,
-                settings: String::new(),
-            },
+            info: PolicyInfo::native("resizer", "0", vec![wit::Hook::Permit, wit::Hook::Scale]),
             resize,
         }
     }
@@ -140,13 +129,6 @@ fn node(name: &str, gpus: u32) -> Node {
     )
 }
 
-fn pending_workers(s: &Scheduler, job: &str) -> usize {
-    s.cluster()
-        .job_pods(job)
-        .filter(|(_, st)| *st == PodState::Pending)
-        .count()
-}
-
 #[test]
 fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_in_time() {
     let mut c = Cluster::new();
@@ -167,7 +149,7 @@ fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_
     add_job(&mut s, "j", 0, 2, 1, 12);
     let mut io = RecordingIo::default();
     s.schedule_round(0, &dragon, &mut io, &mut RecordingIo::default());
-    assert_eq!(pending_workers(&s, "j"), 0);
+    assert_eq!(pending_pods(&s, "j"), 0);
 
     // Asked for 12, it grows by the 6 free GPUs only.
     let mut scaler = RecordingIo::default();
@@ -209,7 +191,7 @@ fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_
             .unwrap();
     }
     s.schedule_round(32_000, &dragon, &mut io, &mut RecordingIo::default());
-    assert_eq!(pending_workers(&s, "j"), 6, "no room for the new workers");
+    assert_eq!(pending_pods(&s, "j"), 6, "no room for the new workers");
 
     // Within the timeout the growth waits; after it, it is rolled back.
     let r = s.scale_step(60_000, &greedy, &mut scaler);
@@ -220,7 +202,7 @@ fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_
         r.actions[0].reason,
         "growth rolled back: 6 new worker(s) found no room within 300 s"
     );
-    assert_eq!(pending_workers(&s, "j"), 0);
+    assert_eq!(pending_pods(&s, "j"), 0);
     assert_eq!(s.cluster().job("j").unwrap().workers, 2);
 }
 

@@ -102,6 +102,23 @@ pub fn hook_name(hook: wit::Hook) -> &'static str {
 }
 
 impl PolicyInfo {
+    /// A policy run natively, in the host's process (no component, so no
+    /// digest, size or compile time), built against the newest interface.
+    pub fn native(name: &str, version: &str, hooks: Vec<wit::Hook>) -> PolicyInfo {
+        PolicyInfo {
+            name: name.into(),
+            version: version.into(),
+            interface_version: crate::INTERFACE_VERSION.into(),
+            hooks,
+            origin: "native".into(),
+            sha256: String::new(),
+            size_bytes: 0,
+            compile_ms: 0.0,
+            cached: false,
+            settings: String::new(),
+        }
+    }
+
     /// Whether the policy implements `hook`.
     pub fn implements(&self, hook: wit::Hook) -> bool {
         self.hooks.contains(&hook)

@@ -29,18 +29,7 @@ impl Hooks for Permits {
 
 fn permits(answer: wit::PermitResult) -> Permits {
     Permits {
-        info: PolicyInfo {
-            name: "permits".into(),
-            version: "0.1.0".into(),
-            interface_version: "0.2.0".into(),
-            hooks: vec![wit::Hook::Permit],
-            origin: "native".into(),
-            sha256: String::new(),
-            size_bytes: 0,
-            compile_ms: 0.0,
-            cached: false,
-            settings: String::new(),
-        },
+        info: PolicyInfo::native("permits", "0.1.0", vec![wit::Hook::Permit]),
         answer,
     }
 }
