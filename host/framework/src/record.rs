@@ -187,6 +187,11 @@ pub struct Recorder {
 impl Recorder {
     /// Create `path` and write the magic and `header`.
     ///
+    /// They are written under a temporary name beside `path` and the file
+    /// is renamed only then, so whoever lists the directory (a recorder
+    /// reader, a `dragon replay` on a live flight directory) never sees a
+    /// recording without its header.
+    ///
     /// # Errors
     /// The file cannot be created or written.
     pub fn create(path: &Path, header: &Header) -> Result<Recorder, RecordError> {
@@ -194,7 +199,10 @@ impl Recorder {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::create(path).map_err(io)?;
+        let mut part = path.as_os_str().to_owned();
+        part.push(".part");
+        let part = PathBuf::from(part);
+        let file = File::create(&part).map_err(io)?;
         let mut r = Recorder {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
@@ -202,6 +210,8 @@ impl Recorder {
         };
         r.out.write_all(MAGIC).map_err(io)?;
         r.record(header)?;
+        r.flush()?;
+        std::fs::rename(&part, path).map_err(io)?;
         Ok(r)
     }
 
@@ -662,6 +672,24 @@ mod tests {
             e.contains("recorded in format 9; this build reads format 2"),
             "{e}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_recording_appears_under_its_name_only_with_its_header_written() {
+        let dir = std::env::temp_dir().join(format!("dragon-record-new-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.rec");
+        // Nothing flushed after the header: a reader still finds it whole.
+        let r = Recorder::create(&path, &header()).unwrap();
+        let rec = read(&path).unwrap();
+        assert_eq!((rec.header, rec.frames.len()), (header(), 0));
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["run.rec"], "no temporary file is left");
+        drop(r);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
