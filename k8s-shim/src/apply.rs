@@ -16,6 +16,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::cluster_io::{ClaimProgress, ClusterIo, Note};
 use crate::group_status::Status;
+use dragon_framework::{JobKey, NodeName, PodKey};
 
 /// What a round chose for a pod that must be written before its Binding:
 /// each ResourceClaim's allocation, the class and devices serving its
@@ -38,10 +39,10 @@ impl Prebind {
 #[derive(Debug, Clone, Default)]
 pub struct Prebinds {
     /// By pod.
-    pub pods: BTreeMap<String, Prebind>,
+    pub pods: BTreeMap<PodKey, Prebind>,
     /// The gang (job) of each pod in one: a gang none of whose writes
     /// failed is bound, else none of it.
-    pub gangs: BTreeMap<String, String>,
+    pub gangs: BTreeMap<PodKey, JobKey>,
     /// How long a pod's claims may take to become bound once written.
     pub volume_wait: Duration,
 }
@@ -56,7 +57,7 @@ pub struct Prebinds {
 /// result.
 pub async fn bind_all<I: ClusterIo>(
     io: &I,
-    binds: &[(String, String)],
+    binds: &[(PodKey, NodeName)],
     prebinds: &Prebinds,
     concurrency: usize,
 ) -> Vec<Result<(), ApiError>> {
@@ -76,7 +77,7 @@ pub async fn bind_all<I: ClusterIo>(
         .buffered(concurrency)
         .collect()
         .await;
-    let failed: BTreeSet<&String> = binds
+    let failed: BTreeSet<&JobKey> = binds
         .iter()
         .zip(&written)
         .filter(|(_, r)| r.is_err())
@@ -113,14 +114,14 @@ pub async fn bind_all<I: ClusterIo>(
         };
         for (claim, _) in &p.claims {
             if let Err(e) = io.unreserve(claim, pod).await {
-                tracing::warn!(claim, pod, "giving the claim back after a failed bind: {e}");
+                tracing::warn!(claim, %pod, "giving the claim back after a failed bind: {e}");
             }
         }
         if p.extended.is_some()
             && let Err(e) = io.drop_extended_claim(pod).await
         {
             tracing::warn!(
-                pod,
+                %pod,
                 "deleting the extended-resource claim after a failed bind: {e}"
             );
         }

@@ -480,6 +480,7 @@ fn scale_api(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dragon_framework::{NodeName, PodKey};
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
@@ -570,14 +571,17 @@ mod tests {
         let rt = runtime();
         let (client, seen) = fake_api(&rt, Duration::from_millis(50));
         let io = KubeIo::new(client, "dragon-scheduler");
-        let binds: Vec<(String, String)> = (0..12)
+        let binds: Vec<(PodKey, NodeName)> = (0..12)
             .map(|i| {
                 let pod = if i == 5 {
                     "refused-5".into()
                 } else {
                     format!("p{i}")
                 };
-                (format!("ns/{pod}"), format!("n{i}"))
+                (
+                    PodKey::from(format!("ns/{pod}")),
+                    NodeName::from(format!("n{i}")),
+                )
             })
             .collect();
         let t0 = Instant::now();
@@ -609,8 +613,8 @@ mod tests {
         let rt = runtime();
         let (client, seen) = fake_api(&rt, Duration::from_millis(100));
         let io = KubeIo::new(client, "dragon-scheduler").with_rate_limit(Some((50.0, 3)));
-        let binds: Vec<(String, String)> = (0..8)
-            .map(|i| (format!("ns/p{i}"), "n".to_string()))
+        let binds: Vec<(PodKey, NodeName)> = (0..8)
+            .map(|i| (format!("ns/p{i}").into(), "n".into()))
             .collect();
         let t0 = Instant::now();
         let results = rt.block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 32));

@@ -15,6 +15,7 @@ use k8s_openapi::api::storage::v1 as storage;
 use crate::group_status::{GroupStatuses, PodPhase};
 use crate::translate::volumes::ClaimSeen;
 use crate::translate::{self, PodGroupSpec, TranslateError};
+use dragon_framework::{JobKey, NodeName, PodKey};
 
 mod deferred;
 mod volumes;
@@ -148,14 +149,14 @@ pub struct Snapshot {
     groups: BTreeMap<String, PodGroup>,
     /// Workers wanted per job when known from the workload's `/scale`
     /// (or our own scaling), else the worker pods that exist.
-    pub desired: BTreeMap<String, u32>,
+    pub desired: BTreeMap<JobKey, u32>,
     /// Pods waiting for their node or PodGroup to be seen.
     deferred: Deferred,
     /// Pods that could not be translated, with the reason (shown in events).
     pub invalid: BTreeMap<String, String>,
     /// The `resourceVersion` of each pending pod of ours as last seen: why
     /// it waits is written on that version only, never on a pod bound since.
-    pub versions: BTreeMap<String, String>,
+    pub versions: BTreeMap<PodKey, String>,
     /// Pods bound to a node that was deleted, with that node: the API still
     /// has them bound (until PodGC deletes them), so they are neither
     /// pending nor using a live node. Back in the framework if the node
@@ -232,7 +233,7 @@ impl Snapshot {
     /// Claims and volumes are relisted in full; one left over only answers
     /// for a pod naming something that no longer exists.
     pub fn vanished(&self, kind: Listed, listed: &BTreeSet<String>) -> Vec<Event> {
-        let gone = |key: &String| !listed.contains(key);
+        let gone = |key: &str| !listed.contains(key);
         match kind {
             Listed::Nodes => {
                 let c = self.sched.cluster();
@@ -240,23 +241,23 @@ impl Snapshot {
                     .iter()
                     .enumerate()
                     .filter(|(i, n)| c.is_live(*i) && gone(&n.name))
-                    .map(|(_, n)| Event::NodeGone(n.name.clone()))
+                    .map(|(_, n)| Event::NodeGone(n.name.clone().into()))
                     .collect()
             }
             Listed::Pods => {
-                let held: BTreeSet<&String> = self
+                let held: BTreeSet<&str> = self
                     .sched
                     .cluster()
                     .pods()
-                    .map(|(p, _)| &p.key)
-                    .chain(self.deferred.by_pod.keys())
-                    .chain(self.awaiting_volumes.keys())
-                    .chain(self.orphans.keys())
-                    .chain(self.invalid.keys())
+                    .map(|(p, _)| p.key.as_str())
+                    .chain(self.deferred.by_pod.keys().map(String::as_str))
+                    .chain(self.awaiting_volumes.keys().map(String::as_str))
+                    .chain(self.orphans.keys().map(String::as_str))
+                    .chain(self.invalid.keys().map(String::as_str))
                     .collect();
                 held.into_iter()
                     .filter(|k| gone(k))
-                    .map(|k| Event::PodGone(k.clone()))
+                    .map(|k| Event::PodGone(k.to_string()))
                     .collect()
             }
             Listed::Groups(api) => self
@@ -319,7 +320,7 @@ impl Snapshot {
                         tracing::warn!(node = %name, "ignoring node: {e}");
                     }
                     self.readopt_orphans(&name);
-                    self.retry_deferred(&Awaited::Node(name));
+                    self.retry_deferred(&Awaited::Node(name.into()));
                 }
                 Err(e) => tracing::warn!("ignoring node: {e}"),
             },
@@ -341,7 +342,7 @@ impl Snapshot {
                 self.groups.remove(&key);
                 self.statuses.remove_group(&key);
                 if self.sched.cluster().job_pods(&key).next().is_none() {
-                    self.change(ClusterOp::RemoveJob(key));
+                    self.change(ClusterOp::RemoveJob(key.into()));
                 }
             }
             Event::Claim(pvc) => self.claim_changed(&pvc),
@@ -352,10 +353,13 @@ impl Snapshot {
             Event::StorageClassGone(name) => self.class_gone(&name),
             Event::CsiNode(node) => {
                 let (node, limits) = translate::volumes::volume_limits(&node);
-                self.change(ClusterOp::SetVolumeLimits { node, limits });
+                self.change(ClusterOp::SetVolumeLimits {
+                    node: node.into(),
+                    limits,
+                });
             }
             Event::CsiNodeGone(node) => self.change(ClusterOp::SetVolumeLimits {
-                node,
+                node: node.into(),
                 limits: Default::default(),
             }),
             Event::CsiDriver(d) => {
@@ -451,18 +455,19 @@ impl Snapshot {
         let Some(i) = self.sched.cluster().node_by_name(name) else {
             return;
         };
-        let bound: Vec<String> = self
+        let bound: Vec<PodKey> = self
             .sched
             .cluster()
             .pods()
             .filter(|(_, s)| *s == PodState::Bound(i))
             .map(|(p, _)| p.key.clone())
             .collect();
-        self.change(ClusterOp::RemoveNode(name.to_string()));
+        self.change(ClusterOp::RemoveNode(name.into()));
         for key in bound {
             if let Ok(pod) = self.sched.remove_pod(&key) {
                 let job = pod.job.clone();
-                self.orphans.insert(key, (pod, name.to_string()));
+                self.orphans
+                    .insert(key.into_string(), (pod, name.to_string()));
                 if let Some(job) = job {
                     self.refresh_job(&job);
                 }
@@ -485,7 +490,7 @@ impl Snapshot {
             let job = pod.job.clone();
             if let Err(e) = self.sched.apply(ClusterOp::AddPod {
                 pod,
-                node: Some(node),
+                node: Some(node.into()),
             }) {
                 tracing::warn!(pod = %key, "ignoring pod: {e}");
             } else if let Some(job) = job {
@@ -517,7 +522,7 @@ impl Snapshot {
                 continue;
             };
             if let Ok(mut pod) = self.sched.remove_pod(&key) {
-                pod.job = Some(job.to_string());
+                pod.job = Some(job.into());
                 let op = ClusterOp::AddPod {
                     pod,
                     node: Some(node),
@@ -552,8 +557,8 @@ impl Snapshot {
         }
         let bound_to = node_name(&p).map(str::to_string);
         match (&bound_to, ours, p.metadata.resource_version.as_ref()) {
-            (None, true, Some(v)) => self.versions.insert(key.clone(), v.clone()),
-            _ => self.versions.remove(&key),
+            (None, true, Some(v)) => self.versions.insert(key.as_str().into(), v.clone()),
+            _ => self.versions.remove(key.as_str()),
         };
         if bound_to.is_none() && !ours {
             // Another scheduler's pending pod uses nothing yet.
@@ -640,13 +645,13 @@ impl Snapshot {
         if let Some(job) = pod.job.clone() {
             if !ours {
                 pod.job = None;
-            } else if !self.groups.contains_key(&job) {
+            } else if !self.groups.contains_key(job.as_str()) {
                 if bound_to.is_some() {
                     // Usage now; a member once its PodGroup is seen.
                     pod.job = None;
-                    self.ungrouped.insert(key.clone(), job);
+                    self.ungrouped.insert(key.clone(), job.into());
                 } else {
-                    self.deferred.insert(key, Awaited::Group(job), p);
+                    self.deferred.insert(key, Awaited::Group(job.into()), p);
                     return;
                 }
             }
@@ -660,7 +665,7 @@ impl Snapshot {
                 }
                 let op = ClusterOp::AddPod {
                     pod,
-                    node: bound_to,
+                    node: bound_to.map(NodeName::from),
                 };
                 if let Err(e) = self.sched.apply(op) {
                     tracing::warn!(pod = %key, "ignoring pod: {e}");
@@ -671,8 +676,8 @@ impl Snapshot {
                 if let Some(node) = bound_to {
                     let idx = self.sched.cluster().node_by_name(&node);
                     let op = ClusterOp::ObserveBound {
-                        pod: key.clone(),
-                        node,
+                        pod: key.clone().into(),
+                        node: node.into(),
                     };
                     if state != PodState::Bound(idx.unwrap_or(usize::MAX))
                         && let Err(e) = self.sched.apply(op)
@@ -684,12 +689,12 @@ impl Snapshot {
                     // reserved while its gang waits in permit), but follow
                     // its gates.
                     self.change(ClusterOp::SetGates {
-                        pod: key.clone(),
+                        pod: key.clone().into(),
                         gates: pod.scheduling_gates,
                     });
                 }
                 self.change(ClusterOp::SetLabels {
-                    pod: key.clone(),
+                    pod: key.clone().into(),
                     labels: pod.labels,
                 });
             }

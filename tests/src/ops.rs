@@ -18,21 +18,21 @@ pub trait Ops {
     }
 
     fn remove_job(&mut self, name: &str) {
-        self.op(ClusterOp::RemoveJob(name.to_string()))
+        self.op(ClusterOp::RemoveJob(name.into()))
             .expect("a job removed");
     }
 
     fn add_pod(&mut self, pod: Pod, node: Option<&str>) -> Result<(), ClusterError> {
         self.op(ClusterOp::AddPod {
             pod,
-            node: node.map(str::to_string),
+            node: node.map(Into::into),
         })
     }
 
     fn observe_bound(&mut self, pod: &str, node: &str) -> Result<(), ClusterError> {
         self.op(ClusterOp::ObserveBound {
-            pod: pod.to_string(),
-            node: node.to_string(),
+            pod: pod.into(),
+            node: node.into(),
         })
     }
 

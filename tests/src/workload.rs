@@ -7,7 +7,8 @@
 
 use anyhow::Result;
 use dragon_host::framework::{
-    Answers, Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
+    Answers, Cluster, Decision, Node, NodeName, PodState, RecordingIo, Resources, Scheduler,
+    SchedulerConfig,
 };
 use dragon_host::record::{Frame, Recorder};
 use dragon_host::runtime::{Hooks, wit};
@@ -253,7 +254,7 @@ pub fn schedule_all_recorded(
 /// 8 gangs are evicted.
 pub fn crowded(nodes: usize) -> Scheduler {
     let mut s = pending(nodes, 0, 0);
-    let names: Vec<String> = s.cluster().nodes().iter().map(|n| n.name.clone()).collect();
+    let names: Vec<NodeName> = s.cluster().nodes().iter().map(|n| n.name.clone()).collect();
     for (j, node) in names.iter().enumerate() {
         let jp = dragon_host::spec::job_pods(
             "bench",

@@ -10,6 +10,7 @@ use dragon_host::framework::{
     Cluster, ClusterOp, Decision, Node, Pod, PodState, RecordingIo, Resources, Role, Scheduler,
     SchedulerConfig, UnitKey,
 };
+use dragon_host::framework::{NodeName, PodKey};
 use dragon_host::runtime::Hooks;
 use dragon_tests::{Ops, bundled, declared_job, engine};
 
@@ -166,13 +167,13 @@ fn devices_a_claim_holds_are_not_given_again_and_a_removed_pod_gives_back_its_ch
     );
     // The first gang's pods go: their unwritten choices are given back.
     for i in 0..2 {
-        s.op(ClusterOp::RemovePod(format!("ns/first-{i}")))
+        s.op(ClusterOp::RemovePod(format!("ns/first-{i}").into()))
             .expect("removed");
     }
     let (d, io) = round(&mut s, 1_000, &policy);
     assert_eq!(
         io.binds,
-        vec![("ns/second-0".to_string(), "a".to_string())],
+        vec![(PodKey::from("ns/second-0"), NodeName::from("a"))],
         "{d:?}"
     );
 }
@@ -248,14 +249,14 @@ fn a_gpu_request_on_nodes_that_advertise_none_is_served_by_the_gpu_class_and_cou
     assert!(io.binds.is_empty(), "{d:?}");
     // Its GPUs gone, the gang's devices are free again.
     for i in 0..4 {
-        s.op(ClusterOp::RemovePod(format!("ns/j-{i}")))
+        s.op(ClusterOp::RemovePod(format!("ns/j-{i}").into()))
             .expect("removed");
     }
     assert_eq!(s.cluster().free(1).gpus, 4);
     let (d, io) = round(&mut s, 2_000, &policy);
     assert_eq!(
         io.binds,
-        vec![("ns/three".to_string(), "b".to_string())],
+        vec![(PodKey::from("ns/three"), NodeName::from("b"))],
         "{d:?}"
     );
 }
@@ -340,7 +341,7 @@ fn any_extended_resource_a_node_does_not_advertise_is_served_by_the_class_that_n
     let (d, io) = round(&mut s, 0, &policy);
     assert_eq!(
         io.binds,
-        [("ns/plugin".to_string(), "b".to_string())],
+        [(PodKey::from("ns/plugin"), NodeName::from("b"))],
         "{d:?}"
     );
     // A class serving it: a's devices serve a pod asking two; the newest
@@ -361,7 +362,11 @@ fn any_extended_resource_a_node_does_not_advertise_is_served_by_the_class_that_n
     })
     .expect("a pod");
     let (d, io) = round(&mut s, 1_000, &policy);
-    assert_eq!(io.binds, [("ns/dra".to_string(), "a".to_string())], "{d:?}");
+    assert_eq!(
+        io.binds,
+        [(PodKey::from("ns/dra"), NodeName::from("a"))],
+        "{d:?}"
+    );
     let choice = s
         .cluster()
         .devices()
@@ -386,7 +391,7 @@ fn any_extended_resource_a_node_does_not_advertise_is_served_by_the_class_that_n
     let (d, io) = round(&mut s, 3_000, &policy);
     assert_eq!(
         io.binds,
-        [("ns/implicit".to_string(), "a".to_string())],
+        [(PodKey::from("ns/implicit"), NodeName::from("a"))],
         "{d:?}"
     );
     let choice = s

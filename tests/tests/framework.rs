@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use dragon_host::framework::{
-    Cluster, Decision, Job, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
-    Taint, TaintEffect, UnitKey,
+    Cluster, Decision, Job, Node, NodeName, PodKey, PodState, RecordingIo, Resources, Scheduler,
+    SchedulerConfig, Taint, TaintEffect, UnitKey,
 };
 use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
 use dragon_tests::{Ops, add_job, bundled, engine, hostile, pending_pods};
@@ -34,7 +34,7 @@ fn bound_nodes(s: &Scheduler, job: &str) -> Vec<String> {
     s.cluster()
         .job_pods(job)
         .filter_map(|(_, st)| match st {
-            PodState::Bound(n) => Some(s.cluster().nodes()[n].name.clone()),
+            PodState::Bound(n) => Some(s.cluster().nodes()[n].name.to_string()),
             _ => None,
         })
         .collect()
@@ -413,7 +413,10 @@ fn built_in_filters_respect_taints_and_node_selectors() {
     c.add_pod(pod, None).unwrap();
     let mut s = Scheduler::new(c, SchedulerConfig::default());
     let (_, io) = round(&mut s, 0, &bundled(&e, "baseline", ""));
-    assert_eq!(io.binds, vec![("p".to_string(), "labelled".to_string())]);
+    assert_eq!(
+        io.binds,
+        vec![(PodKey::from("p"), NodeName::from("labelled"))]
+    );
 }
 
 /// One worker pod of one GPU, as its own job.
@@ -429,7 +432,7 @@ fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
     };
     dragon_tests::add_gang(s, name, arrival_ms, None, &w);
     let (p, _) = s.cluster().job_pods(name).next().expect("a pod");
-    p.key.clone()
+    p.key.clone().into()
 }
 
 fn tried(d: &[Decision], pod: &str) -> bool {

@@ -4,8 +4,8 @@
 //! `preemptionPolicy: Never` honoured.
 
 use dragon_host::framework::{
-    Answers, ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, PodState,
-    Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
+    Answers, ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, NodeName,
+    PodKey, PodState, Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
 };
 use dragon_host::runtime::Hooks;
 use dragon_host::spec::{TaskSpec, job_pods};
@@ -180,7 +180,7 @@ fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
         .scales
         .scales
         .iter()
-        .map(|(j, w, _)| (j.clone(), *w))
+        .map(|(j, w, _)| (j.to_string(), *w))
         .collect();
     // Two of its workers go: just the room the preemptor needs.
     assert_eq!(
@@ -215,7 +215,7 @@ fn an_elastic_job_is_shrunk_towards_its_minimum_before_anything_is_evicted() {
 }
 
 /// The nominations `r` made for `unit`'s pods.
-fn nominations(r: &Round, unit: &UnitKey) -> Vec<(String, Option<String>)> {
+fn nominations(r: &Round, unit: &UnitKey) -> Vec<(PodKey, Option<NodeName>)> {
     r.decisions
         .iter()
         .find_map(|d| match d {
@@ -298,7 +298,7 @@ fn a_unit_whose_preemption_policy_is_never_waits_for_room() {
     job(&mut s, "low", 0, 0, 4, 4);
     round(&mut s, 0, &dragon);
     job(&mut s, "polite", 10, 10, 2, 2);
-    let keys: Vec<String> = s
+    let keys: Vec<PodKey> = s
         .cluster()
         .job_pods("polite")
         .map(|(p, _)| p.key.clone())

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use dragon_host::framework::{
-    ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodState, RecordingIo, Release,
+    ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodKey, PodState, RecordingIo, Release,
     ResizeLimits, Resources, Role, Scheduler, SchedulerConfig, Taint, TaintEffect, Toleration,
     TolerationOperator, UnitKey,
 };
@@ -395,7 +395,7 @@ fn check_capacity(s: &Scheduler, view: &BindView, when: &str) -> Result<(), Stri
         let node = &c.nodes()[i];
         if let PodState::Bound(_) = st {
             bound[i] = bound[i].plus(p.request);
-            match view.get(&p.key) {
+            match view.get(p.key.as_str()) {
                 Some(name) if *name == node.name => {}
                 other => {
                     return Err(format!(
@@ -567,7 +567,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
                 continue;
             };
             if now >= started + u64::from(runs) * sc.gap_ms {
-                let pods: Vec<String> = s
+                let pods: Vec<PodKey> = s
                     .cluster()
                     .job_pods(&name)
                     .map(|(p, _)| p.key.clone())
@@ -668,7 +668,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
             }
             if a.to > a.from {
                 out.scale_ups += 1;
-                let template = &templates[&a.job];
+                let template = &templates[a.job.as_str()];
                 for index in a.from..a.to {
                     s.add_pod(worker_pod(&job, template, index, None).0, None)
                         .expect("a new worker");
@@ -696,8 +696,8 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         .pods()
         .map(|(p, st)| {
             (
-                p.key.clone(),
-                st.node().map(|n| s.cluster().nodes()[n].name.clone()),
+                p.key.to_string(),
+                st.node().map(|n| s.cluster().nodes()[n].name.to_string()),
                 matches!(st, PodState::Bound(_)),
             )
         })

@@ -349,7 +349,7 @@ fn an_elastic_job_held_to_a_rack_grows_only_as_far_as_its_rack_has_room() {
     let grown: Vec<(String, u32, u32)> = report
         .requests
         .iter()
-        .map(|r| (r.job.clone(), r.from, r.workers))
+        .map(|r| (r.job.to_string(), r.from, r.workers))
         .collect();
     assert_eq!(grown, [("e".to_string(), 4, 5)], "{:?}", report.errors);
     assert!(

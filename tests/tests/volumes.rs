@@ -11,6 +11,7 @@ use dragon_host::framework::{
     Cluster, ClusterOp, Decision, Node, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
     Requirement, Resources, Role, Scheduler, SchedulerConfig,
 };
+use dragon_host::framework::{NodeName, PodKey};
 use dragon_host::runtime::Hooks;
 use dragon_tests::{Ops, bundled, declared_job, engine};
 
@@ -181,7 +182,7 @@ fn a_claim_with_no_volume_is_provisioned_on_the_node_its_class_allows() {
     let (d, io) = round(&mut s, 0, &policy);
     assert_eq!(
         io.binds,
-        vec![("ns/j-0".to_string(), "b".to_string())],
+        vec![(PodKey::from("ns/j-0"), NodeName::from("b"))],
         "{d:?}"
     );
     let chosen: Vec<_> = s.cluster().volumes().chosen_for("ns/j-0").collect();

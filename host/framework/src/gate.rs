@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use crate::cluster::{Cluster, PodState};
 use crate::cycle::SchedulerConfig;
+use crate::names::{JobKey, NodeName};
 use crate::record::{self, Frame, Replayer};
 use dragon_runtime::{CallError, Hooks, Observed, Observer, wit};
 
@@ -68,7 +69,7 @@ pub enum Breach {
     )]
     OverCapacity {
         now_ms: u64,
-        node: String,
+        node: NodeName,
         resource: &'static str,
         used: u64,
         allocatable: u64,
@@ -79,7 +80,7 @@ pub enum Breach {
     )]
     GangSplit {
         now_ms: u64,
-        job: String,
+        job: JobKey,
         placed: u32,
         min: u32,
     },
@@ -89,7 +90,7 @@ pub enum Breach {
     )]
     SizeOutOfBounds {
         now_ms: u64,
-        job: String,
+        job: JobKey,
         workers: u32,
         min: u32,
         max: u32,
@@ -330,8 +331,8 @@ pub fn golden(
 /// should: pods another scheduler placed, a node that shrank).
 struct Holdings {
     used: Vec<[u64; 3]>,
-    placed: std::collections::BTreeMap<String, u32>,
-    workers: std::collections::BTreeMap<String, u32>,
+    placed: std::collections::BTreeMap<JobKey, u32>,
+    workers: std::collections::BTreeMap<JobKey, u32>,
 }
 
 fn used(cluster: &Cluster, i: usize) -> [u64; 3] {

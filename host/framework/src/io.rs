@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{JobKey, NodeName, PodKey};
 use crate::unit::UnitKey;
 
 /// Why an API call failed, as far as the framework cares.
@@ -67,7 +68,7 @@ pub enum Effect {
     /// Undo the bind of `pod`, a member of `unit` whose siblings could not
     /// all be bound, so the gang is released whole rather than left half
     /// running; report the outcome with `Scheduler::released`.
-    Release { unit: UnitKey, pod: String },
+    Release { unit: UnitKey, pod: PodKey },
     /// Set a job's worker count; report the outcome with
     /// `Scheduler::scaled`.
     Scale(ScaleRequest),
@@ -82,7 +83,7 @@ pub enum Effect {
 pub struct Eviction {
     pub victim: UnitKey,
     /// Its pods holding a node.
-    pub pods: Vec<String>,
+    pub pods: Vec<PodKey>,
     /// The unit it makes room for.
     pub preemptor: UnitKey,
     /// What to tell the victim (an Event in Kubernetes).
@@ -92,7 +93,7 @@ pub struct Eviction {
 /// A worker count to set on a job (its `/scale` subresource in Kubernetes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScaleRequest {
-    pub job: String,
+    pub job: JobKey,
     /// Workers before.
     pub from: u32,
     /// Workers asked for.
@@ -127,7 +128,7 @@ pub trait Binder {
 
     /// Bind every `(pod, node)` of a round: one result per entry, in order.
     /// The default binds one after another.
-    fn bind_many(&mut self, binds: &[(String, String)]) -> Vec<Result<(), ApiError>> {
+    fn bind_many(&mut self, binds: &[(PodKey, NodeName)]) -> Vec<Result<(), ApiError>> {
         binds
             .iter()
             .map(|(pod, node)| self.bind(pod, node))
@@ -178,23 +179,23 @@ pub trait Scaler {
 #[derive(Debug, Default, Clone)]
 pub struct RecordingIo {
     /// `(pod, node)` in bind order.
-    pub binds: Vec<(String, String)>,
+    pub binds: Vec<(PodKey, NodeName)>,
     /// Pods unbound.
-    pub unbinds: Vec<String>,
+    pub unbinds: Vec<PodKey>,
     /// `(job, workers, reason)` in order.
-    pub scales: Vec<(String, u32, String)>,
+    pub scales: Vec<(JobKey, u32, String)>,
     /// Preemption victims evicted, in order.
     pub evictions: Vec<Eviction>,
 }
 
 impl Binder for RecordingIo {
     fn bind(&mut self, pod: &str, node: &str) -> Result<(), ApiError> {
-        self.binds.push((pod.to_string(), node.to_string()));
+        self.binds.push((pod.into(), node.into()));
         Ok(())
     }
 
     fn unbind(&mut self, pod: &str) -> Result<Release, ApiError> {
-        self.unbinds.push(pod.to_string());
+        self.unbinds.push(pod.into());
         Ok(Release::Unbound)
     }
 
@@ -206,8 +207,7 @@ impl Binder for RecordingIo {
 
 impl Scaler for RecordingIo {
     fn scale(&mut self, job: &str, workers: u32, reason: &str) -> Result<(), ApiError> {
-        self.scales
-            .push((job.to_string(), workers, reason.to_string()));
+        self.scales.push((job.into(), workers, reason.to_string()));
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ mod io;
 mod key;
 pub mod logging;
 mod model;
+mod names;
 mod preferences;
 pub mod quantity;
 mod queue;
@@ -55,6 +56,7 @@ pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
+pub use names::{JobKey, NodeName, PodKey};
 pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,

@@ -1,5 +1,6 @@
 //! What the framework schedules as one: a job's gang or a lone pod.
 
+use crate::names::{JobKey, PodKey};
 use serde::{Serialize, Serializer};
 
 /// A unit of scheduling, named by the job or the pod it stands for.
@@ -9,19 +10,19 @@ use serde::{Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum UnitKey {
     /// The pods of a job (a PodGroup), placed together when it is a gang.
-    Job(String),
+    Job(JobKey),
     /// A pod of no job, placed on its own.
-    Pod(String),
+    Pod(PodKey),
 }
 
 impl UnitKey {
     /// The unit of job `name`.
-    pub fn job(name: impl Into<String>) -> UnitKey {
+    pub fn job(name: impl Into<JobKey>) -> UnitKey {
         UnitKey::Job(name.into())
     }
 
     /// The unit of lone pod `key`.
-    pub fn pod(key: impl Into<String>) -> UnitKey {
+    pub fn pod(key: impl Into<PodKey>) -> UnitKey {
         UnitKey::Pod(key.into())
     }
 

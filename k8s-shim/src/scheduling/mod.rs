@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dragon_framework::record::Frame;
 use dragon_framework::{
-    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, PodState, Release,
-    RoundReport, ScaleRequest, UnitKey, WallBudget,
+    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, JobKey, NodeName,
+    PodKey, PodState, Release, RoundReport, ScaleRequest, UnitKey, WallBudget,
 };
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -168,7 +168,7 @@ pub struct Loop<I> {
     teller: teller::Teller,
     /// Scale targets by job (`namespace/podgroup`), from PodGroup
     /// annotations: the annotation as last seen and what it names.
-    targets: BTreeMap<String, (String, Result<ScaleTarget, KeyError>)>,
+    targets: BTreeMap<JobKey, (String, Result<ScaleTarget, KeyError>)>,
     /// The status last sent to be written on each PodGroup.
     group_status: BTreeMap<String, Status>,
     /// The spec problem last reported on each PodGroup.
@@ -279,9 +279,9 @@ impl<I: ClusterIo> Loop<I> {
                         self.teller
                             .send(vec![teller::Tell::GroupGone { group: key.clone() }]);
                     }
-                    Event::PodGone(key) => self
-                        .teller
-                        .send(vec![teller::Tell::PodGone { pod: key.clone() }]),
+                    Event::PodGone(key) => self.teller.send(vec![teller::Tell::PodGone {
+                        pod: key.clone().into(),
+                    }]),
                     _ => {}
                 }
                 self.snapshot.apply(e);

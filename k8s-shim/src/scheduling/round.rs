@@ -8,7 +8,7 @@ impl<I: ClusterIo> Loop<I> {
     /// Learn scale targets from PodGroup annotations, and each target's
     /// replicas once (the workers a job wants).
     pub(super) async fn sync_targets(&mut self) {
-        let jobs: Vec<String> = self
+        let jobs: Vec<JobKey> = self
             .snapshot
             .sched
             .cluster()
@@ -35,10 +35,10 @@ impl<I: ClusterIo> Loop<I> {
                         self.snapshot.refresh_job(&job);
                     }
                     Err(e) => {
-                        tracing::warn!(job, %target, "cannot read the job's scale: {e}")
+                        tracing::warn!(%job, %target, "cannot read the job's scale: {e}")
                     }
                 },
-                Err(e) => tracing::warn!(job, "{e}"),
+                Err(e) => tracing::warn!(%job, "{e}"),
             }
             self.targets.insert(job, (annotation, target));
         }
@@ -67,7 +67,7 @@ impl<I: ClusterIo> Loop<I> {
     /// A scale the framework settled as applied: the job's desired size is
     /// the new one until its PodGroup says otherwise.
     pub(super) fn scaled(&mut self, job: &str, workers: u32) {
-        self.snapshot.desired.insert(job.to_string(), workers);
+        self.snapshot.desired.insert(job.into(), workers);
         self.snapshot.refresh_job(job);
     }
 
@@ -100,7 +100,7 @@ impl<I: ClusterIo> Loop<I> {
         for ((pod, node), result) in planned.binds().iter().zip(&results) {
             if result.is_ok() {
                 self.events.spawn(Note {
-                    regarding: Regarding::Pod(pod.clone()),
+                    regarding: Regarding::Pod(pod.clone().into()),
                     type_: "Normal",
                     reason: "Scheduled",
                     note: format!("Successfully assigned {pod} to {node}"),
@@ -132,7 +132,7 @@ impl<I: ClusterIo> Loop<I> {
 
     /// What the framework chose for `binds` that must be written before
     /// them, and the gangs they belong to.
-    fn prebinds(&self, binds: &[(String, String)]) -> Prebinds {
+    fn prebinds(&self, binds: &[(PodKey, NodeName)]) -> Prebinds {
         let cluster = self.snapshot.sched.cluster();
         let (devices, volumes) = (cluster.devices(), cluster.volumes());
         let mut prebinds = Prebinds {
@@ -172,13 +172,13 @@ impl<I: ClusterIo> Loop<I> {
                 Effect::Release { pod, .. } => {
                     let outcome = self.io.release(pod).await;
                     match &outcome {
-                        Err(e) => tracing::error!(pod, "cannot release a bound gang member: {e}"),
+                        Err(e) => tracing::error!(%pod, "cannot release a bound gang member: {e}"),
                         Ok(Release::Kept) => {
                             // Rare, and the only word an operator gets of a
                             // partly bound gang: sent now, never dropped
                             // with the spawned Events.
                             let note = Note {
-                                regarding: Regarding::Pod(pod.clone()),
+                                regarding: Regarding::Pod(pod.clone().into()),
                                 type_: "Warning",
                                 reason: "GangPartlyBound",
                                 note: "kept bound although a member of its gang could not be \
@@ -187,7 +187,7 @@ impl<I: ClusterIo> Loop<I> {
                                     .into(),
                             };
                             if let Err(e) = self.io.event(&note).await {
-                                tracing::warn!(pod, "cannot publish event: {e}");
+                                tracing::warn!(%pod, "cannot publish event: {e}");
                             }
                         }
                         Ok(Release::Unbound) => {}
@@ -245,14 +245,14 @@ impl<I: ClusterIo> Loop<I> {
                     Ok(()) => {
                         evicted += 1;
                         self.events.spawn(Note {
-                            regarding: Regarding::Pod(pod.clone()),
+                            regarding: Regarding::Pod(pod.clone().into()),
                             type_: "Normal",
                             reason: "Preempted",
                             note: eviction.message.clone(),
                         });
                     }
                     Err(e) => {
-                        tracing::error!(pod, victim = %eviction.victim, "eviction refused after its dry run passed: {e}");
+                        tracing::error!(%pod, victim = %eviction.victim, "eviction refused after its dry run passed: {e}");
                     }
                 }
             }

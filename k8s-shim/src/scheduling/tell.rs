@@ -7,6 +7,7 @@
 use super::teller::Tell;
 use super::*;
 use crate::metrics::Attempt;
+use dragon_framework::PodKey;
 
 impl<I: ClusterIo> Loop<I> {
     /// Metrics and logs for a round's decisions, and its tells sent.
@@ -68,7 +69,7 @@ impl<I: ClusterIo> Loop<I> {
                     m.attempt(Attempt::Error);
                     tracing::info!(
                         %unit,
-                        pod,
+                        %pod,
                         reason = %error,
                         kind = ?error.kind,
                         kept = kept.len(),
@@ -232,7 +233,7 @@ impl<I: ClusterIo> Loop<I> {
         reason: &str,
         gated: &BTreeSet<&str>,
     ) {
-        let pods: Vec<String> = match unit {
+        let pods: Vec<PodKey> = match unit {
             UnitKey::Job(job) => {
                 self.group_condition(out, job, false, reason);
                 self.snapshot

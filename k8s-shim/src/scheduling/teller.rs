@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use dragon_framework::ApiErrorKind;
 
 use crate::cluster_io::{ClusterIo, Note, Regarding, Unschedulable, Versioned};
+use dragon_framework::{NodeName, PodKey};
 
 /// One thing a round tells the API server, or what the teller must forget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,21 +27,21 @@ pub enum Tell {
     /// once per reason; the condition only on the pod's `version` as the
     /// round saw it (so never on a pod bound since).
     Waiting {
-        pod: String,
+        pod: PodKey,
         reason: String,
         gated: bool,
         version: Option<String>,
     },
     /// The pod is bound: what it was told is forgotten, so a later wait is
     /// told again.
-    Bound { pod: String },
+    Bound { pod: PodKey },
     /// The pod is gone: what it was told is forgotten.
-    PodGone { pod: String },
+    PodGone { pod: PodKey },
     /// `nominatedNodeName` set, or cleared (`None`), on the pod's
     /// `version` as the round saw it.
     Nominate {
-        pod: String,
-        node: Option<String>,
+        pod: PodKey,
+        node: Option<NodeName>,
         version: Option<String>,
     },
     /// The `PodGroupInitiallyScheduled` condition of a native PodGroup:
@@ -57,7 +58,7 @@ pub enum Tell {
 /// Whom a tell is about: tells about one target are sent in order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Target {
-    Pod(String),
+    Pod(PodKey),
     Group(String),
 }
 
@@ -250,9 +251,9 @@ async fn send_chain<I: ClusterIo>(io: &I, tells: &[Tell], mut last: Option<Told>
                     // Bound (or changed) since the round: it no longer
                     // waits for that node, or its next round says so.
                     Err(e) if e.kind == ApiErrorKind::Conflict => {
-                        tracing::debug!(pod, "nomination not written: {e}")
+                        tracing::debug!(%pod, "nomination not written: {e}")
                     }
-                    Err(e) => tracing::warn!(pod, "cannot set nominatedNodeName: {e}"),
+                    Err(e) => tracing::warn!(%pod, "cannot set nominatedNodeName: {e}"),
                 }
                 last = Some(Told::Pod(told));
             }
@@ -348,7 +349,7 @@ mod tests {
     fn nominate(pod: &str, node: Option<&str>) -> Tell {
         Tell::Nominate {
             pod: pod.into(),
-            node: node.map(str::to_string),
+            node: node.map(NodeName::from),
             version: Some("1".into()),
         }
     }

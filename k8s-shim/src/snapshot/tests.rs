@@ -322,7 +322,7 @@ fn a_bound_gang_pod_seen_before_its_podgroup_joins_the_job_when_it_comes() {
         .sched
         .cluster()
         .job_pods("ml/t")
-        .map(|(p, st)| (p.key.clone(), st))
+        .map(|(p, st)| (p.key.to_string(), st))
         .collect();
     assert_eq!(
         members,

@@ -13,6 +13,7 @@ pub mod volumes;
 use std::collections::BTreeMap;
 
 use crate::key::{ObjectKey, object_key};
+use dragon_framework::JobKey;
 use dragon_framework::{
     Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
     Toleration, TolerationOperator, TopologyConstraint,
@@ -110,7 +111,7 @@ pub fn node(n: &core::Node) -> Result<Node, TranslateError> {
         taints.push(not_ready);
     }
     Ok(Node {
-        name,
+        name: name.into(),
         allocatable,
         extended,
         max_pods,
@@ -331,10 +332,12 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     };
     let arrival_ms = created_ms(&p.metadata);
     Ok(Pod {
-        key,
+        key: key.into(),
         namespace: namespace.to_string(),
         labels,
-        job: native_pod_group(p).or_else(|| pod_group(p)),
+        job: native_pod_group(p)
+            .or_else(|| pod_group(p))
+            .map(JobKey::from),
         role,
         index,
         request,
@@ -513,7 +516,7 @@ pub fn job(
         (a, b) => a.or(b),
     };
     Ok(Job {
-        name: key.to_string(),
+        name: key.into(),
         min_member: spec.min_member,
         workers,
         min_workers: min.max(1),

@@ -13,6 +13,7 @@ use crate::framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
     Release, Role, Scaler, Scheduler, SchedulerConfig, subject,
 };
+use crate::framework::{JobKey, PodKey};
 use crate::record::Frame;
 use crate::runtime::{Hooks, wit};
 use crate::spec;
@@ -155,7 +156,7 @@ struct JobState {
     worker_gpus: u32,
     ps_gpus: u32,
     /// Bound pods → node index.
-    placement: BTreeMap<String, usize>,
+    placement: BTreeMap<PodKey, usize>,
     /// All pods of the current size are bound.
     full: bool,
     /// A scale event happened; the job restarts when next fully bound.
@@ -210,7 +211,7 @@ struct Sim<'a> {
     /// Where each step goes as a recording's frame, if anywhere.
     sink: Option<&'a mut dyn FnMut(Frame)>,
     jobs: Vec<JobState>,
-    by_name: BTreeMap<String, usize>,
+    by_name: BTreeMap<JobKey, usize>,
     /// Fully bound, unfinished jobs.
     full: BTreeSet<usize>,
     /// Arrived, unfinished jobs.
@@ -317,7 +318,7 @@ fn run<'a>(
                 finish_at: u64::MAX,
                 partial_since: None,
                 record: JobRecord {
-                    name: j.name.clone(),
+                    name: j.name.clone().into(),
                     workload: j.workload.clone(),
                     arrival_ms: j.arrival_ms,
                     started_ms: None,
@@ -599,7 +600,7 @@ impl Sim<'_> {
 
     fn complete(&mut self, i: usize, t: u64) {
         let name = self.trace.jobs[i].name.clone();
-        let keys: Vec<String> = self.jobs[i].placement.keys().cloned().collect();
+        let keys: Vec<PodKey> = self.jobs[i].placement.keys().cloned().collect();
         for key in keys {
             if let Ok(pod) = self.sched.remove_pod(&key) {
                 for claim in pod.claims {

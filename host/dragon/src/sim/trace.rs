@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::speed::SpeedModel;
 use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
 use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
+use crate::framework::{JobKey, NodeName, PodKey};
 use crate::spec::{self, DeviceClassSpec, NodeGroup, TaskSpec};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
@@ -122,7 +123,7 @@ struct JobFile {
 /// One job of a validated trace.
 #[derive(Debug, Clone)]
 pub struct TraceJob {
-    pub name: String,
+    pub name: JobKey,
     /// Free-text model name (`resnet50`, `vgg16`), for reports.
     pub workload: String,
     pub arrival_ms: u64,
@@ -137,7 +138,7 @@ pub struct TraceJob {
     pub pods: Vec<Pod>,
     /// Pods already bound when it arrives, by key: node name (a trace
     /// that resumes a recorded cluster).
-    pub placed: BTreeMap<String, String>,
+    pub placed: BTreeMap<PodKey, NodeName>,
     /// It had started before the run began (it runs as soon as all its
     /// pods are bound, and the scale step may resize it).
     pub started: bool,
@@ -169,11 +170,11 @@ pub struct Trace {
     pub slices: Vec<(String, ResourceSlice)>,
     /// GPUs served by devices (of a class that serves `nvidia.com/gpu`),
     /// by node: what the cluster's GPU total counts beside advertised ones.
-    pub device_gpus: BTreeMap<String, u32>,
+    pub device_gpus: BTreeMap<NodeName, u32>,
     /// Jobs in arrival order (ties: trace order).
     pub jobs: Vec<TraceJob>,
     /// Pods outside any job bound to a node (by name) for the whole run.
-    pub background: Vec<(Pod, String)>,
+    pub background: Vec<(Pod, NodeName)>,
     /// Topology levels, widest first, with the throughput a job loses
     /// when its tasks span several domains of each; empty: the framework's
     /// default levels, no penalty beyond the speed model's.
@@ -385,13 +386,13 @@ impl Trace {
             .collect();
         // A class serving `nvidia.com/gpu` makes devices GPUs (taken as all
         // of a node's devices: what a GPU driver publishes).
-        let device_gpus: BTreeMap<String, u32> =
+        let device_gpus: BTreeMap<NodeName, u32> =
             match device_classes.iter().any(|c| c.extended_resource.is_some()) {
                 true => slices
                     .iter()
                     .filter_map(|(_, s)| match &s.reach {
                         Some(crate::framework::devices::Reach::Node(n)) => {
-                            Some((n.clone(), s.devices.len() as u32))
+                            Some((n.into(), s.devices.len() as u32))
                         }
                         _ => None,
                     })
@@ -486,8 +487,9 @@ impl Trace {
             {
                 let mut domains: BTreeMap<&str, Resources> = BTreeMap::new();
                 for n in &nodes {
-                    let hostname = (c.key == crate::framework::HOSTNAME_LEVEL).then_some(&n.name);
-                    if let Some(d) = n.labels.get(&c.key).or(hostname) {
+                    let hostname =
+                        (c.key == crate::framework::HOSTNAME_LEVEL).then_some(n.name.as_str());
+                    if let Some(d) = n.labels.get(&c.key).map(String::as_str).or(hostname) {
                         let r = domains.entry(d).or_default();
                         *r = r.plus(capacity(n));
                     }
@@ -504,7 +506,7 @@ impl Trace {
                 }
             }
             jobs.push(TraceJob {
-                name: j.name,
+                name: j.name.into(),
                 workload: j.workload.unwrap_or_default(),
                 arrival_ms,
                 work_ms,

@@ -209,7 +209,7 @@ pub fn job_pods(
     let mut add = |role: Role, index: u32, request: Resources, devices: Option<&Vec<Request>>| {
         let tag = if role == Role::Ps { "ps" } else { "worker" };
         let mut pod = Pod::new(format!("{name}-{tag}-{index}"), request);
-        pod.job = Some(name.to_string());
+        pod.job = Some(name.into());
         pod.role = role;
         pod.index = index;
         pod.priority = priority;
@@ -229,7 +229,7 @@ pub fn job_pods(
     }
     Ok(JobPods {
         job: Job {
-            name: name.to_string(),
+            name: name.into(),
             min_member: ps_count + min,
             workers: workers.count,
             min_workers: min,
@@ -258,7 +258,7 @@ pub fn worker_pod(
     devices: Option<&[Request]>,
 ) -> (Pod, Option<Claim>) {
     let mut pod = template.clone();
-    pod.key = format!("{}-worker-{index}", job.name);
+    pod.key = format!("{}-worker-{index}", job.name).into();
     pod.index = index;
     pod.role = Role::Worker;
     let claim = devices.map(|requests| devices::task_claim(&pod.key, requests));

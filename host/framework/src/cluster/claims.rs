@@ -9,6 +9,7 @@ use super::{Cluster, PodState};
 use crate::devices::{
     Allocation, Claim, DeviceClass, ExtendedChoice, Inventory, ResourceSlice, TaintRule,
 };
+use crate::names::PodKey;
 use crate::volumes::{
     Bindings, PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
     Volumes,
@@ -167,7 +168,7 @@ impl Cluster {
     /// CSINode); empty for no limit.
     pub fn set_volume_limits(&mut self, node: &str, limits: BTreeMap<String, u32>) {
         self.journal(|| ClusterOp::SetVolumeLimits {
-            node: node.to_string(),
+            node: node.into(),
             limits: limits.clone(),
         });
         self.volumes.set_limits(node, limits);
@@ -184,7 +185,7 @@ impl Cluster {
     /// they hold: their nodes, the devices and volumes chosen for them,
     /// and the devices their claims' allocations hold (unless a pod that
     /// stays uses the claim too), all given back by [`Cluster::restore`].
-    pub(crate) fn vacate(&mut self, pods: &[(String, usize)]) -> Vacated {
+    pub(crate) fn vacate(&mut self, pods: &[(PodKey, usize)]) -> Vacated {
         let mut vacated = Vacated::default();
         let leaving: std::collections::BTreeSet<&str> =
             pods.iter().map(|(k, _)| k.as_str()).collect();
@@ -203,7 +204,7 @@ impl Cluster {
             claims.extend(e.pod.claims.iter());
             let (devices, extended) = self.devices.choices_of(key);
             vacated.pods.push(Held {
-                pod: key.clone(),
+                pod: key.clone().into(),
                 node: *node,
                 devices,
                 extended,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{Cluster, ClusterError, PodState};
 use crate::devices::{Claim, DeviceClass, ResourceSlice, TaintRule};
 use crate::model::{DisruptionBudget, Job, Node, Pod};
+use crate::names::{JobKey, NodeName, PodKey};
 use crate::selector::Labels;
 use crate::volumes::{
     PersistentVolume, StorageCapacity, StorageClass, VolumeAttachment, VolumeClaim,
@@ -22,28 +23,28 @@ use crate::volumes::{
 pub enum ClusterOp {
     AddNode(Node),
     UpdateNode(Node),
-    RemoveNode(String),
+    RemoveNode(NodeName),
     UpsertJob(Job),
-    RemoveJob(String),
+    RemoveJob(JobKey),
     MarkStarted {
-        job: String,
+        job: JobKey,
         ms: u64,
     },
     AddPod {
         pod: Pod,
-        node: Option<String>,
+        node: Option<NodeName>,
     },
-    RemovePod(String),
+    RemovePod(PodKey),
     ObserveBound {
-        pod: String,
-        node: String,
+        pod: PodKey,
+        node: NodeName,
     },
     SetGates {
-        pod: String,
+        pod: PodKey,
         gates: Vec<String>,
     },
     SetLabels {
-        pod: String,
+        pod: PodKey,
         labels: Labels,
     },
     SetBudget {
@@ -71,7 +72,7 @@ pub enum ClusterOp {
     /// How many volumes each CSI driver may attach to a node (a CSINode);
     /// empty for no limit.
     SetVolumeLimits {
-        node: String,
+        node: NodeName,
         limits: BTreeMap<String, u32>,
     },
     /// Whether CSI driver `name` publishes its storage capacity (a

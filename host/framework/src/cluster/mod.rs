@@ -8,6 +8,7 @@ use super::model::HostPort;
 use super::model::{
     Demand, DisruptionBudget, Job, Node, Pod, Resources, Role, Scalars, TaintEffect,
 };
+use super::names::{JobKey, NodeName, PodKey};
 use super::queue::Changes;
 use super::volumes::Volumes;
 use dragon_runtime::wit;
@@ -76,11 +77,11 @@ pub(crate) struct JobEntry {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClusterError {
     #[error("unknown node `{0}`")]
-    UnknownNode(String),
+    UnknownNode(NodeName),
     #[error("unknown pod `{0}`")]
-    UnknownPod(String),
+    UnknownPod(PodKey),
     #[error("pod `{pod}` names unknown job `{job}`")]
-    UnknownJob { pod: String, job: String },
+    UnknownJob { pod: PodKey, job: JobKey },
     #[error("duplicate {kind} `{name}`")]
     Duplicate { kind: &'static str, name: String },
     #[error(transparent)]
@@ -93,7 +94,7 @@ pub struct Cluster {
     nodes: Vec<Node>,
     /// Nodes removed keep their slot so indices stay stable.
     gone: Vec<bool>,
-    node_index: HashMap<String, usize>,
+    node_index: HashMap<NodeName, usize>,
     used: Vec<Resources>,
     usage: Vec<NodeUse>,
     affine: Affine,
@@ -104,10 +105,10 @@ pub struct Cluster {
     /// without any, placement needs no taint preference.
     soft_tainted: Vec<bool>,
     soft_tainted_count: usize,
-    pub(crate) pods: BTreeMap<String, PodEntry>,
-    pub(crate) jobs: BTreeMap<String, JobEntry>,
+    pub(crate) pods: BTreeMap<PodKey, PodEntry>,
+    pub(crate) jobs: BTreeMap<JobKey, JobEntry>,
     /// Pod keys of each job, so a job's pods are found without a scan.
-    by_job: BTreeMap<String, BTreeSet<String>>,
+    by_job: BTreeMap<JobKey, BTreeSet<PodKey>>,
     next_unit: u64,
     /// What drivers changed since the last round, for the queue to wake the
     /// units it may help. The framework's own reservations are not changes.
@@ -123,7 +124,7 @@ pub struct Cluster {
     /// The configured topology levels and each node's domain at each.
     domains: Domains,
     /// Job names by unit id.
-    unit_jobs: HashMap<u64, String>,
+    unit_jobs: HashMap<u64, JobKey>,
     /// The latest time drivers or rounds have told, ms: when a job's
     /// holding changes, its attained service is integrated up to here.
     clock_ms: u64,
@@ -176,7 +177,7 @@ impl Cluster {
     }
 
     /// The unit of `job` changed (a member came, went or changed).
-    fn note_job(&mut self, job: Option<&String>) {
+    fn note_job(&mut self, job: Option<&JobKey>) {
         if let Some(e) = job.and_then(|j| self.jobs.get(j)) {
             self.changes.units.insert(e.unit_id);
         }
@@ -211,7 +212,7 @@ impl Cluster {
             }
             return Err(ClusterError::Duplicate {
                 kind: "node",
-                name: node.name,
+                name: node.name.into(),
             });
         }
         let i = self.nodes.len();
@@ -274,7 +275,7 @@ impl Cluster {
     /// # Errors
     /// The node is unknown.
     pub fn remove_node(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.journal(|| ClusterOp::RemoveNode(name.to_string()));
+        self.journal(|| ClusterOp::RemoveNode(name.into()));
         let i = self.node_idx(name)?;
         self.gone[i] = true;
         // Fewer domains can satisfy a spread's skew or minDomains.
@@ -307,7 +308,7 @@ impl Cluster {
     fn node_idx(&self, name: &str) -> Result<usize, ClusterError> {
         match self.node_index.get(name) {
             Some(&i) if !self.gone[i] => Ok(i),
-            _ => Err(ClusterError::UnknownNode(name.to_string())),
+            _ => Err(ClusterError::UnknownNode(name.into())),
         }
     }
 
@@ -346,7 +347,7 @@ impl Cluster {
     /// cluster where it already runs).
     pub fn mark_started(&mut self, job: &str, ms: u64) {
         self.journal(|| ClusterOp::MarkStarted {
-            job: job.to_string(),
+            job: job.into(),
             ms,
         });
         if let Some(e) = self.jobs.get_mut(job) {
@@ -389,8 +390,8 @@ impl Cluster {
     /// have made pods the recorded run never had, and no pod outlives its
     /// job, as Kubernetes' garbage collector deletes an owner's pods).
     pub fn remove_job(&mut self, name: &str) {
-        self.journal(|| ClusterOp::RemoveJob(name.to_string()));
-        let left: Vec<String> = self
+        self.journal(|| ClusterOp::RemoveJob(name.into()));
+        let left: Vec<PodKey> = self
             .by_job
             .get(name)
             .map(|keys| keys.iter().cloned().collect())
@@ -410,12 +411,12 @@ impl Cluster {
     pub fn add_pod(&mut self, pod: Pod, node: Option<&str>) -> Result<(), ClusterError> {
         self.journal(|| ClusterOp::AddPod {
             pod: pod.clone(),
-            node: node.map(str::to_string),
+            node: node.map(Into::into),
         });
         if self.pods.contains_key(&pod.key) {
             return Err(ClusterError::Duplicate {
                 kind: "pod",
-                name: pod.key,
+                name: pod.key.into(),
             });
         }
         if let Some(job) = &pod.job
@@ -459,7 +460,7 @@ impl Cluster {
     /// # Errors
     /// The pod is unknown.
     pub fn remove_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
-        self.journal(|| ClusterOp::RemovePod(key.to_string()));
+        self.journal(|| ClusterOp::RemovePod(key.into()));
         self.forget_pod(key)
     }
 
@@ -469,7 +470,7 @@ impl Cluster {
         let e = self
             .pods
             .remove(key)
-            .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))?;
+            .ok_or_else(|| ClusterError::UnknownPod(key.into()))?;
         if let Some(job) = &e.pod.job
             && let Some(keys) = self.by_job.get_mut(job)
         {
@@ -503,12 +504,12 @@ impl Cluster {
     /// Unknown pod or node.
     pub fn observe_bound(&mut self, key: &str, node: &str) -> Result<(), ClusterError> {
         self.journal(|| ClusterOp::ObserveBound {
-            pod: key.to_string(),
-            node: node.to_string(),
+            pod: key.into(),
+            node: node.into(),
         });
         let n = self.node_idx(node)?;
         let Some(e) = self.pods.get(key) else {
-            return Err(ClusterError::UnknownPod(key.to_string()));
+            return Err(ClusterError::UnknownPod(key.into()));
         };
         if e.state != PodState::Bound(n) {
             // Moved off a node it held (bound elsewhere by another
@@ -527,7 +528,7 @@ impl Cluster {
     /// removal); unknown pods are ignored.
     pub fn set_scheduling_gates(&mut self, key: &str, gates: Vec<String>) {
         self.journal(|| ClusterOp::SetGates {
-            pod: key.to_string(),
+            pod: key.into(),
             gates: gates.clone(),
         });
         if let Some(e) = self.pods.get_mut(key)
@@ -545,7 +546,7 @@ impl Cluster {
     /// spread constraints select on); unknown pods are ignored.
     pub fn set_labels(&mut self, key: &str, labels: super::selector::Labels) {
         self.journal(|| ClusterOp::SetLabels {
-            pod: key.to_string(),
+            pod: key.into(),
             labels: labels.clone(),
         });
         if let Some(e) = self.pods.get_mut(key)

@@ -107,7 +107,7 @@ impl Cluster {
 
     fn placed_among<'a>(
         &'a self,
-        keys: &'a BTreeSet<String>,
+        keys: &'a BTreeSet<PodKey>,
     ) -> impl Iterator<Item = (&'a Pod, usize)> + 'a {
         keys.iter()
             .filter_map(|k| self.pods.get(k))

@@ -139,15 +139,16 @@ impl Domains {
             let value = node
                 .labels
                 .get(&self.levels[l])
-                .or((l == last).then_some(&node.name));
+                .map(String::as_str)
+                .or((l == last).then_some(node.name.as_str()));
             let id = match value {
                 None => 0,
                 Some(v) => match self.ids[l].get(v) {
                     Some(&id) => id,
                     None => {
-                        self.names[l].push(v.clone());
+                        self.names[l].push(v.to_string());
                         let id = self.names[l].len() as u32;
-                        self.ids[l].insert(v.clone(), id);
+                        self.ids[l].insert(v.to_string(), id);
                         id
                     }
                 },

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::view::ChangeLog;
 use crate::model::HostPort;
 use crate::model::{Pod, Resources, Scalars};
+use crate::names::PodKey;
 
 /// Every node's allocatable and free resources as columns, in the policy's
 /// layout, kept current with each change of usage: a pod's candidates are
@@ -94,10 +95,10 @@ pub(super) struct NodeUse {
 pub(super) struct Affine {
     /// Required anti-affinity: every pod placed later is checked against
     /// them (InterPodAffinity's filter).
-    pub(super) anti: BTreeSet<String>,
+    pub(super) anti: BTreeSet<PodKey>,
     /// Required affinity or preferred terms: every pod placed later is
     /// weighed against them (InterPodAffinity's score).
-    pub(super) weighing: BTreeSet<String>,
+    pub(super) weighing: BTreeSet<PodKey>,
 }
 
 impl Affine {

@@ -70,21 +70,25 @@ pub(crate) struct Topology {
 }
 
 impl Interned {
-    fn id(&mut self, value: Option<&String>) -> u32 {
+    fn id(&mut self, value: Option<&str>) -> u32 {
         let Some(value) = value else { return 0 };
         if let Some(&id) = self.ids.get(value) {
             return id;
         }
         let id = self.ids.len() as u32 + 1;
-        self.ids.insert(value.clone(), id);
+        self.ids.insert(value.to_string(), id);
         id
     }
 
     pub(crate) fn topology(&mut self, node: &Node) -> Topology {
         Topology {
-            zone: self.id(node.labels.get(ZONE_LABEL)),
-            rack: self.id(node.labels.get(RACK_LABEL)),
-            host: self.id(node.labels.get(HOST_LABEL).or(Some(&node.name))),
+            zone: self.id(node.labels.get(ZONE_LABEL).map(String::as_str)),
+            rack: self.id(node.labels.get(RACK_LABEL).map(String::as_str)),
+            host: self.id(node
+                .labels
+                .get(HOST_LABEL)
+                .map(String::as_str)
+                .or(Some(node.name.as_str()))),
         }
     }
 }

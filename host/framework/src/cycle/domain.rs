@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::cluster::topology::Domain;
 use crate::model::{TopologyConstraint, TopologyMode};
+use crate::names::PodKey;
 
 /// A domain kept for a preemptor while its victims leave: units of no
 /// higher priority are not placed in it.
@@ -74,7 +75,7 @@ impl Scheduler {
         policy: &dyn Hooks,
         unit: &UnitPlan,
         size: Option<u32>,
-    ) -> Result<Vec<(String, usize)>, PlaceError> {
+    ) -> Result<Vec<(PodKey, usize)>, PlaceError> {
         if let Some(domain) = unit.within {
             let nodes = self.domain_nodes(domain);
             return self.place_among(now_ms, policy, unit, size, Some(&nodes));
@@ -160,7 +161,7 @@ impl Scheduler {
         unit: &UnitPlan,
         size: Option<u32>,
         level: usize,
-    ) -> Result<Vec<(String, usize)>, PlaceError> {
+    ) -> Result<Vec<(PodKey, usize)>, PlaceError> {
         let pinned = self.sibling_domain(unit, level)?;
         let live: Vec<u32> = (0..self.cluster.nodes().len())
             .filter(|&n| self.cluster.is_live(n))
@@ -257,7 +258,7 @@ impl Scheduler {
     pub(super) fn hold_domain(
         &mut self,
         unit: &UnitPlan,
-        placed: &[(String, usize)],
+        placed: &[(PodKey, usize)],
     ) -> Option<String> {
         let level = self.required_level(unit)?;
         let &(_, n) = placed.first()?;

@@ -35,6 +35,7 @@ use super::model::Pod;
 use super::preferences;
 use super::queue::{Queue, Setback};
 use super::unit::UnitKey;
+use crate::names::{JobKey, PodKey};
 use domain::Held;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
@@ -75,7 +76,7 @@ struct ToBind {
     /// Index of the unit in the round's units.
     unit: usize,
     /// `(pod, node index)`, all bound or none.
-    pods: Vec<(String, usize)>,
+    pods: Vec<(PodKey, usize)>,
     /// For a gang, the size it is admitted at (`None`: as requested); `None`
     /// for a pod bound on its own.
     gang: Option<Option<u32>>,
@@ -94,9 +95,9 @@ struct WaitingGang {
 #[derive(Debug, Clone)]
 pub(crate) struct UnitPlan {
     pub(crate) key: UnitKey,
-    pub(crate) job: Option<String>,
+    pub(crate) job: Option<JobKey>,
     /// Pending pods, in placement order.
-    pub(crate) pods: Vec<String>,
+    pub(crate) pods: Vec<PodKey>,
     pub(crate) wit: wit::Unit,
     /// The one topology domain it is placed in (a preemption search per
     /// domain), whatever its job's constraint.
@@ -121,10 +122,10 @@ pub struct Scheduler {
     pub(crate) breaker: Breaker,
     /// Preemptions under way: each preemptor's victims' pods, until none
     /// holds a node.
-    pub(crate) preempting: BTreeMap<UnitKey, Vec<String>>,
+    pub(crate) preempting: BTreeMap<UnitKey, Vec<PodKey>>,
     /// Preemptors' pods nominated to nodes, by unit, until it is placed,
     /// gone, or nominated nowhere.
-    pub(crate) nominated: BTreeMap<UnitKey, Vec<String>>,
+    pub(crate) nominated: BTreeMap<UnitKey, Vec<PodKey>>,
     /// Domains held for preemptors with a required topology, while they
     /// are nominated: no unit of lower or equal priority is placed there.
     pub(crate) held: BTreeMap<UnitKey, Held>,
@@ -133,7 +134,7 @@ pub struct Scheduler {
     pub(crate) protected: BTreeMap<UnitKey, u64>,
     /// Jobs whose shrink was refused (no `/scale` to patch), not shrunk
     /// again before the given time, ms.
-    pub(crate) unshrinkable: BTreeMap<String, u64>,
+    pub(crate) unshrinkable: BTreeMap<JobKey, u64>,
 }
 
 /// Report the policy's failure on `unit`; the attempt that failed.
@@ -399,7 +400,7 @@ impl Scheduler {
         now_ms: u64,
         unit: &UnitPlan,
         size: Option<u32>,
-        pods: &[(String, usize)],
+        pods: &[(PodKey, usize)],
         report: &mut RoundReport,
     ) {
         let job = unit.job.clone().unwrap_or_default();

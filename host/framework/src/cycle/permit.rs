@@ -2,6 +2,7 @@
 //! members fit, released when their wait runs out.
 
 use super::*;
+use crate::names::PodKey;
 
 impl Scheduler {
     /// Release gangs whose permit wait ran out.
@@ -46,7 +47,7 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn reserved_of(&self, unit_key: &UnitKey) -> Vec<String> {
+    pub(super) fn reserved_of(&self, unit_key: &UnitKey) -> Vec<PodKey> {
         let Some(job) = unit_key.job_name() else {
             return Vec::new();
         };

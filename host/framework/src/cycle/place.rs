@@ -6,6 +6,7 @@
 use super::domain::IN_HELD_DOMAIN;
 use super::*;
 use crate::io::Eviction;
+use crate::names::{NodeName, PodKey};
 
 /// Why a `pre-filter` answer's sizes cannot be tried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,7 +137,7 @@ impl Scheduler {
         // Pre-enqueue (Kubernetes' SchedulingGates): a gated pod is not
         // tried, and a gang with a gated member waits whole for the gate to
         // go, since binding its other members would leave it half placed.
-        let gated: Vec<(String, Vec<String>)> = unit
+        let gated: Vec<(PodKey, Vec<String>)> = unit
             .pods
             .iter()
             .filter_map(|k| self.cluster.pod(k))
@@ -229,7 +230,7 @@ impl Scheduler {
 
         // Place every pod of the first size that fits entirely.
         let mut last_reason = String::new();
-        let mut chosen: Option<(Option<u32>, Vec<(String, usize)>)> = None;
+        let mut chosen: Option<(Option<u32>, Vec<(PodKey, usize)>)> = None;
         for size in sizes {
             match self.place(now_ms, policy, unit, size) {
                 Ok(placed) => {
@@ -288,7 +289,7 @@ impl Scheduler {
         match verdict {
             Ok(wit::PermitResult::Allow) => {
                 self.waiting.remove(&unit.key);
-                let all: Vec<(String, usize)> = self
+                let all: Vec<(PodKey, usize)> = self
                     .reserved_of(&unit.key)
                     .into_iter()
                     .filter_map(|k| {
@@ -404,7 +405,7 @@ impl Scheduler {
             match v.shrink {
                 Some((from, to)) => {
                     report.effects.push(Effect::Scale(ScaleRequest {
-                        job,
+                        job: job.into(),
                         from,
                         workers: to,
                         reason: format!(
@@ -445,7 +446,7 @@ impl Scheduler {
         // Where its pods go once the room is free, for cluster tools
         // (`status.nominatedNodeName`); a Binding clears it.
         let nodes = self.cluster.nodes();
-        let nominated: Vec<(String, Option<String>)> = placed
+        let nominated: Vec<(PodKey, Option<NodeName>)> = placed
             .into_iter()
             .map(|(pod, n)| (pod, Some(nodes[n].name.clone())))
             .collect();
@@ -497,7 +498,7 @@ impl Scheduler {
         unit: &UnitPlan,
         size: Option<u32>,
         within: Option<&[u32]>,
-    ) -> Result<Vec<(String, usize)>, PlaceError> {
+    ) -> Result<Vec<(PodKey, usize)>, PlaceError> {
         let info = policy.info();
         let keep: Vec<usize> = (0..unit.pods.len())
             .filter(|&i| {
@@ -532,8 +533,8 @@ impl Scheduler {
             None => self.optional_members(unit, keep.len()),
         };
         let mut skipped: Option<PlaceError> = None;
-        let mut placed: Vec<(String, usize)> = Vec::new();
-        let undo = |this: &mut Scheduler, placed: &[(String, usize)]| {
+        let mut placed: Vec<(PodKey, usize)> = Vec::new();
+        let undo = |this: &mut Scheduler, placed: &[(PodKey, usize)]| {
             for (k, _) in placed {
                 this.cluster.set_state(k, PodState::Pending);
             }
@@ -558,7 +559,7 @@ impl Scheduler {
                 rejections.add(IN_HELD_DOMAIN, before - index.len());
             }
             let fail =
-                |this: &mut Scheduler, placed: &[(String, usize)], rejections: &Rejections| {
+                |this: &mut Scheduler, placed: &[(PodKey, usize)], rejections: &Rejections| {
                     undo(this, placed);
                     let live = within.map_or_else(
                         || {

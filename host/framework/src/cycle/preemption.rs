@@ -27,6 +27,7 @@ use crate::cluster::PodState;
 use crate::cluster::topology::Domain;
 use crate::cycle::{PlaceError, Scheduler, Sizes, UnitPlan};
 use crate::model::{Preemption, Role};
+use crate::names::PodKey;
 use crate::unit::UnitKey;
 use dragon_runtime::{CallError, Hooks};
 
@@ -67,7 +68,7 @@ pub(crate) struct Candidate {
     /// loses least and goes first.
     started_ms: u64,
     /// The pods it gives up, with their nodes.
-    pub(crate) pods: Vec<(String, usize)>,
+    pub(crate) pods: Vec<(PodKey, usize)>,
     /// For an elastic job shrunk rather than evicted: its workers before
     /// and after.
     pub(crate) shrink: Option<(u32, u32)>,
@@ -84,7 +85,7 @@ pub(crate) enum Room {
     Awaited(usize),
     /// Make room with these: shrinks, or evictions, never both; and where
     /// the unit's pods would go once they are gone (node indices).
-    Victims(Vec<Candidate>, Vec<(String, usize)>),
+    Victims(Vec<Candidate>, Vec<(PodKey, usize)>),
 }
 
 impl Scheduler {
@@ -237,7 +238,7 @@ impl Scheduler {
     fn candidates(&self, unit: &UnitPlan, gangs: bool) -> Vec<Candidate> {
         let c = &self.cluster;
         let priority = unit.wit.priority;
-        let taken: BTreeSet<&String> = self.preempting.values().flatten().collect();
+        let taken: BTreeSet<&PodKey> = self.preempting.values().flatten().collect();
         let mut by_unit: BTreeMap<UnitKey, Candidate> = BTreeMap::new();
         for (key, e) in &c.pods {
             let PodState::Bound(node) = e.state else {
@@ -305,7 +306,7 @@ impl Scheduler {
                 if !whole {
                     return None;
                 }
-                let pods: Vec<(String, usize)> = u
+                let pods: Vec<(PodKey, usize)> = u
                     .pods
                     .iter()
                     .filter(|(k, _)| {
@@ -435,12 +436,12 @@ impl Scheduler {
             let Some((from, floor)) = kept[i].shrink else {
                 continue;
             };
-            let surplus: Vec<(u32, (String, usize))> = kept[i]
+            let surplus: Vec<(u32, (PodKey, usize))> = kept[i]
                 .pods
                 .iter()
                 .filter_map(|(k, n)| Some((self.cluster.pod(k)?.0.index, (k.clone(), *n))))
                 .collect();
-            let above = |to: u32| -> Vec<(String, usize)> {
+            let above = |to: u32| -> Vec<(PodKey, usize)> {
                 surplus
                     .iter()
                     .filter(|(index, _)| *index >= to)
@@ -476,8 +477,8 @@ impl Scheduler {
         unit: &UnitPlan,
         candidates: &[Candidate],
         gone: &[bool],
-    ) -> Result<Option<Vec<(String, usize)>>, CallError> {
-        let away: Vec<(String, usize)> = candidates
+    ) -> Result<Option<Vec<(PodKey, usize)>>, CallError> {
+        let away: Vec<(PodKey, usize)> = candidates
             .iter()
             .zip(gone)
             .filter(|(_, g)| **g)
@@ -498,7 +499,7 @@ impl Scheduler {
         now_ms: u64,
         policy: &dyn Hooks,
         unit: &UnitPlan,
-    ) -> Result<Option<Vec<(String, usize)>>, CallError> {
+    ) -> Result<Option<Vec<(PodKey, usize)>>, CallError> {
         let Sizes::Try(sizes) = self.pre_filtered(now_ms, policy, unit)? else {
             return Ok(None);
         };

@@ -2,6 +2,7 @@
 //! from its kind (a gated pod's condition is `SchedulingGated`), and the
 //! text users read comes from one `Display`.
 
+use crate::names::PodKey;
 use std::fmt;
 
 use serde::{Serialize, Serializer};
@@ -11,7 +12,7 @@ use serde::{Serialize, Serializer};
 pub enum Unschedulable {
     /// Members have scheduling gates (each pod with its gates, at least
     /// one): the unit is not tried until they go.
-    Gated { pods: Vec<(String, Vec<String>)> },
+    Gated { pods: Vec<(PodKey, Vec<String>)> },
     /// Its driver holds the job (an invalid PodGroup), saying why.
     Held(String),
     /// A new gang has fewer than `minMember` pods so far.

@@ -9,6 +9,7 @@ use super::UnitPlan;
 use super::Unschedulable;
 use crate::breaker::BreakerChange;
 use crate::io::{ApiError, Effect, ScaleRequest};
+use crate::names::{NodeName, PodKey};
 use crate::unit::{UnitKey, subject};
 
 /// One outcome of a round, in the order it happened.
@@ -16,7 +17,7 @@ use crate::unit::{UnitKey, subject};
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Decision {
     /// A pod was bound.
-    Bound { pod: String, node: String },
+    Bound { pod: PodKey, node: NodeName },
     /// A gang was admitted (all its pods bound in this round).
     Admitted {
         unit: UnitKey,
@@ -50,7 +51,7 @@ pub enum Decision {
     /// `status.nominatedNodeName`.
     Nominated {
         unit: UnitKey,
-        pods: Vec<(String, Option<String>)>,
+        pods: Vec<(PodKey, Option<NodeName>)>,
     },
     /// A gang was rejected by permit and released.
     Rejected { unit: UnitKey, reason: String },
@@ -61,10 +62,10 @@ pub enum Decision {
     /// (named by the driver that applied the releases).
     BindFailed {
         unit: UnitKey,
-        pod: String,
+        pod: PodKey,
         error: ApiError,
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        kept: Vec<String>,
+        kept: Vec<PodKey>,
     },
     /// The policy failed; the unit stays pending (fail closed), unless a
     /// `FellBack` follows.
@@ -206,7 +207,7 @@ pub struct RoundReport {
 impl RoundReport {
     /// Name `pod` among the members of `unit` kept bound after its bind
     /// failed.
-    pub(crate) fn kept(&mut self, unit: &UnitKey, pod: String) {
+    pub(crate) fn kept(&mut self, unit: &UnitKey, pod: PodKey) {
         let failed = self.decisions.iter_mut().rev().find_map(|d| match d {
             Decision::BindFailed { unit: u, kept, .. } if u == unit => Some(kept),
             _ => None,
@@ -234,12 +235,12 @@ pub struct PlannedRound {
     pub(super) units: Vec<UnitPlan>,
     pub(super) to_bind: Vec<ToBind>,
     /// `(pod, node)`, each group's pods together.
-    pub(super) binds: Vec<(String, String)>,
+    pub(super) binds: Vec<(PodKey, NodeName)>,
 }
 
 impl PlannedRound {
     /// `(pod, node name)` to bind, in order.
-    pub fn binds(&self) -> &[(String, String)] {
+    pub fn binds(&self) -> &[(PodKey, NodeName)] {
         &self.binds
     }
 }

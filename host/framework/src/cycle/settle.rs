@@ -14,6 +14,7 @@ use crate::io::{
     Answers, ApiError, ApiErrorKind, Effect, Eviction, Release, ScaleCause, ScaleRequest,
 };
 use crate::model::Role;
+use crate::names::{NodeName, PodKey};
 use crate::queue::Setback;
 use crate::unit::UnitKey;
 
@@ -44,7 +45,7 @@ impl Scheduler {
         let mut lone: BTreeMap<usize, bool> = BTreeMap::new();
         for group in to_bind {
             let unit = &units[group.unit];
-            let outcome: Vec<(String, Result<(), ApiError>)> = group
+            let outcome: Vec<(NodeName, Result<(), ApiError>)> = group
                 .pods
                 .iter()
                 .map(|_| {
@@ -189,14 +190,14 @@ impl Scheduler {
     /// for other room, and it is not chosen again for a backoff.
     fn spared(&mut self, victim: &UnitKey, now_ms: u64) {
         let cluster = &self.cluster;
-        let of_victim = |pod: &String| match victim {
+        let of_victim = |pod: &PodKey| match victim {
             UnitKey::Pod(key) => key == pod,
             UnitKey::Job(job) => cluster
                 .pod(pod)
                 .is_some_and(|(p, _)| p.job.as_ref() == Some(job)),
         };
         self.preempting
-            .retain(|_, pods| !pods.iter().any(|p| of_victim(p)));
+            .retain(|_, pods| !pods.iter().any(&of_victim));
         let until = now_ms.saturating_add(self.config.max_backoff_ms.max(1000));
         self.protected.insert(victim.clone(), until);
     }
@@ -243,7 +244,7 @@ impl Scheduler {
                 if let Some(e) = self.cluster.jobs.get_mut(job) {
                     e.job.workers = workers;
                 }
-                let surplus: Vec<String> = self
+                let surplus: Vec<PodKey> = self
                     .cluster
                     .job_pods(job)
                     .filter(|(p, s)| {

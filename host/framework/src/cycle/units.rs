@@ -44,7 +44,7 @@ impl Scheduler {
                 .count() as u32;
             units.push(UnitPlan {
                 key: UnitKey::job(job),
-                job: Some(job.to_string()),
+                job: Some(job.into()),
                 wit: wit::Unit {
                     id: je.unit_id,
                     arrival_ms: je.job.arrival_ms,
@@ -56,7 +56,7 @@ impl Scheduler {
                     max_workers: je.job.max_workers,
                     running,
                 },
-                pods: pods.iter().map(|k| k.to_string()).collect(),
+                pods: pods.iter().map(|&k| PodKey::from(k)).collect(),
                 within: None,
             });
         }
@@ -85,7 +85,7 @@ impl Scheduler {
                     max_workers: max,
                     running: 0,
                 },
-                pods: vec![key.to_string()],
+                pods: vec![key.into()],
                 within: None,
             });
         }

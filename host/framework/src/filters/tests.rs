@@ -20,7 +20,7 @@ fn run(c: &mut Cluster, p: Pod) -> (Vec<String>, String) {
     let live = c.nodes().len();
     let names = ok
         .iter()
-        .map(|&i| c.nodes()[i as usize].name.clone())
+        .map(|&i| c.nodes()[i as usize].name.to_string())
         .collect();
     c.remove_pod(&key).unwrap();
     (names, rej.message(live))

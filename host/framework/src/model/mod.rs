@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{JobKey, NodeName, PodKey};
 use crate::selector::{LabelSelector, Labels};
 use dragon_runtime::wit;
 
@@ -215,7 +216,7 @@ mod any_effect {
 /// A node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
-    pub name: String,
+    pub name: NodeName,
     pub allocatable: Resources,
     /// Allocatable amounts of the other resources (see [`Scalars`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -231,7 +232,7 @@ pub struct Node {
 
 impl Node {
     /// A plain schedulable node.
-    pub fn new(name: impl Into<String>, allocatable: Resources) -> Node {
+    pub fn new(name: impl Into<NodeName>, allocatable: Resources) -> Node {
         Node {
             name: name.into(),
             allocatable,
@@ -300,7 +301,7 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
     /// Unique key (`namespace/name` in Kubernetes).
-    pub key: String,
+    pub key: PodKey,
     /// The namespace pod affinity and spread constraints are scoped by.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
@@ -308,7 +309,7 @@ pub struct Pod {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: Labels,
     /// The job (pod group) it belongs to, if any.
-    pub job: Option<String>,
+    pub job: Option<JobKey>,
     pub role: Role,
     /// Index within its role.
     pub index: u32,
@@ -354,7 +355,7 @@ impl Pod {
     }
 
     /// A pod with defaults for everything but key and request.
-    pub fn new(key: impl Into<String>, request: Resources) -> Pod {
+    pub fn new(key: impl Into<PodKey>, request: Resources) -> Pod {
         Pod {
             key: key.into(),
             namespace: String::new(),
@@ -417,7 +418,7 @@ impl DisruptionBudget {
 /// A job: a gang of pods (a scheduler-plugins PodGroup) with elastic bounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
-    pub name: String,
+    pub name: JobKey,
     /// Pods needed before any may run (`minMember`).
     pub min_member: u32,
     /// Desired workers now.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::usage::Columns;
 use crate::model::Resources;
+use crate::names::JobKey;
 
 /// An hour, ms: the window restarts are counted over.
 const HOUR_MS: u64 = 3_600_000;
@@ -73,7 +74,7 @@ impl fmt::Display for Held {
 /// A policy's resize the limits held back: the job keeps its size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeldResize {
-    pub job: String,
+    pub job: JobKey,
     pub from: u32,
     /// What the policy asked for.
     pub to: u32,

@@ -14,6 +14,7 @@ use super::cluster::PodState;
 use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
+use crate::names::{JobKey, PodKey};
 use dragon_runtime::{CallError, HookName, Hooks, wit};
 use limits::GrowthRoom;
 pub(crate) use limits::Restarts;
@@ -23,7 +24,7 @@ pub use limits::{Held, HeldResize, ResizeLimits};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScaleAction {
     /// The job.
-    pub job: String,
+    pub job: JobKey,
     /// Workers before.
     pub from: u32,
     /// Workers after.
@@ -69,7 +70,7 @@ pub struct ScaleReport {
 
 impl Scheduler {
     /// Jobs whose pods all run (admitted and not waiting), in start order.
-    fn running_jobs(&self) -> Vec<(String, wit::RunningJob)> {
+    fn running_jobs(&self) -> Vec<(JobKey, wit::RunningJob)> {
         let c = &self.cluster;
         let mut out = Vec::new();
         for (name, e) in &c.jobs {
@@ -352,7 +353,7 @@ impl Scheduler {
     /// controller deletes them; the driver confirms by removing the pods).
     pub(crate) fn apply_scale(&mut self, job: &str, workers: u32, now_ms: u64) {
         if self.resize(job, workers, now_ms) {
-            let removed: Vec<String> = self
+            let removed: Vec<PodKey> = self
                 .cluster
                 .job_pods(job)
                 .filter(|(p, _)| p.role == Role::Worker && p.index >= workers)
@@ -384,7 +385,7 @@ impl Scheduler {
 /// comes with the index of its job in `running`.
 fn checked_decisions(
     policy: &dyn Hooks,
-    running: &[(String, wit::RunningJob)],
+    running: &[(JobKey, wit::RunningJob)],
     decisions: Vec<wit::ScaleDecision>,
 ) -> Result<Vec<(usize, wit::ScaleDecision)>, CallError> {
     if decisions.len() > running.len() {

@@ -307,7 +307,7 @@ impl Volumes {
                     if !self.has_room(driver, &claim.class, claim.request, node) {
                         return Ok(Err(NOT_ENOUGH_SPACE));
                     }
-                    VolumeBinding::Provision(node.name.clone())
+                    VolumeBinding::Provision(node.name.clone().into())
                 }
             };
             bindings.push((claim.key.clone(), binding));

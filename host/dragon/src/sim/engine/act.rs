@@ -4,6 +4,7 @@
 //! recreated pending), as a job's controller and the kubelet would.
 
 use super::*;
+use crate::framework::PodKey;
 
 impl Sim<'_> {
     pub(super) fn scale_step(&mut self, t: u64) {
@@ -125,7 +126,7 @@ impl Sim<'_> {
                     // A running job shrunk for a preemption: its surplus
                     // workers terminate now (their room was the
                     // preemptor's; an admission's were never placed).
-                    let surplus: Vec<String> = self
+                    let surplus: Vec<PodKey> = self
                         .sched
                         .cluster()
                         .job_pods(&self.trace.jobs[i].name)
