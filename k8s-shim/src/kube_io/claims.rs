@@ -2,8 +2,8 @@
 //! plugin makes them in pre-bind: a claim's allocation and reservation,
 //! and the claim a pod's extended resources are served through.
 
-use dragon_framework::ApiError;
 use dragon_framework::devices::{Allocation, ExtendedChoice};
+use dragon_framework::{ApiError, ObjectKey};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -224,7 +224,10 @@ impl KubeIo {
                     .map_err(|e| typed(&format!("naming the extended-resource claim of {pod}"), &e))
             }
             Err(e) => Err(typed(
-                &format!("allocating claim {ns}/{claim_name} for {pod}"),
+                &format!(
+                    "allocating claim {} for {pod}",
+                    ObjectKey::new(Some(ns), &claim_name)
+                ),
                 &e,
             )),
         };
@@ -240,7 +243,7 @@ impl KubeIo {
             }
             return Err(e);
         }
-        Ok(format!("{ns}/{claim_name}"))
+        Ok(ObjectKey::new(Some(ns), &claim_name).to_string())
     }
 
     /// Deletes the extended-resource claim `pod`'s status names (without
@@ -280,13 +283,19 @@ impl KubeIo {
         {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => return Err(typed(&format!("unprotecting claim {ns}/{named}"), &e)),
+            Err(e) => {
+                let claim = ObjectKey::new(Some(ns), named);
+                return Err(typed(&format!("unprotecting claim {claim}"), &e));
+            }
         }
         self.request_token().await;
         match claims.delete(named, &Default::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(typed(&format!("deleting claim {ns}/{named}"), &e)),
+            Err(e) => {
+                let claim = ObjectKey::new(Some(ns), named);
+                Err(typed(&format!("deleting claim {claim}"), &e))
+            }
         }
     }
 
