@@ -64,6 +64,13 @@ pub enum ClaimProgress {
 /// the loop awaits it.
 #[async_trait::async_trait]
 pub trait ClusterIo: Send + Sync + 'static {
+    /// Whether this replica may write now: it holds its Lease, or leader
+    /// election is off (see [`crate::fence`]). The loop plans no round
+    /// and no scale step while it may not.
+    async fn leads(&self) -> bool {
+        true
+    }
+
     /// POST a Binding of `pod` to `node`.
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError>;
 

@@ -19,6 +19,7 @@
 pub mod apply;
 pub mod cluster_io;
 pub mod config;
+pub mod fence;
 #[cfg(test)]
 mod fixtures;
 pub mod flight;

@@ -194,6 +194,8 @@ pub struct Metrics {
     pub policy_suspended: Gauge,
     /// Rounds whose time budget ran out before every unit was tried.
     pub rounds_over_budget: Counter,
+    /// Writes not sent because this replica no longer held its Lease.
+    pub fenced_writes: Counter,
     /// Set once the first full list of the cluster has been applied.
     pub ready: AtomicBool,
     /// The scheduling loop's liveness, for `/healthz`.
@@ -294,6 +296,7 @@ impl Metrics {
         let policy_suspensions = Counter::default();
         let policy_suspended = Gauge::default();
         let rounds_over_budget = Counter::default();
+        let fenced_writes = Counter::default();
         registry.register(
             "policy_suspensions",
             "Times the policy was suspended after consecutive failures",
@@ -308,6 +311,11 @@ impl Metrics {
             "rounds_over_budget",
             "Scheduling rounds whose time budget ran out with units left untried",
             rounds_over_budget.clone(),
+        );
+        registry.register(
+            "fenced_writes",
+            "Writes not sent because this replica no longer held its Lease",
+            fenced_writes.clone(),
         );
         registry.register(
             "scheduling_attempts",
@@ -375,6 +383,7 @@ impl Metrics {
             policy_suspensions,
             policy_suspended,
             rounds_over_budget,
+            fenced_writes,
             ready: AtomicBool::new(false),
             health: Health::default(),
         }

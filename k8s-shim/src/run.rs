@@ -23,6 +23,7 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
+use crate::fence::{Fence, Fenced};
 use crate::flight::{FlightRecorder, Run};
 use crate::key::key_of;
 use crate::kube_io::{KubeIo, podgroup_resource};
@@ -412,8 +413,9 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     // it sleeps until there is something to do.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
 
-    // Leader election: followers keep their snapshot current but do not act.
-    let leader = if config.leader_election.enabled {
+    // Leader election: followers keep their snapshot current but do not
+    // act, and a leader writes only while its Lease is known to be its own.
+    let (leader, fence) = if config.leader_election.enabled {
         let le = &config.leader_election;
         let identity = format!("{}-{}", hostname(), std::process::id());
         let make = {
@@ -432,17 +434,25 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         let retry = Duration::from_secs(2).min(Duration::from_millis(
             le.lease_duration_seconds.saturating_mul(1000) / 3,
         ));
+        let me = identity.clone();
         let election = Election::start(make, retry, move |is| {
             m.leader.set(i64::from(is));
-            tracing::info!(identity, leader = is, "leadership");
+            tracing::info!(identity = me, leader = is, "leadership");
             let _ = tx.send(Msg::Leading(is));
         })
         .await
         .context("cannot set up leader election")?;
-        Some(election)
+        let fence = Fence::new(
+            Api::namespaced(client.clone(), &le.namespace),
+            &le.lease_name,
+            &identity,
+            Duration::from_secs(le.lease_duration_seconds),
+            metrics.fenced_writes.clone(),
+        );
+        (Some(election), Some(Arc::new(fence)))
     } else {
         metrics.leader.set(1);
-        None
+        (None, None)
     };
 
     spawn_watch(
@@ -613,9 +623,10 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
     }
     let stop = tx;
 
-    let io = Arc::new(
+    let io = Arc::new(Fenced::new(
         KubeIo::new(client.clone(), &config.scheduler_name).with_rate_limit(config.client_limit()),
-    );
+        fence,
+    ));
     if let Some((qps, burst)) = config.client_limit() {
         tracing::info!(qps, burst, "client-side rate limit on requests and events");
     }

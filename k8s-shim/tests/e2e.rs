@@ -663,6 +663,101 @@ async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
     s.cleanup().await;
 }
 
+/// Every scheduling attempt `sched` has counted, whatever its result.
+fn attempts(sched: &Scheduler) -> f64 {
+    let (_, body) = sched.get("/metrics").unwrap_or_default();
+    body.lines()
+        .filter(|l| l.starts_with("dragon_scheduling_attempts_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_frozen_past_its_lease_acts_on_nothing_once_thawed_and_the_standby_binds_everything()
+ {
+    let _g = serial();
+    let s = Scenario::new("fenced").await;
+    s.node("a", 8).await;
+    s.node("b", 8).await;
+    let le = "leaderElection: {enabled: true, namespace: fenced, leaseName: dragon-e2e, leaseDurationSeconds: 4}\n";
+    let one = Scheduler::start(&s, "dragon", le);
+    let two = Scheduler::start(&s, "dragon", le);
+    const LEADER: &str = "dragon_is_leader";
+    until(30, "one leader", || async {
+        one.metric(LEADER) + two.metric(LEADER) == 1.0
+    })
+    .await;
+    let (old, standby) = if one.metric(LEADER) == 1.0 {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    for i in 0..2 {
+        s.pod(&format!("before-{i}"), None, 1, None).await;
+    }
+    until(30, "pods bound by the leader", || async {
+        bound(&s.placement("before-").await) == 2
+    })
+    .await;
+    s.until_scheduled_event(30, "before-1").await;
+    let attempted = attempts(&old);
+
+    // Frozen past its Lease (4 s) while pods and a gang keep arriving:
+    // their watch events wait in its sockets.
+    old.pause();
+    until(30, "the standby to take the Lease", || async {
+        standby.metric(LEADER) == 1.0
+    })
+    .await;
+    s.podgroup("gang", 3, json!({})).await;
+    for i in 0..3 {
+        s.pod(
+            &format!("gang-worker-{i}"),
+            Some(("gang", "worker", i)),
+            2,
+            None,
+        )
+        .await;
+    }
+    for i in 0..3 {
+        s.pod(&format!("during-{i}"), None, 1, None).await;
+    }
+    // One that fits nowhere: both replicas would have a wait to tell.
+    s.pod("huge", None, 64, None).await;
+    until(60, "the standby to bind what arrived", || async {
+        bound(&s.placement("gang-").await) == 3 && bound(&s.placement("during-").await) == 3
+    })
+    .await;
+    s.until_explained(60, "huge", "").await;
+
+    // Thawed: it still believes it leads until its renewal fails, and
+    // meanwhile it plans no round and sends no write.
+    old.resume();
+    until(30, "the old leader to know it no longer leads", || async {
+        old.metric(LEADER) == 0.0
+    })
+    .await;
+    for i in 0..2 {
+        s.pod(&format!("after-{i}"), None, 1, None).await;
+    }
+    until(30, "the standby to bind what came after", || async {
+        bound(&s.placement("after-").await) == 2
+    })
+    .await;
+    assert_eq!(
+        attempts(&old),
+        attempted,
+        "the old leader tried to schedule after losing its Lease:\n{}",
+        old.log()
+    );
+    eprintln!(
+        "writes the fence held back: {}",
+        old.metric("dragon_fenced_writes_total")
+    );
+    s.assert_invariants(30, &[&old, &standby], None).await;
+    s.cleanup().await;
+}
+
 /// The hostile test policy, trapping in `score`, as a policy file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_gang_finishes_its_binds_releases_the_lease_and_the_standby_leads() {

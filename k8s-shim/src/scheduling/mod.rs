@@ -321,6 +321,11 @@ impl<I: ClusterIo> Loop<I> {
         if !self.acting() {
             return;
         }
+        // A leader that stalled past its Lease plans nothing until it knows
+        // the Lease is its own again (its writes are fenced too: `fence`).
+        if !self.io.leads().await {
+            return;
+        }
         self.sync_targets().await;
         let now = now_ms();
         let due = self.next_retry_ms.is_some_and(|t| t <= now);
