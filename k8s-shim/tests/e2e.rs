@@ -607,26 +607,31 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
     s.cleanup().await;
 }
 
+const LEADER: &str = "dragon_is_leader";
+
+/// Once exactly one of two replicas leads: (the leader, the other).
+async fn one_leader(one: Scheduler, two: Scheduler) -> (Scheduler, Scheduler) {
+    until(30, "exactly one leader", || async {
+        one.metric(LEADER) + two.metric(LEADER) == 1.0
+    })
+    .await;
+    match one.metric(LEADER) == 1.0 {
+        true => (one, two),
+        false => (two, one),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
     let _g = serial();
     let s = Scenario::new("leader").await;
     s.node("a", 8).await;
     let le = "leaderElection: {enabled: true, namespace: leader, leaseName: dragon-e2e, leaseDurationSeconds: 4}\n";
-    let one = Scheduler::start(&s, "dragon", le);
-    let two = Scheduler::start(&s, "dragon", le);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let leaders = one.metric("dragon_is_leader") + two.metric("dragon_is_leader");
-        if leaders == 1.0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "expected exactly one leader, got {leaders}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let (mut leader, follower) = one_leader(
+        Scheduler::start(&s, "dragon", le),
+        Scheduler::start(&s, "dragon", le),
+    )
+    .await;
     for i in 0..3 {
         s.pod(&format!("first-{i}"), None, 1, None).await;
     }
@@ -637,14 +642,9 @@ async fn of_two_replicas_only_the_leader_schedules_and_the_other_takes_over() {
     // Its Scheduled event is sent just after the bind: let it out before
     // the kill, so the count below is about the new leader binding again.
     s.until_scheduled_event(30, "first-0").await;
-    let (mut leader, follower) = if one.metric("dragon_is_leader") == 1.0 {
-        (one, two)
-    } else {
-        (two, one)
-    };
     leader.kill();
     until(30, "the follower to take the lease", || async {
-        follower.metric("dragon_is_leader") == 1.0
+        follower.metric(LEADER) == 1.0
     })
     .await;
     for i in 0..3 {
@@ -680,18 +680,11 @@ async fn a_leader_frozen_past_its_lease_acts_on_nothing_once_thawed_and_the_stan
     s.node("a", 8).await;
     s.node("b", 8).await;
     let le = "leaderElection: {enabled: true, namespace: fenced, leaseName: dragon-e2e, leaseDurationSeconds: 4}\n";
-    let one = Scheduler::start(&s, "dragon", le);
-    let two = Scheduler::start(&s, "dragon", le);
-    const LEADER: &str = "dragon_is_leader";
-    until(30, "one leader", || async {
-        one.metric(LEADER) + two.metric(LEADER) == 1.0
-    })
+    let (old, standby) = one_leader(
+        Scheduler::start(&s, "dragon", le),
+        Scheduler::start(&s, "dragon", le),
+    )
     .await;
-    let (old, standby) = if one.metric(LEADER) == 1.0 {
-        (one, two)
-    } else {
-        (two, one)
-    };
     for i in 0..2 {
         s.pod(&format!("before-{i}"), None, 1, None).await;
     }
@@ -767,17 +760,11 @@ async fn sigterm_mid_gang_finishes_its_binds_releases_the_lease_and_the_standby_
     // Two binds a second: a gang of six takes about three seconds to bind.
     let config = "leaderElection: {enabled: true, namespace: sigterm, leaseName: dragon-e2e, leaseDurationSeconds: 10}\n\
                   clientQps: 2\nclientBurst: 1\n";
-    let one = Scheduler::start(&s, "dragon", config);
-    let two = Scheduler::start(&s, "dragon", config);
-    until(30, "one leader", || async {
-        one.metric("dragon_is_leader") + two.metric("dragon_is_leader") == 1.0
-    })
+    let (mut leader, standby) = one_leader(
+        Scheduler::start(&s, "dragon", config),
+        Scheduler::start(&s, "dragon", config),
+    )
     .await;
-    let (mut leader, standby) = if one.metric("dragon_is_leader") == 1.0 {
-        (one, two)
-    } else {
-        (two, one)
-    };
     s.podgroup("g", 6, json!({})).await;
     for i in 0..6 {
         s.pod(&format!("g-worker-{i}"), Some(("g", "worker", i)), 1, None)
@@ -810,7 +797,7 @@ async fn sigterm_mid_gang_finishes_its_binds_releases_the_lease_and_the_standby_
         .filter(|h| !h.is_empty());
     assert_eq!(holder, None, "the lease still names a holder");
     until(30, "the standby to lead", || async {
-        standby.metric("dragon_is_leader") == 1.0
+        standby.metric(LEADER) == 1.0
     })
     .await;
     eprintln!(
