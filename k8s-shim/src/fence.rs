@@ -111,10 +111,11 @@ impl Fence {
         until.is_some()
     }
 
-    async fn check(&self, what: &str) -> Result<(), ApiError> {
+    async fn check(&self, what: impl FnOnce() -> String) -> Result<(), ApiError> {
         if self.holds().await {
             return Ok(());
         }
+        let what = what();
         self.refused.inc();
         tracing::info!(lease = %self.name, "not written, the Lease is not ours: {what}");
         Err(ApiError::new(
@@ -139,7 +140,9 @@ impl<I> Fenced<I> {
         Fenced { inner, fence }
     }
 
-    async fn check(&self, what: &str) -> Result<(), ApiError> {
+    /// Let a write through, or refuse it; `what` names it, and is made
+    /// only for a refusal (writes are the hot path).
+    async fn check(&self, what: impl FnOnce() -> String + Send) -> Result<(), ApiError> {
         match &self.fence {
             Some(f) => f.check(what).await,
             None => Ok(()),
@@ -157,7 +160,7 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
     }
 
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {
-        self.check(&format!("binding {pod}")).await?;
+        self.check(|| format!("binding {pod}")).await?;
         self.inner.bind(pod, node).await
     }
 
@@ -167,7 +170,7 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
         allocation: &Allocation,
         pod: &str,
     ) -> Result<(), ApiError> {
-        self.check(&format!("allocating {claim}")).await?;
+        self.check(|| format!("allocating {claim}")).await?;
         self.inner.allocate(claim, allocation, pod).await
     }
 
@@ -176,18 +179,18 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
         pod: &str,
         choice: &ExtendedChoice,
     ) -> Result<String, ApiError> {
-        self.check(&format!("the extended-resource claim of {pod}"))
+        self.check(|| format!("the extended-resource claim of {pod}"))
             .await?;
         self.inner.allocate_extended(pod, choice).await
     }
 
     async fn unreserve(&self, claim: &str, pod: &str) -> Result<(), ApiError> {
-        self.check(&format!("unreserving {claim}")).await?;
+        self.check(|| format!("unreserving {claim}")).await?;
         self.inner.unreserve(claim, pod).await
     }
 
     async fn drop_extended_claim(&self, pod: &str) -> Result<(), ApiError> {
-        self.check(&format!("deleting the extended-resource claim of {pod}"))
+        self.check(|| format!("deleting the extended-resource claim of {pod}"))
             .await?;
         self.inner.drop_extended_claim(pod).await
     }
@@ -197,7 +200,8 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
     }
 
     async fn bind_volume(&self, claim: &str, binding: &VolumeBinding) -> Result<(), ApiError> {
-        self.check(&format!("binding volume claim {claim}")).await?;
+        self.check(|| format!("binding volume claim {claim}"))
+            .await?;
         self.inner.bind_volume(claim, binding).await
     }
 
@@ -210,13 +214,13 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
     }
 
     async fn release(&self, pod: &str) -> Result<Release, ApiError> {
-        self.check(&format!("releasing {pod}")).await?;
+        self.check(|| format!("releasing {pod}")).await?;
         self.inner.release(pod).await
     }
 
     async fn evict(&self, pod: &str, dry_run: bool) -> Result<(), ApiError> {
         if !dry_run {
-            self.check(&format!("evicting {pod}")).await?;
+            self.check(|| format!("evicting {pod}")).await?;
         }
         self.inner.evict(pod, dry_run).await
     }
@@ -226,7 +230,7 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
     }
 
     async fn scale(&self, job: &str, target: &ScaleTarget, replicas: u32) -> Result<(), ApiError> {
-        self.check(&format!("scaling {job}")).await?;
+        self.check(|| format!("scaling {job}")).await?;
         self.inner.scale(job, target, replicas).await
     }
 
@@ -236,7 +240,7 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
         node: Option<&str>,
         version: Versioned<'_>,
     ) -> Result<Option<String>, ApiError> {
-        self.check(&format!("nominating {pod}")).await?;
+        self.check(|| format!("nominating {pod}")).await?;
         self.inner.nominate(pod, node, version).await
     }
 
@@ -246,7 +250,7 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
         condition: &Unschedulable,
         version: Versioned<'_>,
     ) -> Result<Option<String>, ApiError> {
-        self.check(&format!("the PodScheduled condition of {pod}"))
+        self.check(|| format!("the PodScheduled condition of {pod}"))
             .await?;
         self.inner.pod_unschedulable(pod, condition, version).await
     }
@@ -257,18 +261,18 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
         scheduled: bool,
         message: &str,
     ) -> Result<(), ApiError> {
-        self.check(&format!("the condition of PodGroup {group}"))
+        self.check(|| format!("the condition of PodGroup {group}"))
             .await?;
         self.inner.group_condition(group, scheduled, message).await
     }
 
     async fn event(&self, note: &Note) -> Result<(), ApiError> {
-        self.check("an Event").await?;
+        self.check(|| "an Event".to_string()).await?;
         self.inner.event(note).await
     }
 
     async fn group_status(&self, group: &str, status: &Status) -> Result<(), ApiError> {
-        self.check(&format!("the status of PodGroup {group}"))
+        self.check(|| format!("the status of PodGroup {group}"))
             .await?;
         self.inner.group_status(group, status).await
     }
