@@ -77,6 +77,31 @@ struct RunSpec {
     /// Client-side (qps, burst), always set explicitly on both schedulers.
     limits: (u32, u32),
     mode: Mode,
+    /// Pods per gang (each gang a `scheduling.k8s.io/v1beta1` PodGroup of
+    /// that minCount), or lone pods.
+    gang: Option<usize>,
+    /// What each pod requests.
+    pod: PodSize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PodSize {
+    /// `POD_CPU`, `POD_MEMORY`, `POD_GPUS`: 8 to a node.
+    Gpu,
+    /// 100m CPU and 100Mi, no GPU (`scheduler_perf`'s pod): 40 to a node,
+    /// for runs with many more pods than GPUs.
+    Small,
+}
+
+impl PodSize {
+    fn requests(self) -> serde_json::Value {
+        match self {
+            PodSize::Gpu => json!({
+                "requests": {"cpu": POD_CPU, "memory": POD_MEMORY, "nvidia.com/gpu": POD_GPUS},
+                "limits": {"nvidia.com/gpu": POD_GPUS}}),
+            PodSize::Small => json!({"requests": {"cpu": "100m", "memory": "100Mi"}}),
+        }
+    }
 }
 
 /// kube-scheduler's defaults (clientConnection qps/burst, v1.37).
@@ -91,6 +116,8 @@ fn runs(full: bool) -> Vec<RunSpec> {
         sched,
         limits,
         mode,
+        gang: None,
+        pod: PodSize::Gpu,
     };
     let mut v = vec![
         r(Kube, DEFAULT_LIMITS, Stream),
@@ -136,6 +163,11 @@ struct Outcome {
     policy_s: Option<f64>,
     /// Served by the apiserver during the run's window.
     api: Option<ApiRequests>,
+    /// Per gang, seconds from its first member's creation and from its last
+    /// member's creation to all its members bound (empty for lone pods).
+    gang_s: Vec<(f64, f64)>,
+    /// The scheduler's peak resident memory, MiB (VmHWM).
+    peak_rss_mib: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------
@@ -158,6 +190,19 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some(ticks / clock_ticks())
+}
+
+/// Peak resident memory of `pid` so far (VmHWM), MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }
 
 fn pid_of(run: &Path, name: &str) -> Option<u32> {
@@ -300,9 +345,10 @@ fn requests_text((count, secs): (f64, f64)) -> String {
 // ---------------------------------------------------------------------------
 // Nodes and pods.
 
-async fn create_nodes(client: &Client, n: usize) {
+/// Nodes `tp-{from}`..`tp-{to - 1}`.
+async fn create_nodes(client: &Client, from: usize, to: usize) {
     let nodes: Api<Node> = Api::all(client.clone());
-    futures::stream::iter(0..n)
+    futures::stream::iter(from..to)
         .map(|i| {
             let nodes = nodes.clone();
             async move {
@@ -323,6 +369,45 @@ async fn create_nodes(client: &Client, n: usize) {
         .try_collect::<Vec<()>>()
         .await
         .expect("create nodes");
+}
+
+/// Grow our nodes to `n` (from `have`), and wait until every one is Ready
+/// and untainted.
+async fn grow_nodes(client: &Client, have: usize, n: usize) {
+    let t = Instant::now();
+    create_nodes(client, have, n).await;
+    let nodes_s = t.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(300 + n as u64 / 10);
+    loop {
+        let nodes = our_nodes(client).await;
+        let usable = nodes.iter().filter(|n| node_usable(n)).count();
+        if usable == n {
+            break;
+        }
+        untaint_ready(client, &nodes).await;
+        assert!(
+            Instant::now() < deadline,
+            "only {usable} of {n} nodes Ready and untainted in time"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "{} nodes created in {nodes_s:.1} s ({:.0}/s), all {n} Ready and untainted after {:.1} s",
+        n - have,
+        (n - have) as f64 / nodes_s,
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// Delete our nodes (the control plane itself stops with this process).
+async fn delete_nodes(client: &Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let _ = nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("{NODE_LABEL}=yes")),
+        )
+        .await;
 }
 
 fn node_ready(n: &Node) -> bool {
@@ -383,26 +468,33 @@ async fn our_nodes(client: &Client) -> Vec<Node> {
         .items
 }
 
-async fn create_pods(client: &Client, ns: &str, scheduler: &str, n: usize) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let pods = pods.clone();
+/// Pod `i` of a run: a lone pod, or member `i % size` of gang `i / size`.
+fn pod_name(i: usize, gang: Option<usize>) -> String {
+    match gang {
+        None => format!("p-{i:05}"),
+        Some(size) => format!("g-{:05}-{:03}", i / size, i % size),
+    }
+}
+
+fn gang_name(k: usize) -> String {
+    format!("g-{k:05}")
+}
+
+/// One `scheduling.k8s.io/v1beta1` PodGroup per gang, minCount = its size:
+/// the objects both schedulers gang-schedule natively.
+async fn create_podgroups(client: &Client, ns: &str, gangs: usize, size: usize) {
+    let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+        Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..gangs)
+        .map(|k| {
+            let api = api.clone();
             async move {
-                let pod = json!({
-                    "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": format!("p-{i:05}"), "namespace": ns},
-                    "spec": {
-                        "schedulerName": scheduler,
-                        "nodeSelector": {NODE_LABEL: "yes"},
-                        "terminationGracePeriodSeconds": 0,
-                        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-                        "containers": [{"name": "c", "image": "fake",
-                            "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY, "nvidia.com/gpu": POD_GPUS},
-                                          "limits": {"nvidia.com/gpu": POD_GPUS}}}]
-                    }
+                let pg = json!({
+                    "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                    "metadata": {"name": gang_name(k), "namespace": ns},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}
                 });
-                pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap())
+                api.create(&PostParams::default(), &serde_json::from_value(pg).unwrap())
                     .await
                     .map(|_| ())
             }
@@ -410,7 +502,50 @@ async fn create_pods(client: &Client, ns: &str, scheduler: &str, n: usize) {
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<()>>()
         .await
-        .expect("create pods");
+        .expect("create PodGroups");
+}
+
+/// Create the run's pods in order, `CONCURRENCY` at a time (a gang's members
+/// one after another); returns when each create was answered, by pod index.
+async fn create_pods(
+    client: &Client,
+    ns: &str,
+    scheduler: &str,
+    n: usize,
+    (gang, size): (Option<usize>, PodSize),
+) -> Vec<Instant> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let mut pod = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": pod_name(i, gang), "namespace": ns},
+                    "spec": {
+                        "schedulerName": scheduler,
+                        "nodeSelector": {NODE_LABEL: "yes"},
+                        "terminationGracePeriodSeconds": 0,
+                        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                        "containers": [{"name": "c", "image": "fake", "resources": size.requests()}]
+                    }
+                });
+                if let Some(size) = gang {
+                    pod["spec"]["schedulingGroup"] = json!({"podGroupName": gang_name(i / size)});
+                }
+                pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap())
+                    .await
+                    .map(|_| (i, Instant::now()))
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<(usize, Instant)>>()
+        .await
+        .expect("create pods")
+        .into_iter()
+        .collect::<BTreeMap<usize, Instant>>()
+        .into_values()
+        .collect()
 }
 
 /// What the test's watch saw of each pod (by name).
@@ -497,12 +632,15 @@ impl Running {
         let (qps, burst) = spec.limits;
         match spec.sched {
             Sched::Kube => {
-                let status = Command::new(repo().join("tests/controlplane/scheduler.sh"))
-                    .arg(&control_plane().run)
+                let mut cmd = Command::new(repo().join("tests/controlplane/scheduler.sh"));
+                cmd.arg(&control_plane().run)
                     .arg(format!("--kube-api-qps={qps}"))
-                    .arg(format!("--kube-api-burst={burst}"))
-                    .status()
-                    .unwrap();
+                    .arg(format!("--kube-api-burst={burst}"));
+                // kube-scheduler's own gang scheduling (PodGroup gang policy).
+                if spec.gang.is_some() {
+                    cmd.arg("--feature-gates=GenericWorkload=true");
+                }
+                let status = cmd.status().unwrap();
                 assert!(status.success(), "the default kube-scheduler did not start");
                 Running::Kube
             }
@@ -567,8 +705,8 @@ fn block<T>(f: impl FnOnce() -> T) -> T {
 // ---------------------------------------------------------------------------
 // One run.
 
-async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
-    let s = Scenario::new(&format!("tp-{index}")).await;
+async fn run(ns: &str, spec: RunSpec, pods: usize, full: bool) -> Outcome {
+    let s = Scenario::new(ns).await;
     let scheduler_name = match spec.sched {
         Sched::Kube => "default-scheduler".to_string(),
         Sched::Dragon(_) => s.scheduler_name(),
@@ -578,12 +716,22 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
     if spec.mode == Mode::Stream {
         sched = Some(block(|| Running::start(&spec, &s)));
     }
+    if let Some(size) = spec.gang {
+        create_podgroups(&s.client, &s.name, pods / size, size).await;
+    }
     let procs = processes(sched.as_ref().and_then(Running::pid));
     let cpu0 = cpu_sample(&procs);
     let api0 = block(api_requests);
 
     let t_create = Instant::now();
-    create_pods(&s.client, &s.name, &scheduler_name, pods).await;
+    let created = create_pods(
+        &s.client,
+        &s.name,
+        &scheduler_name,
+        pods,
+        (spec.gang, spec.pod),
+    )
+    .await;
     let create_s = t_create.elapsed().as_secs_f64();
 
     let (t0, procs, cpu0, api0) = match spec.mode {
@@ -638,11 +786,16 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
         _ => None,
     };
     let policy_s = sched.policy_seconds();
+    let peak_rss_mib = sched.pid().and_then(peak_rss_mib);
     let (first, last) = {
         let st = watch.state.lock().unwrap();
         let times = st.bound.values().map(|(_, t)| *t);
         (times.clone().min().unwrap(), times.max().unwrap())
     };
+    let gang_s = spec
+        .gang
+        .map(|size| gang_seconds(&watch, &created, size))
+        .unwrap_or_default();
     let cpu = cpu1
         .iter()
         .map(|(k, v)| (*k, v - cpu0.get(k).copied().unwrap_or(*v)))
@@ -662,7 +815,32 @@ async fn run(index: usize, spec: RunSpec, pods: usize, full: bool) -> Outcome {
         cpu,
         policy_s,
         api,
+        gang_s,
+        peak_rss_mib,
     }
+}
+
+/// Per gang: (first member created → all bound, last member created → all
+/// bound), seconds.
+fn gang_seconds(watch: &PodWatch, created: &[Instant], size: usize) -> Vec<(f64, f64)> {
+    let st = watch.state.lock().unwrap();
+    created
+        .chunks(size)
+        .enumerate()
+        .map(|(k, members)| {
+            let bound = (0..members.len())
+                .filter_map(|m| st.bound.get(&pod_name(k * size + m, Some(size))))
+                .map(|(_, t)| *t)
+                .max()
+                .expect("every pod is bound");
+            let first = members.iter().min().expect("a gang has members");
+            let last = members.iter().max().expect("a gang has members");
+            (
+                bound.saturating_duration_since(*first).as_secs_f64(),
+                bound.saturating_duration_since(*last).as_secs_f64(),
+            )
+        })
+        .collect()
 }
 
 /// Correctness: every pod bound exactly once, to one node, none over capacity.
@@ -816,28 +994,7 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
     let client = client().await;
     ensure_crd(&client).await;
 
-    let t = Instant::now();
-    create_nodes(&client, n_nodes).await;
-    let nodes_s = t.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let nodes = our_nodes(&client).await;
-        let usable = nodes.iter().filter(|n| node_usable(n)).count();
-        if usable == n_nodes {
-            break;
-        }
-        untaint_ready(&client, &nodes).await;
-        assert!(
-            Instant::now() < deadline,
-            "only {usable} of {n_nodes} nodes Ready and untainted after 300 s"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let ready_s = t.elapsed().as_secs_f64();
-    eprintln!(
-        "{n_nodes} nodes created in {nodes_s:.1} s ({:.0}/s), all Ready and untainted after {ready_s:.1} s",
-        n_nodes as f64 / nodes_s
-    );
+    grow_nodes(&client, 0, n_nodes).await;
 
     let mut outcomes = Vec::new();
     for (i, spec) in runs(full).into_iter().enumerate() {
@@ -848,7 +1005,7 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
             spec.limits_text(),
             spec.mode_text()
         );
-        let o = run(i + 1, spec, n_pods, full).await;
+        let o = run(&format!("tp-{}", i + 1), spec, n_pods, full).await;
         eprintln!(
             "  {} pods created in {:.1} s, all bound after {:.1} s: {:.1} pods/s",
             o.pods,
@@ -859,14 +1016,7 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
         outcomes.push(o);
     }
 
-    // The nodes go too (the control plane itself stops with this process).
-    let nodes: Api<Node> = Api::all(client.clone());
-    let _ = nodes
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&format!("{NODE_LABEL}=yes")),
-        )
-        .await;
+    delete_nodes(&client).await;
     let _ = cp;
 
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -880,7 +1030,7 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
             .join(" ")
     );
     println!(
-        "nodes created in {nodes_s:.1} s; pods created {CONCURRENCY} at a time; \
+        "pods created {CONCURRENCY} at a time; \
          stream: first creation -> last bound; backlog: scheduler start -> last bound\n"
     );
     println!(
@@ -948,4 +1098,135 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
             c("test")
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Gangs.
+
+/// Gang sizes of the full run: the shapes of kube-scheduler's own
+/// `scheduler_perf` gang workloads, small to large.
+const GANG_SIZES: [usize; 3] = [8, 64, 512];
+/// Pods per gang run at full size (a whole number of gangs of every size).
+const GANG_PODS: usize = 4096;
+
+/// The `q`-quantile (nearest rank) of `v`.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// Gangs bound by kube-scheduler v1.37.2 with its own gang scheduling
+/// (`GenericWorkload`) and by dragon-scheduler with `dragon`, on the same
+/// nodes, the same `scheduling.k8s.io/v1beta1` PodGroups (minCount = the
+/// gang's size) and the same raised client limits, scheduler running while
+/// the gangs are created (`stream`). Every pod bound once, none moved, no
+/// node over capacity; timings printed, never asserted. Full size
+/// (`DRAGON_E2E_FULL=1`): 1,000 then 5,000 nodes, gangs of 8, 64 and 512,
+/// 4,096 pods a run; by default 100 nodes, gangs of 8 and 64, 128 pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_per_second_kube_scheduler_vs_dragon_scheduler() {
+    let _g = serial();
+    let full = std::env::var("DRAGON_E2E_FULL").is_ok_and(|v| v == "1");
+    let (node_counts, sizes, n_pods): (&[usize], &[usize], usize) = if full {
+        (&[1000, 5000], &GANG_SIZES, GANG_PODS)
+    } else {
+        (&[100], &GANG_SIZES[..2], 128)
+    };
+    let client = client().await;
+    ensure_crd(&client).await;
+
+    let mut rows = Vec::new();
+    let mut have = 0;
+    for &n_nodes in node_counts {
+        grow_nodes(&client, have, n_nodes).await;
+        have = n_nodes;
+        for &size in sizes {
+            for sched in [Sched::Kube, Sched::Dragon("dragon")] {
+                let spec = RunSpec {
+                    sched,
+                    limits: RAISED_LIMITS,
+                    mode: Mode::Stream,
+                    gang: Some(size),
+                    pod: PodSize::Gpu,
+                };
+                let ns = format!("tg-{n_nodes}-{size}-{}", rows.len() % 2);
+                eprintln!("{n_nodes} nodes, gangs of {size}: {}", spec.scheduler());
+                let o = run(&ns, spec, n_pods, full).await;
+                eprintln!(
+                    "  {} pods bound after {:.1} s: {:.1} pods/s",
+                    o.pods,
+                    o.total_s,
+                    o.pods as f64 / o.total_s
+                );
+                rows.push((n_nodes, o));
+            }
+        }
+    }
+    // dragon-scheduler's memory with many pods on the largest cluster:
+    // gangs of 8 small pods (no GPUs, so they all fit).
+    let many = std::env::var("DRAGON_E2E_MEMORY_PODS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(if full { 100_000 } else { 1_000 });
+    let spec = RunSpec {
+        sched: Sched::Dragon("dragon"),
+        limits: RAISED_LIMITS,
+        mode: Mode::Stream,
+        gang: Some(8),
+        pod: PodSize::Small,
+    };
+    eprintln!("{have} nodes, {many} small pods in gangs of 8: dragon");
+    let memory = run("tg-memory", spec, many / 8 * 8, full).await;
+    delete_nodes(&client).await;
+
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "\ngangs: KWOK nodes ({NODE_CPU} CPU, {NODE_MEMORY}, {NODE_GPUS} GPUs), {n_pods} pods a run \
+         ({POD_CPU} CPU, {POD_MEMORY}, {POD_GPUS} GPU) in scheduling.k8s.io/v1beta1 PodGroups, \
+         created {CONCURRENCY} at a time; client limits qps {} / burst {}; load average now {}\n",
+        RAISED_LIMITS.0,
+        RAISED_LIMITS.1,
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "| nodes | gang | scheduler | pods/s | gang created → bound p50 / p99 s | \
+         last member created → bound p50 / p99 s | scheduler CPU-s per 1,000 pods | peak RSS MiB |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|");
+    for (n_nodes, o) in &rows {
+        let from_first: Vec<f64> = o.gang_s.iter().map(|g| g.0).collect();
+        let from_last: Vec<f64> = o.gang_s.iter().map(|g| g.1).collect();
+        let cpu = o.cpu.get("scheduler").map_or_else(
+            || "-".to_string(),
+            |c| format!("{:.2}", 1000.0 * c / o.pods as f64),
+        );
+        println!(
+            "| {n_nodes} | {} | {} | {:.1} | {:.2} / {:.2} | {:.2} / {:.2} | {cpu} | {} |",
+            o.spec.gang.unwrap_or(1),
+            o.spec.scheduler(),
+            o.pods as f64 / o.total_s,
+            quantile(&from_first, 0.5),
+            quantile(&from_first, 0.99),
+            quantile(&from_last, 0.5),
+            quantile(&from_last, 0.99),
+            o.peak_rss_mib
+                .map_or_else(|| "-".to_string(), |m| format!("{m:.0}"))
+        );
+    }
+    println!(
+        "\ndragon-scheduler with {have} nodes and {} pods (gangs of 8, 100m CPU, 100Mi): \
+         peak RSS {} MiB; all bound in {:.1} s ({:.1} pods/s), {:.1} CPU-s",
+        memory.pods,
+        memory
+            .peak_rss_mib
+            .map_or_else(|| "-".to_string(), |m| format!("{m:.0}")),
+        memory.total_s,
+        memory.pods as f64 / memory.total_s,
+        memory.cpu.get("scheduler").copied().unwrap_or(f64::NAN)
+    );
 }
