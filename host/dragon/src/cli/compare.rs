@@ -9,7 +9,7 @@ use clap::Args;
 use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
 use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
-use crate::sim::{SimOptions, Summary, Trace};
+use crate::sim::{SimOptions, Summary, Trace, bound};
 
 #[derive(Debug, Args)]
 #[command(
@@ -101,6 +101,7 @@ impl CompareOpts {
             })
             .collect();
 
+        let (alone, capacity) = (bound::alone(&trace), bound::capacity_aware(&trace));
         if self.json {
             let first = &summaries[0];
             let ratio = |a: f64, b: f64| {
@@ -137,10 +138,17 @@ impl CompareOpts {
                     v
                 })
                 .collect();
-            let out = serde_json::json!({ "trace": trace.origin, "runs": runs, "ratios": ratios });
+            let bounds = serde_json::json!({
+                "alone_avg_jct_s": alone,
+                "capacity_avg_jct_s": capacity,
+            });
+            let out = serde_json::json!({
+                "trace": trace.origin, "runs": runs, "ratios": ratios, "bounds": bounds,
+            });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             print!("{}", report::comparison_table(&labeled));
+            print!("{}", report::bounds_line(&labeled, alone, capacity));
         }
 
         if let Some(dir) = &self.out {

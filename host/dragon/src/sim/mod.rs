@@ -8,12 +8,14 @@
 //! - [`trace`]: the trace format and its validation.
 //! - [`resume`]: a trace that starts from a recorded cluster.
 //! - [`sweep`]: policies over generated traces across loads and seeds.
+//! - [`bound`]: lower bounds on average JCT, alone and capacity-aware.
 //! - [`generate`]: the seeded synthetic-trace generator.
 //! - [`speed`]: how fast a job trains at a given size and placement.
 //! - [`engine`]: the discrete-event loop.
 //! - [`metrics`]: the summary of a run.
 //! - [`report`]: tables, CSV, SVG plots and the HTML report.
 
+pub mod bound;
 pub mod engine;
 pub mod generate;
 pub mod metrics;
@@ -586,17 +588,20 @@ jobs:
         assert!((c.jct_vs_first - ratio).abs() < 1e-9, "{c:?}");
         assert!((c.p99_wait_s - (d1.p99_wait_s + d2.p99_wait_s) / 2.0).abs() < 1e-9);
         assert_eq!(cells[2].jct_vs_first, 1.0);
-        // The bound: below every policy's average JCT at each load.
+        // The bounds: alone below capacity-aware, both below every policy's
+        // average JCT at each load.
         assert_eq!(bounds.len(), 2);
         for b in &bounds {
+            assert!(b.avg_jct_s <= b.capacity_avg_jct_s, "{b:?}");
             for c in cells.iter().filter(|c| c.load == b.load) {
-                assert!(b.avg_jct_s <= c.avg_jct_s, "{b:?} {c:?}");
+                assert!(b.capacity_avg_jct_s <= c.avg_jct_s, "{b:?} {c:?}");
+                assert!(c.jct_vs_capacity >= 1.0, "{c:?}");
             }
         }
         let table = sweep::table(&cells, &bounds);
         assert!(table.contains("  all  dragon"), "{table}");
         assert!(
-            table.lines().last().unwrap().contains("all  (bound)"),
+            table.lines().last().unwrap().contains("all  (capacity)"),
             "{table}"
         );
 

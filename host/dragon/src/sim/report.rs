@@ -289,6 +289,23 @@ pub fn comparison_table(runs: &[Labeled<'_>]) -> String {
     o
 }
 
+/// What no policy can beat on the trace (seconds of average JCT, see
+/// [`super::bound`]), and each run's average JCT over the capacity-aware
+/// bound.
+pub fn bounds_line(runs: &[Labeled<'_>], alone_s: f64, capacity_s: f64) -> String {
+    let over: Vec<String> = runs
+        .iter()
+        .filter(|_| capacity_s > 0.0)
+        .map(|r| format!("{} {:.2}x", r.label, r.summary.avg_jct_s / capacity_s))
+        .collect();
+    format!(
+        "  average JCT no policy can beat: {} alone, {} sharing the GPUs; over the latter: {}\n",
+        human(alone_s),
+        human(capacity_s),
+        over.join(", ")
+    )
+}
+
 fn metrics_as_rows(o: &mut String, runs: &[Labeled<'_>]) {
     let first = &runs[0];
     let w = runs

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::bound;
 use super::engine::{SimOptions, simulate};
 use super::generate::{GenerateOptions, OptionError, generate};
 use super::metrics::Summary;
@@ -34,6 +35,9 @@ pub struct Cell {
     /// This policy's average JCT over the first policy's at the same load
     /// and seed, averaged over the seeds.
     pub jct_vs_first: f64,
+    /// This policy's average JCT over the capacity-aware bound of the same
+    /// trace, averaged over the seeds: how far it is from what is possible.
+    pub jct_vs_capacity: f64,
     pub p95_jct_s: f64,
     pub p99_wait_s: f64,
     /// Share of GPU time spent training.
@@ -44,48 +48,18 @@ pub struct Cell {
     pub stuck_runs: u32,
 }
 
-/// What no policy can beat at one load: every job from its arrival at the
-/// size that runs it fastest, on one node if that size fits one, never
-/// waiting or restarting (means over the seeds, as [`Cell`]).
+/// What no policy can beat at one load (means over the seeds, as
+/// [`Cell`]): the [`bound`](super::bound) of each trace's average JCT.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bound {
     pub load: f64,
+    /// Every job alone at its fastest size from its arrival.
     pub avg_jct_s: f64,
     /// Over the first policy's average JCT at the same seed, averaged.
     pub jct_vs_first: f64,
-}
-
-/// The average of [`Bound`]'s job completion time over `trace`'s jobs, s.
-pub fn jct_bound_s(trace: &Trace) -> f64 {
-    let node_gpus = trace
-        .nodes
-        .iter()
-        .map(|n| n.allocatable.gpus)
-        .max()
-        .unwrap_or(0);
-    let best = |j: &super::trace::TraceJob| {
-        let worker_gpus = j
-            .pods
-            .iter()
-            .find(|p| p.role == crate::framework::Role::Worker)
-            .map_or(0, |p| p.request.gpus);
-        let other_gpus: u32 = j
-            .pods
-            .iter()
-            .filter(|p| p.role != crate::framework::Role::Worker)
-            .map(|p| p.request.gpus)
-            .sum();
-        (j.job.min_workers..=j.job.max_workers)
-            .map(|w| {
-                let one_node =
-                    w.saturating_mul(worker_gpus).saturating_add(other_gpus) <= node_gpus;
-                let span = if one_node { 1 } else { 2 };
-                j.work_ms / j.speed.rate(w, span, j.job.workers)
-            })
-            .fold(f64::INFINITY, f64::min)
-    };
-    let n = trace.jobs.len().max(1) as f64;
-    trace.jobs.iter().map(best).sum::<f64>() / n / 1e3
+    /// The capacity-aware bound: the jobs share the cluster's GPUs.
+    pub capacity_avg_jct_s: f64,
+    pub capacity_vs_first: f64,
 }
 
 /// Why a sweep cannot run.
@@ -125,7 +99,8 @@ pub fn sweep(
     let mut done = 0;
     for &load in &options.loads {
         let mut summaries: Vec<Vec<Summary>> = vec![Vec::new(); policies.len()];
-        let mut bound: Vec<f64> = Vec::new();
+        let mut alone: Vec<f64> = Vec::new();
+        let mut capacity: Vec<f64> = Vec::new();
         for &seed in &options.seeds {
             let o = GenerateOptions {
                 seed,
@@ -134,7 +109,8 @@ pub fn sweep(
             };
             let text = generate(&o)?;
             let trace = Trace::parse(&text, &o.command(), false).map_err(SweepError::Trace)?;
-            bound.push(jct_bound_s(&trace));
+            alone.push(bound::alone(&trace));
+            capacity.push(bound::capacity_aware(&trace));
             for (i, (_, policy)) in policies.iter().enumerate() {
                 summaries[i].push(Summary::of(&simulate(&trace, *policy, options.sim, None)));
             }
@@ -142,41 +118,48 @@ pub fn sweep(
             progress(done, traces);
         }
         for (i, (label, _)) in policies.iter().enumerate() {
-            cells.push(cell(label, load, &summaries[i], &summaries[0]));
+            cells.push(cell(label, load, &summaries[i], &summaries[0], &capacity));
         }
-        let ratios: Vec<f64> = bound
-            .iter()
-            .zip(&summaries[0])
-            .filter(|(_, f)| f.avg_jct_s > 0.0)
-            .map(|(b, f)| b / f.avg_jct_s)
-            .collect();
+        let first: Vec<f64> = summaries[0].iter().map(|s| s.avg_jct_s).collect();
         bounds.push(Bound {
             load,
-            avg_jct_s: bound.iter().sum::<f64>() / bound.len().max(1) as f64,
-            jct_vs_first: ratios.iter().sum::<f64>() / ratios.len().max(1) as f64,
+            avg_jct_s: mean(&alone),
+            jct_vs_first: mean_ratio(&alone, &first),
+            capacity_avg_jct_s: mean(&capacity),
+            capacity_vs_first: mean_ratio(&capacity, &first),
         });
     }
     Ok((cells, bounds))
 }
 
-fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary]) -> Cell {
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// The mean of `a[i] / b[i]` over the seeds where `b[i]` is positive (0
+/// when there is none).
+fn mean_ratio(a: &[f64], b: &[f64]) -> f64 {
+    let ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, b)| **b > 0.0)
+        .map(|(a, b)| a / b)
+        .collect();
+    mean(&ratios)
+}
+
+fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary], capacity: &[f64]) -> Cell {
     let n = runs.len() as f64;
     let mean = |f: &dyn Fn(&Summary) -> f64| runs.iter().map(f).sum::<f64>() / n;
-    let ratios: Vec<f64> = runs
-        .iter()
-        .zip(first)
-        .filter(|(_, f)| f.avg_jct_s > 0.0)
-        .map(|(r, f)| r.avg_jct_s / f.avg_jct_s)
-        .collect();
+    let jct: Vec<f64> = runs.iter().map(|s| s.avg_jct_s).collect();
+    let first: Vec<f64> = first.iter().map(|s| s.avg_jct_s).collect();
     Cell {
         policy: label.to_string(),
         load,
         runs: runs.len() as u32,
         avg_jct_s: mean(&|s| s.avg_jct_s),
-        jct_vs_first: match ratios.is_empty() {
-            true => 0.0,
-            false => ratios.iter().sum::<f64>() / ratios.len() as f64,
-        },
+        jct_vs_first: mean_ratio(&jct, &first),
+        jct_vs_capacity: mean_ratio(&jct, capacity),
         p95_jct_s: mean(&|s| s.p95_jct_s),
         p99_wait_s: mean(&|s| s.p99_wait_s),
         gpu_training: mean(&|s| s.gpu_util),
@@ -189,18 +172,19 @@ fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary]) -> Cell {
     }
 }
 
-/// The sweep as a table: one row per load and policy, then the load's
-/// bound, and a last row per policy with its JCT ratio to the first policy
-/// averaged over the loads.
+/// The sweep as a table: one row per load and policy, then the load's two
+/// bounds, and a last row per policy with its JCT ratios to the first
+/// policy and to the capacity-aware bound averaged over the loads.
 pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
     use super::report::human;
     use std::fmt::Write as _;
     let mut out = format!(
-        "{:>5}  {:<12} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>6}\n",
+        "{:>5}  {:<12} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>6}\n",
         "load",
         "policy",
         "avg JCT",
         "vs first",
+        "vs bound",
         "p95 JCT",
         "p99 wait",
         "training",
@@ -208,14 +192,26 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
         "restarts",
         "stuck"
     );
+    let short = |out: &mut String,
+                 load: &dyn std::fmt::Display,
+                 label: &str,
+                 jct: &str,
+                 first: f64,
+                 bound: f64| {
+        let _ = writeln!(
+            out,
+            "{load:>5}  {label:<12} {jct:>10} {first:>8.2}x {bound:>8.2}x"
+        );
+    };
     for c in cells {
         let _ = writeln!(
             out,
-            "{:>5}  {:<12} {:>10} {:>8.2}x {:>10} {:>10} {:>8.1}% {:>10} {:>9.1} {:>3}/{}",
+            "{:>5}  {:<12} {:>10} {:>8.2}x {:>8.2}x {:>10} {:>10} {:>8.1}% {:>10} {:>9.1} {:>3}/{}",
             c.load,
             c.policy,
             human(c.avg_jct_s),
             c.jct_vs_first,
+            c.jct_vs_capacity,
             human(c.p95_jct_s),
             human(c.p99_wait_s),
             c.gpu_training * 100.0,
@@ -232,13 +228,22 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
         if let Some(b) = bounds.iter().find(|b| b.load == c.load)
             && last_of_load
         {
-            let _ = writeln!(
-                out,
-                "{:>5}  {:<12} {:>10} {:>8.2}x",
-                b.load,
-                "(bound)",
-                human(b.avg_jct_s),
-                b.jct_vs_first
+            let alone_vs_capacity = b.avg_jct_s / b.capacity_avg_jct_s.max(f64::MIN_POSITIVE);
+            short(
+                &mut out,
+                &b.load,
+                "(alone)",
+                &human(b.avg_jct_s),
+                b.jct_vs_first,
+                alone_vs_capacity,
+            );
+            short(
+                &mut out,
+                &b.load,
+                "(capacity)",
+                &human(b.capacity_avg_jct_s),
+                b.capacity_vs_first,
+                1.0,
             );
         }
     }
@@ -249,26 +254,42 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
         }
     }
     for p in policies {
-        let ratios: Vec<f64> = cells
-            .iter()
-            .filter(|c| c.policy == p)
-            .map(|c| c.jct_vs_first)
-            .collect();
-        let _ = writeln!(
-            out,
-            "{:>5}  {:<12} {:>10} {:>8.2}x",
-            "all",
+        let of = |f: fn(&Cell) -> f64| {
+            mean(
+                &cells
+                    .iter()
+                    .filter(|c| c.policy == p)
+                    .map(f)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        short(
+            &mut out,
+            &"all",
             p,
             "",
-            ratios.iter().sum::<f64>() / ratios.len().max(1) as f64
+            of(|c| c.jct_vs_first),
+            of(|c| c.jct_vs_capacity),
         );
     }
     if !bounds.is_empty() {
-        let mean = bounds.iter().map(|b| b.jct_vs_first).sum::<f64>() / bounds.len() as f64;
-        let _ = writeln!(
-            out,
-            "{:>5}  {:<12} {:>10} {:>8.2}x",
-            "all", "(bound)", "", mean
+        let of = |f: fn(&Bound) -> f64| mean(&bounds.iter().map(f).collect::<Vec<_>>());
+        let alone_vs_capacity = of(|b| b.avg_jct_s / b.capacity_avg_jct_s.max(f64::MIN_POSITIVE));
+        short(
+            &mut out,
+            &"all",
+            "(alone)",
+            "",
+            of(|b| b.jct_vs_first),
+            alone_vs_capacity,
+        );
+        short(
+            &mut out,
+            &"all",
+            "(capacity)",
+            "",
+            of(|b| b.capacity_vs_first),
+            1.0,
         );
     }
     out

@@ -1,0 +1,257 @@
+//! Lower bounds on a trace's average job completion time: what no policy
+//! can beat, so that a table shows how much is left to win.
+//!
+//! - [`alone`]: every job from its arrival at its fastest size, never
+//!   waiting. Ignores capacity, so at high load it is far below anything
+//!   reachable.
+//! - [`capacity_aware`]: also counts that the jobs share the cluster's GPUs.
+//!   The cluster is relaxed to one pool of GPUs (no nodes, no
+//!   fragmentation, no restarts) in which a job needs at least its *GPU
+//!   work*, the GPU-time it would use at its most GPU-efficient size, and
+//!   is never served faster than its fastest size allows. Serving the
+//!   smallest GPU work first, each job as fast as it may, minimises the sum
+//!   of the jobs' mean busy times there (a polymatroid greedy), and a job
+//!   completes at least half its alone time after its mean busy time.
+//!   `docs/simulator.md` states the argument.
+
+use super::trace::{Trace, TraceJob};
+use crate::framework::Role;
+
+/// What the bounds need of one job, ms and GPU-ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Need {
+    arrival_ms: f64,
+    /// Run time alone at its fastest size.
+    alone_ms: f64,
+    /// GPU-time at its most GPU-efficient size (0: it uses no GPUs).
+    gpu_work: f64,
+}
+
+fn need(job: &TraceJob, node_gpus: u32) -> Need {
+    let worker_gpus = job
+        .pods
+        .iter()
+        .find(|p| p.role == Role::Worker)
+        .map_or(0, |p| p.request.gpus);
+    let other_gpus: u32 = job
+        .pods
+        .iter()
+        .filter(|p| p.role != Role::Worker)
+        .map(|p| p.request.gpus)
+        .sum();
+    let (mut fastest, mut per_gpu) = (0.0_f64, 0.0_f64);
+    for w in job.job.min_workers..=job.job.max_workers {
+        let gpus = w.saturating_mul(worker_gpus).saturating_add(other_gpus);
+        // The best placement of that size: one node when one can hold it.
+        let span = if gpus <= node_gpus { 1 } else { 2 };
+        let rate = job.speed.rate(w, span, job.job.workers);
+        fastest = fastest.max(rate);
+        if gpus > 0 {
+            per_gpu = per_gpu.max(rate / f64::from(gpus));
+        }
+    }
+    let positive = |x: f64| if x > 0.0 { x } else { f64::INFINITY };
+    Need {
+        arrival_ms: job.arrival_ms as f64,
+        alone_ms: job.work_ms / positive(fastest),
+        gpu_work: if other_gpus == 0 && worker_gpus == 0 {
+            0.0
+        } else {
+            job.work_ms / positive(per_gpu)
+        },
+    }
+}
+
+fn needs(trace: &Trace) -> Vec<Need> {
+    let node_gpus = trace
+        .nodes
+        .iter()
+        .map(|n| n.allocatable.gpus)
+        .max()
+        .unwrap_or(0);
+    trace.jobs.iter().map(|j| need(j, node_gpus)).collect()
+}
+
+/// GPUs the jobs can share: the cluster's, less those of pods bound for the
+/// whole run.
+fn pool_gpus(trace: &Trace) -> f64 {
+    let background: u64 = trace
+        .background
+        .iter()
+        .map(|(p, _)| u64::from(p.request.gpus))
+        .sum();
+    trace.total_gpus().saturating_sub(background) as f64
+}
+
+/// The alone bound of `trace`'s average JCT, seconds.
+pub fn alone(trace: &Trace) -> f64 {
+    let n = needs(trace);
+    n.iter().map(|j| j.alone_ms).sum::<f64>() / n.len().max(1) as f64 / 1e3
+}
+
+/// The capacity-aware bound of `trace`'s average JCT, seconds (never below
+/// [`alone`]).
+pub fn capacity_aware(trace: &Trace) -> f64 {
+    let jobs = needs(trace);
+    if jobs.is_empty() {
+        return 0.0;
+    }
+    let pool = pool_gpus(trace);
+    // Σ C_j ≥ Σ (M_j + L_j / 2) over the jobs with GPU work (M_j their
+    // least mean busy times); the others are held only by their alone time.
+    let sum_completion: f64 = if pool > 0.0 {
+        let busy = least_mean_busy(&jobs, pool);
+        jobs.iter()
+            .zip(&busy)
+            .map(|(j, m)| match m {
+                Some(m) => m + j.alone_ms / 2.0,
+                None => j.arrival_ms + j.alone_ms,
+            })
+            .sum()
+    } else {
+        jobs.iter().map(|j| j.arrival_ms + j.alone_ms).sum()
+    };
+    let arrivals: f64 = jobs.iter().map(|j| j.arrival_ms).sum();
+    // Never below the alone bound, which it equals on an idle cluster (a
+    // float's rounding must not show it below).
+    let capacity = (sum_completion - arrivals) / jobs.len() as f64 / 1e3;
+    capacity.max(alone(trace))
+}
+
+/// Mean busy time of each job with GPU work (`None`: no GPU work) when
+/// `pool` GPUs serve the released jobs smallest GPU work first, each at
+/// most at its fastest rate (`gpu_work / alone_ms` GPUs), the next at what
+/// is left. Rates change only when a job arrives or finishes.
+fn least_mean_busy(jobs: &[Need], pool: f64) -> Vec<Option<f64>> {
+    let mut order: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].gpu_work > 0.0)
+        .collect();
+    // Priority: least GPU work first (ties by trace order).
+    order.sort_by(|&a, &b| {
+        jobs[a]
+            .gpu_work
+            .total_cmp(&jobs[b].gpu_work)
+            .then(a.cmp(&b))
+    });
+    let mut arrivals: Vec<f64> = order.iter().map(|&i| jobs[i].arrival_ms).collect();
+    arrivals.sort_by(f64::total_cmp);
+    let cap = |i: usize| jobs[i].gpu_work / jobs[i].alone_ms.max(f64::MIN_POSITIVE);
+    let mut left: Vec<f64> = jobs.iter().map(|j| j.gpu_work).collect();
+    let mut moment = vec![0.0; jobs.len()];
+    let mut now = arrivals.first().copied().unwrap_or(0.0);
+    let mut next_arrival = 0;
+    let mut unfinished = order.len();
+    let mut rates: Vec<(usize, f64)> = Vec::new();
+    while unfinished > 0 {
+        while next_arrival < arrivals.len() && arrivals[next_arrival] <= now {
+            next_arrival += 1;
+        }
+        rates.clear();
+        let mut free = pool;
+        for &i in &order {
+            if free <= 0.0 {
+                break;
+            }
+            if jobs[i].arrival_ms <= now && left[i] > 0.0 {
+                let r = cap(i).min(free);
+                rates.push((i, r));
+                free -= r;
+            }
+        }
+        let until_arrival = arrivals
+            .get(next_arrival)
+            .map_or(f64::INFINITY, |a| a - now);
+        let until_finish = rates
+            .iter()
+            .map(|&(i, r)| left[i] / r)
+            .fold(f64::INFINITY, f64::min);
+        let d = until_arrival.min(until_finish);
+        if !d.is_finite() {
+            break; // nothing served and nothing to come: cannot happen with work left
+        }
+        for &(i, r) in &rates {
+            let done = (r * d).min(left[i]);
+            moment[i] += done * (now + d / 2.0);
+            left[i] -= done;
+            // The job that set `d` finishes exactly; the rounding of others
+            // must not leave a sliver of work for another event.
+            if left[i] <= 1e-9 * jobs[i].gpu_work || (d == until_finish && left[i] / r <= 1e-9) {
+                left[i] = 0.0;
+                unfinished -= 1;
+            }
+        }
+        now += d;
+    }
+    jobs.iter()
+        .zip(&moment)
+        .map(|(j, m)| (j.gpu_work > 0.0).then(|| m / j.gpu_work))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(arrival_ms: f64, alone_ms: f64, gpu_work: f64) -> Need {
+        Need {
+            arrival_ms,
+            alone_ms,
+            gpu_work,
+        }
+    }
+
+    #[test]
+    fn the_pool_serves_the_smallest_gpu_work_first_each_at_most_at_its_cap() {
+        // Pool of 2 GPUs. A: 10 GPU-ms, at most 2 GPUs (5 ms alone), at 0;
+        // B: 2 GPU-ms, at most 1 GPU (2 ms alone), at 1.
+        let jobs = [job(0.0, 5.0, 10.0), job(1.0, 2.0, 2.0)];
+        let busy = least_mean_busy(&jobs, 2.0);
+        // A: 2 GPUs over [0, 1], then 1 beside B over [1, 3], then its 6
+        // GPU-ms left at 2 over [3, 6]: mean busy time (2·0.5 + 2·2 + 6·4.5) / 10.
+        assert!((busy[0].unwrap() - 3.2).abs() < 1e-9, "{busy:?}");
+        // B: 1 GPU over [1, 3].
+        assert!((busy[1].unwrap() - 2.0).abs() < 1e-9, "{busy:?}");
+    }
+
+    #[test]
+    fn an_idle_pool_waits_for_the_next_arrival() {
+        let jobs = [job(0.0, 1.0, 1.0), job(100.0, 1.0, 1.0), job(0.0, 1.0, 0.0)];
+        let busy = least_mean_busy(&jobs, 1.0);
+        assert_eq!(busy, vec![Some(0.5), Some(100.5), None]);
+    }
+
+    /// Four jobs that each need the whole cluster (8 GPUs, rigid), all at
+    /// 0, each an hour alone: the best schedule runs them one after another,
+    /// average JCT 2.5 h; alone, 1 h.
+    fn rigid(count: usize) -> Trace {
+        let mut text = String::from(
+            "cluster:\n  nodes:\n    - {name_prefix: gpu, count: 2, cpu: 32, memory_gib: 128, gpus: 4}\njobs:\n",
+        );
+        for i in 0..count {
+            text += &format!(
+                "  - {{name: j{i}, arrival_s: 0, duration_s: 3600, workers: {{count: 8, cpu: 1, memory_gib: 1, gpus: 1}}}}\n"
+            );
+        }
+        Trace::parse(&text, "t.yaml", false).unwrap()
+    }
+
+    #[test]
+    fn jobs_that_each_fill_the_cluster_are_bounded_by_running_one_after_another() {
+        let t = rigid(4);
+        // 8 workers over two 4-GPU nodes pay the cross-node penalty alone too.
+        let alone_s = 3600.0 / t.jobs[0].speed.rate(8, 2, 8);
+        assert!((alone(&t) - alone_s).abs() < 1e-6, "{}", alone(&t));
+        let cap = capacity_aware(&t);
+        assert!(
+            (cap - 2.5 * alone_s).abs() < 1e-6,
+            "{cap} vs {}",
+            2.5 * alone_s
+        );
+    }
+
+    #[test]
+    fn with_room_for_every_job_the_capacity_bound_is_the_alone_bound() {
+        let t = rigid(1);
+        assert_eq!(capacity_aware(&t), alone(&t));
+    }
+}
