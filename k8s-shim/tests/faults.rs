@@ -625,15 +625,9 @@ async fn a_refused_binding_in_a_gang_of_bare_pods_keeps_its_bound_members_and_co
 /// Fairness classifies like any workload (the test's own `system:masters`
 /// user is exempt).
 async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::PathBuf {
-    use k8s_openapi::api::authentication::v1::TokenRequest;
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    let shipped = std::fs::read_to_string(repo().join("k8s-shim/deploy/rbac.yaml")).unwrap();
-    let role: ClusterRole = shipped
-        .split("\n---\n")
-        .find(|doc| doc.lines().any(|l| l == "kind: ClusterRole"))
-        .map(|doc| serde_norway::from_str(doc).unwrap())
-        .expect("a ClusterRole in rbac.yaml");
+    let role = shipped_cluster_role();
     let role_name = format!("dragon-e2e-{}", s.name);
     let roles: Api<ClusterRole> = Api::all(s.client.clone());
     let _ = roles.delete(&role_name, &DeleteParams::default()).await;
@@ -663,26 +657,7 @@ async fn service_account_kubeconfig(s: &Scenario, name: &str) -> std::path::Path
         )
         .await
         .unwrap();
-    let request: TokenRequest =
-        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
-            .unwrap();
-    let token: TokenRequest = accounts
-        .create_subresource("token", name, &PostParams::default(), &request)
-        .await
-        .unwrap();
-    let token = token.status.and_then(|s| s.token).expect("a token");
-    let cp = control_plane();
-    let admin = std::fs::read_to_string(&cp.kubeconfig).unwrap();
-    let text: String = admin
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) => format!("{indent}token: {token}\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
-    let path = cp.run.join(format!("kubeconfig-{}-{name}", s.name));
-    std::fs::write(&path, text).unwrap();
-    path
+    account_kubeconfig(&s.client, &s.name, name).await
 }
 
 /// API Priority and Fairness that rejects: binds of the scenario go to a

@@ -11,6 +11,7 @@
 #     training-operator-v1.8.1-<hash of the wrapper>/{training-operator,crds/}
 #     registry-v3.1.2/registry       CNCF Distribution, for policies in OCI
 #     oras-v1.3.6/oras               a registry client Dragon did not write
+#     helm-v4.3.2/helm               to render and install dragon-scheduler's chart
 #     bin-<all versions>/   symlinks to the binaries above (and crds/ as
 #                           training-operator-crds)
 #
@@ -23,13 +24,13 @@
 #   DRAGON_CONTROLPLANE_CACHE  cache root (default above)
 #   DRAGON_CONTROLPLANE_NICE   niceness of go commands (default 19)
 #   DRAGON_CONTROLPLANE_ONLY   space-separated subset of: kubernetes etcd kwok
-#                              training-operator registry oras
+#                              training-operator registry oras helm
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}"
 NICE="${DRAGON_CONTROLPLANE_NICE:-19}"
-ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator registry oras}"
+ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator registry oras helm}"
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 fail() {
@@ -51,8 +52,9 @@ KWOK_VERSION="$(version_of kwok sigs.k8s.io/kwok)"
 TO_VERSION="$(version_of training-operator github.com/kubeflow/training-operator)"
 REGISTRY_VERSION="$(version_of registry github.com/distribution/distribution/v3)"
 ORAS_VERSION="$(version_of oras oras.land/oras)"
+HELM_VERSION="$(version_of helm helm.sh/helm/v4)"
 if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ] || [ -z "$TO_VERSION" ] ||
-  [ -z "$REGISTRY_VERSION" ] || [ -z "$ORAS_VERSION" ]; then
+  [ -z "$REGISTRY_VERSION" ] || [ -z "$ORAS_VERSION" ] || [ -z "$HELM_VERSION" ]; then
   fail "read versions" "could not read versions from $HERE/*/go.mod"
 fi
 
@@ -64,7 +66,8 @@ TO_HASH="$(cat "$HERE"/training-operator/{main.go,go.mod,go.sum} | sha256sum | c
 TO_DIR="$CACHE/training-operator-$TO_VERSION-$TO_HASH"
 REGISTRY_DIR="$CACHE/registry-$REGISTRY_VERSION"
 ORAS_DIR="$CACHE/oras-$ORAS_VERSION"
-BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH-registry-$REGISTRY_VERSION-oras-$ORAS_VERSION"
+HELM_DIR="$CACHE/helm-$HELM_VERSION"
+BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH-registry-$REGISTRY_VERSION-oras-$ORAS_VERSION-helm-$HELM_VERSION"
 
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -186,6 +189,13 @@ if wanted oras && missing "$ORAS_DIR" oras; then
     "-s -w -X oras.land/oras/internal/version.Version=${ORAS_VERSION#v}"
 fi
 
+if wanted helm && missing "$HELM_DIR" helm; then
+  need_go
+  fetch helm
+  build helm helm.sh/helm/v4/cmd/helm "$HELM_DIR" helm \
+    "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+fi
+
 # One directory holding all the binaries (symlinks into the versioned dirs).
 mkdir -p "$BIN_DIR"
 link() { [ -x "$1/$2" ] && ln -sfn "$1/$2" "$BIN_DIR/$2"; return 0; }
@@ -195,7 +205,8 @@ link "$KWOK_DIR" kwok
 link "$TO_DIR" training-operator
 link "$REGISTRY_DIR" registry
 link "$ORAS_DIR" oras
+link "$HELM_DIR" helm
 [ -d "$TO_DIR/crds" ] && ln -sfn "$TO_DIR/crds" "$BIN_DIR/training-operator-crds"
 
-log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION, registry $REGISTRY_VERSION, oras $ORAS_VERSION"
+log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION, registry $REGISTRY_VERSION, oras $ORAS_VERSION, helm $HELM_VERSION"
 echo "$BIN_DIR"

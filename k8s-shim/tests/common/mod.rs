@@ -883,14 +883,7 @@ impl Scheduler {
 
     /// [`Scheduler::start`] with another identity (a kubeconfig of its own).
     pub fn start_as(s: &Scenario, policy: &str, extra: &str, kubeconfig: &Path) -> Scheduler {
-        let dir = std::env::temp_dir().join(format!(
-            "dragon-e2e-sched-{}-{}-{}",
-            std::process::id(),
-            s.name,
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let metrics = format!("127.0.0.1:{}", free_port());
+        let (dir, metrics) = Scheduler::workdir(s);
         // Each scheduler records into a ring of its own.
         let recording = match extra.contains("recording:") {
             true => String::new(),
@@ -901,6 +894,38 @@ impl Scheduler {
             s.scheduler_name(),
             dir.join("cache").display()
         );
+        Scheduler::launch(dir, metrics, &config, kubeconfig)
+    }
+
+    /// A scheduler run from a whole configuration (as a deployment renders
+    /// it), with only what points into its container replaced: where it
+    /// listens, caches and records.
+    pub fn start_from(s: &Scenario, mut config: Value, kubeconfig: &Path) -> Scheduler {
+        let (dir, metrics) = Scheduler::workdir(s);
+        config["metricsAddr"] = json!(metrics);
+        config["cacheDir"] = json!(dir.join("cache"));
+        if config["recording"]["enabled"] != json!(false) {
+            config["recording"]["dir"] = json!(dir.join("recordings"));
+        }
+        // JSON is YAML.
+        Scheduler::launch(dir, metrics, &config.to_string(), kubeconfig)
+    }
+
+    /// A fresh directory for one scheduler, and a free metrics address.
+    fn workdir(s: &Scenario) -> (PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!(
+            "dragon-e2e-sched-{}-{}-{}",
+            std::process::id(),
+            s.name,
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        (dir, format!("127.0.0.1:{}", free_port()))
+    }
+
+    /// Start `dragon-scheduler --config DIR/config.yaml` and wait until it
+    /// is ready.
+    fn launch(dir: PathBuf, metrics: String, config: &str, kubeconfig: &Path) -> Scheduler {
         std::fs::write(dir.join("config.yaml"), config).unwrap();
         let log = std::fs::File::create(dir.join("scheduler.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_dragon-scheduler"))
@@ -1708,6 +1733,45 @@ impl Drop for Monitor {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The ClusterRole shipped in `k8s-shim/deploy/rbac.yaml`.
+pub fn shipped_cluster_role() -> k8s_openapi::api::rbac::v1::ClusterRole {
+    let shipped = std::fs::read_to_string(repo().join("k8s-shim/deploy/rbac.yaml")).unwrap();
+    shipped
+        .split("\n---\n")
+        .find(|doc| doc.lines().any(|l| l == "kind: ClusterRole"))
+        .map(|doc| serde_norway::from_str(doc).unwrap())
+        .expect("a ClusterRole in rbac.yaml")
+}
+
+/// A kubeconfig for the existing ServiceAccount `namespace/account`: the
+/// test's own with a token of that account (an hour), so a process run
+/// with it has the account's RBAC and nothing more.
+pub async fn account_kubeconfig(client: &Client, namespace: &str, account: &str) -> PathBuf {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let token: TokenRequest = accounts
+        .create_subresource("token", account, &PostParams::default(), &request)
+        .await
+        .unwrap();
+    let token = token.status.and_then(|s| s.token).expect("a token");
+    let cp = control_plane();
+    let admin = std::fs::read_to_string(&cp.kubeconfig).unwrap();
+    let text: String = admin
+        .lines()
+        .map(|l| match l.split_once("token:") {
+            Some((indent, _)) => format!("{indent}token: {token}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    let path = cp.run.join(format!("kubeconfig-{namespace}-{account}"));
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// The control plane's binaries directory (`DRAGON_CP_BIN` in up.sh's env
