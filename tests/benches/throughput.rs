@@ -105,6 +105,27 @@ mod gangs_of_8_dragon {
     }
 }
 
+/// The same 8,000 pods in gangs of 64 and of 512: what a gang's size costs.
+#[divan::bench_group]
+mod larger_gangs_dragon {
+    use super::*;
+
+    #[divan::bench(args = [64, 512])]
+    fn native(b: Bencher, size: u32) {
+        run(
+            b,
+            GANGS * 8 / size as usize,
+            size,
+            &Native::<Dragon>::new(""),
+        );
+    }
+
+    #[divan::bench(args = [64, 512])]
+    fn wasm(b: Bencher, size: u32) {
+        run(b, GANGS * 8 / size as usize, size, &*WASM_DRAGON);
+    }
+}
+
 /// The flight recorder's cost: the same gangs through wasm, each round
 /// also written to a recording on disk as dragon-scheduler writes it.
 #[divan::bench_group]

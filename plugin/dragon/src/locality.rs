@@ -25,6 +25,7 @@ pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
     // is the policy's hottest, and in wasm every live value that does not
     // fit in a register is a stack reload per node.
     let capacity = view.capacity();
+    let runs = Runs::of(tasks);
     let free = nodes.index.iter().map(|&i| capacity.free(i as usize));
     let siblings = nodes.siblings_dense();
     let per_node = free.zip(siblings);
@@ -35,7 +36,7 @@ pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
         Role::Worker | Role::Other => per_node
             .map(|(free, siblings)| {
                 let near = if siblings > 0 { 1 << 31 } else { 0 };
-                let fits = (fits_count(tasks, free) as u32).min(4095);
+                let fits = (runs.fits_count(free) as u32).min(4095);
                 near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
             })
             .collect(),

@@ -69,7 +69,7 @@ pub const INTERFACE_VERSION: &str = "0.2.0";
 /// for every field's meaning), and the view of the cluster it keeps.
 pub mod types {
     pub use crate::bindings::dragon::scheduler::types::*;
-    pub use crate::helpers::fits_count;
+    pub use crate::helpers::{Runs, fits_count};
     pub use crate::view::{Capacity, NodeIndex, View};
 }
 

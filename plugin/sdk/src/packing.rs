@@ -3,7 +3,7 @@
 //! equals. DRAGON places by this rule; other policies use it to ask whether
 //! a gang fits (now, or once some room is freed).
 
-use crate::helpers::fits_count;
+use crate::helpers::Runs;
 use crate::types::{Candidates, Capacity, Resources, Role, RunningJob, Task, Unit, View};
 
 /// Where each task of a job would go.
@@ -38,10 +38,11 @@ pub fn pack(tasks: &[Task], nodes: &Capacity) -> Option<Packing> {
     let mut left: Vec<usize> = (0..tasks.len()).collect();
     while !left.is_empty() {
         let remaining: Vec<Task> = left.iter().map(|&i| tasks[i]).collect();
+        let runs = Runs::of(&remaining);
         let (node, fits) = free
             .iter()
             .enumerate()
-            .map(|(n, f)| (n, fits_count(&remaining, *f), best_fit(f)))
+            .map(|(n, f)| (n, runs.fits_count(*f), best_fit(f)))
             .max_by(|a, b| (a.1, a.2).cmp(&(b.1, b.2)).then(b.0.cmp(&a.0)))
             .map(|(n, fits, _)| (n, fits))?;
         if fits == 0 {
