@@ -56,6 +56,12 @@ pub fn ours_for(
         .filter(|left| !left.is_zero())
 }
 
+/// After a read that did not confirm the Lease (another holder, none, or
+/// the API server unreachable), how long before the next read: during an
+/// outage every write and every loop step asks, and each would otherwise
+/// be one more request that fails at once.
+pub const RECHECK: Duration = Duration::from_secs(1);
+
 /// Whether this replica still holds its Lease, read again when what was
 /// last read no longer says so.
 pub struct Fence {
@@ -63,10 +69,20 @@ pub struct Fence {
     name: String,
     identity: String,
     margin: Duration,
-    /// Until when the Lease is known to be ours (monotonic clock).
-    until: Mutex<Option<Instant>>,
+    last: Mutex<LastRead>,
     /// Writes refused because it was not.
     refused: Counter,
+}
+
+/// What the last read of the Lease said (monotonic clock).
+#[derive(Default)]
+struct LastRead {
+    /// Until when the Lease is known to be ours.
+    ours_until: Option<Instant>,
+    /// Not confirmed: no new read before this.
+    next_read: Option<Instant>,
+    /// The last read failed (logged once, not once per write).
+    failed: bool,
 }
 
 impl Fence {
@@ -86,29 +102,44 @@ impl Fence {
             // A sixth of the Lease: the holder renews a third before the
             // end, so a renewed Lease is always confirmed well within it.
             margin: lease / 6,
-            until: Mutex::new(None),
+            last: Mutex::new(LastRead::default()),
             refused,
         }
     }
 
     /// Whether the Lease is ours now: from what was last read while that
     /// holds, else from a fresh read (one at a time; concurrent writers
-    /// share it).
+    /// share it; at most one a [`RECHECK`] while it is not confirmed).
     pub async fn holds(&self) -> bool {
-        let mut until = self.until.lock().await;
-        if until.is_some_and(|u| Instant::now() < u) {
+        let mut last = self.last.lock().await;
+        let now = Instant::now();
+        if last.ours_until.is_some_and(|u| now < u) {
             return true;
         }
-        *until = match self.leases.get_opt(&self.name).await {
-            Ok(Some(lease)) => ours_for(&lease, &self.identity, Timestamp::now(), self.margin)
-                .map(|left| Instant::now() + left),
-            Ok(None) => None,
+        if last.next_read.is_some_and(|t| now < t) {
+            return false;
+        }
+        last.ours_until = match self.leases.get_opt(&self.name).await {
+            Ok(lease) => {
+                if std::mem::take(&mut last.failed) {
+                    tracing::info!(lease = %self.name, "the Lease can be read again");
+                }
+                lease
+                    .and_then(|l| ours_for(&l, &self.identity, Timestamp::now(), self.margin))
+                    .map(|left| Instant::now() + left)
+            }
             Err(e) => {
-                tracing::warn!(lease = %self.name, "cannot read the Lease, so nothing is written: {e}");
+                if !std::mem::replace(&mut last.failed, true) {
+                    tracing::warn!(lease = %self.name, "cannot read the Lease, so nothing is written until it can: {e}");
+                }
                 None
             }
         };
-        until.is_some()
+        last.next_read = match last.ours_until {
+            Some(_) => None,
+            None => Some(Instant::now() + RECHECK),
+        };
+        last.ours_until.is_some()
     }
 
     async fn check(&self, what: impl FnOnce() -> String) -> Result<(), ApiError> {
@@ -323,5 +354,47 @@ mod tests {
             ours_for(&lease("me", ago(-1), 12), "me", now, margin),
             Some(Duration::from_secs(10))
         );
+    }
+
+    /// An API server that cannot be reached: each connection is accepted
+    /// and closed at once, and counted.
+    fn unreachable_api() -> (kube::Client, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        let url: http::Uri = format!("http://{addr}").parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        (client, accepted)
+    }
+
+    #[tokio::test]
+    async fn while_the_lease_cannot_be_read_it_is_asked_for_once_a_recheck_not_once_a_write() {
+        let (client, accepted) = unreachable_api();
+        let fence = Fence::new(
+            Api::namespaced(client, "kube-system"),
+            "dragon-scheduler",
+            "me",
+            Duration::from_secs(15),
+            Counter::default(),
+        );
+        let started = Instant::now();
+        for _ in 0..200 {
+            assert!(!fence.holds().await);
+            assert!(fence.check(|| "a write".into()).await.is_err());
+        }
+        // All within one recheck interval of the first read (the loop is
+        // far faster than a second), so that read is the only one.
+        if started.elapsed() < RECHECK {
+            let reads = accepted.load(std::sync::atomic::Ordering::SeqCst);
+            assert!(reads <= 2, "{reads} connections for 400 questions");
+        }
+        assert_eq!(fence.refused.get(), 200);
     }
 }

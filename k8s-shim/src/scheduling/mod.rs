@@ -162,6 +162,9 @@ pub struct Loop<I> {
     next_retry_ms: Option<u64>,
     scale_interval: Duration,
     last_scale: Instant,
+    /// Its Lease could not be confirmed at the last step: no step before
+    /// this (a message still wakes it, and the step asks again).
+    unconfirmed_until: Option<Instant>,
     /// A cluster change arrived since the last round.
     dirty: bool,
     /// Sends what rounds tell the API server, off the loop.
@@ -199,6 +202,7 @@ impl<I: ClusterIo> Loop<I> {
             next_retry_ms: None,
             scale_interval: parts.scale_interval,
             last_scale: Instant::now(),
+            unconfirmed_until: None,
             dirty: true,
             targets: BTreeMap::new(),
             group_status: BTreeMap::new(),
@@ -223,7 +227,13 @@ impl<I: ClusterIo> Loop<I> {
             let retry_in = self
                 .next_retry_ms
                 .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
-            let timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
+            let mut timeout = retry_in.map_or(scale_in, |r| r.min(scale_in));
+            // A due retry or scale step waits for the Lease to be confirmed:
+            // without this, a replica that cannot reach the API server would
+            // step again at once, over and over.
+            if let Some(until) = self.unconfirmed_until {
+                timeout = timeout.max(until.saturating_duration_since(Instant::now()));
+            }
             // Until it acts (every kind listed, leading), only a message
             // can change anything: no timer, or a standby would wake on
             // every tick once the scale interval has passed.
@@ -324,8 +334,10 @@ impl<I: ClusterIo> Loop<I> {
         // A leader that stalled past its Lease plans nothing until it knows
         // the Lease is its own again (its writes are fenced too: `fence`).
         if !self.io.leads().await {
+            self.unconfirmed_until = Some(Instant::now() + crate::fence::RECHECK);
             return;
         }
+        self.unconfirmed_until = None;
         self.sync_targets().await;
         let now = now_ms();
         let due = self.next_retry_ms.is_some_and(|t| t <= now);
