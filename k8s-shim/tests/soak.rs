@@ -105,22 +105,6 @@ impl Swap {
     }
 }
 
-/// A small deterministic generator (xorshift64*), so a run can be repeated.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        lo + (self.next() % u64::from(hi - lo + 1)) as u32
-    }
-}
-
 /// A job that arrived and has not been cleaned up yet.
 struct Job {
     pods: Vec<String>,

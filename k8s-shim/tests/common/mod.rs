@@ -3,6 +3,8 @@
 //! node label and scheduler name, and `dragon-scheduler` processes.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -485,7 +487,7 @@ impl Scenario {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn pod_manifest(
+    pub fn pod_manifest(
         &self,
         name: &str,
         scheduler: &str,
@@ -840,6 +842,24 @@ where
             "timed out after {secs} s waiting for: {what}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so a run can be
+/// repeated from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u32, hi: u32) -> u32 {
+        lo + (self.next() % u64::from(hi - lo + 1)) as u32
     }
 }
 
@@ -1451,7 +1471,7 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn of(
+    pub fn of(
         list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     ) -> Usage {
         use dragon_scheduler::quantity;
@@ -1468,7 +1488,7 @@ impl Usage {
         }
     }
 
-    fn plus(self, o: &Usage) -> Usage {
+    pub fn plus(self, o: &Usage) -> Usage {
         Usage {
             cpu_milli: self.cpu_milli + o.cpu_milli,
             memory_mib: self.memory_mib + o.memory_mib,
@@ -1476,7 +1496,7 @@ impl Usage {
         }
     }
 
-    fn fits(&self, cap: &Usage) -> bool {
+    pub fn fits(&self, cap: &Usage) -> bool {
         self.cpu_milli <= cap.cpu_milli
             && self.memory_mib <= cap.memory_mib
             && self.gpus <= cap.gpus
