@@ -705,7 +705,20 @@ fn block<T>(f: impl FnOnce() -> T) -> T {
 // ---------------------------------------------------------------------------
 // One run.
 
-async fn run(ns: &str, spec: RunSpec, pods: usize, full: bool) -> Outcome {
+/// What a run leaves behind.
+#[derive(Clone, Copy, PartialEq)]
+enum Clean {
+    /// Its pods and namespace deleted, returning once the namespace is gone
+    /// (so the next run starts quiet).
+    Settle,
+    /// Deleted, the namespace's deletion left to go on.
+    Start,
+    /// Nothing: the last run before the control plane stops.
+    Leave,
+}
+
+/// One run in namespace `ns`.
+async fn run(ns: &str, spec: RunSpec, pods: usize, after: Clean) -> Outcome {
     let s = Scenario::new(ns).await;
     let scheduler_name = match spec.sched {
         Sched::Kube => "default-scheduler".to_string(),
@@ -804,7 +817,9 @@ async fn run(ns: &str, spec: RunSpec, pods: usize, full: bool) -> Outcome {
     check(&s, &spec, &sched, &watch, pods).await;
     block(|| sched.stop());
     drop(watch);
-    clean(&s, full).await;
+    if after != Clean::Leave {
+        clean(&s, after == Clean::Settle).await;
+    }
 
     Outcome {
         spec,
@@ -1005,7 +1020,8 @@ async fn pods_per_second_kube_scheduler_vs_dragon_scheduler() {
             spec.limits_text(),
             spec.mode_text()
         );
-        let o = run(&format!("tp-{}", i + 1), spec, n_pods, full).await;
+        let after = if full { Clean::Settle } else { Clean::Start };
+        let o = run(&format!("tp-{}", i + 1), spec, n_pods, after).await;
         eprintln!(
             "  {} pods created in {:.1} s, all bound after {:.1} s: {:.1} pods/s",
             o.pods,
@@ -1109,6 +1125,28 @@ const GANG_SIZES: [usize; 3] = [8, 64, 512];
 /// Pods per gang run at full size (a whole number of gangs of every size).
 const GANG_PODS: usize = 4096;
 
+/// A row of the gang table.
+fn gang_row(n_nodes: usize, o: &Outcome) -> String {
+    let from_first: Vec<f64> = o.gang_s.iter().map(|g| g.0).collect();
+    let from_last: Vec<f64> = o.gang_s.iter().map(|g| g.1).collect();
+    let cpu = o.cpu.get("scheduler").map_or_else(
+        || "-".to_string(),
+        |c| format!("{:.2}", 1000.0 * c / o.pods as f64),
+    );
+    format!(
+        "| {n_nodes} | {} | {} | {:.1} | {:.2} / {:.2} | {:.2} / {:.2} | {cpu} | {} |",
+        o.spec.gang.unwrap_or(1),
+        o.spec.scheduler(),
+        o.pods as f64 / o.total_s,
+        quantile(&from_first, 0.5),
+        quantile(&from_first, 0.99),
+        quantile(&from_last, 0.5),
+        quantile(&from_last, 0.99),
+        o.peak_rss_mib
+            .map_or_else(|| "-".to_string(), |m| format!("{m:.0}"))
+    )
+}
+
 /// The `q`-quantile (nearest rank) of `v`.
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut v = v.to_vec();
@@ -1153,13 +1191,10 @@ async fn gangs_per_second_kube_scheduler_vs_dragon_scheduler() {
                 };
                 let ns = format!("tg-{n_nodes}-{size}-{}", rows.len() % 2);
                 eprintln!("{n_nodes} nodes, gangs of {size}: {}", spec.scheduler());
-                let o = run(&ns, spec, n_pods, full).await;
-                eprintln!(
-                    "  {} pods bound after {:.1} s: {:.1} pods/s",
-                    o.pods,
-                    o.total_s,
-                    o.pods as f64 / o.total_s
-                );
+                // The namespace's deletion goes on beside the next run (it
+                // takes minutes); runs alternate between the schedulers.
+                let o = run(&ns, spec, n_pods, Clean::Start).await;
+                eprintln!("{}", gang_row(n_nodes, &o));
                 rows.push((n_nodes, o));
             }
         }
@@ -1178,7 +1213,7 @@ async fn gangs_per_second_kube_scheduler_vs_dragon_scheduler() {
         pod: PodSize::Small,
     };
     eprintln!("{have} nodes, {many} small pods in gangs of 8: dragon");
-    let memory = run("tg-memory", spec, many / 8 * 8, full).await;
+    let memory = run("tg-memory", spec, many / 8 * 8, Clean::Leave).await;
     delete_nodes(&client).await;
 
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -1199,24 +1234,7 @@ async fn gangs_per_second_kube_scheduler_vs_dragon_scheduler() {
     );
     println!("|---:|---:|---|---:|---:|---:|---:|---:|");
     for (n_nodes, o) in &rows {
-        let from_first: Vec<f64> = o.gang_s.iter().map(|g| g.0).collect();
-        let from_last: Vec<f64> = o.gang_s.iter().map(|g| g.1).collect();
-        let cpu = o.cpu.get("scheduler").map_or_else(
-            || "-".to_string(),
-            |c| format!("{:.2}", 1000.0 * c / o.pods as f64),
-        );
-        println!(
-            "| {n_nodes} | {} | {} | {:.1} | {:.2} / {:.2} | {:.2} / {:.2} | {cpu} | {} |",
-            o.spec.gang.unwrap_or(1),
-            o.spec.scheduler(),
-            o.pods as f64 / o.total_s,
-            quantile(&from_first, 0.5),
-            quantile(&from_first, 0.99),
-            quantile(&from_last, 0.5),
-            quantile(&from_last, 0.99),
-            o.peak_rss_mib
-                .map_or_else(|| "-".to_string(), |m| format!("{m:.0}"))
-        );
+        println!("{}", gang_row(*n_nodes, o));
     }
     println!(
         "\ndragon-scheduler with {have} nodes and {} pods (gangs of 8, 100m CPU, 100Mi): \
