@@ -142,7 +142,8 @@ fn the_chart_lints_and_renders_each_policy_source_and_refuses_a_wrong_one() {
     assert_eq!(c["capabilities"]["drop"], json!(["ALL"]), "{c}");
     assert_eq!(volumes(d), ["config", "cache", "recordings"]);
     let rules: ClusterRole =
-        serde_json::from_value(objects["ClusterRole/dragon-scheduler"].clone()).unwrap();
+        serde_json::from_value(objects["ClusterRole/dragon-system-dragon-scheduler"].clone())
+            .unwrap();
     assert_eq!(
         rules.rules,
         shipped_cluster_role().rules,
@@ -294,8 +295,9 @@ async fn a_chart_installed_with_helm_schedules_a_gang_as_its_service_account() {
     let (ok, out, err) = helm(&["uninstall", "dragon-scheduler", "--namespace", &s.name]);
     assert!(ok, "helm uninstall:\n{out}\n{err}");
     let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let role = format!("{}-dragon-scheduler", s.name);
     assert!(
-        roles.get_opt("dragon-scheduler").await.unwrap().is_none(),
+        roles.get_opt(&role).await.unwrap().is_none(),
         "the chart's ClusterRole outlived the release"
     );
     drop(sched);

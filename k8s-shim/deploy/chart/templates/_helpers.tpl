@@ -20,6 +20,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* Cluster-scoped objects: one release name may be used in two namespaces. */}}
+{{- define "dragon.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "dragon.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "dragon.serviceAccountName" -}}
 {{- default (include "dragon.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
@@ -43,8 +48,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
-{{/* dragon-scheduler's config.yaml: the chart's settings, then
-`.Values.config` over them. */}}
+{{/* dragon-scheduler's config.yaml: the chart's settings, and
+`.Values.config` beside them. */}}
 {{- define "dragon.config" -}}
 {{- $v := .Values -}}
 {{- $c := dict "apiVersion" "dragon.dev/v1alpha1" "kind" "DragonSchedulerConfiguration" -}}
@@ -65,5 +70,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- $le := $v.leaderElection -}}
 {{- $_ = set $c "leaderElection" (dict "enabled" $le.enabled "namespace" .Release.Namespace "leaseName" $le.leaseName "leaseDurationSeconds" (int64 $le.leaseDurationSeconds)) -}}
-{{- toYaml (mergeOverwrite $c (deepCopy $v.config)) -}}
+{{- /* `config` adds keys; those above come from their own values (a merge
+would also drop a `false` given there). */ -}}
+{{- range $key, $value := $v.config -}}
+{{- if hasKey $c $key -}}
+{{- fail (printf "config.%s is set by the chart: use its own value (see values.yaml)" $key) -}}
+{{- end -}}
+{{- $_ = set $c $key $value -}}
+{{- end -}}
+{{- toYaml $c -}}
 {{- end -}}
