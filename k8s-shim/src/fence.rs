@@ -17,6 +17,7 @@
 //! itself. The margin makes that window a fraction of the Lease.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -70,6 +71,10 @@ pub struct Fence {
     identity: String,
     margin: Duration,
     last: Mutex<LastRead>,
+    /// Set when the election has just taken the Lease: a read that did
+    /// not confirm it (made while a standby) is stale, so the next write
+    /// reads again rather than waiting out [`RECHECK`].
+    acquired: AtomicBool,
     /// Writes refused because it was not.
     refused: Counter,
 }
@@ -103,8 +108,15 @@ impl Fence {
             // end, so a renewed Lease is always confirmed well within it.
             margin: lease / 6,
             last: Mutex::new(LastRead::default()),
+            acquired: AtomicBool::new(false),
             refused,
         }
+    }
+
+    /// The election has taken the Lease: forget a read that said it was
+    /// not ours.
+    pub fn acquired(&self) {
+        self.acquired.store(true, Ordering::Release);
     }
 
     /// Whether the Lease is ours now: from what was last read while that
@@ -115,6 +127,9 @@ impl Fence {
         let now = Instant::now();
         if last.ours_until.is_some_and(|u| now < u) {
             return true;
+        }
+        if self.acquired.swap(false, Ordering::AcqRel) {
+            last.next_read = None;
         }
         if last.next_read.is_some_and(|t| now < t) {
             return false;
@@ -396,5 +411,29 @@ mod tests {
             assert!(reads <= 2, "{reads} connections for 400 questions");
         }
         assert_eq!(fence.refused.get(), 200);
+    }
+
+    #[tokio::test]
+    async fn a_lease_just_taken_is_read_again_at_once_not_after_the_recheck() {
+        let (client, accepted) = unreachable_api();
+        let fence = Fence::new(
+            Api::namespaced(client, "kube-system"),
+            "dragon-scheduler",
+            "me",
+            Duration::from_secs(15),
+            Counter::default(),
+        );
+        let reads = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+        let started = Instant::now();
+        assert!(!fence.holds().await);
+        let before = reads();
+        assert!(!fence.holds().await);
+        let unchanged = reads();
+        fence.acquired();
+        assert!(!fence.holds().await);
+        if started.elapsed() < RECHECK {
+            assert_eq!(unchanged, before, "read again within the recheck");
+            assert!(reads() > before, "not read again after the Lease was taken");
+        }
     }
 }

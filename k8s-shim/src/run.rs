@@ -428,6 +428,13 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                     .with_identity(&identity)
             }
         };
+        let fence = Arc::new(Fence::new(
+            Api::namespaced(client.clone(), &le.namespace),
+            &le.lease_name,
+            &identity,
+            Duration::from_secs(le.lease_duration_seconds),
+            metrics.fenced_writes.clone(),
+        ));
         let tx = tx.clone();
         let m = metrics.clone();
         // client-go's retryPeriod, or less for a very short lease.
@@ -435,21 +442,18 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             le.lease_duration_seconds.saturating_mul(1000) / 3,
         ));
         let me = identity.clone();
+        let nudged = fence.clone();
         let election = Election::start(make, retry, move |is| {
             m.leader.set(i64::from(is));
             tracing::info!(identity = me, leader = is, "leadership");
+            if is {
+                nudged.acquired();
+            }
             let _ = tx.send(Msg::Leading(is));
         })
         .await
         .context("cannot set up leader election")?;
-        let fence = Fence::new(
-            Api::namespaced(client.clone(), &le.namespace),
-            &le.lease_name,
-            &identity,
-            Duration::from_secs(le.lease_duration_seconds),
-            metrics.fenced_writes.clone(),
-        );
-        (Some(election), Some(Arc::new(fence)))
+        (Some(election), Some(fence))
     } else {
         metrics.leader.set(1);
         (None, None)
