@@ -1392,6 +1392,34 @@ async fn any_min_member_of_a_podgroups_pods_start_and_the_rest_follow_as_room_ap
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_podgroups_on_room_for_six_each_get_their_min_member_before_any_gets_more() {
+    let _g = serial();
+    let s = Scenario::new("extras").await;
+    s.node("a", 6).await;
+    // Volcano's case: three groups of six pods with minMember 2, all there
+    // before the scheduler's first round.
+    for g in ["x", "y", "z"] {
+        s.podgroup_spec(g, json!({"minMember": 2})).await;
+        for i in 0..6 {
+            s.member(&format!("{g}-{i}"), g, 1, None, None).await;
+        }
+    }
+    let sched = Scheduler::start(&s, "dragon", "");
+    until(60, "six pods bound", || async {
+        let mut all = s.placement("x-").await;
+        all.extend(s.placement("y-").await);
+        all.extend(s.placement("z-").await);
+        bound(&all) == 6
+    })
+    .await;
+    for g in ["x-", "y-", "z-"] {
+        assert_eq!(bound(&s.placement(g).await), 2, "group {g}");
+    }
+    s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_native_podgroup_gang_runs_whole_beside_a_scheduler_plugins_one() {
     let _g = serial();
     let s = Scenario::new("native").await;

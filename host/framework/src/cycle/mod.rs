@@ -5,6 +5,7 @@
 mod budget;
 mod config;
 mod domain;
+mod extras;
 mod permit;
 mod place;
 mod preemption;
@@ -102,6 +103,9 @@ pub(crate) struct UnitPlan {
     /// The one topology domain it is placed in (a preemption search per
     /// domain), whatever its job's constraint.
     pub(crate) within: Option<Domain>,
+    /// At most this many of its pods now: its quorum, while another gang
+    /// waits for one (see `extras`).
+    pub(crate) cap: Option<usize>,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds
@@ -329,8 +333,9 @@ impl Scheduler {
             f.begin_round();
         }
         let order = self.order(now_ms, policy, units, report);
+        let share_extras = self.shares_extras(units);
+        let mut deferred = Vec::new();
         for (position, &i) in order.iter().enumerate() {
-            let unit = &units[i];
             let untried = order.len() - position;
             if budget.spent(untried) {
                 report.decisions.push(Decision::Deferred {
@@ -339,6 +344,23 @@ impl Scheduler {
                 });
                 break;
             }
+            // Its quorum only while other gangs want room too; its extras
+            // come after the queue.
+            let capped;
+            let unit = match share_extras.then(|| self.quorum_cap(&units[i])).flatten() {
+                Some(0) => {
+                    deferred.push(extras::Deferred::quorate(i));
+                    continue;
+                }
+                Some(need) => {
+                    capped = UnitPlan {
+                        cap: Some(need),
+                        ..units[i].clone()
+                    };
+                    &capped
+                }
+                None => &units[i],
+            };
             let mut attempt = self.guarded_attempt(now_ms, policy, i, unit, to_bind, report);
             if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
@@ -354,8 +376,15 @@ impl Scheduler {
                 }
                 Attempt::PolicyFailed => self.set_back(unit, Setback::Error, now_ms),
                 Attempt::Gated => self.set_back(unit, Setback::Gated, now_ms),
-                Attempt::Binding => {}
+                Attempt::Binding => {
+                    if unit.cap.is_some() {
+                        deferred.extend(extras::Deferred::placed(i, to_bind));
+                    }
+                }
             }
+        }
+        if !deferred.is_empty() {
+            self.place_extras(now_ms, policy, units, deferred, to_bind, report);
         }
     }
 

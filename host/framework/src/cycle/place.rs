@@ -540,6 +540,10 @@ impl Scheduler {
             }
         };
         for (t, &i) in keep.iter().enumerate() {
+            if unit.cap.is_some_and(|cap| placed.len() >= cap) {
+                // The rest are extras, placed after the round's quorums.
+                break;
+            }
             let key = &unit.pods[i];
             placement.task = t as u32;
             let pod = &self.cluster.pods[key].pod;

@@ -166,3 +166,108 @@ fn a_gang_with_a_failed_bind_is_released_whole_and_its_bound_members_given_back(
         report.effects
     );
 }
+
+/// A PodGroup's job of `pods` workers of which `min` must run together.
+fn elastic(name: &str, pods: u32, min: u32) -> (Job, Vec<Pod>) {
+    let j = Job {
+        min_member: min,
+        declared: true,
+        ..job(name, pods)
+    };
+    let members = (0..pods).map(|i| member(name, Role::Worker, i)).collect();
+    (j, members)
+}
+
+/// Pods bound per job, by job name, after one round settled with every
+/// bind succeeding; and the number of bind groups.
+fn one_round(s: &mut Scheduler, policy: &dyn Hooks) -> (BTreeMap<String, usize>, usize) {
+    let planned = s.plan_round(0, policy, None, &mut Unbounded);
+    let groups = planned.to_bind.len();
+    let n = planned.binds().len();
+    let report = s.settle_round(planned, vec![Ok(()); n]);
+    let mut per_job = BTreeMap::new();
+    for d in &report.decisions {
+        if let Decision::Bound { pod, .. } = d {
+            let job = s.cluster().pod(pod).and_then(|(p, _)| p.job.clone());
+            *per_job.entry(job.unwrap().to_string()).or_default() += 1;
+        }
+    }
+    (per_job, groups)
+}
+
+fn gangs_of(specs: &[(&str, u32, u32)], slots: u32) -> Scheduler {
+    let (jobs, pods): (Vec<Job>, Vec<Vec<Pod>>) =
+        specs.iter().map(|&(n, p, m)| elastic(n, p, m)).unzip();
+    scheduler(slots, &jobs, pods.concat())
+}
+
+#[test]
+fn a_trace_jobs_pods_are_not_split_into_a_quorum_and_extras() {
+    let mut s = gangs_of(&[("a", 6, 2), ("b", 6, 2)], 6);
+    for name in ["a", "b"] {
+        let mut j = s.cluster().job(name).unwrap().clone();
+        j.declared = false;
+        s.apply(ClusterOp::UpsertJob(j)).unwrap();
+    }
+    let (bound, _) = one_round(&mut s, &permits(wit::PermitResult::Allow));
+    assert_eq!(bound.get("a"), Some(&6), "{bound:?}");
+}
+
+#[test]
+fn each_gang_gets_its_quorum_before_any_gang_gets_an_extra() {
+    // Volcano's case: three 6-pod jobs with minMember 2 on 6 slots.
+    let mut s = gangs_of(&[("a", 6, 2), ("b", 6, 2), ("c", 6, 2)], 6);
+    let (bound, groups) = one_round(&mut s, &permits(wit::PermitResult::Allow));
+    assert_eq!(bound.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
+    assert_eq!(groups, 3, "one bind group a gang");
+}
+
+#[test]
+fn extras_are_shared_one_pod_a_gang_in_queue_order() {
+    // Quorums 2 + 2 + 2, then 5 extras: a, b, c, a, b.
+    let mut s = gangs_of(&[("a", 6, 2), ("b", 6, 2), ("c", 6, 2)], 11);
+    let (bound, groups) = one_round(&mut s, &permits(wit::PermitResult::Allow));
+    assert_eq!(bound.values().copied().collect::<Vec<_>>(), [4, 4, 3]);
+    assert_eq!(groups, 3, "a gang's extras are bound with its quorum");
+}
+
+#[test]
+fn a_gang_alone_takes_every_pod_that_fits_in_one_placement() {
+    let mut s = gangs_of(&[("a", 6, 2)], 5);
+    let (bound, groups) = one_round(&mut s, &permits(wit::PermitResult::Allow));
+    assert_eq!(bound["a"], 5);
+    assert_eq!(groups, 1);
+}
+
+#[test]
+fn a_running_gangs_extras_wait_for_a_new_gangs_quorum() {
+    let mut s = gangs_of(&[("run", 6, 2)], 4);
+    let policy = permits(wit::PermitResult::Allow);
+    // Alone, it takes all four slots.
+    let planned = s.plan_round(0, &policy, None, &mut Unbounded);
+    let n = planned.binds().len();
+    assert_eq!(n, 4);
+    // Two of its bound pods finish (they are removed) as a new gang
+    // arrives.
+    let report = s.settle_round(planned, vec![Ok(()); n]);
+    let bound: Vec<PodKey> = report
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bound { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    for pod in &bound[2..] {
+        s.remove_pod(pod).unwrap();
+    }
+    let (j, pods) = elastic("new", 6, 2);
+    s.apply(ClusterOp::UpsertJob(j)).unwrap();
+    for pod in pods {
+        s.apply(ClusterOp::AddPod { pod, node: None }).unwrap();
+    }
+    // Two slots free: the new gang's quorum, not the running gang's extras.
+    let (bound, _) = one_round(&mut s, &policy);
+    assert_eq!(bound.get("new"), Some(&2), "{bound:?}");
+    assert_eq!(bound.get("run"), None, "{bound:?}");
+}

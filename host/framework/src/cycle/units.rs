@@ -58,6 +58,7 @@ impl Scheduler {
                 },
                 pods: pods.iter().map(|&k| PodKey::from(k)).collect(),
                 within: None,
+                cap: None,
             });
         }
         for key in lone {
@@ -87,6 +88,7 @@ impl Scheduler {
                 },
                 pods: vec![key.into()],
                 within: None,
+                cap: None,
             });
         }
         units
