@@ -41,7 +41,7 @@ pub struct SweepOpts {
     /// Share of the jobs that are elastic, in [0, 1].
     #[arg(long, default_value_t = 1.0)]
     pub elastic_share: f64,
-    /// Job sizes and run times: `philly` or `helios` (see `trace generate`).
+    /// Job sizes and run times: `philly`, `helios`, `wide` or `heavy` (see `trace generate`).
     #[arg(long, value_enum, default_value_t = Mix::Philly)]
     pub mix: Mix,
     /// Split the nodes into this many racks (label `dragon.dev/rack`; a job
@@ -53,6 +53,10 @@ pub struct SweepOpts {
     /// rack, where their largest size fits one) or `preferred`.
     #[arg(long, value_enum, default_value_t = RackConstraint::None)]
     pub topology: RackConstraint,
+    /// Put jobs in three priority tiers: 10 % at 100, 30 % at 10, the rest
+    /// at 0.
+    #[arg(long)]
+    pub tiers: bool,
     /// Print the cells as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -85,6 +89,7 @@ impl SweepOpts {
                     count: self.racks,
                     constraint: self.topology,
                 },
+                tiers: self.tiers,
             },
             sim: SimOptions {
                 horizon_ms: self.run.horizon_s.saturating_mul(1000),

@@ -52,8 +52,9 @@ pub struct GenerateOpts {
     /// requested size), in [0, 1].
     #[arg(long, default_value_t = 1.0)]
     pub elastic_share: f64,
-    /// Job sizes and run times: `philly` (Philly-derived) or `helios`
-    /// (Helios-like: more wide jobs, shorter run times).
+    /// Job sizes and run times: `philly` (Philly-derived), `helios`
+    /// (Helios-like: more wide jobs, shorter run times), `wide` (every job
+    /// spans nodes) or `heavy` (Philly's sizes, heavy-tailed run times).
     #[arg(long, value_enum, default_value_t = Mix::Philly)]
     pub mix: Mix,
     /// Split the nodes into this many racks (label `dragon.dev/rack`; a job
@@ -65,6 +66,10 @@ pub struct GenerateOpts {
     /// rack, where their largest size fits one) or `preferred`.
     #[arg(long, value_enum, default_value_t = RackConstraint::None)]
     pub topology: RackConstraint,
+    /// Put jobs in three priority tiers: 10 % at 100, 30 % at 10, the rest
+    /// at 0.
+    #[arg(long)]
+    pub tiers: bool,
     /// Write the trace here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -86,6 +91,7 @@ impl TraceCommand {
                         count: o.racks,
                         constraint: o.topology,
                     },
+                    tiers: o.tiers,
                 };
                 let text = generate(&options)?;
                 match &o.out {

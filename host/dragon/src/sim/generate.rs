@@ -11,6 +11,14 @@
 //!   of SenseTime's Helios clusters (Hu et al., SC'21): more single-GPU jobs
 //!   and a heavier tail of wide ones, which hold most of the GPU time, and
 //!   shorter typical run times (our parameters, not fitted to the data).
+//!   `heavy`, Philly's sizes with heavy-tailed run times: a bounded Pareto
+//!   distribution of shape 1.1 from 3 minutes to 10,000 (median 5.6
+//!   minutes, mean 18.3, one job in 600 over 1,000 minutes), where the few
+//!   longest jobs hold much of the GPU time, as in the Philly and Helios
+//!   traces' tails. `wide`: every job spans nodes (for racks).
+//! - Priority tiers (`tiers`): 10 % of the jobs at priority 100, 30 % at
+//!   10, the rest at 0, as production, research and best-effort queues
+//!   are often set up (our assumption), drawn from a stream of their own.
 //! - Every job has one parameter server. A share `elastic_share` of the
 //!   jobs (all by default) is elastic, with bounds `min = ⌈n/2⌉`, `max = 2n`
 //!   (the traces report no elasticity; this is our assumption); the others
@@ -35,6 +43,9 @@ pub enum Mix {
     /// Topology-heavy: every job spans nodes (4 to 64 workers), Helios'
     /// run times; for racks and topology constraints.
     Wide,
+    /// Philly's sizes, heavy-tailed run times (bounded Pareto, shape 1.1,
+    /// 3 to 10,000 minutes).
+    Heavy,
 }
 
 /// The label the generator puts racks in.
@@ -79,32 +90,106 @@ impl RackConstraint {
 struct Shape {
     /// Worker-count distribution: `(workers, cumulative probability)`.
     sizes: &'static [(u32, f64)],
-    /// Probability of a "short" job, and the log10-minute ranges of both kinds.
-    short_p: f64,
-    short_log10_min: (f64, f64),
-    long_log10_min: (f64, f64),
+    durations: Durations,
 }
 
+/// How run times are drawn.
+enum Durations {
+    /// "Short" with probability `short_p`, else long; each `60 × 10^U(a, b)`
+    /// seconds over its log10-minute range.
+    LogUniform {
+        short_p: f64,
+        short_log10_min: (f64, f64),
+        long_log10_min: (f64, f64),
+    },
+    /// Bounded Pareto of shape `alpha` from `min` to `max` minutes.
+    Pareto { alpha: f64, min: f64, max: f64 },
+}
+
+impl Durations {
+    /// One run time, seconds.
+    fn draw_s(&self, rng: &mut SplitMix64) -> f64 {
+        match *self {
+            Durations::LogUniform {
+                short_p,
+                short_log10_min,
+                long_log10_min,
+            } => {
+                let range = if rng.uniform() < short_p {
+                    short_log10_min
+                } else {
+                    long_log10_min
+                };
+                60.0 * 10f64.powf(rng.range(range.0, range.1))
+            }
+            Durations::Pareto { alpha, min, max } => {
+                // Inverse of the CDF (1 - (min/x)^a) / (1 - (min/max)^a).
+                let tail = (min / max).powf(alpha);
+                60.0 * min / (1.0 - rng.uniform() * (1.0 - tail)).powf(1.0 / alpha)
+            }
+        }
+    }
+
+    /// The mean run time, seconds.
+    fn mean_s(&self) -> f64 {
+        match *self {
+            Durations::LogUniform {
+                short_p,
+                short_log10_min,
+                long_log10_min,
+            } => {
+                short_p * mean_log_uniform_minutes(short_log10_min)
+                    + (1.0 - short_p) * mean_log_uniform_minutes(long_log10_min)
+            }
+            Durations::Pareto { alpha, min, max } => {
+                let tail = (min / max).powf(alpha);
+                let minutes = min.powf(alpha) / (1.0 - tail) * alpha / (alpha - 1.0)
+                    * (min.powf(1.0 - alpha) - max.powf(1.0 - alpha));
+                60.0 * minutes
+            }
+        }
+    }
+}
+
+const PHILLY_SIZES: &[(u32, f64)] = &[(1, 0.70), (2, 0.80), (4, 0.95), (8, 1.0)];
+
+/// Helios' run times: mostly minutes to hours.
+const HELIOS_DURATIONS: Durations = Durations::LogUniform {
+    short_p: 0.85,
+    short_log10_min: (0.5, 2.5),
+    long_log10_min: (2.5, 4.0),
+};
+
 const PHILLY: Shape = Shape {
-    sizes: &[(1, 0.70), (2, 0.80), (4, 0.95), (8, 1.0)],
-    short_p: 0.8,
-    short_log10_min: (1.5, 3.0),
-    long_log10_min: (3.0, 4.0),
+    sizes: PHILLY_SIZES,
+    durations: Durations::LogUniform {
+        short_p: 0.8,
+        short_log10_min: (1.5, 3.0),
+        long_log10_min: (3.0, 4.0),
+    },
 };
 
 const WIDE: Shape = Shape {
     sizes: &[(4, 0.30), (8, 0.60), (16, 0.85), (32, 0.97), (64, 1.0)],
-    short_p: 0.85,
-    short_log10_min: (0.5, 2.5),
-    long_log10_min: (2.5, 4.0),
+    durations: HELIOS_DURATIONS,
 };
 
 const HELIOS: Shape = Shape {
     sizes: &[(1, 0.75), (2, 0.83), (4, 0.90), (8, 0.97), (16, 1.0)],
-    short_p: 0.85,
-    short_log10_min: (0.5, 2.5),
-    long_log10_min: (2.5, 4.0),
+    durations: HELIOS_DURATIONS,
 };
+
+const HEAVY: Shape = Shape {
+    sizes: PHILLY_SIZES,
+    durations: Durations::Pareto {
+        alpha: 1.1,
+        min: 3.0,
+        max: 10_000.0,
+    },
+};
+
+/// Priority tiers: `(priority, cumulative probability)`.
+const TIERS: &[(i32, f64)] = &[(100, 0.10), (10, 0.40), (0, 1.0)];
 
 impl Mix {
     fn shape(self) -> &'static Shape {
@@ -112,6 +197,7 @@ impl Mix {
             Mix::Philly => &PHILLY,
             Mix::Helios => &HELIOS,
             Mix::Wide => &WIDE,
+            Mix::Heavy => &HEAVY,
         }
     }
 
@@ -121,6 +207,7 @@ impl Mix {
             Mix::Philly => "philly",
             Mix::Helios => "helios",
             Mix::Wide => "wide",
+            Mix::Heavy => "heavy",
         }
     }
 }
@@ -140,10 +227,14 @@ pub struct GenerateOptions {
     pub mix: Mix,
     /// Racks, and the constraint jobs put on them.
     pub racks: Racks,
+    /// Jobs in three priority tiers (else all at priority 0).
+    pub tiers: bool,
 }
 
 /// The seed of the elastic draws is the trace's, mixed with this.
 const ELASTIC_STREAM: u64 = 0x0E1A_571C_5EED_0001;
+/// And that of the priority tiers, with this.
+const TIERS_STREAM: u64 = 0x7E25_5EED_0000_0002;
 
 /// SplitMix64: a tiny, well-studied, seedable generator.
 #[derive(Debug, Clone)]
@@ -191,9 +282,7 @@ fn mean_gpu_seconds(s: &Shape) -> f64 {
         mean_workers += f64::from(w) * (c - prev);
         prev = c;
     }
-    let mean_duration = s.short_p * mean_log_uniform_minutes(s.short_log10_min)
-        + (1.0 - s.short_p) * mean_log_uniform_minutes(s.long_log10_min);
-    mean_workers * mean_duration
+    mean_workers * s.durations.mean_s()
 }
 
 impl GenerateOptions {
@@ -214,6 +303,9 @@ impl GenerateOptions {
         }
         if self.racks.constraint != RackConstraint::None {
             c.push_str(&format!(" --topology {}", self.racks.constraint.name()));
+        }
+        if self.tiers {
+            c.push_str(" --tiers");
         }
         c
     }
@@ -272,6 +364,7 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
     o.check()?;
     let mut rng = SplitMix64::new(o.seed);
     let mut elastic = SplitMix64::new(o.seed ^ ELASTIC_STREAM);
+    let mut tiers = SplitMix64::new(o.seed ^ TIERS_STREAM);
     let total_gpus = f64::from(o.nodes) * f64::from(o.gpus_per_node);
     let shape = o.mix.shape();
     let mean_interarrival = mean_gpu_seconds(shape) / (o.load * total_gpus);
@@ -296,6 +389,7 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             Mix::Philly => "Philly-derived",
             Mix::Helios => "Helios-like",
             Mix::Wide => "wide (topology-heavy)",
+            Mix::Heavy => "heavy-tailed",
         },
         o.seed
     );
@@ -339,14 +433,7 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             .find(|&&(_, c)| u < c)
             .map_or(1, |&(w, _)| w)
             .min(max_gpus);
-        let range = if rng.uniform() < shape.short_p {
-            shape.short_log10_min
-        } else {
-            shape.long_log10_min
-        };
-        let duration = (60.0 * 10f64.powf(rng.range(range.0, range.1)))
-            .round()
-            .max(1.0);
+        let duration = shape.durations.draw_s(&mut rng).round().max(1.0);
         let (min, max) = match elastic.uniform() < o.elastic_share {
             true => (
                 workers.div_ceil(2),
@@ -370,9 +457,17 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
                 format!(", topology: {{preferred: {RACK_LABEL}}}")
             }
         };
+        let priority = match o.tiers {
+            true => {
+                let u = tiers.uniform();
+                let tier = TIERS.iter().find(|&&(_, c)| u < c);
+                format!(", priority: {}", tier.map_or(0, |&(p, _)| p))
+            }
+            false => String::new(),
+        };
         let _ = writeln!(
             out,
-            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}{topology}}}",
+            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}{topology}{priority}}}",
             t.round()
         );
     }
@@ -476,6 +571,7 @@ mod tests {
             elastic_share: 1.0,
             mix: Mix::Philly,
             racks: Racks::default(),
+            tiers: false,
         }
     }
 
@@ -601,6 +697,67 @@ mod tests {
         assert!(generate(&GenerateOptions { mix: Mix::Helios, ..opts(2) }).unwrap().starts_with(
             "# Generated by: dragon trace generate --seed 2 --nodes 4 --gpus-per-node 8 --jobs 200 --load 1 --mix helios\n"
         ));
+    }
+
+    #[test]
+    fn the_heavy_mix_has_pareto_run_times_with_a_long_tail() {
+        let o = GenerateOptions {
+            jobs: 20_000,
+            mix: Mix::Heavy,
+            ..opts(4)
+        };
+        let t = Trace::parse(&generate(&o).unwrap(), "gen", false).unwrap();
+        let mut minutes: Vec<f64> = t.jobs.iter().map(|j| j.work_ms / 60_000.0).collect();
+        minutes.sort_by(f64::total_cmp);
+        let n = minutes.len() as f64;
+        let median = minutes[minutes.len() / 2];
+        assert!((5.0..6.3).contains(&median), "median {median} min");
+        assert!(minutes[0] >= 2.99 && minutes[minutes.len() - 1] <= 10_000.01);
+        // P(X > 1,000 min) = ((3/1000)^1.1 - (3/10^4)^1.1) / (1 - (3/10^4)^1.1).
+        let over = minutes.iter().filter(|&&m| m > 1_000.0).count() as f64 / n;
+        assert!(
+            (0.0008..0.003).contains(&over),
+            "share over 1,000 min {over}"
+        );
+        // The longest 1 % of jobs hold more than a third of the run time.
+        let total: f64 = minutes.iter().sum();
+        let top: f64 = minutes[minutes.len() * 99 / 100..].iter().sum();
+        assert!(top / total > 0.33, "{}", top / total);
+        // The mean the arrival rate is computed from matches the draws.
+        let mean = total / n;
+        let expected = HEAVY.durations.mean_s() / 60.0;
+        assert!((expected - 18.3).abs() < 0.1, "{expected}");
+        assert!(
+            (mean / expected - 1.0).abs() < 0.2,
+            "{mean} against {expected}"
+        );
+        assert!(o.command().ends_with(" --mix heavy"));
+    }
+
+    #[test]
+    fn priority_tiers_keep_the_rest_of_a_seeds_trace() {
+        let o = GenerateOptions {
+            jobs: 4000,
+            ..opts(6)
+        };
+        let tiered = GenerateOptions {
+            tiers: true,
+            ..o.clone()
+        };
+        assert!(tiered.command().ends_with(" --tiers"));
+        let plain = Trace::parse(&generate(&o).unwrap(), "plain", false).unwrap();
+        let t = Trace::parse(&generate(&tiered).unwrap(), "tiered", false).unwrap();
+        let share = |p: i32| t.jobs.iter().filter(|j| j.job.priority == p).count() as f64 / 4000.0;
+        assert!((share(100) - 0.10).abs() < 0.02, "{}", share(100));
+        assert!((share(10) - 0.30).abs() < 0.03, "{}", share(10));
+        assert!((share(0) - 0.60).abs() < 0.03, "{}", share(0));
+        for (a, b) in plain.jobs.iter().zip(&t.jobs) {
+            assert_eq!(a.job.priority, 0);
+            assert_eq!(
+                (a.arrival_ms, a.work_ms, a.job.workers, a.job.min_workers),
+                (b.arrival_ms, b.work_ms, b.job.workers, b.job.min_workers)
+            );
+        }
     }
 
     #[test]

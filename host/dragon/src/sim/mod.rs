@@ -315,6 +315,7 @@ jobs:
             elastic_share: 1.0,
             mix: Mix::Philly,
             racks: Default::default(),
+            tiers: false,
         })
         .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
@@ -549,6 +550,7 @@ jobs:
                 elastic_share: 1.0,
                 mix: Mix::Philly,
                 racks: Default::default(),
+                tiers: false,
             },
             sim: SimOptions::default(),
         };
