@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use dragon_framework::{
-    Cluster, ClusterOp, NodeSelector, Pod, PodState, Role, Scheduler, SchedulerConfig,
+    Cluster, ClusterOp, NodeSelector, Pod, PodState, Scheduler, SchedulerConfig,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
@@ -18,6 +18,7 @@ use crate::translate::{self, PodGroupSpec, TranslateError};
 use dragon_framework::{JobKey, NodeName, PodKey};
 
 mod deferred;
+mod groups;
 mod volumes;
 
 use deferred::{Awaited, Deferred};
@@ -99,6 +100,11 @@ pub enum GroupApi {
     /// Kubernetes' `scheduling.k8s.io/v1beta1`, named by
     /// `spec.schedulingGroup.podGroupName`.
     Native,
+    /// No object: Kueue's plain-pod group, named by its pods'
+    /// `kueue.x-k8s.io/pod-group-name` label and sized by their
+    /// `kueue.x-k8s.io/pod-group-total-count` annotation. It lives as long
+    /// as one of its pods does.
+    KueuePods,
 }
 
 /// One change seen on the API server.
@@ -441,6 +447,13 @@ impl Snapshot {
         if let Ok(pod) = self.sched.remove_pod(key)
             && let Some(job) = pod.job
         {
+            let last = self.sched.cluster().job_pods(&job).next().is_none();
+            if last && self.groups.get(job.as_str()).map(|g| g.api) == Some(GroupApi::KueuePods) {
+                // A Kueue pod group is its pods: the last one took it along.
+                self.groups.remove(job.as_str());
+                self.change(ClusterOp::RemoveJob(job));
+                return;
+            }
             self.refresh_job(&job);
         }
     }
@@ -497,42 +510,6 @@ impl Snapshot {
                 self.refresh_job(&job);
             }
         }
-    }
-
-    /// The PodGroup of `job` is seen: its bound pods that arrived before it
-    /// become members of the job (they count as its running members).
-    fn adopt_ungrouped(&mut self, job: &str) {
-        if self.sched.cluster().job(job).is_none() {
-            return;
-        }
-        let keys: Vec<String> = self
-            .ungrouped
-            .iter()
-            .filter(|(_, j)| *j == job)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in keys {
-            self.ungrouped.remove(&key);
-            let c = self.sched.cluster();
-            let Some(node) = c
-                .pod(&key)
-                .and_then(|(_, s)| s.node())
-                .map(|i| c.nodes()[i].name.clone())
-            else {
-                continue;
-            };
-            if let Ok(mut pod) = self.sched.remove_pod(&key) {
-                pod.job = Some(job.into());
-                let op = ClusterOp::AddPod {
-                    pod,
-                    node: Some(node),
-                };
-                if let Err(e) = self.sched.apply(op) {
-                    tracing::warn!(pod = %key, "ignoring pod: {e}");
-                }
-            }
-        }
-        self.refresh_job(job);
     }
 
     /// Apply again the pods that waited for what just arrived.
@@ -643,6 +620,9 @@ impl Snapshot {
         // Gang pods wait for their PodGroup; another scheduler's pods only
         // count as usage.
         if let Some(job) = pod.job.clone() {
+            if ours && translate::kueue_pod_group(&p).as_deref() == Some(job.as_str()) {
+                self.kueue_group(&p, &job);
+            }
             if !ours {
                 pod.job = None;
             } else if !self.groups.contains_key(job.as_str()) {
@@ -702,55 +682,6 @@ impl Snapshot {
         if let Some(job) = job {
             self.refresh_job(&job);
         }
-    }
-
-    /// Recompute a job from its PodGroup and its pods.
-    pub fn refresh_job(&mut self, job: &str) {
-        let Some(group) = self.groups.get(job) else {
-            return;
-        };
-        let c = self.sched.cluster();
-        let workers_present: BTreeSet<u32> = c
-            .job_pods(job)
-            .filter(|(p, _)| p.role == Role::Worker)
-            .map(|(p, _)| p.index)
-            .collect();
-        let observed = workers_present.len() as u32;
-        let workers = self.desired.get(job).copied().unwrap_or(observed);
-        // A PodGroup that cannot be used still forms its job (its pods
-        // count where they are bound), held from scheduling with the reason.
-        let (spec, mut hold) = match &group.spec {
-            Ok(spec) => (spec.clone(), None),
-            Err(e) => (PodGroupSpec::default(), Some(e.message.clone())),
-        };
-        let mut built = translate::job(job, &spec, &group.annotations, group.created_ms, workers);
-        if let Err(e) = &built {
-            hold = Some(e.to_string());
-            built = translate::job(job, &spec, &BTreeMap::new(), group.created_ms, workers);
-        }
-        let Ok(mut j) = built else {
-            return;
-        };
-        j.hold = hold.map(|e| format!("not scheduled until its PodGroup is fixed: {e}"));
-        // Its pods may say where the gang goes too (Kueue's podsets).
-        let asked = c
-            .job_pods(job)
-            .filter_map(|(p, _)| Some((p.key.as_str(), p.gang_topology.as_ref()?)));
-        match translate::topology::of_gang(j.topology.take(), asked) {
-            Ok(t) => j.topology = t,
-            Err(e) => j.hold = j.hold.or(Some(e.to_string())),
-        }
-        // A gang is as urgent as its group says, or its most urgent member.
-        j.priority = c
-            .job_pods(job)
-            .map(|(p, _)| p.priority)
-            .chain(group.priority)
-            .max()
-            .unwrap_or(0);
-        if let Some(old) = c.job(job) {
-            j.arrival_ms = old.arrival_ms.min(j.arrival_ms.max(1));
-        }
-        self.change(ClusterOp::UpsertJob(j));
     }
 
     /// A change that cannot be refused (the op names nothing that must

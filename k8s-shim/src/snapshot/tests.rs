@@ -386,3 +386,85 @@ fn a_pod_claiming_devices_waits_for_its_claim_to_be_created_then_is_tried() {
         "bound elsewhere, it counts"
     );
 }
+
+/// Pod `name` of Kueue pod group `group` of `total` pods (the count as
+/// written), gated as Kueue's webhook gates it until admission when
+/// `admitted` is false.
+fn kueue_pod(name: &str, group: &str, total: &str, admitted: bool) -> Event {
+    let Event::Pod(mut p) = pod(name, None, "worker", 0, None, "dragon") else {
+        unreachable!("a pod event")
+    };
+    p.metadata.labels = Some(
+        [(translate::KUEUE_GROUP_LABEL.to_string(), group.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    p.metadata.annotations = Some(
+        [(translate::KUEUE_GROUP_TOTAL.to_string(), total.to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let event = Event::Pod(p);
+    match admitted {
+        true => event,
+        false => crate::fixtures::gated(event, &["kueue.x-k8s.io/admission"]),
+    }
+}
+
+#[test]
+fn a_kueue_pod_group_is_one_gang_of_its_total_count_and_goes_with_its_last_pod() {
+    use dragon_framework::{Decision, RecordingIo};
+    let policy = dragon_policy();
+    let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
+    s.apply(node("n1", 4));
+    let mut io = RecordingIo::default();
+    let mut round = |s: &mut Snapshot, t: u64| {
+        s.sched
+            .schedule_round(t, &policy, &mut io, &mut RecordingIo::default())
+    };
+    // Two of three pods, not yet admitted by Kueue.
+    s.apply(kueue_pod("k-0", "k", "3", false));
+    s.apply(kueue_pod("k-1", "k", "3", false));
+    let job = s.sched.cluster().job("ml/k").unwrap();
+    assert_eq!(job.min_member, 3);
+    assert!(job.declared);
+    let r = round(&mut s, 0);
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Unschedulable { reason, .. }
+        if reason.to_string().contains("kueue.x-k8s.io/admission"))),
+        "{:?}",
+        r.decisions
+    );
+    // All three, and admitted: the gates go, all three are bound at once.
+    s.apply(kueue_pod("k-2", "k", "3", false));
+    for i in 0..3 {
+        s.apply(kueue_pod(&format!("k-{i}"), "k", "3", true));
+    }
+    round(&mut s, 1);
+    drop(round);
+    assert_eq!(io.binds.len(), 3, "{io:?}");
+    // No object stands for the group: it leaves with its last pod.
+    for i in 0..3 {
+        s.apply(Event::PodGone(format!("ml/k-{i}")));
+    }
+    assert!(s.sched.cluster().job("ml/k").is_none());
+    assert!(s.group("ml/k").is_none());
+}
+
+#[test]
+fn a_kueue_pod_group_without_a_usable_count_is_held_with_the_annotation_named() {
+    let mut s = Snapshot::new("dragon", SchedulerConfig::without_backoff());
+    s.apply(node("n1", 4));
+    s.apply(kueue_pod("k-0", "k", "none", true));
+    let hold = s.sched.cluster().job("ml/k").unwrap().hold.clone().unwrap();
+    assert!(
+        hold.contains("kueue.x-k8s.io/pod-group-total-count must be a whole number of at least 1, got \"none\""),
+        "{hold}"
+    );
+    // A pod that says it well mends the group.
+    s.apply(kueue_pod("k-1", "k", "2", true));
+    let job = s.sched.cluster().job("ml/k").unwrap();
+    assert_eq!((job.min_member, job.hold.as_deref()), (2, None));
+}

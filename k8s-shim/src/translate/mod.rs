@@ -25,6 +25,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The scheduler-plugins gang label users already put on pods.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// Kueue's plain-pod groups: the group a pod is in (a label) and how many
+/// pods the group has (an annotation), as Kueue v0.17's pod integration
+/// names them (`pkg/controller/jobs/pod/constants`).
+pub const KUEUE_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+pub const KUEUE_GROUP_TOTAL: &str = "kueue.x-k8s.io/pod-group-total-count";
 /// Dragon's role label/annotation on pods: `ps` or `worker`.
 pub const ROLE: &str = "dragon.dev/role";
 /// Dragon's task index annotation (else the StatefulSet ordinal label).
@@ -241,6 +246,48 @@ pub fn native_podgroup_spec(pg: &scheduling::PodGroup) -> (PodGroupSpec, Option<
     )
 }
 
+/// The Kueue pod group (`namespace/name`) a pod is in by its
+/// `kueue.x-k8s.io/pod-group-name` label, if any.
+pub fn kueue_pod_group(p: &core::Pod) -> Option<String> {
+    p.metadata
+        .labels
+        .as_ref()?
+        .get(KUEUE_GROUP_LABEL)
+        .map(|g| ObjectKey::new(p.metadata.namespace.as_deref(), g).to_string())
+}
+
+/// The gang of a Kueue pod group, read from one of its pods: all of its
+/// `kueue.x-k8s.io/pod-group-total-count` pods, which Kueue admits as one
+/// workload. The count must be a whole number of at least 1, as Kueue's
+/// webhook requires.
+///
+/// # Errors
+/// The annotation is missing or not such a number.
+pub fn kueue_group_spec(p: &core::Pod) -> Result<PodGroupSpec, TranslateError> {
+    let object = format!("pod {}", pod_key(p));
+    let total = p
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(KUEUE_GROUP_TOTAL))
+        .ok_or_else(|| {
+            err(
+                &object,
+                format!("{KUEUE_GROUP_LABEL} names a group but {KUEUE_GROUP_TOTAL} is missing"),
+            )
+        })?;
+    match total.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(PodGroupSpec {
+            min_member: n,
+            ..PodGroupSpec::default()
+        }),
+        _ => Err(err(
+            &object,
+            format!("{KUEUE_GROUP_TOTAL} must be a whole number of at least 1, got {total:?}"),
+        )),
+    }
+}
+
 /// The scheduler-plugins PodGroup (`namespace/name`) a pod names with its
 /// `scheduling.x-k8s.io/pod-group` label, if any.
 pub fn pod_group(p: &core::Pod) -> Option<String> {
@@ -337,6 +384,7 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
         labels,
         job: native_pod_group(p)
             .or_else(|| pod_group(p))
+            .or_else(|| kueue_pod_group(p))
             .map(JobKey::from),
         role,
         index,
