@@ -43,6 +43,11 @@ pub const KUBEFLOW_REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
 pub const KUBEFLOW_REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
 /// An Indexed Job's (and so a JobSet's) completion index.
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// JobSet's label on its pods naming their replicated job. Kubeflow
+/// Trainer v2 calls the trainer's `node` in every runtime it ships (and
+/// runs `dataset-initializer`, `model-initializer`, an MPI `launcher` as
+/// replicated jobs of their own).
+pub const JOBSET_REPLICATED_JOB: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 /// Elastic bounds on a PodGroup (annotations).
 pub const MIN_WORKERS: &str = "dragon.dev/min-workers";
 pub const MAX_WORKERS: &str = "dragon.dev/max-workers";
@@ -348,10 +353,13 @@ pub fn pod(p: &core::Pod) -> Result<Pod, TranslateError> {
     let labels = p.metadata.labels.clone().unwrap_or_default();
     let (request, extended) = requests::effective(spec).map_err(|m| err(&object, m.to_string()))?;
     let role = match label_or_annotation(p, ROLE) {
-        None => match label_or_annotation(p, KUBEFLOW_REPLICA_TYPE) {
+        None => match label_or_annotation(p, KUBEFLOW_REPLICA_TYPE)
+            .or_else(|| label_or_annotation(p, JOBSET_REPLICATED_JOB))
+        {
             Some("ps") => Role::Ps,
-            Some("worker") => Role::Worker,
-            // chief, master, evaluator, launcher: one of a kind each.
+            Some("worker" | "workers" | "node") => Role::Worker,
+            // chief, master, evaluator, launcher, initializers: one of a
+            // kind each.
             _ => Role::Other,
         },
         Some("ps") => Role::Ps,

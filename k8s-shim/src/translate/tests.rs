@@ -400,3 +400,39 @@ fn a_pods_device_claims_are_named_by_the_pod_or_its_status() {
     // Its requests still read: bound by another scheduler, it counts.
     assert!(pod(&p).is_ok());
 }
+
+#[test]
+fn trainer_v2_pods_are_read_by_the_replicated_job_jobset_labels_them_with() {
+    // As JobSet and the Job controller label the pods of a TrainJob `tj`
+    // whose runtime has an initializer and the trainer's `node` job, and
+    // Trainer's coscheduling plugin puts them in PodGroup `tj`.
+    let jobset_pod = |name: &str, replicated: &str, index: &str| {
+        pod_yaml(&format!(
+            "metadata: {{name: {name}, labels: {{scheduling.x-k8s.io/pod-group: tj, \
+             jobset.sigs.k8s.io/jobset-name: tj, jobset.sigs.k8s.io/replicatedjob-name: {replicated}, \
+             jobset.sigs.k8s.io/job-index: '0', batch.kubernetes.io/job-completion-index: '{index}'}}}}\n\
+             spec: {{containers: []}}\n"
+        ))
+    };
+    let node = pod(&jobset_pod("tj-node-0-2", "node", "2")).unwrap();
+    assert_eq!((node.role, node.index), (Role::Worker, 2));
+    assert_eq!(node.job.as_deref(), Some("default/tj"));
+    let init = pod(&jobset_pod(
+        "tj-model-initializer-0-0",
+        "model-initializer",
+        "0",
+    ))
+    .unwrap();
+    assert_eq!(
+        (init.role, init.job.as_deref()),
+        (Role::Other, Some("default/tj"))
+    );
+    // Dragon's own label still wins.
+    let mut p = jobset_pod("tj-node-0-0", "node", "0");
+    p.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(ROLE.into(), "ps".into());
+    assert_eq!(pod(&p).unwrap().role, Role::Ps);
+}
