@@ -12,6 +12,7 @@
 #     registry-v3.1.2/registry       CNCF Distribution, for policies in OCI
 #     oras-v1.3.6/oras               a registry client Dragon did not write
 #     helm-v4.3.2/helm               to render and install dragon-scheduler's chart
+#     kueue-v0.17.0/{kueue,crds/,webhooks.yaml}  quota and admission in front
 #     bin-<all versions>/   symlinks to the binaries above (and crds/ as
 #                           training-operator-crds)
 #
@@ -24,13 +25,13 @@
 #   DRAGON_CONTROLPLANE_CACHE  cache root (default above)
 #   DRAGON_CONTROLPLANE_NICE   niceness of go commands (default 19)
 #   DRAGON_CONTROLPLANE_ONLY   space-separated subset of: kubernetes etcd kwok
-#                              training-operator registry oras helm
+#                              training-operator registry oras helm kueue
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${DRAGON_CONTROLPLANE_CACHE:-$HOME/.cache/dragon/controlplane}"
 NICE="${DRAGON_CONTROLPLANE_NICE:-19}"
-ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator registry oras helm}"
+ONLY="${DRAGON_CONTROLPLANE_ONLY:-kubernetes etcd kwok training-operator registry oras helm kueue}"
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 fail() {
@@ -53,8 +54,9 @@ TO_VERSION="$(version_of training-operator github.com/kubeflow/training-operator
 REGISTRY_VERSION="$(version_of registry github.com/distribution/distribution/v3)"
 ORAS_VERSION="$(version_of oras oras.land/oras)"
 HELM_VERSION="$(version_of helm helm.sh/helm/v4)"
+KUEUE_VERSION="$(version_of kueue sigs.k8s.io/kueue)"
 if [ -z "$KUBE_VERSION" ] || [ -z "$ETCD_VERSION" ] || [ -z "$KWOK_VERSION" ] || [ -z "$TO_VERSION" ] ||
-  [ -z "$REGISTRY_VERSION" ] || [ -z "$ORAS_VERSION" ] || [ -z "$HELM_VERSION" ]; then
+  [ -z "$REGISTRY_VERSION" ] || [ -z "$ORAS_VERSION" ] || [ -z "$HELM_VERSION" ] || [ -z "$KUEUE_VERSION" ]; then
   fail "read versions" "could not read versions from $HERE/*/go.mod"
 fi
 
@@ -67,7 +69,8 @@ TO_DIR="$CACHE/training-operator-$TO_VERSION-$TO_HASH"
 REGISTRY_DIR="$CACHE/registry-$REGISTRY_VERSION"
 ORAS_DIR="$CACHE/oras-$ORAS_VERSION"
 HELM_DIR="$CACHE/helm-$HELM_VERSION"
-BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH-registry-$REGISTRY_VERSION-oras-$ORAS_VERSION-helm-$HELM_VERSION"
+KUEUE_DIR="$CACHE/kueue-$KUEUE_VERSION"
+BIN_DIR="$CACHE/bin-kubernetes-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-to-$TO_VERSION-$TO_HASH-registry-$REGISTRY_VERSION-oras-$ORAS_VERSION-helm-$HELM_VERSION-kueue-$KUEUE_VERSION"
 
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -196,6 +199,29 @@ if wanted helm && missing "$HELM_DIR" helm; then
     "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 fi
 
+if wanted kueue && { missing "$KUEUE_DIR" kueue || [ ! -f "$KUEUE_DIR/webhooks.yaml" ]; }; then
+  need_go
+  fetch kueue
+  build kueue sigs.k8s.io/kueue/cmd/kueue "$KUEUE_DIR" kueue \
+    "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+  # Its CRDs (with the conversion-webhook patches its install applies) and
+  # webhook configurations, from the same module, so that a warm run needs
+  # neither Go nor the module cache.
+  src="$(cd "$HERE/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components"
+  [ -d "$src/crd/bases" ] || fail "copy Kueue manifests" "$src/crd/bases is missing"
+  rm -rf "$KUEUE_DIR/crds.tmp.$$"
+  mkdir -p "$KUEUE_DIR/crds.tmp.$$/patches"
+  cp "$src"/crd/bases/*.yaml "$KUEUE_DIR/crds.tmp.$$/"
+  # The patches its crd/kustomization.yaml applies (not resourceflavors').
+  for crd in localqueues clusterqueues cohorts workloads multikueueclusters; do
+    cp "$src/crd/patches/webhook_in_$crd.yaml" "$KUEUE_DIR/crds.tmp.$$/patches/"
+  done
+  cp "$src/webhook/manifests.yaml" "$KUEUE_DIR/webhooks.yaml.tmp.$$"
+  rm -rf "$KUEUE_DIR/crds"
+  mv "$KUEUE_DIR/crds.tmp.$$" "$KUEUE_DIR/crds"
+  mv -f "$KUEUE_DIR/webhooks.yaml.tmp.$$" "$KUEUE_DIR/webhooks.yaml"
+fi
+
 # One directory holding all the binaries (symlinks into the versioned dirs).
 mkdir -p "$BIN_DIR"
 link() { [ -x "$1/$2" ] && ln -sfn "$1/$2" "$BIN_DIR/$2"; return 0; }
@@ -206,7 +232,10 @@ link "$TO_DIR" training-operator
 link "$REGISTRY_DIR" registry
 link "$ORAS_DIR" oras
 link "$HELM_DIR" helm
+link "$KUEUE_DIR" kueue
+[ -d "$KUEUE_DIR/crds" ] && ln -sfn "$KUEUE_DIR/crds" "$BIN_DIR/kueue-crds"
+[ -f "$KUEUE_DIR/webhooks.yaml" ] && ln -sfn "$KUEUE_DIR/webhooks.yaml" "$BIN_DIR/kueue-webhooks.yaml"
 [ -d "$TO_DIR/crds" ] && ln -sfn "$TO_DIR/crds" "$BIN_DIR/training-operator-crds"
 
-log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION, registry $REGISTRY_VERSION, oras $ORAS_VERSION, helm $HELM_VERSION"
+log "kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, training-operator $TO_VERSION, registry $REGISTRY_VERSION, oras $ORAS_VERSION, helm $HELM_VERSION, kueue $KUEUE_VERSION"
 echo "$BIN_DIR"

@@ -3,6 +3,7 @@
 //! node label and scheduler name, and `dragon-scheduler` processes.
 #![allow(dead_code)]
 
+pub mod kueue;
 pub mod proxy;
 
 use std::collections::BTreeMap;
@@ -1807,10 +1808,7 @@ pub fn cp_bin() -> PathBuf {
 /// The Kubeflow training-operator's controllers, running against the test
 /// control plane with `--gang-scheduler-name=scheduler-plugins` (built by
 /// tests/controlplane/build.sh; see its README).
-pub struct TrainingOperator {
-    child: Child,
-    log: PathBuf,
-}
+pub struct TrainingOperator(Controller);
 
 impl TrainingOperator {
     /// Its CRDs and the PodGroup CRD applied, then the process started and
@@ -1836,32 +1834,53 @@ impl TrainingOperator {
             .await;
         }
         let probe = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(bin.join("training-operator"));
+        command
+            .arg("--gang-scheduler-name=scheduler-plugins")
+            .arg(format!("--health-probe-bind-address={probe}"));
+        TrainingOperator(Controller::start("training-operator", command, &probe, "/healthz").await)
+    }
+
+    pub fn log(&self) -> String {
+        self.0.log()
+    }
+}
+
+/// A controller process run against the test control plane (its stderr
+/// in a log file of its own), stopped when dropped.
+pub struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    /// `command` started with the control plane's kubeconfig, then waited
+    /// on until `probe` answers 200 on `path` (at most 90 s).
+    pub async fn start(name: &str, mut command: Command, probe: &str, path: &str) -> Controller {
         let log = std::env::temp_dir().join(format!(
-            "dragon-e2e-training-operator-{}-{}.log",
+            "dragon-e2e-{name}-{}-{}.log",
             std::process::id(),
             free_port()
         ));
-        let child = Command::new(bin.join("training-operator"))
-            .arg("--gang-scheduler-name=scheduler-plugins")
-            .arg(format!("--health-probe-bind-address={probe}"))
+        let child = command
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
-            .expect("start the training-operator");
-        let mut op = TrainingOperator { child, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let mut controller = Controller { child, log };
+        let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            if http_get(&probe, "/healthz").map(|(code, _)| code) == Some(200) {
-                return op;
+            if http_get(probe, path).map(|(code, _)| code) == Some(200) {
+                return controller;
             }
-            if let Ok(Some(status)) = op.child.try_wait() {
-                panic!("the training-operator exited ({status}):\n{}", op.log());
+            if let Ok(Some(status)) = controller.child.try_wait() {
+                panic!("{name} exited ({status}):\n{}", controller.log());
             }
             assert!(
                 Instant::now() < deadline,
-                "the training-operator is not healthy:\n{}",
-                op.log()
+                "{name} is not ready:\n{}",
+                controller.log()
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -1872,7 +1891,7 @@ impl TrainingOperator {
     }
 }
 
-impl Drop for TrainingOperator {
+impl Drop for Controller {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

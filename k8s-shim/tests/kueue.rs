@@ -1,0 +1,124 @@
+//! Kueue in front of dragon-scheduler: Kueue (v0.17, built from its Go
+//! module, its webhooks served on 127.0.0.1) holds workloads behind its
+//! scheduling gate until their ClusterQueue has quota, dragon-scheduler
+//! places what Kueue lets through.
+//!
+//!     cargo test --release -p dragon-scheduler --test kueue
+
+mod common;
+
+use std::time::Duration;
+
+use common::kueue::Kueue;
+use common::{Scenario, Scheduler, bound, merge, serial, until};
+use serde_json::json;
+
+/// Kueue's scheduling gate on the pods it manages.
+const GATE: &str = "kueue.x-k8s.io/admission";
+
+/// Pod `group-i` of Kueue pod group `group` (of `total` pods, one GPU each)
+/// in LocalQueue `queue`, finishing `seconds` after it starts.
+async fn group_pod(s: &Scenario, queue: &str, group: &str, i: u32, total: u32, seconds: u32) {
+    let mut pod = s.pod_manifest(
+        &format!("{group}-{i}"),
+        &s.scheduler_name(),
+        None,
+        1,
+        Some(seconds),
+        None,
+        &[],
+    );
+    merge(
+        &mut pod,
+        &json!({"metadata": {
+            "labels": {"kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/pod-group-name": group},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": total.to_string()}}}),
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(s.client.clone(), &s.name);
+    pods.create(&Default::default(), &serde_json::from_value(pod).unwrap())
+        .await
+        .unwrap();
+}
+
+/// The scheduling gates of pod `name`.
+async fn gates(s: &Scenario, name: &str) -> Vec<String> {
+    s.pods()
+        .await
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .and_then(|p| p.spec?.scheduling_gates)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_pod_groups_wait_for_quota_behind_its_gate_and_each_is_bound_whole_once_admitted() {
+    let _g = serial();
+    let s = Scenario::new("kueue-groups").await;
+    let kueue = Kueue::start(&s.client).await;
+    // Room for both groups; quota for one.
+    s.node("a", 4).await;
+    s.node("b", 4).await;
+    kueue.queue(&s, "team", 4).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    for i in 0..4 {
+        group_pod(&s, "team", "first", i, 4, 10).await;
+    }
+    for i in 0..4 {
+        group_pod(&s, "team", "second", i, 4, 2).await;
+    }
+    // Kueue's webhook gated every pod; it admits the first group only.
+    assert!(
+        gates(&s, "second-3").await.iter().any(|g| g == GATE),
+        "{}",
+        kueue.log()
+    );
+    until(90, "the first group bound whole", || async {
+        bound(&s.placement("first-").await) == 4
+    })
+    .await;
+    // The second waits, gated, and Dragon says why on its pods.
+    s.until_explained(60, "second-0", GATE).await;
+    assert_eq!(bound(&s.placement("second-").await), 0, "{}", sched.log());
+    assert!(gates(&s, "second-0").await.iter().any(|g| g == GATE));
+    // The first finishes, Kueue releases its quota and admits the second,
+    // which Dragon binds whole; nothing of it ran beside the first.
+    until(120, "the second group bound whole", || async {
+        let placed = s.placement("second-").await;
+        let n = bound(&placed);
+        assert!(
+            n == 0 || n == 4,
+            "the second group partly bound: {placed:?}"
+        );
+        n == 4
+    })
+    .await;
+    for i in 0..4 {
+        assert_eq!(
+            s.phase(&format!("first-{i}")).await,
+            "Succeeded",
+            "the second group started before the first released its quota"
+        );
+    }
+    // Kueue sees each group as one workload of four pods.
+    let workloads = kueue.workloads(&s).list(&Default::default()).await.unwrap();
+    let counts: Vec<i64> = workloads
+        .items
+        .iter()
+        .filter_map(|w| w.data["spec"]["podSets"][0]["count"].as_i64())
+        .collect();
+    assert_eq!(counts, [4, 4], "{workloads:?}");
+    until(60, "the second group finished", || async {
+        let mut done = true;
+        for i in 0..4 {
+            done &= s.phase(&format!("second-{i}")).await == "Succeeded";
+        }
+        done
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(60), s.cleanup()).await;
+    kueue.remove_queue(&s).await;
+}
