@@ -122,3 +122,79 @@ async fn kueue_pod_groups_wait_for_quota_behind_its_gate_and_each_is_bound_whole
     let _ = tokio::time::timeout(Duration::from_secs(60), s.cleanup()).await;
     kueue.remove_queue(&s).await;
 }
+
+/// Job `name` in LocalQueue `queue`, created suspended as Kueue's webhook
+/// wants it: `parallelism` pods of one GPU each, finishing `seconds` after
+/// they start.
+async fn queued_job(s: &Scenario, queue: &str, name: &str, parallelism: u32, seconds: u32) {
+    let mut template = s.pod_manifest(name, &s.scheduler_name(), None, 1, Some(seconds), None, &[]);
+    template["spec"]["restartPolicy"] = json!("Never");
+    let metadata = template["metadata"].take();
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": s.name,
+                     "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "completionMode": "Indexed", "suspend": true,
+                 "template": {"metadata": {"annotations": metadata["annotations"]},
+                              "spec": template["spec"]}}});
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(s.client.clone(), &s.name);
+    jobs.create(&Default::default(), &serde_json::from_value(job).unwrap())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_admitted_by_kueue_one_at_a_time_are_placed_by_dragon_and_the_next_waits_suspended() {
+    let _g = serial();
+    let s = Scenario::new("kueue-jobs").await;
+    let kueue = Kueue::start(&s.client).await;
+    s.node("a", 4).await;
+    kueue.queue(&s, "team", 2).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    queued_job(&s, "team", "one", 2, 5).await;
+    queued_job(&s, "team", "two", 2, 1).await;
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(s.client.clone(), &s.name);
+    let suspended = |name: &'static str| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.get(name)
+                .await
+                .ok()
+                .and_then(|j| j.spec?.suspend)
+                .unwrap_or(false)
+        }
+    };
+    // Kueue admits `one` (quota for two GPUs), whose pods Dragon binds;
+    // `two` stays suspended: no pod of it exists.
+    until(90, "the first Job's pods bound", || async {
+        bound(&s.placement("one-").await) == 2
+    })
+    .await;
+    assert!(suspended("two").await, "{}", kueue.log());
+    assert!(s.placement("two-").await.is_empty());
+    // `one` completes, Kueue lets `two` in, Dragon binds its pods.
+    until(120, "the second Job's pods bound", || async {
+        bound(&s.placement("two-").await) == 2
+    })
+    .await;
+    assert!(!suspended("two").await);
+    until(60, "both Jobs complete", || async {
+        let mut done = 0;
+        for name in ["one", "two"] {
+            done += jobs
+                .get(name)
+                .await
+                .ok()
+                .and_then(|j| j.status?.succeeded)
+                .unwrap_or(0);
+        }
+        done == 4
+    })
+    .await;
+    drop(sched);
+    let _ = tokio::time::timeout(Duration::from_secs(60), s.cleanup()).await;
+    kueue.remove_queue(&s).await;
+}
