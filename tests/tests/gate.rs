@@ -368,6 +368,7 @@ fn the_gate_answers_every_candidate_on_every_recording_without_panicking() {
                             elastic_share: 0.5,
                             mix: mixes[mix],
                             racks: Racks::default(),
+                            tiers: false,
                         })
                         .unwrap();
                         Trace::parse(&text, "generated", false).unwrap()
