@@ -371,6 +371,20 @@ mod tests {
         );
     }
 
+    /// A fence on Lease `kube-system/dragon-scheduler` of an API server
+    /// that cannot be reached, and the count of connections made to it.
+    fn fence_on_unreachable_api() -> (Fence, Arc<std::sync::atomic::AtomicUsize>) {
+        let (client, accepted) = unreachable_api();
+        let fence = Fence::new(
+            Api::namespaced(client, "kube-system"),
+            "dragon-scheduler",
+            "me",
+            Duration::from_secs(15),
+            Counter::default(),
+        );
+        (fence, accepted)
+    }
+
     /// An API server that cannot be reached: each connection is accepted
     /// and closed at once, and counted.
     fn unreachable_api() -> (kube::Client, Arc<std::sync::atomic::AtomicUsize>) {
@@ -391,14 +405,7 @@ mod tests {
 
     #[tokio::test]
     async fn while_the_lease_cannot_be_read_it_is_asked_for_once_a_recheck_not_once_a_write() {
-        let (client, accepted) = unreachable_api();
-        let fence = Fence::new(
-            Api::namespaced(client, "kube-system"),
-            "dragon-scheduler",
-            "me",
-            Duration::from_secs(15),
-            Counter::default(),
-        );
+        let (fence, accepted) = fence_on_unreachable_api();
         let started = Instant::now();
         for _ in 0..200 {
             assert!(!fence.holds().await);
@@ -415,14 +422,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_just_taken_is_read_again_at_once_not_after_the_recheck() {
-        let (client, accepted) = unreachable_api();
-        let fence = Fence::new(
-            Api::namespaced(client, "kube-system"),
-            "dragon-scheduler",
-            "me",
-            Duration::from_secs(15),
-            Counter::default(),
-        );
+        let (fence, accepted) = fence_on_unreachable_api();
         let reads = || accepted.load(std::sync::atomic::Ordering::SeqCst);
         let started = Instant::now();
         assert!(!fence.holds().await);
