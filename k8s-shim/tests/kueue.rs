@@ -65,7 +65,7 @@ async fn kueue_pod_groups_wait_for_quota_behind_its_gate_and_each_is_bound_whole
     kueue.queue(&s, "team", 4).await;
     let sched = Scheduler::start(&s, "dragon", "");
     for i in 0..4 {
-        group_pod(&s, "team", "first", i, 4, 10).await;
+        group_pod(&s, "team", "first", i, 4, 15).await;
     }
     for i in 0..4 {
         group_pod(&s, "team", "second", i, 4, 2).await;
@@ -153,7 +153,7 @@ async fn jobs_admitted_by_kueue_one_at_a_time_are_placed_by_dragon_and_the_next_
     s.node("a", 4).await;
     kueue.queue(&s, "team", 2).await;
     let sched = Scheduler::start(&s, "dragon", "");
-    queued_job(&s, "team", "one", 2, 5).await;
+    queued_job(&s, "team", "one", 2, 10).await;
     queued_job(&s, "team", "two", 2, 1).await;
     let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
         kube::Api::namespaced(s.client.clone(), &s.name);
