@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::kueue::Kueue;
-use common::{Scenario, Scheduler, bound, merge, serial, until};
+use common::{Scenario, Scheduler, bound, serial, until};
 use serde_json::json;
 
 /// Kueue's scheduling gate on the pods it manages.
@@ -19,26 +19,16 @@ const GATE: &str = "kueue.x-k8s.io/admission";
 /// Pod `group-i` of Kueue pod group `group` (of `total` pods, one GPU each)
 /// in LocalQueue `queue`, finishing `seconds` after it starts.
 async fn group_pod(s: &Scenario, queue: &str, group: &str, i: u32, total: u32, seconds: u32) {
-    let mut pod = s.pod_manifest(
+    s.pod_with(
         &format!("{group}-{i}"),
-        &s.scheduler_name(),
         None,
         1,
-        Some(seconds),
-        None,
-        &[],
-    );
-    merge(
-        &mut pod,
-        &json!({"metadata": {
+        json!({"metadata": {
             "labels": {"kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/pod-group-name": group},
-            "annotations": {"kueue.x-k8s.io/pod-group-total-count": total.to_string()}}}),
-    );
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(s.client.clone(), &s.name);
-    pods.create(&Default::default(), &serde_json::from_value(pod).unwrap())
-        .await
-        .unwrap();
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": total.to_string(),
+                            "dragon.dev/complete-after-seconds": seconds.to_string()}}}),
+    )
+    .await;
 }
 
 /// The scheduling gates of pod `name`.
@@ -140,9 +130,7 @@ async fn queued_job(s: &Scenario, queue: &str, name: &str, parallelism: u32, sec
                               "spec": template["spec"]}}});
     let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
         kube::Api::namespaced(s.client.clone(), &s.name);
-    jobs.create(&Default::default(), &serde_json::from_value(job).unwrap())
-        .await
-        .unwrap();
+    s.create(&jobs, job).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
