@@ -12,6 +12,7 @@ use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1 as core;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::cluster_io::{ClaimProgress, ClusterIo, Note};
@@ -52,15 +53,16 @@ pub struct Prebinds {
 /// kube-scheduler's PreBind: devices allocated, volumes bound and waited
 /// for), then the Bindings of the pods whose gang's writes all succeeded:
 /// a pod is never bound without what it needs, and a gang is not bound in
-/// part for want of one member's volume. The loop waits for all of them:
-/// the framework releases a gang whose bind failed only once it has every
-/// result.
+/// part for want of one member's volume. A Binding answered with a 409 or
+/// not at all is settled by reading its pod back ([`bind_one`]). The loop
+/// waits for all of them: the framework releases a gang whose bind failed
+/// only once it has every result.
 pub async fn bind_all<I: ClusterIo>(
     io: &I,
     binds: &[(PodKey, NodeName)],
     prebinds: &Prebinds,
     concurrency: usize,
-) -> Vec<Result<(), ApiError>> {
+) -> Bound {
     let concurrency = concurrency.max(1);
     // Made before the stream, not by an adapter over the slice: a future
     // holding a slice iterator across an await is not provably `Send`.
@@ -89,26 +91,41 @@ pub async fn bind_all<I: ClusterIo>(
         .map(|((pod, node), written)| {
             let gang = prebinds.gangs.get(pod).filter(|g| failed.contains(g));
             async move {
-                written?;
+                written.map_err(Outcome::Settled)?;
                 if let Some(gang) = gang {
-                    return Err(ApiError::new(
+                    return Err(Outcome::Settled(ApiError::new(
                         ApiErrorKind::Conflict,
                         format!("not bound: a member of gang {gang} could not get its devices or volumes"),
-                    ));
+                    )));
                 }
-                io.bind(pod, node).await
+                bind_one(io, pod, node).await
             }
         })
         .collect();
-    let results: Vec<Result<(), ApiError>> = futures::stream::iter(sends)
+    let outcomes: Vec<Result<(), Outcome>> = futures::stream::iter(sends)
         .buffered(concurrency)
         .collect()
         .await;
+    let mut bound = Bound::default();
+    for outcome in outcomes {
+        bound.results.push(outcome.map_err(|o| match o {
+            Outcome::Settled(e) => e,
+            Outcome::Elsewhere(e, pod) => {
+                bound.elsewhere.push(*pod);
+                e
+            }
+            Outcome::Unknown(e) => {
+                bound.unsettled += 1;
+                e
+            }
+        }));
+    }
+    let results = &bound.results;
     // A pod not bound gives back the claims written for it, as kube's
     // unreserve and post-filter do: it leaves their `reservedFor`, and a
     // claim nobody else reserved is deallocated, so its devices serve the
     // next attempt wherever that lands.
-    for ((pod, _), result) in binds.iter().zip(&results) {
+    for ((pod, _), result) in binds.iter().zip(results) {
         let Some(p) = prebinds.pods.get(pod).filter(|_| result.is_err()) else {
             continue;
         };
@@ -126,7 +143,57 @@ pub async fn bind_all<I: ClusterIo>(
             );
         }
     }
-    results
+    bound
+}
+
+/// What a round's binds came to.
+#[derive(Debug, Default)]
+pub struct Bound {
+    /// One result per bind, in order.
+    pub results: Vec<Result<(), ApiError>>,
+    /// Pods whose Binding failed because they are bound to another node
+    /// (read back): the snapshot learns where they are.
+    pub elsewhere: Vec<core::Pod>,
+    /// Binds whose outcome is unknown: no answer, and the pod could not be
+    /// read back either.
+    pub unsettled: usize,
+}
+
+/// Why one Binding did not bind its pod where asked.
+enum Outcome {
+    /// Not bound by it (refused, or read back unbound).
+    Settled(ApiError),
+    /// Bound to another node, as read back.
+    Elsewhere(ApiError, Box<core::Pod>),
+    /// Perhaps bound: no answer, and no read back.
+    Unknown(ApiError),
+}
+
+/// POST `pod`'s Binding to `node`, and settle an answer that leaves the
+/// pod perhaps bound by reading it back: a 409 (bound already, by this
+/// very bind whose first answer was lost, or by another replica) or no
+/// answer (a broken connection, a timeout, a 5xx: the write may have
+/// landed). Read back bound to `node`, the bind succeeded.
+async fn bind_one<I: ClusterIo>(io: &I, pod: &PodKey, node: &NodeName) -> Result<(), Outcome> {
+    let error = match io.bind(pod, node).await {
+        Err(e) if matches!(e.kind, ApiErrorKind::Conflict | ApiErrorKind::Unavailable) => e,
+        other => return other.map_err(Outcome::Settled),
+    };
+    match io.read_pod(pod).await {
+        Ok(Some(read)) => match read.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            Some(on) if on == node.as_str() => {
+                tracing::info!(%pod, %node, "bound: read back after \"{error}\"");
+                Ok(())
+            }
+            Some(_) => Err(Outcome::Elsewhere(error, Box::new(read))),
+            None => Err(Outcome::Settled(error)),
+        },
+        Ok(None) => Err(Outcome::Settled(error)),
+        Err(read) => {
+            tracing::warn!(%pod, %node, "cannot tell whether the Binding landed: {error}; reading it back: {read}");
+            Err(Outcome::Unknown(error))
+        }
+    }
 }
 
 /// `pod`'s writes before its Binding: its claims' allocations, its

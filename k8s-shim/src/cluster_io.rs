@@ -7,6 +7,7 @@
 use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, Release};
+use k8s_openapi::api::core::v1 as core;
 
 use crate::group_status::Status;
 use crate::key::ScaleTarget;
@@ -73,6 +74,17 @@ pub trait ClusterIo: Send + Sync + 'static {
 
     /// POST a Binding of `pod` to `node`.
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError>;
+
+    /// `pod` as the API server has it now (a quorum read), or `None` when
+    /// it is gone: what settles a Binding whose answer was lost or that
+    /// was refused as already bound.
+    async fn read_pod(&self, pod: &str) -> Result<Option<core::Pod>, ApiError>;
+
+    /// Every pod of this scheduler bound to a node, as the API server has
+    /// them now (a consistent list, not the watch cache's): what a replica
+    /// reads before it schedules as leader, so that binds another replica
+    /// made, which its watch has not delivered yet, are seen.
+    async fn bound_pods(&self) -> Result<Vec<core::Pod>, ApiError>;
 
     /// Write the devices chosen for ResourceClaim `claim` (`status.allocation`)
     /// and reserve it for `pod` (`status.reservedFor`), as kube-scheduler's

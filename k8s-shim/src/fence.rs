@@ -25,6 +25,7 @@ use dragon_framework::devices::{Allocation, ExtendedChoice};
 use dragon_framework::volumes::VolumeBinding;
 use dragon_framework::{ApiError, ApiErrorKind, Release};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use prometheus_client::metrics::counter::Counter;
@@ -208,6 +209,14 @@ impl<I: ClusterIo> ClusterIo for Fenced<I> {
     async fn bind(&self, pod: &str, node: &str) -> Result<(), ApiError> {
         self.check(|| format!("binding {pod}")).await?;
         self.inner.bind(pod, node).await
+    }
+
+    async fn read_pod(&self, pod: &str) -> Result<Option<core::Pod>, ApiError> {
+        self.inner.read_pod(pod).await
+    }
+
+    async fn bound_pods(&self) -> Result<Vec<core::Pod>, ApiError> {
+        self.inner.bound_pods().await
     }
 
     async fn allocate(

@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
@@ -241,6 +241,41 @@ impl ClusterIo for KubeIo {
             .await
             .map(|_| ())
             .map_err(|e| typed(&format!("binding {pod} to {node}"), &e))
+    }
+
+    async fn read_pod(&self, pod: &str) -> Result<Option<core::Pod>, ApiError> {
+        let key = object(pod)?;
+        self.request_token().await;
+        // No resourceVersion: a quorum read, never the watch cache's copy.
+        self.pods(key.namespace())
+            .get_opt(key.name())
+            .await
+            .map_err(|e| typed(&format!("reading {pod}"), &e))
+    }
+
+    async fn bound_pods(&self) -> Result<Vec<core::Pod>, ApiError> {
+        let all: Api<core::Pod> = Api::all(self.client.clone());
+        let fields = format!("spec.schedulerName={},spec.nodeName!=", self.scheduler_name);
+        let mut pods = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            // Pages of 500, as client-go's reflector lists; no
+            // resourceVersion, so every page is of one consistent read.
+            let mut params = ListParams::default().fields(&fields).limit(500);
+            if let Some(token) = &next {
+                params = params.continue_token(token);
+            }
+            self.request_token().await;
+            let page = all
+                .list(&params)
+                .await
+                .map_err(|e| typed("listing bound pods", &e))?;
+            pods.extend(page.items);
+            next = page.metadata.continue_.filter(|t| !t.is_empty());
+            if next.is_none() {
+                return Ok(pods);
+            }
+        }
     }
 
     async fn release(&self, pod: &str) -> Result<Release, ApiError> {
@@ -585,7 +620,9 @@ mod tests {
             })
             .collect();
         let t0 = Instant::now();
-        let results = rt.block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 4));
+        let results = rt
+            .block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 4))
+            .results;
         let took = t0.elapsed();
         assert_eq!(results.len(), 12);
         for (i, r) in results.iter().enumerate() {
@@ -617,7 +654,9 @@ mod tests {
             .map(|i| (format!("ns/p{i}").into(), "n".into()))
             .collect();
         let t0 = Instant::now();
-        let results = rt.block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 32));
+        let results = rt
+            .block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 32))
+            .results;
         assert!(results.iter().all(Result::is_ok));
         let g = seen.lock().unwrap();
         let mut starts: Vec<Duration> = g.bindings.iter().map(|(_, t)| *t - t0).collect();

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use dragon_framework::{ApiError, ApiErrorKind, Release};
+use k8s_openapi::api::core::v1 as core;
 
 use super::{
     Allocation, ClaimProgress, ClusterIo, ExtendedChoice, Note, ScaleTarget, Unschedulable,
@@ -30,6 +31,8 @@ pub enum Call {
         node: String,
     },
     Release(String),
+    ReadPod(String),
+    BoundPods,
     Allocate {
         claim: String,
         pod: String,
@@ -82,6 +85,14 @@ pub struct State {
     pub calls: Vec<Call>,
     /// Pods whose Binding is refused, with the error.
     pub refuse_bind: BTreeMap<String, ApiError>,
+    /// The API server's copy of the pods a test put here: a Binding
+    /// answered with success sets its node, and reads answer from it.
+    pub pods: BTreeMap<String, core::Pod>,
+    /// Pods whose Binding lands but whose answer is lost (a broken
+    /// connection): the pod is bound, the caller told `Unavailable`.
+    pub lost_answers: BTreeSet<String>,
+    /// When set, reads of pods fail with it (the API server away).
+    pub refuse_reads: Option<ApiError>,
     /// Claims whose allocation is refused, with the error.
     pub refuse_allocate: BTreeMap<String, ApiError>,
     /// PersistentVolumeClaims whose binding never completes (the
@@ -167,10 +178,38 @@ impl ClusterIo for FakeCluster {
             pod: pod.into(),
             node: node.into(),
         });
-        match s.refuse_bind.get(pod) {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
+        if let Some(e) = s.refuse_bind.get(pod) {
+            return Err(e.clone());
         }
+        if let Some(spec) = s.pods.get_mut(pod).and_then(|p| p.spec.as_mut()) {
+            spec.node_name = Some(node.into());
+        }
+        match s.lost_answers.contains(pod) {
+            true => Err(ApiError::new(
+                ApiErrorKind::Unavailable,
+                format!("binding {pod} to {node}: connection closed before the answer"),
+            )),
+            false => Ok(()),
+        }
+    }
+
+    async fn read_pod(&self, pod: &str) -> Result<Option<core::Pod>, ApiError> {
+        let mut s = self.lock();
+        s.calls.push(Call::ReadPod(pod.into()));
+        match &s.refuse_reads {
+            Some(e) => Err(e.clone()),
+            None => Ok(s.pods.get(pod).cloned()),
+        }
+    }
+
+    async fn bound_pods(&self) -> Result<Vec<core::Pod>, ApiError> {
+        let mut s = self.lock();
+        s.calls.push(Call::BoundPods);
+        if let Some(e) = &s.refuse_reads {
+            return Err(e.clone());
+        }
+        let bound = |p: &&core::Pod| p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        Ok(s.pods.values().filter(bound).cloned().collect())
     }
 
     async fn allocate(

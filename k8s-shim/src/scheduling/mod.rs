@@ -167,6 +167,13 @@ pub struct Loop<I> {
     unconfirmed_until: Option<Instant>,
     /// A cluster change arrived since the last round.
     dirty: bool,
+    /// The bound pods are to be read from the API server before the next
+    /// round: at the start, on becoming leader, after the Lease could not
+    /// be confirmed, and after a bind whose outcome is unknown. The watch
+    /// may not have delivered binds made meanwhile (by the replica that
+    /// led, or by a Binding whose answer was lost), and the snapshot would
+    /// see their room as free.
+    resync_due: bool,
     /// Sends what rounds tell the API server, off the loop.
     teller: teller::Teller,
     /// Scale targets by job (`namespace/podgroup`), from PodGroup
@@ -204,6 +211,7 @@ impl<I: ClusterIo> Loop<I> {
             last_scale: Instant::now(),
             unconfirmed_until: None,
             dirty: true,
+            resync_due: true,
             targets: BTreeMap::new(),
             group_status: BTreeMap::new(),
             group_problem: BTreeMap::new(),
@@ -299,6 +307,7 @@ impl<I: ClusterIo> Loop<I> {
             }
             Msg::Leading(is) => {
                 self.leading = is;
+                self.resync_due |= is;
                 self.dirty = true;
             }
             Msg::Shutdown => return true,
@@ -323,6 +332,27 @@ impl<I: ClusterIo> Loop<I> {
         false
     }
 
+    /// Read every bound pod of ours from the API server into the snapshot
+    /// (see `resync_due`); false if it could not be read.
+    async fn resync(&mut self) -> bool {
+        match self.io.bound_pods().await {
+            Ok(pods) => {
+                tracing::debug!(pods = pods.len(), "bound pods read before scheduling");
+                for pod in pods {
+                    self.handle(Msg::Event(Event::Pod(Box::new(pod))));
+                }
+                self.resync_due = false;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cannot read the bound pods, so nothing is scheduled until they can be: {e}"
+                );
+                false
+            }
+        }
+    }
+
     /// Act on what the messages so far changed: once every kind is listed
     /// and while leading, a round if something changed or a retry is due,
     /// the scale step when its interval has passed, and PodGroup statuses.
@@ -334,6 +364,11 @@ impl<I: ClusterIo> Loop<I> {
         // A leader that stalled past its Lease plans nothing until it knows
         // the Lease is its own again (its writes are fenced too: `fence`).
         if !self.io.leads().await {
+            self.unconfirmed_until = Some(Instant::now() + crate::fence::RECHECK);
+            self.resync_due = true;
+            return;
+        }
+        if self.resync_due && !self.resync().await {
             self.unconfirmed_until = Some(Instant::now() + crate::fence::RECHECK);
             return;
         }

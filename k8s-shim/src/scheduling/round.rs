@@ -90,13 +90,17 @@ impl<I: ClusterIo> Loop<I> {
             sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks), &mut budget)
         });
         let prebinds = self.prebinds(planned.binds());
-        let results = bind_all(
+        let bound = bind_all(
             self.io.as_ref(),
             planned.binds(),
             &prebinds,
             self.bind_concurrency,
         )
         .await;
+        // A bind whose outcome is unknown may have landed: the bound pods
+        // are read again before the next round.
+        self.resync_due |= bound.unsettled > 0;
+        let results = bound.results;
         for ((pod, node), result) in planned.binds().iter().zip(&results) {
             if result.is_ok() {
                 self.events.spawn(Note {
@@ -109,6 +113,10 @@ impl<I: ClusterIo> Loop<I> {
         }
         let bind_answers = results.iter().cloned().collect();
         let mut report = self.snapshot.sched.settle_round(planned, results);
+        // Settled as failed, so pending: where the API server has them.
+        for pod in bound.elsewhere {
+            self.handle(Msg::Event(Event::Pod(Box::new(pod))));
+        }
         let mut answers = self.apply_effects(&report.effects).await;
         self.snapshot.sched.settle_effects(&mut report, &answers);
         self.note_scaled(&report.effects, &answers.scales);

@@ -743,3 +743,5 @@ async fn a_budget_refusing_one_eviction_leaves_the_whole_victim_running() {
         1
     );
 }
+
+mod stale;
