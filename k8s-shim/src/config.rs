@@ -345,6 +345,10 @@ impl Config {
         if let Some(levels) = &self.topology_levels {
             dragon_framework::check_levels(levels).context("topologyLevels")?;
         }
+        let share = self.scheduling.percentage_of_nodes_to_score;
+        if share > 100 {
+            bail!("scheduling.percentageOfNodesToScore must be 0 (adaptive) to 100, got {share}");
+        }
         let m = self.reload_gate.latency_multiple;
         if !(m.is_finite() && m >= 1.0) {
             bail!("reloadGate.latencyMultiple must be at least 1, got {m}");
@@ -582,6 +586,21 @@ mod tests {
             .unwrap_err()
         );
         assert!(e.contains("failure"), "{e}");
+        let share = |v: &str| {
+            Config::parse(
+                &format!("policy: dragon\nscheduling: {{percentageOfNodesToScore: {v}}}\n"),
+                "c.yaml",
+            )
+        };
+        assert_eq!(
+            share("40").unwrap().scheduling.percentage_of_nodes_to_score,
+            40
+        );
+        let e = format!("{:#}", share("101").unwrap_err());
+        assert!(
+            e.contains("percentageOfNodesToScore must be 0 (adaptive) to 100, got 101"),
+            "{e}"
+        );
     }
 
     #[test]

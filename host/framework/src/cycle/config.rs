@@ -31,6 +31,11 @@ pub struct SchedulerConfig {
     /// Bounds on the scale step's resizes: how often a job may be resized
     /// and restarted, and how long growth may wait for room.
     pub resize: ResizeLimits,
+    /// The share of a pod's feasible nodes, percent, its placement looks
+    /// at on a cluster of 100 nodes or more (kube-scheduler's
+    /// `percentageOfNodesToScore`): 0 is adaptive, 50 % less one point per
+    /// 125 nodes and at least 5 %; never fewer than 100 nodes.
+    pub percentage_of_nodes_to_score: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -43,6 +48,7 @@ impl Default for SchedulerConfig {
             round_budget_ms: 10_000,
             preemption: true,
             resize: ResizeLimits::default(),
+            percentage_of_nodes_to_score: 0,
         }
     }
 }

@@ -11,6 +11,7 @@ mod place;
 mod preemption;
 mod reason;
 mod report;
+mod sample;
 mod settle;
 mod units;
 

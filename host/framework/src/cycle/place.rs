@@ -4,6 +4,7 @@
 //! nowhere.
 
 use super::domain::IN_HELD_DOMAIN;
+use super::sample;
 use super::*;
 use crate::io::Eviction;
 use crate::names::{NodeName, PodKey};
@@ -561,6 +562,13 @@ impl Scheduler {
                 let before = index.len();
                 index.retain(|&n| !self.held_from(unit, n as usize));
                 rejections.add(IN_HELD_DOMAIN, before - index.len());
+            }
+            let among = within.map_or(self.cluster.nodes().len(), <[u32]>::len);
+            let limit = sample::nodes_to_find(self.config.percentage_of_nodes_to_score, among);
+            if index.len() > limit {
+                let key = unit.job.as_deref().unwrap_or(key.as_str());
+                let start = sample::start_for(key, self.cluster.nodes().len());
+                sample::sample(&mut index, limit, start, |n| siblings[n as usize] > 0);
             }
             let fail =
                 |this: &mut Scheduler, placed: &[(PodKey, usize)], rejections: &Rejections| {

@@ -271,3 +271,93 @@ fn a_running_gangs_extras_wait_for_a_new_gangs_quorum() {
     assert_eq!(bound.get("new"), Some(&2), "{bound:?}");
     assert_eq!(bound.get("run"), None, "{bound:?}");
 }
+
+/// A policy that scores every candidate 0 and remembers each call's
+/// candidates.
+struct Seen {
+    info: PolicyInfo,
+    candidates: std::sync::Mutex<Vec<Vec<u32>>>,
+}
+
+impl Hooks for Seen {
+    fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    fn score(
+        &self,
+        _pod: &wit::Placement,
+        nodes: &wit::Candidates,
+        _view: &dyn dragon_runtime::ClusterView,
+    ) -> Result<Vec<u32>, CallError> {
+        let mut seen = self.candidates.lock().unwrap_or_else(|e| e.into_inner());
+        seen.push(nodes.index.clone());
+        Ok(vec![0; nodes.index.len()])
+    }
+}
+
+#[test]
+fn on_a_large_cluster_a_pod_looks_at_a_share_of_the_nodes_and_a_gang_at_its_own_nodes_too() {
+    let mut s = Scheduler::new(Cluster::new(), SchedulerConfig::without_backoff());
+    let room = Resources {
+        cpu_milli: 64_000,
+        memory_mib: 256_000,
+        gpus: 8,
+    };
+    for n in 0..1000 {
+        s.apply(ClusterOp::AddNode(Node::new(format!("n{n}"), room)))
+            .unwrap();
+    }
+    // A running member of `j` on a node its search would not reach: the
+    // 420 nodes from its start (42 % of 1,000, kube-scheduler's adaptive
+    // share) end before it.
+    let start = sample::start_for("j", 1000) as usize;
+    let far = (start + 500) % 1000;
+    s.apply(ClusterOp::UpsertJob(job("j", 2))).unwrap();
+    s.apply(ClusterOp::AddPod {
+        pod: member("j", Role::Worker, 0),
+        node: Some(format!("n{far}").into()),
+    })
+    .unwrap();
+    s.apply(ClusterOp::AddPod {
+        pod: member("j", Role::Worker, 1),
+        node: None,
+    })
+    .unwrap();
+    s.apply(ClusterOp::AddPod {
+        pod: Pod::new("lone", gpus(1)),
+        node: None,
+    })
+    .unwrap();
+    let policy = Seen {
+        info: PolicyInfo::native("seen", "0.1.0", vec![wit::Hook::Score, wit::Hook::Permit]),
+        candidates: Default::default(),
+    };
+    let planned = s.plan_round(0, &policy, None, &mut Unbounded);
+    assert_eq!(planned.binds().len(), 2, "{:?}", planned.report.decisions);
+    let seen = policy.candidates.into_inner().unwrap();
+    let sizes: Vec<usize> = seen.iter().map(Vec::len).collect();
+    let member = seen
+        .iter()
+        .find(|c| c.contains(&(far as u32)))
+        .unwrap_or_else(|| {
+            panic!("the member's own node {far} among its candidates: {sizes:?} start {start}")
+        });
+    assert_eq!(member.len(), 421, "420 and its sibling's node: {sizes:?}");
+    assert!(member.windows(2).all(|w| w[0] < w[1]), "ascending");
+    assert!(sizes.contains(&420), "the lone pod: {sizes:?}");
+    // Scoring every node is a setting away.
+    s.config.percentage_of_nodes_to_score = 100;
+    s.apply(ClusterOp::AddPod {
+        pod: Pod::new("all", gpus(1)),
+        node: None,
+    })
+    .unwrap();
+    let policy = Seen {
+        info: PolicyInfo::native("seen", "0.1.0", vec![wit::Hook::Score, wit::Hook::Permit]),
+        candidates: Default::default(),
+    };
+    let _ = s.plan_round(0, &policy, None, &mut Unbounded);
+    let seen = policy.candidates.into_inner().unwrap();
+    assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), [1000]);
+}
