@@ -167,8 +167,9 @@ impl<I: ClusterIo> Loop<I> {
                         )
                     };
                     // A 409 says the pod is bound already (by someone
-                    // else): its watch event will say where, and marking it
-                    // unschedulable would contradict the API server.
+                    // else): read back, it is counted where it is bound, and
+                    // marking it unschedulable would contradict the API
+                    // server.
                     let except = (error.kind == ApiErrorKind::Conflict).then_some(pod.as_str());
                     let reason = format!("binding failed, {what}: {error}");
                     self.waiting(&mut out, unit, except, &reason, &BTreeSet::new());

@@ -279,6 +279,15 @@ struct Seen {
     candidates: std::sync::Mutex<Vec<Vec<u32>>>,
 }
 
+/// A gang-scheduling policy (it has `permit`) that remembers what `score`
+/// was given.
+fn recording_scores() -> Seen {
+    Seen {
+        info: PolicyInfo::native("seen", "0.1.0", vec![wit::Hook::Score, wit::Hook::Permit]),
+        candidates: Default::default(),
+    }
+}
+
 impl Hooks for Seen {
     fn info(&self) -> &PolicyInfo {
         &self.info
@@ -329,10 +338,7 @@ fn on_a_large_cluster_a_pod_looks_at_a_share_of_the_nodes_and_a_gang_at_its_own_
         node: None,
     })
     .unwrap();
-    let policy = Seen {
-        info: PolicyInfo::native("seen", "0.1.0", vec![wit::Hook::Score, wit::Hook::Permit]),
-        candidates: Default::default(),
-    };
+    let policy = recording_scores();
     let planned = s.plan_round(0, &policy, None, &mut Unbounded);
     assert_eq!(planned.binds().len(), 2, "{:?}", planned.report.decisions);
     let seen = policy.candidates.into_inner().unwrap();
@@ -353,10 +359,7 @@ fn on_a_large_cluster_a_pod_looks_at_a_share_of_the_nodes_and_a_gang_at_its_own_
         node: None,
     })
     .unwrap();
-    let policy = Seen {
-        info: PolicyInfo::native("seen", "0.1.0", vec![wit::Hook::Score, wit::Hook::Permit]),
-        candidates: Default::default(),
-    };
+    let policy = recording_scores();
     let _ = s.plan_round(0, &policy, None, &mut Unbounded);
     let seen = policy.candidates.into_inner().unwrap();
     assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), [1000]);

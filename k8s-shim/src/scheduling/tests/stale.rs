@@ -26,6 +26,18 @@ fn node_of(l: &Loop<FakeCluster>, name: &str) -> usize {
         .expect("a known node")
 }
 
+/// The step just taken read the bound pods before anything else, found
+/// `first` bound to `a` (the node's only GPU), and so bound nothing: no
+/// second pod on that GPU, and no Binding the API server would refuse as
+/// already bound.
+fn first_read_bound_and_second_held(l: &Loop<FakeCluster>, fake: &FakeCluster) {
+    let calls = fake.calls();
+    assert_eq!(calls.first(), Some(&Call::BoundPods), "{calls:?}");
+    assert_eq!(binds(&calls), Vec::<String>::new(), "{calls:?}");
+    assert_eq!(state(l, "ml/first"), Some(PodState::Bound(node_of(l, "a"))));
+    assert_eq!(state(l, "ml/second"), Some(PodState::Pending));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binding_whose_answer_was_lost_is_read_back_and_counts_as_bound() {
     let fake = Arc::new(FakeCluster::default());
@@ -118,16 +130,7 @@ async fn a_new_leader_reads_the_bound_pods_before_its_first_round() {
     fake.clear();
     l.handle(Msg::Leading(true));
     l.step().await;
-    let calls = fake.calls();
-    assert_eq!(calls.first(), Some(&Call::BoundPods), "{calls:?}");
-    // No second pod on the one GPU, and no Binding the API server would
-    // refuse as already bound.
-    assert_eq!(binds(&calls), Vec::<String>::new(), "{calls:?}");
-    assert_eq!(
-        state(&l, "ml/first"),
-        Some(PodState::Bound(node_of(&l, "a")))
-    );
-    assert_eq!(state(&l, "ml/second"), Some(PodState::Pending));
+    first_read_bound_and_second_held(&l, &fake);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,12 +159,5 @@ async fn a_bind_whose_outcome_cannot_be_read_holds_the_next_round_until_the_boun
     fake.lock().refuse_reads = None;
     fake.clear();
     l.step().await;
-    let calls = fake.calls();
-    assert_eq!(calls.first(), Some(&Call::BoundPods), "{calls:?}");
-    assert_eq!(binds(&calls), Vec::<String>::new(), "{calls:?}");
-    assert_eq!(
-        state(&l, "ml/first"),
-        Some(PodState::Bound(node_of(&l, "a")))
-    );
-    assert_eq!(state(&l, "ml/second"), Some(PodState::Pending));
+    first_read_bound_and_second_held(&l, &fake);
 }
