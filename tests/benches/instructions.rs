@@ -9,6 +9,8 @@
 //! - `lone_pods_*`: 1,000 lone pods under `baseline` on 5,000 nodes, every
 //!   round until all are bound (divide by 1,000 for instructions per pod).
 //! - `gangs_of_8_*`: 125 gangs of 8 under `dragon`, likewise 1,000 pods.
+//! - `selected_gangs_of_8_native`: the same with every node labelled and
+//!   every pod selecting the label, as pods on a labelled pool are.
 
 use std::hint::black_box;
 
@@ -17,7 +19,7 @@ use dragon_host::framework::Scheduler;
 use dragon_host::runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
-use dragon_tests::workload::{pending, placement, schedule_all};
+use dragon_tests::workload::{pending, pending_selected, placement, schedule_all};
 use dragon_tests::{Native, candidates, engine, sdk_view};
 use gungraun::{library_benchmark, library_benchmark_group, main};
 
@@ -95,6 +97,10 @@ fn gangs_of_8_native_setup() -> (Scheduler, Native<Dragon>) {
     (pending(NODES, PODS / 8, 8), Native::new(""))
 }
 
+fn selected_gangs_of_8_native_setup() -> (Scheduler, Native<Dragon>) {
+    (pending_selected(NODES, PODS / 8, 8), Native::new(""))
+}
+
 #[library_benchmark(setup = lone_pods_wasm_setup)]
 fn lone_pods_wasm(input: (Scheduler, WasmPolicy)) -> usize {
     run(input)
@@ -115,6 +121,11 @@ fn gangs_of_8_native(input: (Scheduler, Native<Dragon>)) -> usize {
     run(input)
 }
 
+#[library_benchmark(setup = selected_gangs_of_8_native_setup)]
+fn selected_gangs_of_8_native(input: (Scheduler, Native<Dragon>)) -> usize {
+    run(input)
+}
+
 library_benchmark_group!(
     name = score;
     benchmarks = score_native, score_wasm
@@ -122,7 +133,8 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = throughput;
-    benchmarks = lone_pods_native, lone_pods_wasm, gangs_of_8_native, gangs_of_8_wasm
+    benchmarks = lone_pods_native, lone_pods_wasm, gangs_of_8_native, gangs_of_8_wasm,
+        selected_gangs_of_8_native
 );
 
 main!(library_benchmark_groups = score, throughput);

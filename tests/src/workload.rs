@@ -12,7 +12,7 @@ use dragon_host::framework::{
 };
 use dragon_host::record::{Frame, Recorder};
 use dragon_host::runtime::{Hooks, wit};
-use dragon_host::spec::TaskSpec;
+use dragon_host::spec::{TaskSpec, job_pods};
 
 use crate::{Ops, add_gang};
 
@@ -182,6 +182,29 @@ pub fn pending(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
             None,
             &worker_spec(per_job),
         );
+    }
+    s
+}
+
+/// [`pending`] as dragon-scheduler sees a labelled pool: every node
+/// carries `pool=train` and every pod selects it, so the built-in filters
+/// take their path for pods with a node selector.
+pub fn pending_selected(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
+    let mut s = pending(nodes, 0, per_job);
+    for i in 0..nodes {
+        let mut node = s.cluster().nodes()[i].clone();
+        node.labels.insert("pool".into(), "train".into());
+        s.update_node(node).expect("a known node");
+    }
+    for j in 0..jobs {
+        let name = format!("job-{j:05}");
+        let jp =
+            job_pods("test", &name, j as u64, 0, None, &worker_spec(per_job)).expect("a valid job");
+        s.upsert_job(jp.job);
+        for mut p in jp.pods {
+            p.node_selector.insert("pool".into(), "train".into());
+            s.add_pod(p, None).expect("a new pod");
+        }
     }
     s
 }

@@ -275,16 +275,31 @@ fn devices_fit(
 }
 
 /// Node indices that pass every built-in filter for `pod`.
+#[cfg(test)]
 pub(crate) fn feasible(cluster: &Cluster, pod: &Pod, rejections: &mut Rejections) -> Vec<u32> {
-    feasible_among(cluster, pod, 0..cluster.nodes().len(), rejections)
+    feasible_among(
+        cluster,
+        pod,
+        0..cluster.nodes().len(),
+        usize::MAX,
+        rejections,
+    )
 }
 
-/// Of `nodes` (ascending indices), those that pass every built-in filter
-/// for `pod`: the nodes of one topology domain, say.
+/// Whether any node passes every built-in filter for `pod`.
+pub(crate) fn any_feasible(cluster: &Cluster, pod: &Pod) -> bool {
+    let all = 0..cluster.nodes().len();
+    !feasible_among(cluster, pod, all, 1, &mut Rejections::default()).is_empty()
+}
+
+/// Of `nodes`, in the order given, the first `limit` that pass every
+/// built-in filter for `pod`; rejections are counted for the nodes visited
+/// (every node when fewer than `limit` pass, as kube-scheduler counts).
 pub(crate) fn feasible_among(
     cluster: &Cluster,
     pod: &Pod,
     nodes: impl Iterator<Item = usize>,
+    limit: usize,
     rejections: &mut Rejections,
 ) -> Vec<u32> {
     // Counted in an array and handed over once: this runs per pod over
@@ -315,7 +330,7 @@ pub(crate) fn feasible_among(
         && pod.volumes.is_empty()
         && (r.gpus == 0 || !cluster.devices.has_gpus());
     let extended = !pod.extended.is_empty();
-    let mut out = Vec::with_capacity(nodes.size_hint().0);
+    let mut out = Vec::with_capacity(nodes.size_hint().0.min(limit));
     if plain && !extended && checks.is_none() {
         // The common case in a loop of its own: an open node needs only the
         // four column compares.
@@ -327,6 +342,9 @@ pub(crate) fn feasible_among(
                     && r.memory_mib <= memory[i]
                 {
                     out.push(i as u32);
+                    if out.len() >= limit {
+                        break;
+                    }
                 } else {
                     count_shortfalls(&mut counts, pods[i], r, (cpu[i], memory[i], gpus[i]));
                 }
@@ -341,6 +359,9 @@ pub(crate) fn feasible_among(
                 // Closed to most pods, but not to this one (it tolerates
                 // the node's taints).
                 out.push(i as u32);
+                if out.len() >= limit {
+                    break;
+                }
             }
         }
     } else {
@@ -354,6 +375,9 @@ pub(crate) fn feasible_among(
                 (&mut short, &mut device_reasons),
             ) {
                 out.push(i as u32);
+                if out.len() >= limit {
+                    break;
+                }
             }
         }
     }

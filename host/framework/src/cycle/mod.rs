@@ -31,7 +31,7 @@ use super::cluster::journal::ClusterOp;
 use super::cluster::topology::Domain;
 use super::cluster::view::Scoring;
 use super::cluster::{Cluster, ClusterError, PodState};
-use super::filters::{Rejections, feasible, feasible_among, fill_candidates, no_candidates};
+use super::filters::{Rejections, any_feasible, feasible_among, fill_candidates, no_candidates};
 use super::io::{Effect, ScaleCause, ScaleRequest};
 use super::model::Pod;
 use super::preferences;

@@ -3,7 +3,6 @@
 //! a gang may start with; and room made by preemption when it fits
 //! nowhere.
 
-use super::domain::IN_HELD_DOMAIN;
 use super::sample;
 use super::*;
 use crate::io::Eviction;
@@ -105,7 +104,7 @@ impl Scheduler {
         let mut chosen = Vec::with_capacity(need);
         for i in others.into_iter().chain(workers) {
             let (pod, _) = self.cluster.pod(&unit.pods[i])?;
-            if feasible(&self.cluster, pod, &mut Rejections::default()).is_empty() {
+            if !any_feasible(&self.cluster, pod) {
                 continue;
             }
             chosen.push(i);
@@ -518,13 +517,22 @@ impl Scheduler {
         // Siblings: pods of the same job already holding a node.
         // Dense by node index: read once per candidate per task.
         let mut siblings = vec![0u32; self.cluster.nodes().len()];
+        let mut sibling_nodes = Vec::new();
         if let Some(job) = &unit.job {
             for (_, s) in self.cluster.job_pods(job) {
                 if let Some(n) = s.node() {
+                    if siblings[n] == 0 {
+                        sibling_nodes.push(n);
+                    }
                     siblings[n] += 1;
                 }
             }
         }
+        // Where this unit's search starts: a gang's pods share one.
+        let among = within.map_or(self.cluster.nodes().len(), <[u32]>::len);
+        let limit = sample::nodes_to_find(self.config.percentage_of_nodes_to_score, among);
+        let first = unit.pods.first().map_or("", PodKey::as_str);
+        let start = sample::start_for(unit.job.as_deref().unwrap_or(first), among);
         // Members beyond the gang's `minMember` are optional when the
         // policy chose no size: one that fits nowhere waits for a later
         // round instead of holding the others back (as Coscheduling binds
@@ -549,27 +557,12 @@ impl Scheduler {
             placement.task = t as u32;
             let pod = &self.cluster.pods[key].pod;
             let mut rejections = Rejections::default();
-            let mut index = match within {
-                None => feasible(&self.cluster, pod, &mut rejections),
-                Some(nodes) => feasible_among(
-                    &self.cluster,
-                    pod,
-                    nodes.iter().map(|&n| n as usize),
-                    &mut rejections,
-                ),
-            };
-            if !self.held.is_empty() {
-                let before = index.len();
-                index.retain(|&n| !self.held_from(unit, n as usize));
-                rejections.add(IN_HELD_DOMAIN, before - index.len());
+            let mut index = self.search(unit, pod, within, (start, limit), &mut rejections);
+            if index.len() >= limit {
+                // The search may have stopped before the gang's own nodes.
+                self.add_unvisited(unit, pod, within, &sibling_nodes, &mut index);
             }
-            let among = within.map_or(self.cluster.nodes().len(), <[u32]>::len);
-            let limit = sample::nodes_to_find(self.config.percentage_of_nodes_to_score, among);
-            if index.len() > limit {
-                let key = unit.job.as_deref().unwrap_or(key.as_str());
-                let start = sample::start_for(key, self.cluster.nodes().len());
-                sample::sample(&mut index, limit, start, |n| siblings[n as usize] > 0);
-            }
+            index.sort_unstable();
             let fail =
                 |this: &mut Scheduler, placed: &[(PodKey, usize)], rejections: &Rejections| {
                     undo(this, placed);
@@ -680,6 +673,9 @@ impl Scheduler {
             };
             self.columns = Some(cands);
             self.cluster.set_state(key, PodState::Reserved(best));
+            if siblings[best] == 0 {
+                sibling_nodes.push(best);
+            }
             siblings[best] += 1;
             placed.push((key.clone(), best));
         }

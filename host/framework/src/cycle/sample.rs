@@ -1,9 +1,9 @@
 //! How many of a pod's feasible nodes its placement looks at. On a large
 //! cluster kube-scheduler stops filtering once it has found a share of the
 //! nodes feasible (`percentageOfNodesToScore`) and scores only those; the
-//! policy's filter and score calls, and the candidate columns they read,
-//! cost in proportion to the nodes they are given, so Dragon looks at the
-//! same share. Below 100 nodes every feasible node is looked at.
+//! built-in filters, the policy's filter and score calls and the candidate
+//! columns they read all cost in proportion to the nodes they visit, so
+//! Dragon stops at the same share. Below 100 nodes every node is looked at.
 //!
 //! Which share: kube-scheduler starts each pod's search where the previous
 //! pod's ended, so that every node gets its turn. A placement here must be
@@ -13,6 +13,10 @@
 //! DRAGON's packing of a gang onto the fewest nodes intact, and different
 //! units start at different nodes. Nodes already holding pods of the gang
 //! are always looked at.
+
+use super::domain::IN_HELD_DOMAIN;
+use super::*;
+use crate::model::Pod;
 
 /// kube-scheduler's `minFeasibleNodesToFind`: with fewer nodes, every
 /// feasible node is scored; with more, at least this many.
@@ -47,29 +51,65 @@ pub(crate) fn start_for(key: &str, nodes: usize) -> u32 {
     (hash % nodes.max(1) as u64) as u32
 }
 
-/// Keep of `feasible` (ascending node indices) the first `limit` at or
-/// after node `start`, wrapping round, and every node `always` keeps;
-/// ascending again.
-pub(crate) fn sample(
-    feasible: &mut Vec<u32>,
-    limit: usize,
-    start: u32,
-    always: impl Fn(u32) -> bool,
-) {
-    if feasible.len() <= limit {
-        return;
+/// The positions `0..len` from `start`, wrapping round: the order a
+/// search visits a list of nodes in.
+pub(crate) fn from_start(len: usize, start: u32) -> impl Iterator<Item = usize> {
+    let start = (start as usize).min(len);
+    (start..len).chain(0..start)
+}
+
+impl Scheduler {
+    /// The nodes of `within` (ascending) or of the cluster that pass the
+    /// built-in filters for `pod` and are held for no other unit, visited
+    /// from position `start` round and no more than `limit` of them.
+    pub(super) fn search(
+        &self,
+        unit: &UnitPlan,
+        pod: &Pod,
+        within: Option<&[u32]>,
+        (start, limit): (u32, usize),
+        rejections: &mut Rejections,
+    ) -> Vec<u32> {
+        let among = within.map_or(self.cluster.nodes().len(), <[u32]>::len);
+        let mut held = 0;
+        let order = from_start(among, start)
+            .map(|p| within.map_or(p, |w| w[p] as usize))
+            .filter(|&n| {
+                let other = !self.held.is_empty() && self.held_from(unit, n);
+                held += usize::from(other);
+                !other
+            });
+        let found = feasible_among(&self.cluster, pod, order, limit, rejections);
+        rejections.add(IN_HELD_DOMAIN, held);
+        found
     }
-    let split = feasible.partition_point(|&n| n < start);
-    let mut kept: Vec<u32> = feasible[split..]
-        .iter()
-        .chain(&feasible[..split])
-        .copied()
-        .enumerate()
-        .filter(|&(i, n)| i < limit || always(n))
-        .map(|(_, n)| n)
-        .collect();
-    kept.sort_unstable();
-    *feasible = kept;
+
+    /// Add to a search's `found` the nodes in `sibling_nodes` (holding pods
+    /// of the unit's gang) it stopped before, where `pod` passes too: DRAGON
+    /// packs a gang onto the nodes it already holds.
+    pub(super) fn add_unvisited(
+        &self,
+        unit: &UnitPlan,
+        pod: &Pod,
+        within: Option<&[u32]>,
+        sibling_nodes: &[usize],
+        found: &mut Vec<u32>,
+    ) {
+        found.sort_unstable();
+        let unvisited = sibling_nodes.iter().copied().filter(|&n| {
+            found.binary_search(&(n as u32)).is_err()
+                && within.is_none_or(|w| w.binary_search(&(n as u32)).is_ok())
+                && !(!self.held.is_empty() && self.held_from(unit, n))
+        });
+        let more = feasible_among(
+            &self.cluster,
+            pod,
+            unvisited,
+            usize::MAX,
+            &mut Rejections::default(),
+        );
+        found.extend(more);
+    }
 }
 
 #[cfg(test)]
@@ -107,23 +147,9 @@ mod tests {
     }
 
     #[test]
-    fn the_sample_starts_at_the_start_wraps_round_and_keeps_the_gangs_nodes() {
-        let mut f: Vec<u32> = (0..10).map(|n| n * 10).collect();
-        sample(&mut f, 3, 75, |_| false);
-        assert_eq!(f, [0, 80, 90], "80 and 90, then round to 0");
-        let mut f: Vec<u32> = (0..10).map(|n| n * 10).collect();
-        sample(&mut f, 3, 0, |n| n == 50);
-        assert_eq!(f, [0, 10, 20, 50]);
-        let mut f: Vec<u32> = vec![1, 2];
-        sample(&mut f, 3, 1, |_| false);
-        assert_eq!(f, [1, 2], "no fewer than were feasible");
-    }
-
-    #[test]
-    fn a_units_start_is_the_same_every_time_and_within_the_cluster() {
-        assert_eq!(start_for("job/ml/a", 5000), start_for("job/ml/a", 5000));
-        assert_ne!(start_for("job/ml/a", 5000), start_for("job/ml/b", 5000));
-        assert!(start_for("pod/ml/x", 7) < 7);
-        assert_eq!(start_for("x", 0), 0);
+    fn the_search_starts_at_the_start_and_wraps_round() {
+        assert_eq!(from_start(5, 3).collect::<Vec<_>>(), [3, 4, 0, 1, 2]);
+        assert_eq!(from_start(3, 0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(from_start(0, 0).count(), 0);
     }
 }
