@@ -214,7 +214,11 @@ fn passes<'p>(
         counts[Reason::from(f) as usize] += 1;
         return false;
     }
-    if pod.uses_devices() && !devices_fit(cluster, pod, i, device_reasons) {
+    // GPUs come from devices only where the inventory has some.
+    let devices = !pod.claims.is_empty()
+        || !pod.extended.is_empty()
+        || (pod.request.gpus > 0 && cluster.devices.has_gpus());
+    if devices && !devices_fit(cluster, pod, i, device_reasons) {
         return false;
     }
     pod.volumes.is_empty() || volumes_fit(cluster, pod, i, device_reasons)
