@@ -64,17 +64,13 @@ impl Policy for Dragon {
     // never reordered by size, only skipped past (the framework tries every
     // unit in this order).
     fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
-        if self.settings.ignore_priority {
-            let flat: Vec<Queued> = units
-                .iter()
-                .map(|u| Queued {
-                    priority: 0,
-                    ..u.clone()
-                })
-                .collect();
-            return rules::priority_then_fifo(&flat);
-        }
-        rules::priority_then_fifo(units)
+        let mut order: Vec<u32> = (0..units.len() as u32).collect();
+        order.sort_by_key(|&i| {
+            let u = &units[i as usize];
+            self.settings
+                .queue_key(u.priority, u.total.gpus, u.arrival_ms, u.id)
+        });
+        order
     }
 
     // Admission: the requested worker count first, then `min`. A size is
@@ -170,6 +166,29 @@ mod tests {
             ..Settings::default()
         });
         assert_eq!(fifo.queue_order(0, &units), [0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn smallest_first_orders_by_gpus_within_a_priority() {
+        let gpus = |id, arrival_ms, priority, gpus| Queued {
+            total: Resources {
+                gpus,
+                ..Resources::ZERO
+            },
+            ..queued(id, arrival_ms, priority)
+        };
+        let units = [
+            gpus(1, 0, 0, 8),
+            gpus(2, 100, 0, 2),
+            gpus(3, 50, 0, 2),
+            gpus(4, 200, 5, 16),
+        ];
+        let d = Dragon::with_settings(Settings {
+            smallest_first: true,
+            ..Settings::default()
+        });
+        assert_eq!(d.queue_order(0, &units), [3, 2, 1, 0]);
+        assert_eq!(Dragon::default().queue_order(0, &units), [3, 0, 2, 1]);
     }
 
     fn skipped(unit: &Unit) -> String {

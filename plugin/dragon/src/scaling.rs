@@ -30,7 +30,14 @@ fn shrink_for_starving_head(
     input: &ScaleInput,
     nodes: &Capacity,
 ) -> Option<Vec<ScaleDecision>> {
-    let head = input.waiting.first()?;
+    let head = if settings.smallest_first {
+        input.waiting.iter().min_by_key(|w| {
+            let gpus = w.unit.tasks.iter().map(|t| t.request.gpus).sum();
+            settings.queue_key(w.unit.priority, gpus, w.arrival_ms, w.id)
+        })?
+    } else {
+        input.waiting.first()?
+    };
     let waited = input.now_ms.saturating_sub(head.arrival_ms);
     if waited < settings.starvation_ms() {
         return None;
@@ -71,7 +78,11 @@ fn shrink_for_starving_head(
 /// widest jobs first), the one with the most attained GPU-time among equals
 /// (the likeliest to run longest, as least-attained-service reasons).
 fn victims(settings: &Settings, input: &ScaleInput) -> Vec<usize> {
-    if settings.shrink_least_loss {
+    if settings.shrink_most_served {
+        let mut jobs: Vec<usize> = (0..input.running.len()).collect();
+        jobs.sort_by_key(|&i| std::cmp::Reverse(input.running[i].stats.attained_gpu_ms));
+        job_by_job(&input.running, jobs)
+    } else if settings.shrink_least_loss {
         least_loss_order(settings.scaling_exponent, &input.running)
     } else {
         job_by_job(&input.running, 0..input.running.len())
@@ -239,6 +250,37 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].id, d[0].workers), (7, 6), "{d:?}");
         assert!(d[0].reason.starts_with("starvation"), "{}", d[0].reason);
+    }
+
+    /// Two running 4-worker jobs on two 4-GPU nodes, job 2 the longer
+    /// served, and two waiting jobs: 8 workers (min 4) first, then 2 (min 1).
+    fn two_served_jobs_and_two_waiting(now_ms: u64) -> (ScaleInput, Capacity) {
+        let mut nodes = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
+        nodes.free_gpus = vec![0, 0];
+        let mut a = running(1, 4, 2, 8, vec![0; 4]);
+        a.stats.attained_gpu_ms = 1_000;
+        let mut b = running(2, 4, 2, 8, vec![1; 4]);
+        b.stats.attained_gpu_ms = 9_000;
+        let big = waiting_job(9, 0, 8, 4);
+        let small = waiting_job(10, 1_000, 2, 1);
+        input(now_ms, nodes, vec![a, b], vec![big, small])
+    }
+
+    #[test]
+    fn smallest_first_shrinks_for_the_smallest_waiting_job_and_most_served_first() {
+        let s = Settings {
+            smallest_first: true,
+            shrink_most_served: true,
+            ..Settings::plus()
+        };
+        let d = step(&s, &two_served_jobs_and_two_waiting(600_000));
+        let d: Vec<(u64, u32)> = d.iter().map(|d| (d.id, d.workers)).collect();
+        assert_eq!(d, [(2, 3)], "one worker of the most served job for job 10");
+        // In arrival order the 8-worker job is the head: both jobs shrink
+        // to their min, and not by service.
+        let d = step(&Settings::plus(), &two_served_jobs_and_two_waiting(600_000));
+        let d: Vec<(u64, u32)> = d.iter().map(|d| (d.id, d.workers)).collect();
+        assert_eq!(d, [(1, 2), (2, 2)]);
     }
 
     #[test]

@@ -53,6 +53,13 @@ pub struct Settings {
     pub cross_node_penalty: f64,
     /// Nodes left out of growth, the emptiest: room for the next arrival.
     pub headroom_nodes: u32,
+    /// Order the queue (within a priority) by the GPUs a unit asks for,
+    /// fewest first, then by submission time; the scale step's starving
+    /// head is the first in that order.
+    pub smallest_first: bool,
+    /// Shrink the jobs that have held the most GPU-time first, each down
+    /// to its `min` before the next (least-attained-service's victims).
+    pub shrink_most_served: bool,
 }
 
 impl Default for Settings {
@@ -75,6 +82,8 @@ impl Default for Settings {
             resize_interval_s: 300.0,
             cross_node_penalty: 0.2,
             headroom_nodes: 0,
+            smallest_first: false,
+            shrink_most_served: false,
         }
     }
 }
@@ -120,6 +129,20 @@ impl Settings {
             headroom_nodes: 2,
             ..Settings::default()
         }
+    }
+
+    /// Where a unit goes in the queue: priority (unless ignored), then
+    /// with `smallest_first` its GPUs, then submission time and id.
+    pub(crate) fn queue_key(
+        &self,
+        priority: i32,
+        gpus: u32,
+        arrival_ms: u64,
+        id: u64,
+    ) -> (std::cmp::Reverse<i32>, u32, u64, u64) {
+        let priority = if self.ignore_priority { 0 } else { priority };
+        let gpus = if self.smallest_first { gpus } else { 0 };
+        (std::cmp::Reverse(priority), gpus, arrival_ms, id)
     }
 
     pub(crate) fn starvation_ms(&self) -> u64 {
