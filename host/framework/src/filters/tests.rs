@@ -449,3 +449,41 @@ fn spread_domains_honour_node_affinity_unless_told_not_to() {
     p.constraints.spread[0].honor_node_affinity = false;
     assert!(run(&mut c, p).0.is_empty());
 }
+
+/// kube-scheduler's search stops once it has found the nodes it wants:
+/// the first `limit` in the order given, rejections counted for the nodes
+/// it visited; a pod that fits nowhere still visits (and counts) them all.
+#[test]
+fn the_search_stops_at_its_limit_and_counts_only_the_nodes_it_visited() {
+    let pool = [("pool", "a")];
+    let other = [("pool", "b")];
+    let c = cluster(&[
+        ("n0", &other),
+        ("n1", &pool),
+        ("n2", &other),
+        ("n3", &pool),
+        ("n4", &pool),
+    ]);
+    let mut p = pod("default/p", &[]);
+    p.node_selector = labels(&pool);
+    let mut rej = Rejections::default();
+    let found = feasible_among(&c, &p, [2, 3, 4, 0, 1].into_iter(), 2, &mut rej);
+    assert_eq!(found, [3, 4], "from node 2 round, stopping at two");
+    assert_eq!(
+        rej.message(5),
+        "0/5 nodes are available: 1 node(s) didn't match Pod's node affinity/selector",
+        "node 2 was visited, nodes 0 and 1 were not"
+    );
+    p.node_selector = labels(&[("pool", "c")]);
+    let mut rej = Rejections::default();
+    assert!(feasible_among(&c, &p, 0..5, 2, &mut rej).is_empty());
+    assert_eq!(
+        rej.message(5),
+        "0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector"
+    );
+    // A plain pod takes the columns-only path, which stops the same way.
+    let plain = pod("default/q", &[]);
+    let found = feasible_among(&c, &plain, [4, 0, 1, 2, 3].into_iter(), 3, &mut rej);
+    assert_eq!(found, [4, 0, 1]);
+    assert!(any_feasible(&c, &plain));
+}
