@@ -318,6 +318,7 @@ impl SimulateOpts {
             println!("{}", serde_json::to_string_pretty(&summary)?);
         } else {
             print!("{}", report::summary_table(&summary, &run));
+            print!("{}", report::queues_table(&summary));
             if std::io::stderr().is_terminal() {
                 eprintln!("(simulated in {:.2} s of wall time)", wall.as_secs_f64());
             }

@@ -5,9 +5,11 @@
 //! policy and settings give the same run.
 
 mod act;
+mod timeline;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::queues::{QueueMeter, QueueSummary};
 use super::trace::Trace;
 use crate::framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
@@ -116,6 +118,8 @@ pub struct SimRun {
     pub policy_errors: u64,
     /// The first few policy errors, verbatim.
     pub policy_error_samples: Vec<String>,
+    /// Per queue of the trace, what it held against what it was owed.
+    pub queues: Vec<QueueSummary>,
 }
 
 /// A binder and scaler that always succeed: the simulated cluster does
@@ -226,6 +230,8 @@ struct Sim<'a> {
     integrals: Integrals,
     /// Integrals and time at the last change (for ending at a deadlock).
     at_last_change: (u64, Integrals),
+    /// What each of the trace's queues held and was owed, if it has any.
+    queues: Option<QueueMeter>,
     run: SimRun,
     touched: BTreeSet<usize>,
     changed: bool,
@@ -368,6 +374,7 @@ fn run<'a>(
         started: 0,
         integrals: Integrals::default(),
         at_last_change: (0, Integrals::default()),
+        queues: (!trace.queues.is_empty()).then(|| QueueMeter::new(&trace.queues)),
         run: SimRun {
             policy: info.name.clone(),
             settings: info.settings.clone(),
@@ -391,6 +398,7 @@ fn run<'a>(
             scale_steps: 0,
             policy_errors: 0,
             policy_error_samples: Vec::new(),
+            queues: Vec::new(),
         },
         touched: BTreeSet::new(),
         changed: false,
@@ -694,49 +702,6 @@ impl Sim<'_> {
         j.record.final_workers = j.workers;
     }
 
-    fn record_point(&mut self) {
-        let now = self.now;
-        let (_, used) = self.sched.cluster().totals();
-        let mut p = Point {
-            t_ms: now,
-            gpus_allocated: u64::from(used.gpus),
-            gpus_busy: 0,
-            queued: 0,
-            running: 0,
-            stalled: 0,
-            done: self.done as u32,
-        };
-        for &i in &self.active {
-            let j = &mut self.jobs[i];
-            if j.busy(now) {
-                p.gpus_busy += j.gpus();
-                p.running += 1;
-            } else if j.record.started_ms.is_none() {
-                p.queued += 1;
-            }
-            if j.stalled(now) {
-                p.stalled += 1;
-            }
-            if j.partial() {
-                j.partial_since.get_or_insert(now);
-            } else if let Some(s) = j.partial_since.take() {
-                j.record.partial_ms += now - s;
-            }
-        }
-        if self
-            .run
-            .timeline
-            .last()
-            .is_some_and(|l| Point { t_ms: now, ..*l } == p)
-        {
-            return;
-        }
-        if self.run.timeline.last().is_some_and(|l| l.t_ms == now) {
-            self.run.timeline.pop();
-        }
-        self.run.timeline.push(p);
-    }
-
     fn finish(mut self) -> SimRun {
         let end = self.run.end_ms;
         // Close the half placements still open at the end.
@@ -763,6 +728,7 @@ impl Sim<'_> {
             .fragmentation
             .is_some()
             .then_some(self.integrals.largest_free);
+        self.run.queues = self.queue_summaries();
         self.run.jobs = self.jobs.into_iter().map(|j| j.record).collect();
         self.run
     }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::engine::{JobRecord, SimRun};
+use super::queues::{QueueSummary, jain_index};
 
 /// The numbers `dragon simulate --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,6 +57,12 @@ pub struct Summary {
     pub policy_error_samples: Vec<String>,
     pub scheduling_rounds: u64,
     pub scale_steps: u64,
+    /// Per queue of the trace, what it held against what it was owed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueSummary>,
+    /// Jain's index over the queues' shares of what they were owed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain_index: Option<f64>,
 }
 
 fn round(x: f64, digits: i32) -> f64 {
@@ -162,6 +169,8 @@ impl Summary {
             policy_error_samples: run.policy_error_samples.clone(),
             scheduling_rounds: run.rounds,
             scale_steps: run.scale_steps,
+            queues: run.queues.clone(),
+            jain_index: jain_index(&run.queues).map(|j| round(j, 3)),
         }
     }
 }

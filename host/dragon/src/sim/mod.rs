@@ -19,6 +19,7 @@ pub mod bound;
 pub mod engine;
 pub mod generate;
 pub mod metrics;
+pub mod queues;
 pub mod report;
 pub mod resume;
 pub mod speed;
@@ -61,6 +62,47 @@ mod tests {
         let r = simulate(trace, policy, SimOptions::default(), None);
         let s = Summary::of(&r);
         (r, s)
+    }
+
+    /// Two teams on one 4-GPU node, each guaranteed 2 GPUs: `a` submits a
+    /// job that takes the whole node for an hour, `b` a 2-GPU job a second
+    /// later, which waits behind it in FIFO order.
+    const TEAMS: &str = r#"
+cluster:
+  nodes:
+    - {name_prefix: gpu, count: 1, cpu: 32, memory_gib: 128, gpus: 4}
+queues:
+  - {name: a, guaranteed_gpus: 2}
+  - {name: b, guaranteed_gpus: 2}
+jobs:
+  - {name: big, queue: a, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: small, queue: b, arrival_s: 1, duration_s: 3600, workers: {count: 2, cpu: 1, memory_gib: 1, gpus: 1}}
+"#;
+
+    #[test]
+    fn a_queue_that_waits_behind_anothers_burst_is_shown_short_of_its_guarantee() {
+        let trace = Trace::parse(TEAMS, "teams.yaml", false).unwrap();
+        let (_, s) = run(&trace, &wasm("baseline", ""));
+        assert_eq!(s.jobs_completed, 2, "{s:?}");
+        let [a, b] = &s.queues[..] else {
+            panic!("two queues: {:?}", s.queues)
+        };
+        // `a` held 4 GPUs for the hour it was owed 2: twice its due.
+        let near = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 0.01);
+        assert!(near(a.share_of_entitlement, 2.0), "{a:?}");
+        // `b` was owed 2 GPUs for two hours and held them in the second.
+        assert!(near(b.share_of_entitlement, 0.5), "{b:?}");
+        assert!(near(b.worst_hour_share, 0.0), "{b:?}");
+        assert!((b.longest_wait_s - 3599.0).abs() < 60.0, "{b:?}");
+        // Jain's index over shares 2 and 0.5: 2.5² / (2 × 4.25).
+        assert!(s.jain_index.is_some_and(|j| (j - 0.735).abs() < 0.01), "{s:?}");
+        // A trace without queues reports none.
+        let plain = Trace::parse(&TEAMS.replace("queue: a, ", "").replace("queue: b, ", ""), "t.yaml", false);
+        let err = Trace::parse(&TEAMS.replace("queue: b,", "queue: c,"), "t.yaml", false).unwrap_err();
+        assert!(err.to_string().contains("jobs[1] (small).queue: no queue is named `c`"), "{err}");
+        let (_, s) = run(&plain.unwrap(), &wasm("baseline", ""));
+        assert!(s.jain_index.is_none());
+        assert!(s.queues.iter().all(|q| q.jobs == 0), "{:?}", s.queues);
     }
 
     /// Two node groups whose GPUs are DRA devices (no `nvidia.com/gpu`

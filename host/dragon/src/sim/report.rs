@@ -64,6 +64,40 @@ fn outcome(s: &Summary) -> String {
     out
 }
 
+/// Per queue of the trace: what it was guaranteed and held, its share of
+/// what it was owed over the run and in its worst hour, its longest wait
+/// and average JCT; then Jain's index. Empty for a trace without queues.
+pub fn queues_table(s: &Summary) -> String {
+    let mut o = String::new();
+    if s.queues.is_empty() {
+        return o;
+    }
+    let share = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let _ = writeln!(
+        o,
+        "{:<16} {:>10} {:>9} {:>10} {:>11} {:>13} {:>10} {:>6}",
+        "queue", "guaranteed", "avg GPUs", "of owed", "worst hour", "longest wait", "avg JCT", "jobs"
+    );
+    for q in &s.queues {
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10} {:>9.1} {:>10} {:>11} {:>13} {:>10} {:>6}",
+            q.name,
+            q.guaranteed_gpus,
+            q.avg_gpus,
+            share(q.share_of_entitlement),
+            share(q.worst_hour_share),
+            human(q.longest_wait_s),
+            human(q.avg_jct_s),
+            q.jobs
+        );
+    }
+    if let Some(j) = s.jain_index {
+        let _ = writeln!(o, "Jain's index over the queues' shares of what they were owed: {j:.3}");
+    }
+    o
+}
+
 /// The `dragon simulate` summary table.
 pub fn summary_table(s: &Summary, run: &SimRun) -> String {
     let mut o = String::new();

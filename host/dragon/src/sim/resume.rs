@@ -118,6 +118,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             started,
             claims: Vec::new(),
             worker_devices: None,
+            queue: None,
         });
     }
     if jobs.is_empty() {
@@ -143,6 +144,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             .filter(|k| k.as_str() != crate::framework::HOSTNAME_LEVEL)
             .map(|k| (k.clone(), 0.0))
             .collect(),
+        queues: Vec::new(),
         scale_interval_ms: (DEFAULT_SCALE_INTERVAL_S * 1000.0) as u64,
         stall_ms: (DEFAULT_STALL_S * 1000.0) as u64,
     };

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
+use super::queues::QueueSpec;
 use super::speed::SpeedModel;
 use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
 use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
@@ -38,6 +39,9 @@ struct TraceFile {
     #[serde(default)]
     model: ModelFile,
     cluster: ClusterFile,
+    /// Teams sharing the cluster (see `queues.rs`).
+    #[serde(default)]
+    queues: Vec<QueueSpec>,
     jobs: Vec<JobFile>,
 }
 
@@ -118,6 +122,9 @@ struct JobFile {
     /// Keep its pods in one domain of a level (required) or try to.
     #[serde(default)]
     topology: Option<JobTopologyFile>,
+    /// The queue (team) it belongs to, one of the trace's `queues`.
+    #[serde(default)]
+    queue: Option<String>,
 }
 
 /// One job of a validated trace.
@@ -146,6 +153,8 @@ pub struct TraceJob {
     pub claims: Vec<Claim>,
     /// What each worker's claim asks for.
     pub worker_devices: Option<Vec<Request>>,
+    /// Its queue: an index into [`Trace::queues`].
+    pub queue: Option<usize>,
 }
 
 impl TraceJob {
@@ -179,6 +188,8 @@ pub struct Trace {
     /// when its tasks span several domains of each; empty: the framework's
     /// default levels, no penalty beyond the speed model's.
     pub topology: Vec<(String, f64)>,
+    /// Teams sharing the cluster; empty: none.
+    pub queues: Vec<QueueSpec>,
     pub scale_interval_ms: u64,
     pub stall_ms: u64,
 }
@@ -408,6 +419,7 @@ impl Trace {
             .iter()
             .fold(Resources::default(), |a, n| a.plus(capacity(n)));
 
+        super::queues::validate(&file.queues, u64::from(total.gpus))?;
         if file.jobs.is_empty() {
             bail!("jobs: a trace needs at least one job");
         }
@@ -426,6 +438,13 @@ impl Trace {
                 false,
             )?;
             let speed = speed_model(&place, base_speed, j.speed)?;
+            let queue = match &j.queue {
+                None => None,
+                Some(name) => match file.queues.iter().position(|q| &q.name == name) {
+                    Some(q) => Some(q),
+                    None => bail!("{place}.queue: no queue is named `{name}`"),
+                },
+            };
             let mut jp = spec::job_pods(
                 &place,
                 &j.name,
@@ -518,6 +537,7 @@ impl Trace {
                 started: false,
                 claims: jp.claims,
                 worker_devices: jp.worker_devices,
+                queue,
             });
         }
         // Arrival order, ties in trace order (a stable sort).
@@ -532,6 +552,7 @@ impl Trace {
             jobs,
             background: Vec::new(),
             topology: levels,
+            queues: file.queues,
             scale_interval_ms,
             stall_ms,
         })

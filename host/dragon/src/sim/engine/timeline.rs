@@ -1,0 +1,98 @@
+//! The run's timeline: a row each time the cluster changes, and what each
+//! queue of the trace held and was owed at that moment.
+
+use super::*;
+
+impl Sim<'_> {
+    pub(super) fn record_point(&mut self) {
+        self.observe_queues();
+        let now = self.now;
+        let (_, used) = self.sched.cluster().totals();
+        let mut p = Point {
+            t_ms: now,
+            gpus_allocated: u64::from(used.gpus),
+            gpus_busy: 0,
+            queued: 0,
+            running: 0,
+            stalled: 0,
+            done: self.done as u32,
+        };
+        for &i in &self.active {
+            let j = &mut self.jobs[i];
+            if j.busy(now) {
+                p.gpus_busy += j.gpus();
+                p.running += 1;
+            } else if j.record.started_ms.is_none() {
+                p.queued += 1;
+            }
+            if j.stalled(now) {
+                p.stalled += 1;
+            }
+            if j.partial() {
+                j.partial_since.get_or_insert(now);
+            } else if let Some(s) = j.partial_since.take() {
+                j.record.partial_ms += now - s;
+            }
+        }
+        if self
+            .run
+            .timeline
+            .last()
+            .is_some_and(|l| Point { t_ms: now, ..*l } == p)
+        {
+            return;
+        }
+        if self.run.timeline.last().is_some_and(|l| l.t_ms == now) {
+            self.run.timeline.pop();
+        }
+        self.run.timeline.push(p);
+    }
+
+    /// Per queue: the GPUs its jobs' placed pods hold and the GPUs its
+    /// arrived, unfinished jobs ask for at their requested size.
+    fn observe_queues(&mut self) {
+        let Some(meter) = self.queues.as_mut() else {
+            return;
+        };
+        let mut per_queue = vec![(0u64, 0u64); self.trace.queues.len()];
+        for &i in &self.active {
+            let Some(q) = self.trace.jobs[i].queue else {
+                continue;
+            };
+            let j = &self.jobs[i];
+            let cluster = self.sched.cluster();
+            let held: u64 = j
+                .placement
+                .keys()
+                .filter_map(|k| cluster.pod(k))
+                .map(|(p, _)| u64::from(p.request.gpus))
+                .sum();
+            let asked =
+                u64::from(j.ps_gpus) + u64::from(j.record.requested_workers) * u64::from(j.worker_gpus);
+            per_queue[q].0 += held;
+            per_queue[q].1 += asked;
+        }
+        for (q, (held, asked)) in per_queue.into_iter().enumerate() {
+            meter.observe(self.now, q, held, asked);
+        }
+    }
+
+    /// Each queue's summary at the end of the run.
+    pub(super) fn queue_summaries(&self) -> Vec<QueueSummary> {
+        let Some(meter) = &self.queues else {
+            return Vec::new();
+        };
+        let end = self.run.end_ms;
+        let mut jobs = vec![Vec::new(); self.trace.queues.len()];
+        for (tj, j) in self.trace.jobs.iter().zip(&self.jobs) {
+            let (Some(q), true) = (tj.queue, j.record.arrival_ms <= end) else {
+                continue;
+            };
+            let r = &j.record;
+            let wait = r.started_ms.unwrap_or(end).saturating_sub(r.arrival_ms);
+            let jct = r.finished_ms.unwrap_or(end).saturating_sub(r.arrival_ms);
+            jobs[q].push((wait as f64 / 1000.0, jct as f64 / 1000.0));
+        }
+        meter.summaries(&self.trace.queues, end, &jobs)
+    }
+}

@@ -1,0 +1,305 @@
+//! Teams sharing a cluster: a trace's queues, and how well each queue got
+//! what it was guaranteed.
+//!
+//! A queue has a weight, a guaranteed number of GPUs and an optional limit
+//! on what it may borrow beyond them, and may sit under a parent queue.
+//! At any moment a queue is *entitled* to the GPUs its jobs ask for, up to
+//! its guarantee: a queue with no work is owed nothing. The simulator
+//! records, for each queue, the GPUs its jobs hold and its entitlement over
+//! time; from them come the share of its entitlement it held over the run
+//! and in its worst hour, and Jain's fairness index over the queues.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// The most queues a trace may declare.
+pub const MAX_QUEUES: usize = 256;
+/// The window of the worst-share figure.
+const HOUR_MS: u64 = 3_600_000;
+
+/// A queue as a trace declares it.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    pub name: String,
+    /// Its share of what is left once every guarantee is met, relative to
+    /// the other queues' weights.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// GPUs it is owed whenever its jobs ask for them.
+    #[serde(default)]
+    pub guaranteed_gpus: u32,
+    /// At most this many GPUs beyond its guarantee; none: no limit.
+    #[serde(default)]
+    pub borrowing_limit_gpus: Option<u32>,
+    /// The queue it belongs to, whose guarantee covers its own.
+    #[serde(default)]
+    pub parent: Option<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Check a trace's queues against a cluster of `total_gpus`: unique names,
+/// positive weights, parents that exist without cycles, and guarantees the
+/// cluster (or the parent) can honour.
+pub fn validate(queues: &[QueueSpec], total_gpus: u64) -> Result<()> {
+    if queues.len() > MAX_QUEUES {
+        bail!(
+            "queues: {} queues is more than the {MAX_QUEUES} supported",
+            queues.len()
+        );
+    }
+    let mut names = BTreeSet::new();
+    for (i, q) in queues.iter().enumerate() {
+        let place = format!("queues[{i}] ({})", q.name);
+        if q.name.is_empty() {
+            bail!("queues[{i}].name: must not be empty");
+        }
+        if !names.insert(q.name.as_str()) {
+            bail!("{place}.name: another queue already has this name");
+        }
+        if !(q.weight.is_finite() && q.weight > 0.0) {
+            bail!("{place}.weight: must be a positive number, got {}", q.weight);
+        }
+    }
+    for (i, q) in queues.iter().enumerate() {
+        let place = format!("queues[{i}] ({})", q.name);
+        let mut seen = BTreeSet::from([q.name.as_str()]);
+        let mut at = q;
+        while let Some(p) = &at.parent {
+            let Some(parent) = queues.iter().find(|x| &x.name == p) else {
+                bail!("{place}.parent: no queue is named `{p}`");
+            };
+            if !seen.insert(parent.name.as_str()) {
+                bail!("{place}.parent: `{p}` is its own ancestor");
+            }
+            at = parent;
+        }
+        // The children's guarantees come out of their parent's.
+        let children: u64 = queues
+            .iter()
+            .filter(|c| c.parent.as_deref() == Some(q.name.as_str()))
+            .map(|c| u64::from(c.guaranteed_gpus))
+            .sum();
+        if children > u64::from(q.guaranteed_gpus) {
+            bail!(
+                "{place}.guaranteed_gpus: its children are guaranteed {children} GPUs, more than its {}",
+                q.guaranteed_gpus
+            );
+        }
+    }
+    let roots: u64 = queues
+        .iter()
+        .filter(|q| q.parent.is_none())
+        .map(|q| u64::from(q.guaranteed_gpus))
+        .sum();
+    if roots > total_gpus {
+        bail!("queues: top-level queues are guaranteed {roots} GPUs, more than the cluster's {total_gpus}");
+    }
+    Ok(())
+}
+
+/// One queue's figures over a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueSummary {
+    pub name: String,
+    pub guaranteed_gpus: u32,
+    /// GPUs its jobs held, averaged over the run.
+    pub avg_gpus: f64,
+    /// GPUs held over GPUs it was entitled to, over the whole run (above 1:
+    /// it borrowed); none if it was never entitled to any.
+    pub share_of_entitlement: Option<f64>,
+    /// The same over its worst hour (counting hours in which it was
+    /// entitled to something), capped at 1.
+    pub worst_hour_share: Option<f64>,
+    /// Its jobs' longest wait from submission to start (or to the end of
+    /// the run, for jobs never started), seconds.
+    pub longest_wait_s: f64,
+    pub avg_jct_s: f64,
+    pub jobs: u64,
+}
+
+/// Per queue, what its jobs held and what it was entitled to, each time
+/// either changed: state is constant between two samples.
+#[derive(Debug, Clone, Default)]
+pub struct QueueMeter {
+    guaranteed: Vec<u32>,
+    /// `(t_ms, held GPUs, entitled GPUs)` per queue, in time order.
+    samples: Vec<Vec<(u64, u64, u64)>>,
+}
+
+impl QueueMeter {
+    pub fn new(queues: &[QueueSpec]) -> QueueMeter {
+        QueueMeter {
+            guaranteed: queues.iter().map(|q| q.guaranteed_gpus).collect(),
+            samples: vec![Vec::new(); queues.len()],
+        }
+    }
+
+    /// At `t_ms`, queue `q`'s jobs hold `held` GPUs and ask for `asked`.
+    pub fn observe(&mut self, t_ms: u64, q: usize, held: u64, asked: u64) {
+        let entitled = asked.min(u64::from(self.guaranteed[q]));
+        let s = &mut self.samples[q];
+        if s.last().is_some_and(|&(_, h, e)| (h, e) == (held, entitled)) {
+            return;
+        }
+        if s.last().is_some_and(|&(t, _, _)| t == t_ms) {
+            s.pop();
+        }
+        s.push((t_ms, held, entitled));
+    }
+
+    /// ∫ held dt and ∫ entitled dt of queue `q` over the run (to `end_ms`)
+    /// and per hour.
+    fn integrals(&self, q: usize, end_ms: u64) -> ((f64, f64), Vec<(f64, f64)>) {
+        let s = &self.samples[q];
+        let hours = end_ms.div_ceil(HOUR_MS) as usize;
+        let mut per_hour = vec![(0.0, 0.0); hours];
+        let mut total = (0.0, 0.0);
+        for (k, &(t, held, entitled)) in s.iter().enumerate() {
+            let until = s.get(k + 1).map_or(end_ms, |n| n.0).min(end_ms);
+            let mut from = t.min(until);
+            while from < until {
+                let hour = (from / HOUR_MS) as usize;
+                let to = until.min((hour as u64 + 1) * HOUR_MS);
+                let dt = (to - from) as f64;
+                let (h, e) = (held as f64 * dt, entitled as f64 * dt);
+                per_hour[hour].0 += h;
+                per_hour[hour].1 += e;
+                total.0 += h;
+                total.1 += e;
+                from = to;
+            }
+        }
+        (total, per_hour)
+    }
+
+    /// Each queue's summary, `jobs` giving per queue its jobs' waits and
+    /// JCTs in seconds.
+    pub fn summaries(
+        &self,
+        queues: &[QueueSpec],
+        end_ms: u64,
+        jobs: &[Vec<(f64, f64)>],
+    ) -> Vec<QueueSummary> {
+        queues
+            .iter()
+            .enumerate()
+            .map(|(q, spec)| {
+                let ((held, entitled), hours) = self.integrals(q, end_ms);
+                let worst = hours
+                    .iter()
+                    .filter(|(_, e)| *e > 0.0)
+                    .map(|(h, e)| (h / e).min(1.0))
+                    .min_by(f64::total_cmp);
+                let waits = &jobs[q];
+                QueueSummary {
+                    name: spec.name.clone(),
+                    guaranteed_gpus: spec.guaranteed_gpus,
+                    avg_gpus: if end_ms > 0 {
+                        held / end_ms as f64
+                    } else {
+                        0.0
+                    },
+                    share_of_entitlement: (entitled > 0.0).then(|| held / entitled),
+                    worst_hour_share: worst,
+                    longest_wait_s: waits.iter().map(|w| w.0).fold(0.0, f64::max),
+                    avg_jct_s: match waits.len() {
+                        0 => 0.0,
+                        n => waits.iter().map(|w| w.1).sum::<f64>() / n as f64,
+                    },
+                    jobs: waits.len() as u64,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Jain's fairness index over the queues' shares of their entitlement
+/// (1: all equal; `1/n`: one queue has everything); none without two
+/// queues that were entitled to something.
+pub fn jain_index(summaries: &[QueueSummary]) -> Option<f64> {
+    let x: Vec<f64> = summaries
+        .iter()
+        .filter_map(|s| s.share_of_entitlement)
+        .collect();
+    if x.len() < 2 {
+        return None;
+    }
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    (squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: &str, guaranteed_gpus: u32, parent: Option<&str>) -> QueueSpec {
+        QueueSpec {
+            name: name.into(),
+            weight: 1.0,
+            guaranteed_gpus,
+            borrowing_limit_gpus: None,
+            parent: parent.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn bad_queues_are_named_with_the_cause() {
+        let err = |qs: &[QueueSpec]| validate(qs, 16).unwrap_err().to_string();
+        assert!(validate(&[queue("a", 8, None), queue("b", 8, None)], 16).is_ok());
+        assert!(err(&[queue("a", 8, None), queue("a", 1, None)]).contains("queues[1] (a).name"));
+        assert!(err(&[queue("a", 9, None), queue("b", 8, None)]).contains("more than the cluster's 16"));
+        assert!(err(&[queue("a", 1, Some("x"))]).contains("no queue is named `x`"));
+        assert!(err(&[queue("a", 1, Some("b")), queue("b", 1, Some("a"))]).contains("its own ancestor"));
+        assert!(err(&[queue("a", 2, None), queue("b", 3, Some("a"))]).contains("children are guaranteed 3"));
+        let mut w = queue("a", 1, None);
+        w.weight = 0.0;
+        assert!(err(&[w]).contains("queues[0] (a).weight"));
+    }
+
+    #[test]
+    fn a_queue_is_owed_its_guarantee_only_while_it_asks() {
+        let qs = [queue("a", 8, None), queue("b", 8, None)];
+        let mut m = QueueMeter::new(&qs);
+        // Hour 0: `a` asks 16 and holds 12 (8 of them owed); `b` asks 4,
+        // holds 4. Hour 1: `a` holds 4 of the 8 it is owed; `b` asks nothing.
+        m.observe(0, 0, 12, 16);
+        m.observe(0, 1, 4, 4);
+        m.observe(HOUR_MS, 0, 4, 16);
+        m.observe(HOUR_MS, 1, 0, 0);
+        let jobs = vec![vec![(10.0, 100.0), (30.0, 300.0)], vec![(0.0, 50.0)]];
+        let s = m.summaries(&qs, 2 * HOUR_MS, &jobs);
+        assert_eq!(s[0].share_of_entitlement, Some(1.0), "16 GPU-hours held of 16 owed");
+        assert_eq!(s[0].worst_hour_share, Some(0.5));
+        assert_eq!(s[0].avg_gpus, 8.0);
+        assert_eq!((s[0].longest_wait_s, s[0].avg_jct_s, s[0].jobs), (30.0, 200.0, 2));
+        assert_eq!(s[1].share_of_entitlement, Some(1.0));
+        assert_eq!(s[1].worst_hour_share, Some(1.0), "an hour without demand does not count");
+        assert_eq!(jain_index(&s), Some(1.0));
+    }
+
+    #[test]
+    fn jains_index_falls_as_shares_diverge() {
+        let share = |x: f64| QueueSummary {
+            name: String::new(),
+            guaranteed_gpus: 1,
+            avg_gpus: 0.0,
+            share_of_entitlement: Some(x),
+            worst_hour_share: None,
+            longest_wait_s: 0.0,
+            avg_jct_s: 0.0,
+            jobs: 0,
+        };
+        assert_eq!(jain_index(&[share(1.0)]), None);
+        let j = jain_index(&[share(1.0), share(0.0)]).unwrap();
+        assert!((j - 0.5).abs() < 1e-12, "{j}");
+        let j = jain_index(&[share(1.0), share(0.5)]).unwrap();
+        assert!((j - 0.9).abs() < 1e-12, "{j}");
+    }
+}
