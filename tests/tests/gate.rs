@@ -369,6 +369,7 @@ fn the_gate_answers_every_candidate_on_every_recording_without_panicking() {
                             mix: mixes[mix],
                             racks: Racks::default(),
                             tiers: false,
+                            teams: 0,
                         })
                         .unwrap();
                         Trace::parse(&text, "generated", false).unwrap()

@@ -57,6 +57,11 @@ pub struct SweepOpts {
     /// at 0.
     #[arg(long)]
     pub tiers: bool,
+    /// Put jobs in this many queues (teams), each guaranteed an equal share
+    /// of the GPUs, arriving in bursts: every four hours one team sends
+    /// 70 % of the jobs (0: no queues; at most 64).
+    #[arg(long, default_value_t = 0)]
+    pub teams: u32,
     /// Print the cells as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -90,6 +95,7 @@ impl SweepOpts {
                     constraint: self.topology,
                 },
                 tiers: self.tiers,
+                teams: self.teams,
             },
             sim: SimOptions {
                 horizon_ms: self.run.horizon_s.saturating_mul(1000),

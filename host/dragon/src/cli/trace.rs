@@ -70,6 +70,11 @@ pub struct GenerateOpts {
     /// at 0.
     #[arg(long)]
     pub tiers: bool,
+    /// Put jobs in this many queues (teams), each guaranteed an equal share
+    /// of the GPUs, arriving in bursts: every four hours one team sends
+    /// 70 % of the jobs (0: no queues; at most 64).
+    #[arg(long, default_value_t = 0)]
+    pub teams: u32,
     /// Write the trace here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -92,6 +97,7 @@ impl TraceCommand {
                         constraint: o.topology,
                     },
                     tiers: o.tiers,
+                    teams: o.teams,
                 };
                 let text = generate(&options)?;
                 match &o.out {

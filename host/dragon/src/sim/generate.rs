@@ -19,6 +19,11 @@
 //! - Priority tiers (`tiers`): 10 % of the jobs at priority 100, 30 % at
 //!   10, the rest at 0, as production, research and best-effort queues
 //!   are often set up (our assumption), drawn from a stream of their own.
+//! - Teams (`teams`): that many queues, each guaranteed an equal share of
+//!   the GPUs, whose jobs come in bursts: time is cut into periods of four
+//!   hours, in each one team (drawn per period) sends 70 % of the jobs and
+//!   the others share the rest evenly (our assumption), from streams of
+//!   their own.
 //! - Every job has one parameter server. A share `elastic_share` of the
 //!   jobs (all by default) is elastic, with bounds `min = ⌈n/2⌉`, `max = 2n`
 //!   (the traces report no elasticity; this is our assumption); the others
@@ -229,12 +234,23 @@ pub struct GenerateOptions {
     pub racks: Racks,
     /// Jobs in three priority tiers (else all at priority 0).
     pub tiers: bool,
+    /// Queues the jobs belong to, in bursts (0: none).
+    pub teams: u32,
 }
 
 /// The seed of the elastic draws is the trace's, mixed with this.
 const ELASTIC_STREAM: u64 = 0x0E1A_571C_5EED_0001;
 /// And that of the priority tiers, with this.
 const TIERS_STREAM: u64 = 0x7E25_5EED_0000_0002;
+/// And that of the teams, with this (the bursting team of a period mixes
+/// in the period too).
+const TEAMS_STREAM: u64 = 0x7EA5_5EED_0000_0003;
+/// The most teams.
+const MAX_TEAMS: u32 = 64;
+/// How long one team's burst lasts, s.
+const BURST_PERIOD_S: f64 = 4.0 * 3600.0;
+/// The share of a period's jobs its bursting team sends.
+const BURST_SHARE: f64 = 0.7;
 
 /// SplitMix64: a tiny, well-studied, seedable generator.
 #[derive(Debug, Clone)]
@@ -307,6 +323,9 @@ impl GenerateOptions {
         if self.tiers {
             c.push_str(" --tiers");
         }
+        if self.teams > 0 {
+            c.push_str(&format!(" --teams {}", self.teams));
+        }
         c
     }
 
@@ -335,6 +354,9 @@ impl GenerateOptions {
         }
         if self.racks.count > self.nodes {
             return refuse("racks", "at most the number of nodes", &self.racks.count);
+        }
+        if self.teams > MAX_TEAMS {
+            return refuse("teams", "at most 64", &self.teams);
         }
         if self.racks.count == 0 && self.racks.constraint != RackConstraint::None {
             return refuse(
@@ -420,7 +442,15 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             );
         }
     }
+    if o.teams > 0 {
+        let share = max_gpus / o.teams;
+        let _ = writeln!(out, "queues:");
+        for k in 0..o.teams {
+            let _ = writeln!(out, "  - {{name: team-{k}, guaranteed_gpus: {share}}}");
+        }
+    }
     let _ = writeln!(out, "jobs:");
+    let mut teams = SplitMix64::new(o.seed ^ TEAMS_STREAM);
     let mut t = 0.0f64;
     for i in 0..o.jobs {
         if i > 0 {
@@ -465,314 +495,34 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             }
             false => String::new(),
         };
+        let queue = match o.teams {
+            0 => String::new(),
+            n => format!(", queue: team-{}", team(o.seed, n, t, &mut teams)),
+        };
         let _ = writeln!(
             out,
-            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}{topology}{priority}}}",
+            "  - {{name: job-{i:05}, arrival_s: {}, duration_s: {duration}, ps: {{count: 1, cpu: 4, memory_gib: 16}}, workers: {{count: {workers}, min: {min}, max: {max}, cpu: 6, memory_gib: 32, gpus: 1}}{topology}{priority}{queue}}}",
             t.round()
         );
     }
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sim::trace::Trace;
-
-    /// GPU-seconds demanded at the requested sizes over the arrival span's.
-    fn offered_load(t: &Trace, gpus: f64) -> f64 {
-        let span_s = t.jobs.last().unwrap().arrival_ms as f64 / 1e3;
-        let demand: f64 = t
-            .jobs
-            .iter()
-            .map(|j| f64::from(j.job.workers) * j.work_ms / 1e3)
-            .sum();
-        demand / (span_s * gpus)
+/// The team of a job arriving at `t` s: the period's bursting team with
+/// probability [`BURST_SHARE`], else one of the others.
+fn team(seed: u64, teams: u32, t: f64, rng: &mut SplitMix64) -> u32 {
+    let period = (t / BURST_PERIOD_S) as u64;
+    let bursting =
+        (SplitMix64::new(seed ^ TEAMS_STREAM ^ period).next_u64() % u64::from(teams)) as u32;
+    let u = rng.uniform();
+    if teams == 1 || u < BURST_SHARE {
+        return bursting;
     }
-
-    #[test]
-    fn racks_split_the_nodes_and_jobs_that_span_nodes_ask_for_one() {
-        let o = GenerateOptions {
-            nodes: 10,
-            gpus_per_node: 4,
-            jobs: 200,
-            mix: Mix::Wide,
-            racks: Racks {
-                count: 3,
-                constraint: RackConstraint::Required,
-            },
-            ..opts(5)
-        };
-        let text = generate(&o).unwrap();
-        assert!(
-            text.starts_with(&format!("# Generated by: {}", o.command())),
-            "{text}"
-        );
-        assert!(
-            o.command()
-                .ends_with("--mix wide --racks 3 --topology required")
-        );
-        let t = Trace::parse(&text, "gen.yaml", false).unwrap();
-        assert_eq!(t.topology, [(RACK_LABEL.to_string(), RACK_PENALTY)]);
-        let per_rack = |r: &str| {
-            t.nodes
-                .iter()
-                .filter(|n| n.labels.get(RACK_LABEL).map(String::as_str) == Some(r))
-                .count()
-        };
-        assert_eq!(
-            (per_rack("rack-0"), per_rack("rack-1"), per_rack("rack-2")),
-            (4, 3, 3)
-        );
-        // The smallest rack has 12 GPUs: jobs that may grow past it only
-        // prefer a rack; those that stay on one node ask for nothing.
-        for j in &t.jobs {
-            let c = j.job.topology.as_ref().map(|c| c.mode);
-            let expected = match j.job.max_workers {
-                w if w <= 4 => None,
-                w if w <= 12 => Some(crate::framework::TopologyMode::Required),
-                _ => Some(crate::framework::TopologyMode::Preferred),
-            };
-            assert_eq!(c, expected, "{}", j.name);
-        }
-        let without = generate(&GenerateOptions {
-            racks: Racks {
-                count: 3,
-                constraint: RackConstraint::None,
-            },
-            ..o.clone()
-        })
-        .unwrap();
-        let t2 = Trace::parse(&without, "gen.yaml", false).unwrap();
-        assert!(t2.jobs.iter().all(|j| j.job.topology.is_none()));
-        assert_eq!(
-            t2.jobs.iter().map(|j| j.work_ms).collect::<Vec<_>>(),
-            t.jobs.iter().map(|j| j.work_ms).collect::<Vec<_>>(),
-            "the same jobs with and without the constraint"
-        );
-        let e = generate(&GenerateOptions {
-            racks: Racks {
-                count: 0,
-                constraint: RackConstraint::Required,
-            },
-            ..o
-        })
-        .unwrap_err();
-        assert_eq!(e.flag, "topology");
-    }
-
-    fn opts(seed: u64) -> GenerateOptions {
-        GenerateOptions {
-            seed,
-            nodes: 4,
-            gpus_per_node: 8,
-            jobs: 200,
-            load: 1.0,
-            elastic_share: 1.0,
-            mix: Mix::Philly,
-            racks: Racks::default(),
-            tiers: false,
-        }
-    }
-
-    #[test]
-    fn the_generator_is_deterministic_per_seed() {
-        assert_eq!(generate(&opts(7)).unwrap(), generate(&opts(7)).unwrap());
-        assert_ne!(generate(&opts(7)).unwrap(), generate(&opts(8)).unwrap());
-        // Pinned: the first numbers of SplitMix64 from seed 0 (reference values).
-        let mut r = SplitMix64::new(0);
-        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-    }
-
-    #[test]
-    fn generated_traces_are_valid_and_follow_the_distributions() {
-        let o = GenerateOptions {
-            jobs: 4000,
-            ..opts(1)
-        };
-        let text = generate(&o).unwrap();
-        assert!(text.starts_with("# Generated by: dragon trace generate --seed 1 --nodes 4 --gpus-per-node 8 --jobs 4000 --load 1\n"));
-        let t = Trace::parse(&text, "gen", false).unwrap();
-        assert_eq!(t.jobs.len(), 4000);
-        assert_eq!(t.total_gpus(), 32);
-        let ones = t.jobs.iter().filter(|j| j.job.workers == 1).count() as f64 / 4000.0;
-        assert!((ones - 0.70).abs() < 0.03, "share of 1-worker jobs {ones}");
-        let eights = t.jobs.iter().filter(|j| j.job.workers == 8).count() as f64 / 4000.0;
-        assert!(
-            (eights - 0.05).abs() < 0.02,
-            "share of 8-worker jobs {eights}"
-        );
-        let short = t
-            .jobs
-            .iter()
-            .filter(|j| j.work_ms < 60_000.0 * 1000.0)
-            .count() as f64
-            / 4000.0;
-        assert!(
-            (short - 0.8).abs() < 0.03,
-            "share of jobs under 1000 minutes {short}"
-        );
-        assert!(
-            t.jobs
-                .iter()
-                .all(|j| j.work_ms >= 60_000.0 * 31.0 && j.work_ms <= 60_000.0 * 10_001.0)
-        );
-        // Offered load close to the target.
-        let load = offered_load(&t, 32.0);
-        assert!((0.7..1.4).contains(&load), "offered load {load}");
-        // Elastic bounds.
-        assert!(
-            t.jobs
-                .iter()
-                .all(|j| j.job.min_workers == j.job.workers.div_ceil(2))
-        );
-    }
-
-    #[test]
-    fn an_elastic_share_keeps_the_rest_of_a_seeds_trace() {
-        let all = Trace::parse(&generate(&opts(3)).unwrap(), "all", false).unwrap();
-        let o = GenerateOptions {
-            elastic_share: 0.25,
-            ..opts(3)
-        };
-        let text = generate(&o).unwrap();
-        assert!(text.starts_with("# Generated by: dragon trace generate --seed 3 --nodes 4 --gpus-per-node 8 --jobs 200 --load 1 --elastic-share 0.25\n"));
-        let some = Trace::parse(&text, "some", false).unwrap();
-        let mut elastic = 0;
-        for (a, s) in all.jobs.iter().zip(&some.jobs) {
-            assert_eq!(
-                (a.arrival_ms, a.work_ms, a.job.workers),
-                (s.arrival_ms, s.work_ms, s.job.workers)
-            );
-            if s.job.min_workers == s.job.max_workers {
-                assert_eq!(s.job.min_workers, s.job.workers);
-            } else {
-                assert_eq!(
-                    (s.job.min_workers, s.job.max_workers),
-                    (a.job.min_workers, a.job.max_workers)
-                );
-                elastic += 1;
-            }
-        }
-        // Of 200 jobs, a quarter elastic (1-worker jobs have bounds 1..2).
-        assert!((30..70).contains(&elastic), "{elastic}");
-        let none = GenerateOptions {
-            elastic_share: 0.0,
-            ..opts(3)
-        };
-        let none = Trace::parse(&generate(&none).unwrap(), "none", false).unwrap();
-        assert!(
-            none.jobs
-                .iter()
-                .all(|j| j.job.min_workers == j.job.max_workers)
-        );
-    }
-
-    #[test]
-    fn the_helios_mix_has_wider_jobs_and_shorter_run_times() {
-        let parse = |mix| {
-            let o = GenerateOptions {
-                jobs: 4000,
-                mix,
-                ..opts(2)
-            };
-            Trace::parse(&generate(&o).unwrap(), "gen", false).unwrap()
-        };
-        let (philly, helios) = (parse(Mix::Philly), parse(Mix::Helios));
-        let wide = |t: &Trace| t.jobs.iter().filter(|j| j.job.workers >= 8).count() as f64 / 4000.0;
-        let median = |t: &Trace| {
-            let mut d: Vec<f64> = t.jobs.iter().map(|j| j.work_ms).collect();
-            d.sort_by(f64::total_cmp);
-            d[d.len() / 2]
-        };
-        assert!((wide(&helios) - 0.10).abs() < 0.02, "{}", wide(&helios));
-        assert!(helios.jobs.iter().any(|j| j.job.workers == 16));
-        assert!(median(&helios) < median(&philly) / 3.0);
-        // Both at the offered load asked for.
-        for t in [&philly, &helios] {
-            let load = offered_load(t, 32.0);
-            assert!((0.7..1.4).contains(&load), "{}: {load}", t.origin);
-        }
-        assert!(generate(&GenerateOptions { mix: Mix::Helios, ..opts(2) }).unwrap().starts_with(
-            "# Generated by: dragon trace generate --seed 2 --nodes 4 --gpus-per-node 8 --jobs 200 --load 1 --mix helios\n"
-        ));
-    }
-
-    #[test]
-    fn the_heavy_mix_has_pareto_run_times_with_a_long_tail() {
-        let o = GenerateOptions {
-            jobs: 20_000,
-            mix: Mix::Heavy,
-            ..opts(4)
-        };
-        let t = Trace::parse(&generate(&o).unwrap(), "gen", false).unwrap();
-        let mut minutes: Vec<f64> = t.jobs.iter().map(|j| j.work_ms / 60_000.0).collect();
-        minutes.sort_by(f64::total_cmp);
-        let n = minutes.len() as f64;
-        let median = minutes[minutes.len() / 2];
-        assert!((5.0..6.3).contains(&median), "median {median} min");
-        assert!(minutes[0] >= 2.99 && minutes[minutes.len() - 1] <= 10_000.01);
-        // P(X > 1,000 min) = ((3/1000)^1.1 - (3/10^4)^1.1) / (1 - (3/10^4)^1.1).
-        let over = minutes.iter().filter(|&&m| m > 1_000.0).count() as f64 / n;
-        assert!(
-            (0.0008..0.003).contains(&over),
-            "share over 1,000 min {over}"
-        );
-        // The longest 1 % of jobs hold more than a third of the run time.
-        let total: f64 = minutes.iter().sum();
-        let top: f64 = minutes[minutes.len() * 99 / 100..].iter().sum();
-        assert!(top / total > 0.33, "{}", top / total);
-        // The mean the arrival rate is computed from matches the draws.
-        let mean = total / n;
-        let expected = HEAVY.durations.mean_s() / 60.0;
-        assert!((expected - 18.3).abs() < 0.1, "{expected}");
-        assert!(
-            (mean / expected - 1.0).abs() < 0.2,
-            "{mean} against {expected}"
-        );
-        assert!(o.command().ends_with(" --mix heavy"));
-    }
-
-    #[test]
-    fn priority_tiers_keep_the_rest_of_a_seeds_trace() {
-        let o = GenerateOptions {
-            jobs: 4000,
-            ..opts(6)
-        };
-        let tiered = GenerateOptions {
-            tiers: true,
-            ..o.clone()
-        };
-        assert!(tiered.command().ends_with(" --tiers"));
-        let plain = Trace::parse(&generate(&o).unwrap(), "plain", false).unwrap();
-        let t = Trace::parse(&generate(&tiered).unwrap(), "tiered", false).unwrap();
-        let share = |p: i32| t.jobs.iter().filter(|j| j.job.priority == p).count() as f64 / 4000.0;
-        assert!((share(100) - 0.10).abs() < 0.02, "{}", share(100));
-        assert!((share(10) - 0.30).abs() < 0.03, "{}", share(10));
-        assert!((share(0) - 0.60).abs() < 0.03, "{}", share(0));
-        for (a, b) in plain.jobs.iter().zip(&t.jobs) {
-            assert_eq!(a.job.priority, 0);
-            assert_eq!(
-                (a.arrival_ms, a.work_ms, a.job.workers, a.job.min_workers),
-                (b.arrival_ms, b.work_ms, b.job.workers, b.job.min_workers)
-            );
-        }
-    }
-
-    #[test]
-    fn bad_options_name_the_flag() {
-        let e = generate(&GenerateOptions {
-            nodes: 0,
-            ..opts(1)
-        })
-        .unwrap_err();
-        assert_eq!(e.to_string(), "--nodes must be between 1 and 100000, got 0");
-        let e = generate(&GenerateOptions {
-            load: -1.0,
-            ..opts(1)
-        })
-        .unwrap_err();
-        assert_eq!(e.flag, "load");
-    }
+    // Evenly over the others.
+    let other = ((u - BURST_SHARE) / (1.0 - BURST_SHARE) * f64::from(teams - 1)) as u32;
+    let other = other.min(teams - 2);
+    if other >= bursting { other + 1 } else { other }
 }
+
+#[cfg(test)]
+mod tests;

@@ -95,11 +95,23 @@ jobs:
         assert!(near(b.worst_hour_share, 0.0), "{b:?}");
         assert!((b.longest_wait_s - 3599.0).abs() < 60.0, "{b:?}");
         // Jain's index over shares 2 and 0.5: 2.5² / (2 × 4.25).
-        assert!(s.jain_index.is_some_and(|j| (j - 0.735).abs() < 0.01), "{s:?}");
+        assert!(
+            s.jain_index.is_some_and(|j| (j - 0.735).abs() < 0.01),
+            "{s:?}"
+        );
         // A trace without queues reports none.
-        let plain = Trace::parse(&TEAMS.replace("queue: a, ", "").replace("queue: b, ", ""), "t.yaml", false);
-        let err = Trace::parse(&TEAMS.replace("queue: b,", "queue: c,"), "t.yaml", false).unwrap_err();
-        assert!(err.to_string().contains("jobs[1] (small).queue: no queue is named `c`"), "{err}");
+        let plain = Trace::parse(
+            &TEAMS.replace("queue: a, ", "").replace("queue: b, ", ""),
+            "t.yaml",
+            false,
+        );
+        let err =
+            Trace::parse(&TEAMS.replace("queue: b,", "queue: c,"), "t.yaml", false).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("jobs[1] (small).queue: no queue is named `c`"),
+            "{err}"
+        );
         let (_, s) = run(&plain.unwrap(), &wasm("baseline", ""));
         assert!(s.jain_index.is_none());
         assert!(s.queues.iter().all(|q| q.jobs == 0), "{:?}", s.queues);
@@ -358,6 +370,7 @@ jobs:
             mix: Mix::Philly,
             racks: Default::default(),
             tiers: false,
+            teams: 0,
         })
         .unwrap();
         let trace = Trace::parse(&text, "gen.yaml", false).unwrap();
@@ -593,6 +606,7 @@ jobs:
                 mix: Mix::Philly,
                 racks: Default::default(),
                 tiers: false,
+                teams: 0,
             },
             sim: SimOptions::default(),
         };

@@ -63,7 +63,10 @@ pub fn validate(queues: &[QueueSpec], total_gpus: u64) -> Result<()> {
             bail!("{place}.name: another queue already has this name");
         }
         if !(q.weight.is_finite() && q.weight > 0.0) {
-            bail!("{place}.weight: must be a positive number, got {}", q.weight);
+            bail!(
+                "{place}.weight: must be a positive number, got {}",
+                q.weight
+            );
         }
     }
     for (i, q) in queues.iter().enumerate() {
@@ -98,7 +101,9 @@ pub fn validate(queues: &[QueueSpec], total_gpus: u64) -> Result<()> {
         .map(|q| u64::from(q.guaranteed_gpus))
         .sum();
     if roots > total_gpus {
-        bail!("queues: top-level queues are guaranteed {roots} GPUs, more than the cluster's {total_gpus}");
+        bail!(
+            "queues: top-level queues are guaranteed {roots} GPUs, more than the cluster's {total_gpus}"
+        );
     }
     Ok(())
 }
@@ -144,7 +149,9 @@ impl QueueMeter {
     pub fn observe(&mut self, t_ms: u64, q: usize, held: u64, asked: u64) {
         let entitled = asked.min(u64::from(self.guaranteed[q]));
         let s = &mut self.samples[q];
-        if s.last().is_some_and(|&(_, h, e)| (h, e) == (held, entitled)) {
+        if s.last()
+            .is_some_and(|&(_, h, e)| (h, e) == (held, entitled))
+        {
             return;
         }
         if s.last().is_some_and(|&(t, _, _)| t == t_ms) {
@@ -254,10 +261,17 @@ mod tests {
         let err = |qs: &[QueueSpec]| validate(qs, 16).unwrap_err().to_string();
         assert!(validate(&[queue("a", 8, None), queue("b", 8, None)], 16).is_ok());
         assert!(err(&[queue("a", 8, None), queue("a", 1, None)]).contains("queues[1] (a).name"));
-        assert!(err(&[queue("a", 9, None), queue("b", 8, None)]).contains("more than the cluster's 16"));
+        assert!(
+            err(&[queue("a", 9, None), queue("b", 8, None)]).contains("more than the cluster's 16")
+        );
         assert!(err(&[queue("a", 1, Some("x"))]).contains("no queue is named `x`"));
-        assert!(err(&[queue("a", 1, Some("b")), queue("b", 1, Some("a"))]).contains("its own ancestor"));
-        assert!(err(&[queue("a", 2, None), queue("b", 3, Some("a"))]).contains("children are guaranteed 3"));
+        assert!(
+            err(&[queue("a", 1, Some("b")), queue("b", 1, Some("a"))]).contains("its own ancestor")
+        );
+        assert!(
+            err(&[queue("a", 2, None), queue("b", 3, Some("a"))])
+                .contains("children are guaranteed 3")
+        );
         let mut w = queue("a", 1, None);
         w.weight = 0.0;
         assert!(err(&[w]).contains("queues[0] (a).weight"));
@@ -275,12 +289,23 @@ mod tests {
         m.observe(HOUR_MS, 1, 0, 0);
         let jobs = vec![vec![(10.0, 100.0), (30.0, 300.0)], vec![(0.0, 50.0)]];
         let s = m.summaries(&qs, 2 * HOUR_MS, &jobs);
-        assert_eq!(s[0].share_of_entitlement, Some(1.0), "16 GPU-hours held of 16 owed");
+        assert_eq!(
+            s[0].share_of_entitlement,
+            Some(1.0),
+            "16 GPU-hours held of 16 owed"
+        );
         assert_eq!(s[0].worst_hour_share, Some(0.5));
         assert_eq!(s[0].avg_gpus, 8.0);
-        assert_eq!((s[0].longest_wait_s, s[0].avg_jct_s, s[0].jobs), (30.0, 200.0, 2));
+        assert_eq!(
+            (s[0].longest_wait_s, s[0].avg_jct_s, s[0].jobs),
+            (30.0, 200.0, 2)
+        );
         assert_eq!(s[1].share_of_entitlement, Some(1.0));
-        assert_eq!(s[1].worst_hour_share, Some(1.0), "an hour without demand does not count");
+        assert_eq!(
+            s[1].worst_hour_share,
+            Some(1.0),
+            "an hour without demand does not count"
+        );
         assert_eq!(jain_index(&s), Some(1.0));
     }
 

@@ -76,7 +76,14 @@ pub fn queues_table(s: &Summary) -> String {
     let _ = writeln!(
         o,
         "{:<16} {:>10} {:>9} {:>10} {:>11} {:>13} {:>10} {:>6}",
-        "queue", "guaranteed", "avg GPUs", "of owed", "worst hour", "longest wait", "avg JCT", "jobs"
+        "queue",
+        "guaranteed",
+        "avg GPUs",
+        "of owed",
+        "worst hour",
+        "longest wait",
+        "avg JCT",
+        "jobs"
     );
     for q in &s.queues {
         let _ = writeln!(
@@ -93,7 +100,10 @@ pub fn queues_table(s: &Summary) -> String {
         );
     }
     if let Some(j) = s.jain_index {
-        let _ = writeln!(o, "Jain's index over the queues' shares of what they were owed: {j:.3}");
+        let _ = writeln!(
+            o,
+            "Jain's index over the queues' shares of what they were owed: {j:.3}"
+        );
     }
     o
 }

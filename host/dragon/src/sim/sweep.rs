@@ -46,6 +46,13 @@ pub struct Cell {
     pub restarts: f64,
     /// Runs that ended in a deadlock or at the horizon with jobs left.
     pub stuck_runs: u32,
+    /// With queues: Jain's index over their shares of what they were owed
+    /// (mean over the seeds), and the worst hour of any queue in any seed
+    /// (the share of what it was owed that it held, at most 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain_index: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_queue_hour: Option<f64>,
 }
 
 /// What no policy can beat at one load (means over the seeds, as
@@ -169,7 +176,44 @@ fn cell(label: &str, load: f64, runs: &[Summary], first: &[Summary], capacity: &
             .iter()
             .filter(|s| s.deadlocked || s.jobs_unfinished > 0)
             .count() as u32,
+        jain_index: {
+            let j: Vec<f64> = runs.iter().filter_map(|s| s.jain_index).collect();
+            (!j.is_empty()).then(|| j.iter().sum::<f64>() / j.len() as f64)
+        },
+        worst_queue_hour: runs
+            .iter()
+            .flat_map(|s| &s.queues)
+            .filter_map(|q| q.worst_hour_share)
+            .min_by(f64::total_cmp),
     }
+}
+
+/// With queues in the traces: per load and policy, Jain's index and the
+/// worst hour any queue had; empty otherwise.
+fn fairness_table(cells: &[Cell]) -> String {
+    use std::fmt::Write as _;
+    if cells
+        .iter()
+        .all(|c| c.jain_index.is_none() && c.worst_queue_hour.is_none())
+    {
+        return String::new();
+    }
+    let mut out = format!(
+        "fairness between the queues\n{:>5}  {:<12} {:>8} {:>17}\n",
+        "load", "policy", "Jain", "worst queue-hour"
+    );
+    let show = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or("-".to_string(), f);
+    for c in cells {
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<12} {:>8} {:>17}",
+            c.load,
+            c.policy,
+            show(c.jain_index, &|j| format!("{j:.3}")),
+            show(c.worst_queue_hour, &|w| format!("{:.1} %", w * 100.0)),
+        );
+    }
+    out
 }
 
 /// The sweep as a table: one row per load and policy, then the load's two
@@ -292,5 +336,6 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
             1.0,
         );
     }
+    out.push_str(&fairness_table(cells));
     out
 }

@@ -67,8 +67,8 @@ impl Sim<'_> {
                 .filter_map(|k| cluster.pod(k))
                 .map(|(p, _)| u64::from(p.request.gpus))
                 .sum();
-            let asked =
-                u64::from(j.ps_gpus) + u64::from(j.record.requested_workers) * u64::from(j.worker_gpus);
+            let asked = u64::from(j.ps_gpus)
+                + u64::from(j.record.requested_workers) * u64::from(j.worker_gpus);
             per_queue[q].0 += held;
             per_queue[q].1 += asked;
         }
