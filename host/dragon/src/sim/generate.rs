@@ -442,8 +442,7 @@ pub fn generate(o: &GenerateOptions) -> Result<String, OptionError> {
             );
         }
     }
-    if o.teams > 0 {
-        let share = max_gpus / o.teams;
+    if let Some(share) = max_gpus.checked_div(o.teams) {
         let _ = writeln!(out, "queues:");
         for k in 0..o.teams {
             let _ = writeln!(out, "  - {{name: team-{k}, guaranteed_gpus: {share}}}");

@@ -99,7 +99,7 @@ impl Scheduler {
         let unvisited = sibling_nodes.iter().copied().filter(|&n| {
             found.binary_search(&(n as u32)).is_err()
                 && within.is_none_or(|w| w.binary_search(&(n as u32)).is_ok())
-                && !(!self.held.is_empty() && self.held_from(unit, n))
+                && (self.held.is_empty() || !self.held_from(unit, n))
         });
         let more = feasible_among(
             &self.cluster,
