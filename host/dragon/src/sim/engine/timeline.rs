@@ -2,6 +2,7 @@
 //! queue of the trace held and was owed at that moment.
 
 use super::*;
+use crate::sim::metrics::{jct_ms, wait_ms};
 
 impl Sim<'_> {
     pub(super) fn record_point(&mut self) {
@@ -88,9 +89,7 @@ impl Sim<'_> {
             let (Some(q), true) = (tj.queue, j.record.arrival_ms <= end) else {
                 continue;
             };
-            let r = &j.record;
-            let wait = r.started_ms.unwrap_or(end).saturating_sub(r.arrival_ms);
-            let jct = r.finished_ms.unwrap_or(end).saturating_sub(r.arrival_ms);
+            let (wait, jct) = (wait_ms(&j.record, end), jct_ms(&j.record, end));
             jobs[q].push((wait as f64 / 1000.0, jct as f64 / 1000.0));
         }
         meter.summaries(&self.trace.queues, end, &jobs)
