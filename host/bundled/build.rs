@@ -16,6 +16,7 @@ fn main() {
                 ("tiresias-policy", "tiresias_policy", "TIRESIAS"),
                 ("pollux-policy", "pollux_policy", "POLLUX"),
                 ("backfill-policy", "backfill_policy", "BACKFILL"),
+                ("fair-share-policy", "fair_share_policy", "FAIR_SHARE"),
             ],
             // Links `dragon-policy` without its export.
             &[("dragon-plus-policy", "dragon_plus_policy", "DRAGON_PLUS")],

@@ -154,6 +154,12 @@ pub struct ScaleLabels {
     pub direction: Direction,
 }
 
+/// `{queue}`: a queue (team) of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
 /// `{result}` of a preemption victim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct VictimLabels {
@@ -186,6 +192,11 @@ pub struct Metrics {
     pub resizes_held: Family<HeldLabels, Counter>,
     /// Preemption victims by outcome (`evicted`, `refused`, `shrunk`).
     pub preemption_victims: Family<VictimLabels, Counter>,
+    /// GPUs each queue's gangs hold, ask for (held or not), and are
+    /// guaranteed.
+    pub queue_used_gpus: Family<QueueLabels, Gauge>,
+    pub queue_demand_gpus: Family<QueueLabels, Gauge>,
+    pub queue_guaranteed_gpus: Family<QueueLabels, Gauge>,
     /// 1 while this replica leads.
     pub leader: Gauge,
     /// Times the circuit breaker suspended the policy.
@@ -293,6 +304,8 @@ impl Metrics {
         let resizes_held = Family::default();
         let preemption_victims = Family::default();
         let leader = Gauge::default();
+        let (queue_used_gpus, queue_demand_gpus, queue_guaranteed_gpus) =
+            (Family::default(), Family::default(), Family::default());
         let policy_suspensions = Counter::default();
         let policy_suspended = Gauge::default();
         let rounds_over_budget = Counter::default();
@@ -363,6 +376,21 @@ impl Metrics {
             preemption_victims.clone(),
         );
         registry.register(
+            "queue_used_gpus",
+            "GPUs held by each queue's gangs (bound or reserved)",
+            queue_used_gpus.clone(),
+        );
+        registry.register(
+            "queue_demand_gpus",
+            "GPUs each queue's gangs ask for at their requested sizes, held or not",
+            queue_demand_gpus.clone(),
+        );
+        registry.register(
+            "queue_guaranteed_gpus",
+            "GPUs each queue is guaranteed",
+            queue_guaranteed_gpus.clone(),
+        );
+        registry.register(
             "is_leader",
             "1 while this replica holds the lease",
             leader.clone(),
@@ -379,6 +407,9 @@ impl Metrics {
             scale_actions,
             resizes_held,
             preemption_victims,
+            queue_used_gpus,
+            queue_demand_gpus,
+            queue_guaranteed_gpus,
             leader,
             policy_suspensions,
             policy_suspended,
@@ -386,6 +417,24 @@ impl Metrics {
             fenced_writes,
             ready: AtomicBool::new(false),
             health: Health::default(),
+        }
+    }
+
+    /// Each queue's figures as they stand.
+    pub fn queues(&self, rows: &[dragon_runtime::QueueRow]) {
+        for q in rows {
+            let labels = QueueLabels {
+                queue: q.name.clone(),
+            };
+            self.queue_used_gpus
+                .get_or_create(&labels)
+                .set(i64::from(q.used_gpus));
+            self.queue_demand_gpus
+                .get_or_create(&labels)
+                .set(i64::from(q.demand_gpus));
+            self.queue_guaranteed_gpus
+                .get_or_create(&labels)
+                .set(i64::from(q.guaranteed_gpus));
         }
     }
 

@@ -649,6 +649,10 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                     ))
                     .context("topologyLevels")?;
             }
+            let (queues, namespaces) = config.queue_specs();
+            if !queues.is_empty() {
+                snapshot.set_queues(queues, namespaces).context("queues")?;
+            }
             snapshot
         },
         slot,

@@ -189,6 +189,8 @@ pub struct Snapshot {
     awaiting_volumes: BTreeMap<String, core::Pod>,
     /// The pods of every PodGroup and their phases, for its status.
     pub statuses: GroupStatuses,
+    /// The queue each mapped namespace's PodGroups belong to.
+    queue_of_namespace: BTreeMap<String, dragon_framework::QueueName>,
 }
 
 fn node_name(p: &core::Pod) -> Option<&str> {
@@ -217,7 +219,23 @@ impl Snapshot {
             volumes: BTreeMap::new(),
             awaiting_volumes: BTreeMap::new(),
             statuses: GroupStatuses::default(),
+            queue_of_namespace: BTreeMap::new(),
         }
+    }
+
+    /// The queues (teams) PodGroups belong to, by their namespace.
+    ///
+    /// # Errors
+    /// The framework refuses the queues (see `dragon_framework::QueuesError`).
+    pub fn set_queues(
+        &mut self,
+        specs: Vec<dragon_framework::QueueSpec>,
+        namespaces: BTreeMap<String, dragon_framework::QueueName>,
+    ) -> Result<(), dragon_framework::ClusterError> {
+        self.sched
+            .apply(dragon_framework::ClusterOp::SetQueues(specs))?;
+        self.queue_of_namespace = namespaces;
+        Ok(())
     }
 
     /// Whether `p` is a pod this scheduler places.

@@ -63,9 +63,12 @@ impl<P: Policy> Native<P> {
     }
 }
 
-/// Apply to `view` what `cluster` changed since `seen`.
+/// Apply to `view` what `cluster` changed since `seen` (all of it when the
+/// topology levels changed), and the queues as they stand.
 fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterView) {
-    let delta = Delta::since(cluster, *seen);
+    let same_levels = view.levels() == cluster.levels();
+    let delta = Delta::since(cluster, seen.filter(|_| same_levels));
+    let mut domains = Vec::new();
     view.apply(&sdk::Changes {
         reset: delta.reset,
         count: delta.count,
@@ -74,19 +77,35 @@ fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterVi
             .iter()
             .map(|&index| {
                 let row = cluster.node(index);
+                domains.clear();
+                cluster.domains(index, &mut domains);
                 sdk::NodeChange {
                     index,
                     node: sdk::Node {
                         allocatable: row.allocatable.lift(),
                         free: row.free.lift(),
                         open: row.open,
-                        zone: row.zone,
-                        rack: row.rack,
-                        host: row.host,
+                        domains: domains.clone(),
                     },
                 }
             })
             .collect(),
+        levels: cluster.levels().to_vec(),
+        queues: Some(
+            cluster
+                .queues()
+                .into_iter()
+                .map(|q| sdk::Queue {
+                    name: q.name,
+                    parent: q.parent,
+                    weight_milli: q.weight_milli,
+                    guaranteed_gpus: q.guaranteed_gpus,
+                    borrowing_limit_gpus: q.borrowing_limit_gpus,
+                    used_gpus: q.used_gpus,
+                    demand_gpus: q.demand_gpus,
+                })
+                .collect(),
+        ),
     });
     *seen = Some(delta.seen);
 }
@@ -106,6 +125,7 @@ fn stats(s: JobStats) -> sdk::JobStats {
         placed_workers: s.placed_workers,
         requested_workers: s.requested_workers,
         progress_permille: s.progress_permille,
+        queue: s.queue,
     }
 }
 
@@ -207,7 +227,7 @@ impl<P: Policy> Hooks for Native<P> {
                 stats: stats(cluster.job_stats(now_ms, q.id)),
             })
             .collect();
-        Ok(self.policy.queue_order(now_ms, &units))
+        Ok(self.with_view(cluster, |v| self.policy.queue_order(now_ms, &units, v)))
     }
     fn pre_filter(
         &self,
@@ -259,6 +279,11 @@ impl<P: Policy> Hooks for Native<P> {
 pub const DRAGON_V0_1: &[u8] = include_bytes!("../fixtures/interface-0.1/dragon.wasm");
 /// The bundled `baseline` as built against interface 0.1.
 pub const BASELINE_V0_1: &[u8] = include_bytes!("../fixtures/interface-0.1/baseline.wasm");
+/// The bundled `dragon` as built against interface 0.2 (see
+/// `tests/fixtures/interface-0.2`).
+pub const DRAGON_V0_2: &[u8] = include_bytes!("../fixtures/interface-0.2/dragon.wasm");
+/// The bundled `baseline` as built against interface 0.2.
+pub const BASELINE_V0_2: &[u8] = include_bytes!("../fixtures/interface-0.2/baseline.wasm");
 
 /// A fresh engine (each test gets its own epoch ticker).
 pub fn engine() -> PolicyEngine {
@@ -387,6 +412,7 @@ pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
         declared: true,
         progress_permille: None,
         topology: None,
+        queue: None,
     }
 }
 

@@ -267,3 +267,44 @@ fn whole_rounds_bind_the_same_pods_natively_and_through_wasm() {
         assert_eq!(sa.actions, sb.actions);
     }
 }
+
+/// Teams on the generated multi-team mix: `fair-share` (which reads the
+/// queues, each job's queue and the topology levels of interface 0.3)
+/// simulates to the same summary, job by job, natively and through wasm.
+#[test]
+fn fair_share_simulates_the_same_natively_and_through_wasm() {
+    use dragon_host::sim::{
+        GenerateOptions, Mix, Racks, SimOptions, Summary, Trace, generate, simulate,
+    };
+    let text = generate(&GenerateOptions {
+        seed: 5,
+        nodes: 8,
+        gpus_per_node: 8,
+        jobs: 120,
+        load: 1.1,
+        elastic_share: 0.5,
+        mix: Mix::Philly,
+        racks: Racks::default(),
+        tiers: false,
+        teams: 3,
+    })
+    .expect("generated");
+    let trace = Trace::parse(&text, "teams", false).expect("parsed");
+    assert_eq!(trace.queues.len(), 3);
+    let e = engine();
+    let native = simulate(
+        &trace,
+        &Native::<fair_share_policy::FairShare>::new(""),
+        SimOptions::default(),
+        None,
+    );
+    let wasm = simulate(
+        &trace,
+        &bundled(&e, "fair-share", ""),
+        SimOptions::default(),
+        None,
+    );
+    let json = |r: &dragon_host::sim::SimRun| serde_json::to_string(&Summary::of(r)).unwrap();
+    assert_eq!(json(&native), json(&wasm));
+    assert_eq!(native.jobs, wasm.jobs);
+}

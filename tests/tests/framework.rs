@@ -674,6 +674,7 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
         declared: true,
         progress_permille: None,
         topology: None,
+        queue: None,
     };
     job(&mut j);
     s.upsert_job(j);

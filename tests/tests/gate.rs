@@ -327,6 +327,7 @@ fn the_gate_answers_every_candidate_on_every_recording_without_panicking() {
         "tiresias",
         "pollux",
         "backfill",
+        "fair-share",
         "baseline",
     ]
     .iter()

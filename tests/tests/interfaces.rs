@@ -1,21 +1,27 @@
-//! Policies built against interface 0.1 keep loading and deciding exactly as
-//! the same policies built against 0.2, and 0.2's view of the cluster stays
-//! current across changes, traps and clusters.
+//! Policies built against interfaces 0.1 and 0.2 keep loading and deciding
+//! exactly as the same policies built against 0.3, and the view of the
+//! cluster a policy keeps stays current across changes, traps, topology
+//! levels and queues.
 
 use dragon_host::framework::{Cluster, Node, Pod, Resources};
 use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy};
 use dragon_host::sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::all_candidates;
-use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, bundled, engine, hostile, load};
+use dragon_tests::{
+    BASELINE_V0_1, BASELINE_V0_2, DRAGON_V0_1, DRAGON_V0_2, bundled, engine, hostile, load,
+};
 
-fn v0_1(name: &str) -> WasmPolicy {
-    let bytes = match name {
-        "dragon" => DRAGON_V0_1,
-        _ => BASELINE_V0_1,
+/// The bundled policy `name` as built against an earlier interface.
+fn built_against(version: &str, name: &str) -> WasmPolicy {
+    let bytes = match (version, name) {
+        ("0.1", "dragon") => DRAGON_V0_1,
+        ("0.1", _) => BASELINE_V0_1,
+        (_, "dragon") => DRAGON_V0_2,
+        _ => BASELINE_V0_2,
     };
     load(
         &engine(),
-        &format!("{name}.wasm (0.1)"),
+        &format!("{name}.wasm ({version})"),
         bytes,
         &LoadOptions::default(),
     )
@@ -23,24 +29,28 @@ fn v0_1(name: &str) -> WasmPolicy {
 
 #[test]
 fn the_host_names_the_version_each_component_was_built_against() {
-    assert_eq!(INTERFACE_VERSIONS, ["0.1.0", "0.2.0"]);
+    assert_eq!(INTERFACE_VERSIONS, ["0.1.0", "0.2.0", "0.3.0"]);
     for name in ["dragon", "baseline"] {
-        assert_eq!(v0_1(name).info().interface_version, "0.1.0");
+        for v in ["0.1", "0.2"] {
+            assert_eq!(
+                built_against(v, name).info().interface_version,
+                format!("{v}.0")
+            );
+        }
         assert_eq!(
             bundled(&engine(), name, "").info().interface_version,
-            "0.2.0"
+            "0.3.0"
         );
     }
 }
 
 /// Every bundled trace gives the same `dragon simulate --json` summary,
-/// per-job records and timeline under a policy's 0.1 and 0.2 builds.
+/// per-job records and timeline under a policy's 0.1, 0.2 and 0.3 builds.
 #[test]
-fn bundled_traces_simulate_identically_under_both_interfaces() {
+fn bundled_traces_simulate_identically_under_every_interface() {
     for (trace_name, _) in dragon_host::sim::BUNDLED {
         let trace = Trace::load(trace_name).expect("bundled trace");
         for name in ["dragon", "baseline"] {
-            let old = simulate(&trace, &v0_1(name), SimOptions::default(), None);
             let new = simulate(
                 &trace,
                 &bundled(&engine(), name, ""),
@@ -50,9 +60,12 @@ fn bundled_traces_simulate_identically_under_both_interfaces() {
             let json = |r: &dragon_host::sim::SimRun| {
                 serde_json::to_string(&dragon_host::sim::Summary::of(r)).expect("json")
             };
-            assert_eq!(json(&old), json(&new), "{name} on {trace_name}");
-            assert_eq!(old.jobs, new.jobs, "{name} on {trace_name}");
-            assert_eq!(old.timeline, new.timeline, "{name} on {trace_name}");
+            for v in ["0.1", "0.2"] {
+                let old = simulate(&trace, &built_against(v, name), SimOptions::default(), None);
+                assert_eq!(json(&old), json(&new), "{name} {v} on {trace_name}");
+                assert_eq!(old.jobs, new.jobs, "{name} {v} on {trace_name}");
+                assert_eq!(old.timeline, new.timeline, "{name} {v} on {trace_name}");
+            }
         }
     }
 }
@@ -71,7 +84,7 @@ fn node(name: &str, gpus: u32, zone: &str) -> Node {
     n
 }
 
-/// The view a 0.2 instance keeps follows each change the cluster logs, and
+/// The view a 0.3 instance keeps follows each change the cluster logs, and
 /// a trap (which discards the instance) is followed by the whole view sent
 /// again: scores after either equal those a fresh instance gives.
 #[test]
@@ -114,7 +127,7 @@ fn the_view_follows_changes_and_is_sent_whole_after_a_trap() {
 }
 
 #[test]
-fn a_trapping_0_2_policy_is_answered_again_on_a_fresh_view() {
+fn a_trapping_policy_is_answered_again_on_a_fresh_view() {
     let e = engine();
     let flaky = hostile(
         &e,

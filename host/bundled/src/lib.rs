@@ -1,13 +1,13 @@
 //! The policy components bundled with Dragon, built from `plugin/` by this
 //! crate's build script: their names (`dragon`, `baseline`, `dragon-plus`
-//! and the zoo: `tiresias`, `pollux`, `backfill`) select them wherever a
+//! and the zoo: `tiresias`, `pollux`, `backfill`, `fair-share`) select them wherever a
 //! policy file is expected.
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 
-pub use generated::{BACKFILL, BASELINE, DRAGON, DRAGON_PLUS, POLLUX, TIRESIAS};
+pub use generated::{BACKFILL, BASELINE, DRAGON, DRAGON_PLUS, FAIR_SHARE, POLLUX, TIRESIAS};
 
 /// The bundled component called `name`, if there is one.
 pub fn by_name(name: &str) -> Option<&'static [u8]> {
@@ -18,6 +18,7 @@ pub fn by_name(name: &str) -> Option<&'static [u8]> {
         "tiresias" => Some(TIRESIAS),
         "pollux" => Some(POLLUX),
         "backfill" => Some(BACKFILL),
+        "fair-share" => Some(FAIR_SHARE),
         _ => None,
     }
 }
@@ -30,4 +31,5 @@ pub const NAMES: &[&str] = &[
     "tiresias",
     "pollux",
     "backfill",
+    "fair-share",
 ];

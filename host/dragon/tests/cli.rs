@@ -37,7 +37,7 @@ fn policy_check_accepts_every_bundled_policy_and_prints_the_interface_version() 
             "{out}"
         );
         assert!(
-            out.contains("interface:         dragon:scheduler@0.2.0"),
+            out.contains("interface:         dragon:scheduler@0.3.0"),
             "{out}"
         );
         assert!(out.contains("compile:"), "{out}");
@@ -448,6 +448,7 @@ fn compare_puts_the_zoo_side_by_side_in_one_table_and_one_report() {
         "pollux",
         "backfill",
         "dragon-plus",
+        "fair-share",
     ];
     let dir = std::env::temp_dir().join(format!("dragon-cli-test-zoo-{}", std::process::id()));
     let out_dir = dir.display().to_string();

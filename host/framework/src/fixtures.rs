@@ -89,5 +89,6 @@ pub(crate) fn job(name: &str, workers: u32) -> Job {
         declared: false,
         progress_permille: None,
         topology: None,
+        queue: None,
     }
 }

@@ -27,6 +27,7 @@ pub mod record;
 mod scale;
 mod selector;
 pub mod shadow;
+mod teams;
 mod unit;
 pub mod volumes;
 
@@ -56,9 +57,10 @@ pub use model::{
     Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
-pub use names::{JobKey, NodeName, PodKey};
+pub use names::{JobKey, NodeName, PodKey, QueueName};
 pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };
+pub use teams::{MAX_QUEUES, QueueSpec, QueuesError, check_queues};
 pub use unit::{UnitKey, subject};

@@ -134,6 +134,10 @@ name!(
     /// A node's name.
     NodeName
 );
+name!(
+    /// A queue's (team's) name.
+    QueueName
+);
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
 //! Host bindings generated from each interface version the host serves
-//! (`wit/v0.1`, `wit/v0.2`).
+//! (`wit/v0.1`, `wit/v0.2`, `wit/v0.3`).
 
 /// `dragon:scheduler@0.1.0`: its shapes are also the framework's own (see
 /// [`wit`]), so a 0.1 policy is called with them as they are.
@@ -17,6 +17,16 @@ pub mod v0_2 {
     wasmtime::component::bindgen!({
         world: "scheduling-policy",
         path: "../../wit/v0.2",
+        additional_derives: [PartialEq],
+    });
+}
+
+/// `dragon:scheduler@0.3.0`: 0.2 with topology levels and queues in the
+/// view (see `adapt`).
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        world: "scheduling-policy",
+        path: "../../wit/v0.3",
         additional_derives: [PartialEq],
     });
 }

@@ -29,4 +29,4 @@ pub use load::{INTERFACE_VERSION, INTERFACE_VERSIONS, PolicySource, sha256_hex};
 pub use observed::{Observed, Observer};
 pub use policy::{LoadOptions, WasmPolicy};
 pub use slot::{PolicySlot, SwapReport};
-pub use view::{ClusterView, FixedView};
+pub use view::{ClusterView, FixedView, QueueRow};

@@ -9,10 +9,10 @@ use super::engine::PolicyEngine;
 use super::error::LoadError;
 
 /// The newest interface version this host implements: what the SDK builds.
-pub const INTERFACE_VERSION: &str = "0.2.0";
+pub const INTERFACE_VERSION: &str = "0.3.0";
 
 /// Every interface version this host serves, oldest first.
-pub const INTERFACE_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+pub const INTERFACE_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
 
 /// An interface version the host serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum Interface {
     V0_1,
     /// `dragon:scheduler@0.2.x`: the policy keeps a view; calls carry changes.
     V0_2,
+    /// `dragon:scheduler@0.3.x`: 0.2 with topology levels, queues and each
+    /// job's queue in the view.
+    V0_3,
 }
 
 const POLICY_EXPORT: &str = "dragon:scheduler/policy";
@@ -96,6 +99,7 @@ pub fn interface(found: &str) -> Option<Interface> {
     match (f.major, f.minor) {
         (0, 1) => Some(Interface::V0_1),
         (0, 2) => Some(Interface::V0_2),
+        (0, 3) => Some(Interface::V0_3),
         _ => None,
     }
 }
@@ -149,7 +153,7 @@ pub(crate) fn check_world(
                 .iter()
                 .map(|v| format!("dragon:scheduler@{v}"))
                 .collect::<Vec<_>>()
-                .join(" and "),
+                .join(", "),
         });
     };
     let mut wasi = false;
@@ -188,10 +192,11 @@ mod tests {
         }
         assert_eq!(interface("0.1.99"), Some(Interface::V0_1));
         assert_eq!(interface("0.2.0-rc.1"), Some(Interface::V0_2));
-        assert_eq!(interface("0.3.0"), None);
+        assert_eq!(interface("0.3.1"), Some(Interface::V0_3));
+        assert_eq!(interface("0.4.0"), None);
         assert_eq!(interface("1.2.0"), None);
         assert_eq!(interface("0.2"), None, "not semver");
         assert_eq!(interface(""), None);
-        assert_eq!(interface(INTERFACE_VERSION), Some(Interface::V0_2));
+        assert_eq!(interface(INTERFACE_VERSION), Some(Interface::V0_3));
     }
 }

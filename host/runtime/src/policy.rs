@@ -8,7 +8,7 @@ use wasmtime::component::HasSelf;
 use wasmtime::{Store, Trap};
 
 use super::adapt;
-use super::bindings::{v0_1, v0_2, wit};
+use super::bindings::{v0_1, v0_2, v0_3, wit};
 use super::bounds::{self, LogBudget};
 use super::cache::ComponentCache;
 use super::engine::{PolicyEngine, TICK};
@@ -17,7 +17,7 @@ use super::hooks::{Hooks, PolicyInfo};
 use super::limits::{Limiter, Limits};
 use super::load::{Interface, PolicySource, check_header, check_world, sha256_hex};
 use super::store::HostState;
-use super::view::{ClusterView, Delta, Seen};
+use super::view::{ClusterView, Delta, QueueRow, Seen};
 use super::wasi;
 
 /// How to load a policy.
@@ -37,20 +37,29 @@ pub struct LoadOptions {
 enum Pre {
     V0_1(v0_1::SchedulingPolicyPre<HostState>),
     V0_2(v0_2::SchedulingPolicyPre<HostState>),
+    V0_3(v0_3::SchedulingPolicyPre<HostState>),
 }
 
 /// An instance's exports, per interface version.
 enum Bindings {
     V0_1(v0_1::SchedulingPolicy),
     V0_2(v0_2::SchedulingPolicy),
+    V0_3(v0_3::SchedulingPolicy),
 }
 
 struct Live {
     store: Store<HostState>,
     bindings: Bindings,
     /// How much of the cluster's change log this instance has applied to
-    /// its view (0.2; `None`: nothing yet, the next call sends every node).
+    /// its view (0.2 and 0.3; `None`: nothing yet, the next call sends
+    /// every node).
     seen: Option<Seen>,
+    /// The topology levels its view was last reset with (0.3): other levels
+    /// reset it again.
+    levels: Vec<String>,
+    /// The queues it last received (0.3; `None`: none since its view was
+    /// reset).
+    queues: Option<Vec<QueueRow>>,
 }
 
 impl Live {
@@ -60,6 +69,9 @@ impl Live {
                 .dragon_scheduler_policy()
                 .call_configure(&mut self.store, settings),
             Bindings::V0_2(b) => b
+                .dragon_scheduler_policy()
+                .call_configure(&mut self.store, settings),
+            Bindings::V0_3(b) => b
                 .dragon_scheduler_policy()
                 .call_configure(&mut self.store, settings),
         }
@@ -78,12 +90,46 @@ impl Live {
         ) -> wasmtime::Result<R>,
     ) -> wasmtime::Result<R> {
         let Bindings::V0_2(b) = &self.bindings else {
-            unreachable!("changes go to 0.2 instances only");
+            unreachable!("0.2 changes go to 0.2 instances only");
         };
         let delta = Delta::since(view, self.seen);
-        let changes = adapt::changes(view, &delta);
+        let changes = adapt::v2::changes(view, &delta);
         let r = f(&mut self.store, b, &changes)?;
         self.seen = Some(delta.seen);
+        Ok(r)
+    }
+
+    /// [`Live::with_changes`] for a 0.3 instance: the view starts over when
+    /// the topology levels changed, and the queues go with it when `queues`
+    /// and they differ from what the instance last received.
+    fn with_changes_v3<R>(
+        &mut self,
+        view: &dyn ClusterView,
+        queues: bool,
+        f: impl FnOnce(
+            &mut Store<HostState>,
+            &v0_3::SchedulingPolicy,
+            &v0_3::dragon::scheduler::types::Changes,
+        ) -> wasmtime::Result<R>,
+    ) -> wasmtime::Result<R> {
+        let Bindings::V0_3(b) = &self.bindings else {
+            unreachable!("0.3 changes go to 0.3 instances only");
+        };
+        let same_levels = self.levels.as_slice() == view.levels();
+        let delta = Delta::since(view, self.seen.filter(|_| same_levels));
+        let known = self.queues.as_ref().filter(|_| !delta.reset);
+        let rows = queues.then(|| view.queues());
+        let send = rows.filter(|r| known != Some(r));
+        let changes = adapt::v3::changes(view, &delta, send.as_deref());
+        let r = f(&mut self.store, b, &changes)?;
+        self.seen = Some(delta.seen);
+        if delta.reset {
+            self.levels = view.levels().to_vec();
+            self.queues = None;
+        }
+        if send.is_some() {
+            self.queues = send;
+        }
         Ok(r)
     }
 }
@@ -232,6 +278,10 @@ impl WasmPolicy {
                     HostState,
                     HasSelf<HostState>,
                 >(&mut linker, |s| s),
+                Interface::V0_3 => v0_3::SchedulingPolicy::add_to_linker::<
+                    HostState,
+                    HasSelf<HostState>,
+                >(&mut linker, |s| s),
             };
         let linked = linked.and_then(|()| match world.wasi {
             true => wasi::add_to_linker(&mut linker),
@@ -247,6 +297,7 @@ impl WasmPolicy {
                 Ok(match interface {
                     Interface::V0_1 => Pre::V0_1(v0_1::SchedulingPolicyPre::new(pre)?),
                     Interface::V0_2 => Pre::V0_2(v0_2::SchedulingPolicyPre::new(pre)?),
+                    Interface::V0_3 => Pre::V0_3(v0_3::SchedulingPolicyPre::new(pre)?),
                 })
             })
             .map_err(|e| LoadError::Instantiate {
@@ -284,7 +335,11 @@ impl WasmPolicy {
                 Bindings::V0_2(b) => b
                     .dragon_scheduler_policy()
                     .call_metadata(&mut live.store)
-                    .map(adapt::info),
+                    .map(adapt::v2::info),
+                Bindings::V0_3(b) => b
+                    .dragon_scheduler_policy()
+                    .call_metadata(&mut live.store)
+                    .map(adapt::v3::info),
             })
             .map_err(smoke)?;
         let (name, version, hooks) = checked_metadata(origin, metadata)?;
@@ -313,16 +368,7 @@ impl WasmPolicy {
         *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
         // Smoke: the cheapest hook on empty input must answer sensibly.
         let order = policy
-            .call(HookName::QueueOrder, |live| match &live.bindings {
-                Bindings::V0_1(b) => {
-                    b.dragon_scheduler_policy()
-                        .call_queue_order(&mut live.store, 0, &[])
-                }
-                Bindings::V0_2(b) => {
-                    b.dragon_scheduler_policy()
-                        .call_queue_order(&mut live.store, 0, &[])
-                }
-            })
+            .queue_order(0, &[], &super::FixedView::empty())
             .map_err(smoke)?;
         if !order.is_empty() {
             return Err(smoke(policy.invalid(
@@ -413,6 +459,7 @@ impl WasmPolicy {
         let bindings = match &self.pre {
             Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
             Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
+            Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
         }
         .map_err(|e| CallError {
             policy: self.info.name.clone(),
@@ -423,6 +470,8 @@ impl WasmPolicy {
             store,
             bindings,
             seen: None,
+            levels: Vec::new(),
+            queues: None,
         })
     }
 
@@ -539,8 +588,15 @@ impl Hooks for WasmPolicy {
             Bindings::V0_2(b) => b.dragon_scheduler_policy().call_queue_order(
                 &mut live.store,
                 now_ms,
-                &adapt::queued(units, view, now_ms),
+                &adapt::v2::queued(units, view, now_ms),
             ),
+            Bindings::V0_3(_) => {
+                let units = adapt::v3::queued(units, view, now_ms);
+                live.with_changes_v3(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_queue_order(s, changes, now_ms, &units)
+                })
+            }
         })
     }
 
@@ -558,11 +614,19 @@ impl Hooks for WasmPolicy {
                     .call_pre_filter(&mut live.store, now_ms, unit, nodes)
             }
             Bindings::V0_2(_) => {
-                let unit = adapt::unit(unit, view, now_ms);
+                let unit = adapt::v2::unit(unit, view, now_ms);
                 live.with_changes(view, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_pre_filter(s, changes, now_ms, &unit)
-                        .map(adapt::pre_filter_result)
+                        .map(adapt::v2::pre_filter_result)
+                })
+            }
+            Bindings::V0_3(_) => {
+                let unit = adapt::v3::unit(unit, view, now_ms);
+                live.with_changes_v3(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_pre_filter(s, changes, now_ms, &unit)
+                        .map(adapt::v3::pre_filter_result)
                 })
             }
         })
@@ -581,9 +645,22 @@ impl Hooks for WasmPolicy {
                 .call_filter(&mut live.store, pod, nodes)
                 .map(Ok),
             Bindings::V0_2(_) => {
-                let (pod, candidates) =
-                    (adapt::placement(pod, view), adapt::candidates(nodes, view));
+                let (pod, candidates) = (
+                    adapt::v2::placement(pod, view),
+                    adapt::v2::candidates(nodes, view),
+                );
                 live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_filter(s, changes, &pod, &candidates)
+                        .map(Err)
+                })
+            }
+            Bindings::V0_3(_) => {
+                let (pod, candidates) = (
+                    adapt::v3::placement(pod, view),
+                    adapt::v3::candidates(nodes, view),
+                );
+                live.with_changes_v3(view, false, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_filter(s, changes, &pod, &candidates)
                         .map(Err)
@@ -610,9 +687,21 @@ impl Hooks for WasmPolicy {
                     .call_score(&mut live.store, pod, nodes)
             }
             Bindings::V0_2(_) => {
-                let (pod, candidates) =
-                    (adapt::placement(pod, view), adapt::candidates(nodes, view));
+                let (pod, candidates) = (
+                    adapt::v2::placement(pod, view),
+                    adapt::v2::candidates(nodes, view),
+                );
                 live.with_changes(view, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_score(s, changes, &pod, &candidates)
+                })
+            }
+            Bindings::V0_3(_) => {
+                let (pod, candidates) = (
+                    adapt::v3::placement(pod, view),
+                    adapt::v3::candidates(nodes, view),
+                );
+                live.with_changes_v3(view, false, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_score(s, changes, &pod, &candidates)
                 })
@@ -629,8 +718,12 @@ impl Hooks for WasmPolicy {
             }
             Bindings::V0_2(b) => b
                 .dragon_scheduler_policy()
-                .call_permit(&mut live.store, now_ms, adapt::gang(gang))
-                .map(adapt::permit_result),
+                .call_permit(&mut live.store, now_ms, adapt::v2::gang(gang))
+                .map(adapt::v2::permit_result),
+            Bindings::V0_3(b) => b
+                .dragon_scheduler_policy()
+                .call_permit(&mut live.store, now_ms, adapt::v3::gang(gang))
+                .map(adapt::v3::permit_result),
         })
     }
 
@@ -645,11 +738,19 @@ impl Hooks for WasmPolicy {
                 .dragon_scheduler_policy()
                 .call_scale(&mut live.store, input),
             Bindings::V0_2(_) => {
-                let input = adapt::scale_input(input, view);
+                let input = adapt::v2::scale_input(input, view);
                 live.with_changes(view, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_scale(s, changes, &input)
-                        .map(adapt::decisions)
+                        .map(adapt::v2::decisions)
+                })
+            }
+            Bindings::V0_3(_) => {
+                let input = adapt::v3::scale_input(input, view);
+                live.with_changes_v3(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_scale(s, changes, &input)
+                        .map(adapt::v3::decisions)
                 })
             }
         })

@@ -50,6 +50,23 @@ pub struct JobStats {
     pub placed_workers: u32,
     pub requested_workers: u32,
     pub progress_permille: Option<u32>,
+    /// The job's queue: an index into [`ClusterView::queues`].
+    pub queue: Option<u32>,
+}
+
+/// A queue (team) as interface 0.3's `queue` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRow {
+    pub name: String,
+    /// Index of its parent queue.
+    pub parent: Option<u32>,
+    pub weight_milli: u32,
+    pub guaranteed_gpus: u32,
+    pub borrowing_limit_gpus: Option<u32>,
+    /// GPUs its jobs' pods hold (bound or reserved).
+    pub used_gpus: u32,
+    /// GPUs its jobs ask for at their requested sizes, held or not.
+    pub demand_gpus: u32,
 }
 
 /// The cluster as policies that keep a view see it.
@@ -72,6 +89,17 @@ pub trait ClusterView {
     /// candidate (empty when it has none).
     fn preference(&self) -> &[u32] {
         &[]
+    }
+    /// The topology levels' label keys, widest first (empty: none known).
+    fn levels(&self) -> &[String] {
+        &[]
+    }
+    /// Node `index`'s domain id at each of [`ClusterView::levels`], pushed
+    /// onto `out` (0 where it carries no label).
+    fn domains(&self, _index: u32, _out: &mut Vec<u32>) {}
+    /// The queues jobs belong to, as they stand now.
+    fn queues(&self) -> Vec<QueueRow> {
+        Vec::new()
     }
 }
 
@@ -144,7 +172,19 @@ pub struct FixedView {
     rows: Vec<NodeRow>,
 }
 
+/// The one topology level a [`FixedView`] knows: each node is its own host.
+static HOSTNAME_ONLY: std::sync::LazyLock<[String; 1]> =
+    std::sync::LazyLock::new(|| ["kubernetes.io/hostname".to_string()]);
+
 impl FixedView {
+    /// No nodes.
+    pub fn empty() -> FixedView {
+        FixedView {
+            id: new_log_id(),
+            rows: Vec::new(),
+        }
+    }
+
     /// Every node of `capacity`, open.
     pub fn from_capacity(capacity: &wit::Capacity) -> FixedView {
         let c = capacity;
@@ -217,6 +257,12 @@ impl ClusterView for FixedView {
     }
     fn job_stats(&self, _now_ms: u64, _unit: u64) -> JobStats {
         JobStats::default()
+    }
+    fn levels(&self) -> &[String] {
+        HOSTNAME_ONLY.as_slice()
+    }
+    fn domains(&self, index: u32, out: &mut Vec<u32>) {
+        out.push(index + 1);
     }
 }
 

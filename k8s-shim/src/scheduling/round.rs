@@ -120,6 +120,8 @@ impl<I: ClusterIo> Loop<I> {
         let mut answers = self.apply_effects(&report.effects).await;
         self.snapshot.sched.settle_effects(&mut report, &answers);
         self.note_scaled(&report.effects, &answers.scales);
+        self.metrics
+            .queues(&self.snapshot.sched.cluster().queue_rows());
         answers.binds = bind_answers;
         if let Some(begun) = begun {
             self.taps.end(

@@ -103,6 +103,10 @@ impl Snapshot {
             return;
         };
         j.hold = hold.map(|e| format!("not scheduled until its PodGroup is fixed: {e}"));
+        j.queue = job
+            .split_once('/')
+            .and_then(|(ns, _)| self.queue_of_namespace.get(ns))
+            .cloned();
         // Its pods may say where the gang goes too (Kueue's podsets).
         let asked = c
             .job_pods(job)

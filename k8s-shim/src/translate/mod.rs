@@ -585,6 +585,8 @@ pub fn job(
         declared: true,
         progress_permille,
         topology,
+        // The driver assigns the queue from its configuration.
+        queue: None,
     })
 }
 

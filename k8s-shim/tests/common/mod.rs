@@ -107,6 +107,9 @@ pub fn podgroups(client: &Client, ns: &str) -> Api<DynamicObject> {
 pub struct Scenario {
     pub client: Client,
     pub name: String,
+    /// The scenario whose nodes and scheduler its pods use (its own name,
+    /// unless it shares another's).
+    cluster: String,
 }
 
 impl Scenario {
@@ -123,11 +126,20 @@ impl Scenario {
         Scenario {
             client,
             name: name.to_string(),
+            cluster: name.to_string(),
         }
     }
 
+    /// A scenario in namespace `name` whose pods go to `host`'s nodes and
+    /// scheduler (two teams' namespaces on one cluster).
+    pub async fn sharing(name: &str, host: &Scenario) -> Scenario {
+        let mut s = Scenario::new(name).await;
+        s.cluster = host.name.clone();
+        s
+    }
+
     pub fn scheduler_name(&self) -> String {
-        format!("dragon-{}", self.name)
+        format!("dragon-{}", self.cluster)
     }
 
     pub async fn node(&self, name: &str, gpus: u32) {
@@ -525,7 +537,7 @@ impl Scenario {
         // scheduler to place on one.
         match bound_to {
             Some(node) => pod["spec"]["nodeName"] = json!(format!("{}-{node}", self.name)),
-            None => pod["spec"]["nodeSelector"] = json!({"dragon-e2e": self.name}),
+            None => pod["spec"]["nodeSelector"] = json!({"dragon-e2e": self.cluster}),
         }
         pod
     }

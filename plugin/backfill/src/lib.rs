@@ -117,7 +117,7 @@ impl Policy for Backfill {
     }
 
     // Priority, then FIFO; a new round forgets the last one's reservation.
-    fn queue_order(&self, now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    fn queue_order(&self, now_ms: u64, units: &[Queued], _view: &View) -> Vec<u32> {
         let mut state = self.state.borrow_mut();
         state.round_ms = Some(now_ms);
         state.reservation = None;
@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn the_first_job_in_line_is_reserved_for_and_a_later_one_backfills_around_it() {
         let (b, v) = cluster();
-        let order = b.queue_order(10, &[]);
+        let order = b.queue_order(10, &[], &View::default());
         assert!(order.is_empty());
         // 4 workers: fits once job 2 ends (node 1, in ~100 s).
         match b.pre_filter(10, &job(7, 0, 4), &v) {
@@ -269,7 +269,7 @@ mod tests {
         let mut c = capacity(&[(32_000, 128_000, 4), (32_000, 128_000, 4)]);
         c.free_gpus = vec![1, 4];
         let v = view_of(&c);
-        b.queue_order(20, &[]);
+        b.queue_order(20, &[], &View::default());
         assert!(matches!(
             b.pre_filter(20, &job(7, 0, 7), &v),
             PreFilterResult::Skip(_)
@@ -281,7 +281,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // In FIFO order with nothing blocked, every job that fits starts.
-        b.queue_order(30, &[]);
+        b.queue_order(30, &[], &View::default());
         assert_eq!(
             b.pre_filter(30, &job(8, 5, 2), &v),
             PreFilterResult::Proceed(vec![2])

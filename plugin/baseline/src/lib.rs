@@ -99,9 +99,7 @@ mod tests {
                     gpus: 4,
                 },
                 open: true,
-                zone: 0,
-                rack: 0,
-                host: 0,
+                domains: vec![1],
             })
             .collect();
         let c = Candidates {
@@ -109,7 +107,7 @@ mod tests {
             siblings: Vec::new(),
             preference: Vec::new(),
         };
-        (c, View::of(&nodes))
+        (c, View::of(&[HOSTNAME_LEVEL], &nodes))
     }
 
     fn score(pod: &Placement, free: &[(u64, u64)]) -> Vec<u32> {

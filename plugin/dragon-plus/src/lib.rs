@@ -38,8 +38,8 @@ impl Policy for DragonPlus {
     fn configure(&mut self, settings: PlusSettings) -> Result<(), Refusal> {
         self.0.configure(settings.0)
     }
-    fn queue_order(&self, now_ms: u64, units: &[Queued]) -> Vec<u32> {
-        self.0.queue_order(now_ms, units)
+    fn queue_order(&self, now_ms: u64, units: &[Queued], view: &View) -> Vec<u32> {
+        self.0.queue_order(now_ms, units, view)
     }
     fn pre_filter(&self, now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
         self.0.pre_filter(now_ms, unit, view)

@@ -9,7 +9,7 @@ mod settings;
 
 use dragon_policy_sdk::packing::total;
 use dragon_policy_sdk::types::*;
-use dragon_policy_sdk::{Policy, Refusal, export_policy, policy, rules};
+use dragon_policy_sdk::{Policy, Refusal, export_policy, fair, policy, rules};
 
 pub use dragon_policy_sdk::packing::{Packing, pack, tasks_at};
 pub use settings::{PlusSettings, Settings};
@@ -63,13 +63,16 @@ impl Policy for Dragon {
     // Higher priority first, then FIFO by submission time: the queue is
     // never reordered by size, only skipped past (the framework tries every
     // unit in this order).
-    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    fn queue_order(&self, _now_ms: u64, units: &[Queued], view: &View) -> Vec<u32> {
         let mut order: Vec<u32> = (0..units.len() as u32).collect();
         order.sort_by_key(|&i| {
             let u = &units[i as usize];
             self.settings
                 .queue_key(u.priority, u.total.gpus, u.arrival_ms, u.id)
         });
+        if self.settings.fairness {
+            order = fair::order(units, order, view);
+        }
         order
     }
 
@@ -78,6 +81,11 @@ impl Policy for Dragon {
     // gang that cannot fit is skipped with a reason instead of half-placed.
     fn pre_filter(&self, _now_ms: u64, unit: &Unit, view: &View) -> PreFilterResult {
         let nodes = view.capacity();
+        if self.settings.fairness
+            && let Some(why) = fair::hold_back(unit, view)
+        {
+            return PreFilterResult::Skip(why);
+        }
         if !rules::is_new_gang(unit) {
             return PreFilterResult::Proceed(Vec::new());
         }
@@ -127,7 +135,16 @@ impl Policy for Dragon {
     }
 
     fn scale(&self, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
-        scaling::decide(&self.settings, input, view.capacity())
+        let decided = scaling::decide(&self.settings, input, view.capacity());
+        if !self.settings.fairness {
+            return decided;
+        }
+        let reclaim = fair::reclaim(input, view);
+        if reclaim.is_empty() {
+            fair::limit_resizes(decided, input, view)
+        } else {
+            reclaim
+        }
     }
 }
 
@@ -160,12 +177,12 @@ mod tests {
             queued(4, 9, 100),
         ];
         let d = Dragon::default();
-        assert_eq!(d.queue_order(0, &units), [1, 3, 0, 2]);
+        assert_eq!(d.queue_order(0, &units, &View::default()), [1, 3, 0, 2]);
         let fifo = Dragon::with_settings(Settings {
             ignore_priority: true,
             ..Settings::default()
         });
-        assert_eq!(fifo.queue_order(0, &units), [0, 2, 1, 3]);
+        assert_eq!(fifo.queue_order(0, &units, &View::default()), [0, 2, 1, 3]);
     }
 
     #[test]
@@ -187,8 +204,11 @@ mod tests {
             smallest_first: true,
             ..Settings::default()
         });
-        assert_eq!(d.queue_order(0, &units), [3, 2, 1, 0]);
-        assert_eq!(Dragon::default().queue_order(0, &units), [3, 0, 2, 1]);
+        assert_eq!(d.queue_order(0, &units, &View::default()), [3, 2, 1, 0]);
+        assert_eq!(
+            Dragon::default().queue_order(0, &units, &View::default()),
+            [3, 0, 2, 1]
+        );
     }
 
     fn skipped(unit: &Unit) -> String {

@@ -60,6 +60,12 @@ pub struct Settings {
     /// Shrink the jobs that have held the most GPU-time first, each down
     /// to its `min` before the next (least-attained-service's victims).
     pub shrink_most_served: bool,
+    /// Share the cluster between queues (teams) as `fair-share` does: the
+    /// queue furthest below its fair share first, no admission or growth
+    /// past a queue's borrowing limit or past its fair share while another
+    /// queue holds less than it is owed, and elastic jobs of queues above
+    /// their share shrunk for a queue owed room. No effect without queues.
+    pub fairness: bool,
 }
 
 impl Default for Settings {
@@ -84,6 +90,7 @@ impl Default for Settings {
             headroom_nodes: 0,
             smallest_first: false,
             shrink_most_served: false,
+            fairness: false,
         }
     }
 }

@@ -96,7 +96,7 @@ impl Policy for Pollux {
         Ok(())
     }
 
-    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    fn queue_order(&self, _now_ms: u64, units: &[Queued], _view: &View) -> Vec<u32> {
         rules::priority_then_fifo(units)
     }
 

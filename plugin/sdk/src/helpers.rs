@@ -45,6 +45,7 @@ impl JobStats {
         placed_workers: 0,
         requested_workers: 0,
         progress_permille: None,
+        queue: None,
     };
 }
 

@@ -33,11 +33,11 @@
 extern crate self as dragon_policy_sdk;
 
 pub mod bindings {
-    //! Bindings generated from `wit/v0.2/scheduler.wit`. Policy authors
+    //! Bindings generated from `wit/v0.3/scheduler.wit`. Policy authors
     //! rarely need this module: [`crate::types`] re-exports the shapes.
     wit_bindgen::generate!({
         world: "scheduling-policy",
-        path: "../../wit/v0.2",
+        path: "../../wit/v0.3",
         pub_export_macro: true,
         export_macro_name: "__export_scheduling_policy",
         default_bindings_module: "dragon_policy_sdk::bindings",
@@ -46,6 +46,7 @@ pub mod bindings {
 }
 
 pub mod elastic;
+pub mod fair;
 mod glue;
 mod helpers;
 mod log;
@@ -63,14 +64,14 @@ pub use policy::{NoSettings, Policy, Refusal};
 pub use glue::{__policy_call, __policy_call_mut, __policy_view, __refused};
 
 /// The interface version this SDK builds policies against.
-pub const INTERFACE_VERSION: &str = "0.2.0";
+pub const INTERFACE_VERSION: &str = "0.3.0";
 
-/// The shapes a policy receives and returns (see `wit/v0.2/scheduler.wit`
+/// The shapes a policy receives and returns (see `wit/v0.3/scheduler.wit`
 /// for every field's meaning), and the view of the cluster it keeps.
 pub mod types {
     pub use crate::bindings::dragon::scheduler::types::*;
     pub use crate::helpers::{Runs, fits_count};
-    pub use crate::view::{Capacity, NodeIndex, View};
+    pub use crate::view::{Capacity, HOSTNAME_LEVEL, NodeIndex, View};
 }
 
 /// Export a type implementing [`Policy`] + `Default` as the component's
@@ -93,8 +94,8 @@ macro_rules! export_policy {
                 fn configure(settings: String) -> Result<(), String> {
                     $crate::__policy_call_mut::<$policy, _>(|p| $crate::Policy::configure_json(p, &settings).map_err(|r| r.to_string()))
                 }
-                fn queue_order(now_ms: u64, units: Vec<Queued>) -> Vec<u32> {
-                    $crate::__policy_call::<$policy, _>(|p| $crate::Policy::queue_order(p, now_ms, &units))
+                fn queue_order(changes: Changes, now_ms: u64, units: Vec<Queued>) -> Vec<u32> {
+                    $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::queue_order(p, now_ms, &units, v))
                 }
                 fn pre_filter(changes: Changes, now_ms: u64, unit: Unit) -> PreFilterResult {
                     $crate::__policy_view::<$policy, _>(&changes, |p, v| $crate::Policy::pre_filter(p, now_ms, &unit, v))

@@ -88,9 +88,10 @@ pub trait Policy: Default + 'static {
         self.configure(settings)
     }
 
-    /// Order of pending units: a permutation of indices into `units`.
-    /// Default: by arrival time, then id (FIFO).
-    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    /// Order of pending units: a permutation of indices into `units`, with
+    /// every node and queue in `view`. Default: by arrival time, then id
+    /// (FIFO).
+    fn queue_order(&self, _now_ms: u64, units: &[Queued], _view: &View) -> Vec<u32> {
         let mut order: Vec<u32> = (0..units.len() as u32).collect();
         order.sort_by_key(|&i| (units[i as usize].arrival_ms, units[i as usize].id));
         order

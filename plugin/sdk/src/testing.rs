@@ -98,12 +98,10 @@ pub fn view_of(c: &Capacity) -> View {
             allocatable: c.allocatable(i),
             free: c.free(i),
             open: true,
-            zone: 0,
-            rack: 0,
-            host: 0,
+            domains: vec![i as u32 + 1],
         })
         .collect();
-    View::of(&nodes)
+    View::of(&[crate::view::HOSTNAME_LEVEL], &nodes)
 }
 
 /// A running job of `workers` one-GPU workers on `node` (its PS there too),

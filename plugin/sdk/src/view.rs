@@ -2,7 +2,7 @@
 //! every node-aware call carries. Authors read it; the SDK applies the
 //! changes before a hook runs.
 
-use crate::types::{Changes, Node, Resources};
+use crate::types::{Changes, Node, Queue, Resources};
 
 /// A node's index in the cluster: what `Candidates::index` holds and what a
 /// [`View`]'s rows are read by. Plain `u32` and `usize` indices convert.
@@ -112,20 +112,29 @@ impl Capacity {
 }
 
 /// Every node of the cluster, by index: resources as [`Capacity`] columns,
-/// whether it is open to new pods, and its topology as interned ids (0 when
-/// the label is absent).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// whether it is open to new pods, and its domain at every topology level
+/// as interned ids (0 when the node lacks the level's label); and the
+/// queues (teams) sharing the cluster, as they stood at the last call that
+/// carried them.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct View {
     capacity: Capacity,
     open: Vec<bool>,
-    zone: Vec<u32>,
-    rack: Vec<u32>,
-    host: Vec<u32>,
+    /// The levels' label keys, widest first, the hostname last.
+    levels: Vec<String>,
+    /// Node `i`'s domain at level `l` is `domains[i * levels.len() + l]`.
+    domains: Vec<u32>,
+    queues: Vec<Queue>,
 }
 
+/// The level every list of topology levels ends with.
+pub const HOSTNAME_LEVEL: &str = "kubernetes.io/hostname";
+
 impl View {
-    /// A view of `nodes`, node `i` at index `i` (for tests).
-    pub fn of(nodes: &[Node]) -> View {
+    /// A view of `nodes`, node `i` at index `i`, with the topology levels
+    /// `levels` (each node's `domains` in their order) and no queues (for
+    /// tests).
+    pub fn of(levels: &[&str], nodes: &[Node]) -> View {
         let mut v = View::default();
         v.apply(&Changes {
             reset: true,
@@ -135,25 +144,27 @@ impl View {
                 .enumerate()
                 .map(|(i, n)| crate::types::NodeChange {
                     index: i as u32,
-                    node: *n,
+                    node: n.clone(),
                 })
                 .collect(),
+            levels: levels.iter().map(|l| l.to_string()).collect(),
+            queues: None,
         });
         v
     }
 
     /// Apply what changed. Indices at or past `changes.count` are ignored:
-    /// the host never sends them.
+    /// the host never sends them; so are domains beyond the levels.
     pub fn apply(&mut self, changes: &Changes) {
         if changes.reset {
             *self = View::default();
+            self.levels = changes.levels.clone();
         }
         let n = changes.count as usize;
+        let width = self.levels.len();
         self.capacity.resize(n);
         self.open.resize(n, false);
-        self.zone.resize(n, 0);
-        self.rack.resize(n, 0);
-        self.host.resize(n, 0);
+        self.domains.resize(n * width, 0);
         for c in &changes.nodes {
             let i = c.index as usize;
             if i >= n {
@@ -162,9 +173,14 @@ impl View {
             self.capacity.set_allocatable(i, c.node.allocatable);
             self.capacity.set_free(i, c.node.free);
             self.open[i] = c.node.open;
-            self.zone[i] = c.node.zone;
-            self.rack[i] = c.node.rack;
-            self.host[i] = c.node.host;
+            let row = &mut self.domains[i * width..(i + 1) * width];
+            row.fill(0);
+            for (d, &id) in row.iter_mut().zip(&c.node.domains) {
+                *d = id;
+            }
+        }
+        if let Some(queues) = &changes.queues {
+            self.queues = queues.clone();
         }
     }
 
@@ -202,9 +218,7 @@ impl View {
             allocatable: self.allocatable(i),
             free: self.free(i),
             open: self.open[i],
-            zone: self.zone[i],
-            rack: self.rack[i],
-            host: self.host[i],
+            domains: self.domains_of(i).to_vec(),
         }
     }
 
@@ -214,18 +228,36 @@ impl View {
         self.open[i]
     }
 
-    /// Node `i`'s zone, rack and host ids.
-    pub fn zone(&self, i: impl Into<NodeIndex>) -> u32 {
-        let i = i.into().get();
-        self.zone[i]
+    /// The topology levels' label keys, widest first, the hostname last.
+    pub fn levels(&self) -> &[String] {
+        &self.levels
     }
-    pub fn rack(&self, i: impl Into<NodeIndex>) -> u32 {
-        let i = i.into().get();
-        self.rack[i]
+
+    /// The position of the level with label key `key`, if configured.
+    pub fn level(&self, key: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l == key)
     }
+
+    /// Node `i`'s domain at every level.
+    pub fn domains_of(&self, i: impl Into<NodeIndex>) -> &[u32] {
+        let (i, w) = (i.into().get(), self.levels.len());
+        &self.domains[i * w..(i + 1) * w]
+    }
+
+    /// Node `i`'s domain at level `level` (0: no label, or no such level).
+    pub fn domain(&self, i: impl Into<NodeIndex>, level: usize) -> u32 {
+        self.domains_of(i).get(level).copied().unwrap_or(0)
+    }
+
+    /// Node `i`'s host id (its domain at the last level; 0 without levels).
     pub fn host(&self, i: impl Into<NodeIndex>) -> u32 {
-        let i = i.into().get();
-        self.host[i]
+        self.domains_of(i).last().copied().unwrap_or(0)
+    }
+
+    /// The queues sharing the cluster (empty: none), as the last
+    /// `queue-order`, `pre-filter` or `scale` call carried them.
+    pub fn queues(&self) -> &[Queue] {
+        &self.queues
     }
 }
 
@@ -234,7 +266,7 @@ mod tests {
     use super::*;
     use crate::types::NodeChange;
 
-    fn node(gpus: u32, zone: u32) -> Node {
+    fn node(gpus: u32, zone: u32, host: u32) -> Node {
         let r = Resources {
             cpu_milli: 1_000,
             memory_mib: 1_024,
@@ -244,35 +276,66 @@ mod tests {
             allocatable: r,
             free: r,
             open: true,
-            zone,
-            rack: 0,
-            host: 0,
+            domains: vec![zone, host],
         }
     }
 
+    const LEVELS: [&str; 2] = ["topology.kubernetes.io/zone", HOSTNAME_LEVEL];
+
     #[test]
     fn changes_update_rows_resize_and_reset() {
-        let mut v = View::of(&[node(4, 1), node(8, 2)]);
+        let mut v = View::of(&LEVELS, &[node(4, 1, 1), node(8, 2, 2)]);
         assert_eq!(v.len(), 2);
+        assert_eq!(v.level(HOSTNAME_LEVEL), Some(1));
         v.apply(&Changes {
             reset: false,
             count: 3,
             nodes: vec![NodeChange {
                 index: 2,
-                node: node(2, 1),
+                node: node(2, 1, 3),
             }],
+            levels: Vec::new(),
+            queues: None,
         });
         assert_eq!(v.len(), 3);
         assert_eq!(v.free(1usize).gpus, 8, "untouched rows stay");
-        assert_eq!(v.node(2usize), node(2, 1));
+        assert_eq!(v.node(2usize), node(2, 1, 3));
+        assert_eq!((v.domain(2usize, 0), v.host(2usize)), (1, 3));
         v.apply(&Changes {
             reset: true,
             count: 1,
             nodes: vec![NodeChange {
                 index: 0,
-                node: node(1, 3),
+                node: node(1, 3, 1),
             }],
+            levels: LEVELS.iter().map(|l| l.to_string()).collect(),
+            queues: None,
         });
-        assert_eq!(v, View::of(&[node(1, 3)]));
+        assert_eq!(v, View::of(&LEVELS, &[node(1, 3, 1)]));
+    }
+
+    #[test]
+    fn queues_stay_until_a_call_carries_them_again() {
+        let mut v = View::of(&LEVELS, &[node(4, 1, 1)]);
+        let q = Queue {
+            name: "a".into(),
+            parent: None,
+            weight_milli: 1_000,
+            guaranteed_gpus: 4,
+            borrowing_limit_gpus: None,
+            used_gpus: 2,
+            demand_gpus: 6,
+        };
+        let mut changes = Changes {
+            reset: false,
+            count: 1,
+            nodes: Vec::new(),
+            levels: Vec::new(),
+            queues: Some(vec![q.clone()]),
+        };
+        v.apply(&changes);
+        changes.queues = None;
+        v.apply(&changes);
+        assert_eq!(v.queues(), [q]);
     }
 }

@@ -133,7 +133,7 @@ impl Policy for Tiresias {
     }
 
     // Priority first (the cluster's), then the queue, then FIFO.
-    fn queue_order(&self, now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    fn queue_order(&self, now_ms: u64, units: &[Queued], _view: &View) -> Vec<u32> {
         let mut order: Vec<u32> = (0..units.len() as u32).collect();
         order.sort_by_key(|&i| {
             let u = &units[i as usize];
@@ -252,7 +252,10 @@ mod tests {
             queued(1, 10, 0),
             queued(2, 5, 1_000_000),
         ];
-        assert_eq!(t.queue_order(7_300_000, &units), [2, 1, 0]);
+        assert_eq!(
+            t.queue_order(7_300_000, &units, &View::default()),
+            [2, 1, 0]
+        );
         assert_eq!(t.settings.queue(3_599_999), 0);
         assert_eq!(t.settings.queue(3_600_000), 1);
     }
@@ -265,10 +268,13 @@ mod tests {
         let fresh = queued(1, 100, 0);
         let before = 7_200_000 + 4 * 7_200_000 - 1;
         assert_eq!(
-            t.queue_order(before, &[late.clone(), fresh.clone()]),
+            t.queue_order(before, &[late.clone(), fresh.clone()], &View::default()),
             [1, 0]
         );
-        assert_eq!(t.queue_order(before + 1, &[late, fresh]), [0, 1]);
+        assert_eq!(
+            t.queue_order(before + 1, &[late, fresh], &View::default()),
+            [0, 1]
+        );
     }
 
     fn running(id: u64, workers: u32, min: u32, attained_gpu_ms: u64, node: u32) -> RunningJob {

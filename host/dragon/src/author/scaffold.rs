@@ -1,7 +1,7 @@
 //! `dragon policy new`: a ready policy project, outside any clone.
 //!
 //! The SDK reaches the project as source: this binary carries the SDK it
-//! was built with (`plugin/sdk`, `plugin/sdk-macros`, `wit/v0.2`) and
+//! was built with (`plugin/sdk`, `plugin/sdk-macros`, `wit/v0.3`) and
 //! writes it under `dragon-sdk/`, in the layout of Dragon's repository, so
 //! the project builds with nothing but Rust and the crates.io registry.
 //! `--sdk PATH` points the project at a clone's `plugin/sdk` instead.
@@ -32,7 +32,7 @@ pub enum Sdk {
 }
 
 /// Where the written SDK sits in a project, in the repository's layout
-/// (the SDK finds its WIT at `../../wit/v0.2`).
+/// (the SDK finds its WIT at `../../wit/v0.3`).
 const EMBEDDED_SDK_DIR: &str = "dragon-sdk";
 
 /// The SDK's files as they are in the repository, by path from its root.
@@ -45,6 +45,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
     (
         "plugin/sdk/src/elastic.rs",
         include_str!("../../../../plugin/sdk/src/elastic.rs"),
+    ),
+    (
+        "plugin/sdk/src/fair.rs",
+        include_str!("../../../../plugin/sdk/src/fair.rs"),
     ),
     (
         "plugin/sdk/src/glue.rs",
@@ -83,8 +87,8 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../../../plugin/sdk-macros/src/lib.rs"),
     ),
     (
-        "wit/v0.2/scheduler.wit",
-        include_str!("../../../../wit/v0.2/scheduler.wit"),
+        "wit/v0.3/scheduler.wit",
+        include_str!("../../../../wit/v0.3/scheduler.wit"),
     ),
 ];
 
@@ -290,7 +294,7 @@ fn javascript_files(name: &str) -> Files {
 fn wit_file() -> (PathBuf, String) {
     let wit = SDK_SOURCES
         .iter()
-        .find(|(p, _)| *p == "wit/v0.2/scheduler.wit")
+        .find(|(p, _)| *p == "wit/v0.3/scheduler.wit")
         .map_or("", |(_, text)| text);
     (
         Path::new(super::WIT_DIR).join("scheduler.wit"),
@@ -451,7 +455,7 @@ mod tests {
 
     #[test]
     fn sdk_sources_cover_every_file() {
-        for dir in ["plugin/sdk/src", "plugin/sdk-macros/src", "wit/v0.2"] {
+        for dir in ["plugin/sdk/src", "plugin/sdk-macros/src", "wit/v0.3"] {
             for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
                 let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
                 assert!(

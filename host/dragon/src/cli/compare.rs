@@ -20,7 +20,7 @@ pub struct CompareOpts {
     #[arg(long, default_value = "paper")]
     pub trace: String,
     /// Policies: a bundled name (`dragon`, `baseline`, `dragon-plus`,
-    /// `tiresias`, `pollux`, `backfill`) or a `.wasm` file, each optionally
+    /// `tiresias`, `pollux`, `backfill`, `fair-share`) or a `.wasm` file, each optionally
     /// `=SETTINGS` (inline JSON or a JSON file). Ratios are against the first.
     #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
     pub policies: Vec<String>,

@@ -18,7 +18,7 @@ use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks, SimOptions};
 )]
 pub struct SweepOpts {
     /// Policies: a bundled name (`dragon`, `baseline`, `dragon-plus`,
-    /// `tiresias`, `pollux`, `backfill`) or a `.wasm` file, each optionally
+    /// `tiresias`, `pollux`, `backfill`, `fair-share`) or a `.wasm` file, each optionally
     /// `=SETTINGS`. JCT ratios are against the first.
     #[arg(default_values_t = ["baseline".to_string(), "dragon".to_string()])]
     pub policies: Vec<String>,

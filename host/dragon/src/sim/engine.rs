@@ -283,6 +283,10 @@ fn run<'a>(
         // Checked when the trace was validated.
         let _ = cluster.set_topology_levels(keys);
     }
+    if !trace.queues.is_empty() {
+        // Checked when the trace was validated.
+        let _ = cluster.set_queues(trace.queues.clone());
+    }
     for n in &trace.nodes {
         // Names were checked unique when the trace was validated.
         let _ = cluster.add_node(n.clone());

@@ -117,6 +117,47 @@ jobs:
         assert!(s.queues.iter().all(|q| q.jobs == 0), "{:?}", s.queues);
     }
 
+    /// Two teams on two 4-GPU nodes, each guaranteed 4 GPUs: `a` bursts
+    /// with two elastic jobs that fill the cluster and two more queued
+    /// behind them; `b` submits one 4-GPU job ten minutes later.
+    const BURST: &str = r#"
+cluster:
+  nodes:
+    - {name_prefix: gpu, count: 2, cpu: 32, memory_gib: 128, gpus: 4}
+queues:
+  - {name: a, guaranteed_gpus: 4}
+  - {name: b, guaranteed_gpus: 4}
+jobs:
+  - {name: a1, queue: a, arrival_s: 0, duration_s: 7200, workers: {count: 4, min: 1, max: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a2, queue: a, arrival_s: 1, duration_s: 7200, workers: {count: 4, min: 1, max: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a3, queue: a, arrival_s: 2, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a4, queue: a, arrival_s: 3, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: b1, queue: b, arrival_s: 600, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+"#;
+
+    /// Under `fair-share`, and `dragon-plus` with `fairness`, `b` gets its
+    /// guarantee within a scale step of asking (a's elastic jobs shrink to
+    /// give it back, and a's queued jobs wait behind it); DRAGON's own
+    /// order keeps it waiting behind a's burst.
+    #[test]
+    fn a_burst_of_one_team_does_not_starve_another_under_fair_sharing() {
+        let trace = Trace::parse(BURST, "burst.yaml", false).unwrap();
+        let b_of = |s: &Summary| s.queues[1].clone();
+        for (name, settings) in [("fair-share", ""), ("dragon-plus", r#"{"fairness": true}"#)] {
+            let (_, s) = run(&trace, &wasm(name, settings));
+            assert_eq!(s.jobs_completed, 5, "{name}: {s:?}");
+            let b = b_of(&s);
+            assert!(b.longest_wait_s <= 120.0, "{name}: {b:?}");
+            assert!(
+                b.worst_hour_share.is_some_and(|x| x >= 0.9),
+                "{name}: {b:?}"
+            );
+        }
+        let (_, s) = run(&trace, &wasm("dragon-plus", ""));
+        let b = b_of(&s);
+        assert!(b.longest_wait_s > 600.0, "without fairness b waits: {b:?}");
+    }
+
     /// Two node groups whose GPUs are DRA devices (no `nvidia.com/gpu`
     /// advertised): h100 and a100 models, two nodes of 4 each.
     const DRA: &str = r#"

@@ -9,103 +9,18 @@
 //! time; from them come the share of its entitlement it held over the run
 //! and in its worst hour, and Jain's fairness index over the queues.
 
-use std::collections::BTreeSet;
+use anyhow::Result;
+use serde::Serialize;
 
-use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
-
-/// The most queues a trace may declare.
-pub const MAX_QUEUES: usize = 256;
 /// The window of the worst-share figure.
 const HOUR_MS: u64 = 3_600_000;
 
-/// A queue as a trace declares it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueueSpec {
-    pub name: String,
-    /// Its share of what is left once every guarantee is met, relative to
-    /// the other queues' weights.
-    #[serde(default = "one")]
-    pub weight: f64,
-    /// GPUs it is owed whenever its jobs ask for them.
-    #[serde(default)]
-    pub guaranteed_gpus: u32,
-    /// At most this many GPUs beyond its guarantee; none: no limit.
-    #[serde(default)]
-    pub borrowing_limit_gpus: Option<u32>,
-    /// The queue it belongs to, whose guarantee covers its own.
-    #[serde(default)]
-    pub parent: Option<String>,
-}
+pub use crate::framework::QueueSpec;
 
-fn one() -> f64 {
-    1.0
-}
-
-/// Check a trace's queues against a cluster of `total_gpus`: unique names,
-/// positive weights, parents that exist without cycles, and guarantees the
-/// cluster (or the parent) can honour.
+/// Check a trace's queues against a cluster of `total_gpus` (see
+/// [`crate::framework::check_queues`]).
 pub fn validate(queues: &[QueueSpec], total_gpus: u64) -> Result<()> {
-    if queues.len() > MAX_QUEUES {
-        bail!(
-            "queues: {} queues is more than the {MAX_QUEUES} supported",
-            queues.len()
-        );
-    }
-    let mut names = BTreeSet::new();
-    for (i, q) in queues.iter().enumerate() {
-        let place = format!("queues[{i}] ({})", q.name);
-        if q.name.is_empty() {
-            bail!("queues[{i}].name: must not be empty");
-        }
-        if !names.insert(q.name.as_str()) {
-            bail!("{place}.name: another queue already has this name");
-        }
-        if !(q.weight.is_finite() && q.weight > 0.0) {
-            bail!(
-                "{place}.weight: must be a positive number, got {}",
-                q.weight
-            );
-        }
-    }
-    for (i, q) in queues.iter().enumerate() {
-        let place = format!("queues[{i}] ({})", q.name);
-        let mut seen = BTreeSet::from([q.name.as_str()]);
-        let mut at = q;
-        while let Some(p) = &at.parent {
-            let Some(parent) = queues.iter().find(|x| &x.name == p) else {
-                bail!("{place}.parent: no queue is named `{p}`");
-            };
-            if !seen.insert(parent.name.as_str()) {
-                bail!("{place}.parent: `{p}` is its own ancestor");
-            }
-            at = parent;
-        }
-        // The children's guarantees come out of their parent's.
-        let children: u64 = queues
-            .iter()
-            .filter(|c| c.parent.as_deref() == Some(q.name.as_str()))
-            .map(|c| u64::from(c.guaranteed_gpus))
-            .sum();
-        if children > u64::from(q.guaranteed_gpus) {
-            bail!(
-                "{place}.guaranteed_gpus: its children are guaranteed {children} GPUs, more than its {}",
-                q.guaranteed_gpus
-            );
-        }
-    }
-    let roots: u64 = queues
-        .iter()
-        .filter(|q| q.parent.is_none())
-        .map(|q| u64::from(q.guaranteed_gpus))
-        .sum();
-    if roots > total_gpus {
-        bail!(
-            "queues: top-level queues are guaranteed {roots} GPUs, more than the cluster's {total_gpus}"
-        );
-    }
-    Ok(())
+    Ok(crate::framework::check_queues(queues, Some(total_gpus))?)
 }
 
 /// One queue's figures over a run.
@@ -205,7 +120,7 @@ impl QueueMeter {
                     .min_by(f64::total_cmp);
                 let waits = &jobs[q];
                 QueueSummary {
-                    name: spec.name.clone(),
+                    name: spec.name.to_string(),
                     guaranteed_gpus: spec.guaranteed_gpus,
                     avg_gpus: if end_ms > 0 {
                         held / end_ms as f64
@@ -254,27 +169,6 @@ mod tests {
             borrowing_limit_gpus: None,
             parent: parent.map(Into::into),
         }
-    }
-
-    #[test]
-    fn bad_queues_are_named_with_the_cause() {
-        let err = |qs: &[QueueSpec]| validate(qs, 16).unwrap_err().to_string();
-        assert!(validate(&[queue("a", 8, None), queue("b", 8, None)], 16).is_ok());
-        assert!(err(&[queue("a", 8, None), queue("a", 1, None)]).contains("queues[1] (a).name"));
-        assert!(
-            err(&[queue("a", 9, None), queue("b", 8, None)]).contains("more than the cluster's 16")
-        );
-        assert!(err(&[queue("a", 1, Some("x"))]).contains("no queue is named `x`"));
-        assert!(
-            err(&[queue("a", 1, Some("b")), queue("b", 1, Some("a"))]).contains("its own ancestor")
-        );
-        assert!(
-            err(&[queue("a", 2, None), queue("b", 3, Some("a"))])
-                .contains("children are guaranteed 3")
-        );
-        let mut w = queue("a", 1, None);
-        w.weight = 0.0;
-        assert!(err(&[w]).contains("queues[0] (a).weight"));
     }
 
     #[test]

@@ -524,6 +524,7 @@ impl Trace {
                     );
                 }
             }
+            jp.job.queue = queue.map(|q| file.queues[q].name.clone());
             jobs.push(TraceJob {
                 name: j.name.into(),
                 workload: j.workload.unwrap_or_default(),

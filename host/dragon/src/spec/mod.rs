@@ -242,6 +242,7 @@ pub fn job_pods(
             declared: false,
             progress_permille: None,
             topology: None,
+            queue: None,
         },
         pods,
         claims,

@@ -87,6 +87,8 @@ pub enum ClusterOp {
     RemoveVolumeAttachment(String),
     /// The topology levels gangs' constraints name, widest first.
     SetTopologyLevels(Vec<String>),
+    /// The queues (teams) jobs belong to.
+    SetQueues(Vec<crate::QueueSpec>),
 }
 
 impl ClusterOp {
@@ -214,6 +216,7 @@ impl ClusterOp {
                 Ok(())
             }
             ClusterOp::SetTopologyLevels(keys) => Ok(cluster.set_topology_levels(keys)?),
+            ClusterOp::SetQueues(queues) => Ok(cluster.set_queues(queues)?),
         }
     }
 }
@@ -231,6 +234,9 @@ impl Cluster {
         let levels = self.domains().levels();
         if levels.iter().ne(crate::DEFAULT_LEVELS) {
             ops.push(ClusterOp::SetTopologyLevels(levels.to_vec()));
+        }
+        if !self.queues().is_empty() {
+            ops.push(ClusterOp::SetQueues(self.queues().to_vec()));
         }
         for (i, node) in self.nodes().iter().enumerate() {
             ops.push(ClusterOp::AddNode(node.clone()));

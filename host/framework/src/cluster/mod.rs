@@ -19,6 +19,7 @@ use view::{Interned, Service, Topology};
 mod claims;
 pub(crate) mod journal;
 mod reads;
+mod teams;
 #[cfg(test)]
 mod tests;
 pub(crate) mod topology;
@@ -86,6 +87,8 @@ pub enum ClusterError {
     Duplicate { kind: &'static str, name: String },
     #[error(transparent)]
     Levels(#[from] LevelsError),
+    #[error(transparent)]
+    Queues(#[from] crate::QueuesError),
 }
 
 /// Nodes, pods and jobs as the framework sees them.
@@ -128,6 +131,8 @@ pub struct Cluster {
     /// The latest time drivers or rounds have told, ms: when a job's
     /// holding changes, its attained service is integrated up to here.
     clock_ms: u64,
+    /// The queues (teams) jobs belong to, and each one's index by name.
+    queues: teams::Queues,
     /// Devices published by drivers, their classes, and the claims.
     pub(crate) devices: Inventory,
     /// PersistentVolumes, StorageClasses and unbound claims.

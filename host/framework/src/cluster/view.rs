@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use dragon_runtime::view::{ClusterView, JobStats, NOTHING, NodeRow, new_log_id};
+use dragon_runtime::view::{ClusterView, JobStats, NOTHING, NodeRow, QueueRow, new_log_id};
 use dragon_runtime::wit;
 
 use crate::cluster::Cluster;
@@ -115,6 +115,11 @@ impl Service {
         };
     }
 
+    /// GPUs the job's pods hold now.
+    pub(crate) fn held_gpus(&self) -> u32 {
+        self.held_gpus
+    }
+
     fn attained(&self, now_ms: u64) -> u64 {
         let span = now_ms.saturating_sub(self.since_ms);
         self.attained_gpu_ms
@@ -190,7 +195,21 @@ impl ClusterView for Cluster {
             placed_workers,
             requested_workers: e.job.workers,
             progress_permille: e.job.progress_permille,
+            queue: self.queue_of(&e.job),
         }
+    }
+
+    fn levels(&self) -> &[String] {
+        self.topology_levels()
+    }
+
+    fn domains(&self, index: u32, out: &mut Vec<u32>) {
+        let d = self.domains();
+        out.extend((0..d.levels().len()).map(|l| d.of(l, index as usize)));
+    }
+
+    fn queues(&self) -> Vec<QueueRow> {
+        self.queue_rows()
     }
 }
 
@@ -236,6 +255,15 @@ impl ClusterView for Scoring<'_> {
     }
     fn preference(&self) -> &[u32] {
         &self.preference
+    }
+    fn levels(&self) -> &[String] {
+        self.cluster.levels()
+    }
+    fn domains(&self, index: u32, out: &mut Vec<u32>) {
+        ClusterView::domains(self.cluster, index, out)
+    }
+    fn queues(&self) -> Vec<QueueRow> {
+        self.cluster.queue_rows()
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{JobKey, NodeName, PodKey};
+use crate::names::{JobKey, NodeName, PodKey, QueueName};
 use crate::selector::{LabelSelector, Labels};
 use dragon_runtime::wit;
 
@@ -457,6 +457,9 @@ pub struct Job {
     /// topology level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyConstraint>,
+    /// The queue (team) it belongs to; none: no queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueName>,
 }
 
 impl Job {

@@ -197,7 +197,7 @@ impl Policy for Hostile {
         Ok(())
     }
 
-    fn queue_order(&self, _now_ms: u64, units: &[Queued]) -> Vec<u32> {
+    fn queue_order(&self, _now_ms: u64, units: &[Queued], _view: &View) -> Vec<u32> {
         // Faults only on a real queue: the load-time smoke call (an empty
         // queue) passes, so the fault is met while scheduling.
         if units.is_empty() {

@@ -1,0 +1,81 @@
+//! Two teams' namespaces as two queues on a real control plane, under the
+//! `fair-share` policy: a team that borrowed the idle cluster keeps what it
+//! runs, but room that frees goes to the team still owed its guarantee, not
+//! to the borrower's queued work; each queue's GPUs are on `/metrics`.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+const QUEUES: &str = "queues:
+- {name: team-a, namespaces: [fair-a], guaranteedGpus: 4}
+- {name: team-b, namespaces: [fair-b], guaranteedGpus: 4}
+";
+
+/// A gang of four one-GPU workers named `name-0..3` in `s`'s namespace.
+async fn gang(s: &Scenario, name: &str, seconds: Option<u32>) {
+    s.podgroup(name, 4, json!({})).await;
+    for i in 0..4 {
+        s.pod(
+            &format!("{name}-{i}"),
+            Some((name, "worker", i)),
+            1,
+            seconds,
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn room_that_frees_goes_to_the_team_owed_its_guarantee_before_the_borrowers_queue() {
+    let _g = serial();
+    let a = Scenario::new("fair-a").await;
+    let b = Scenario::sharing("fair-b", &a).await;
+    a.node("n1", 4).await;
+    a.node("n2", 4).await;
+    let sched = Scheduler::start(&a, "fair-share", QUEUES);
+    // Team b asks for nothing yet: team a borrows the whole cluster.
+    gang(&a, "a1", None).await;
+    gang(&a, "a2", Some(40)).await;
+    until(60, "team a's two gangs bound", || async {
+        bound(&a.placement("a1-").await) + bound(&a.placement("a2-").await) == 8
+    })
+    .await;
+    until(30, "team a's 8 GPUs on /metrics", || async {
+        sched.metric("dragon_queue_used_gpus{queue=\"team-a\"}") == 8.0
+    })
+    .await;
+    // Team a queues a third gang before team b asks for its guarantee.
+    gang(&a, "a3", None).await;
+    gang(&b, "b1", None).await;
+    a.until_explained(
+        60,
+        "a3-0",
+        "queue team-a would hold 8 GPUs, more than its fair share of 4, while queue team-b holds 0 of the 4 it is owed",
+    )
+    .await;
+    // a2 finishes: its room goes to b1, whole, while a3 keeps waiting.
+    until(90, "team b's gang bound once a2 finished", || async {
+        bound(&b.placement("b1-").await) == 4
+    })
+    .await;
+    assert_eq!(
+        bound(&a.placement("a3-").await),
+        0,
+        "the borrower's queued gang waits:\n{}",
+        sched.log()
+    );
+    until(30, "each team's 4 GPUs on /metrics", || async {
+        sched.metric("dragon_queue_used_gpus{queue=\"team-a\"}") == 4.0
+            && sched.metric("dragon_queue_used_gpus{queue=\"team-b\"}") == 4.0
+    })
+    .await;
+    assert_eq!(
+        sched.metric("dragon_queue_guaranteed_gpus{queue=\"team-b\"}"),
+        4.0
+    );
+    a.assert_invariants(30, &[&sched], None).await;
+    b.cleanup().await;
+    a.cleanup().await;
+}
