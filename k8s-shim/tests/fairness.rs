@@ -52,7 +52,7 @@ async fn room_that_frees_goes_to_the_team_owed_its_guarantee_before_the_borrower
     a.until_explained(
         60,
         "a3-0",
-        "queue team-a would hold 8 GPUs, more than its fair share of 4, while queue team-b holds 0 of the 4 it is owed",
+        "queue team-a would hold 12 GPUs, more than its fair share of 4, while queue team-b holds 0 of the 4 it is owed",
     )
     .await;
     // a2 finishes: its room goes to b1, whole, while a3 keeps waiting.
