@@ -1,17 +1,24 @@
 //! Two teams' namespaces as two queues on a real control plane, under the
-//! `fair-share` policy: a team that borrowed the idle cluster keeps what it
-//! runs, but room that frees goes to the team still owed its guarantee, not
-//! to the borrower's queued work; each queue's GPUs are on `/metrics`.
+//! `fair-share` policy and under `dragon-plus` with `fairness`: a team that
+//! borrowed the idle cluster keeps what it runs, but room that frees goes to
+//! the team still owed its guarantee, not to the borrower's queued work;
+//! each queue's GPUs are on `/metrics`.
 
 mod common;
 
 use common::*;
 use serde_json::json;
 
-const QUEUES: &str = "queues:
-- {name: team-a, namespaces: [fair-a], guaranteedGpus: 4}
-- {name: team-b, namespaces: [fair-b], guaranteedGpus: 4}
-";
+/// dragon-scheduler's queues: team-a is namespace `{prefix}-a`, team-b
+/// `{prefix}-b`, each guaranteed 4 GPUs.
+fn queues(prefix: &str) -> String {
+    format!(
+        "queues:
+- {{name: team-a, namespaces: [{prefix}-a], guaranteedGpus: 4}}
+- {{name: team-b, namespaces: [{prefix}-b], guaranteedGpus: 4}}
+"
+    )
+}
 
 /// A gang of four one-GPU workers named `name-0..3` in `s`'s namespace.
 async fn gang(s: &Scenario, name: &str, seconds: Option<u32>) {
@@ -28,13 +35,26 @@ async fn gang(s: &Scenario, name: &str, seconds: Option<u32>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn room_that_frees_goes_to_the_team_owed_its_guarantee_before_the_borrowers_queue() {
+async fn under_fair_share_room_that_frees_goes_to_the_team_owed_its_guarantee() {
+    room_goes_to_the_team_owed_its_guarantee("fair", "fair-share", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_dragon_plus_with_fairness_room_that_frees_goes_to_the_team_owed_its_guarantee() {
+    let settings = "settings: {fairness: true}\n";
+    room_goes_to_the_team_owed_its_guarantee("fplus", "dragon-plus", settings).await;
+}
+
+/// Team a's gangs fill the idle cluster and a third waits; team b then asks
+/// for its guarantee. The third gang is held back naming the fair share,
+/// and when one of a's gangs finishes its room goes to team b whole.
+async fn room_goes_to_the_team_owed_its_guarantee(prefix: &str, policy: &str, settings: &str) {
     let _g = serial();
-    let a = Scenario::new("fair-a").await;
-    let b = Scenario::sharing("fair-b", &a).await;
+    let a = Scenario::new(&format!("{prefix}-a")).await;
+    let b = Scenario::sharing(&format!("{prefix}-b"), &a).await;
     a.node("n1", 4).await;
     a.node("n2", 4).await;
-    let sched = Scheduler::start(&a, "fair-share", QUEUES);
+    let sched = Scheduler::start(&a, policy, &format!("{}{settings}", queues(prefix)));
     // Team b asks for nothing yet: team a borrows the whole cluster.
     gang(&a, "a1", None).await;
     gang(&a, "a2", Some(40)).await;

@@ -63,11 +63,10 @@ impl<P: Policy> Native<P> {
     }
 }
 
-/// Apply to `view` what `cluster` changed since `seen` (all of it when the
-/// topology levels changed), and the queues as they stand.
+/// Apply to `view` what `cluster` changed since `seen`, and the queues as
+/// they stand.
 fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterView) {
-    let same_levels = view.levels() == cluster.levels();
-    let delta = Delta::since(cluster, seen.filter(|_| same_levels));
+    let delta = Delta::since(cluster, *seen);
     let mut domains = Vec::new();
     view.apply(&sdk::Changes {
         reset: delta.reset,
@@ -77,7 +76,6 @@ fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterVi
             .iter()
             .map(|&index| {
                 let row = cluster.node(index);
-                domains.clear();
                 cluster.domains(index, &mut domains);
                 sdk::NodeChange {
                     index,
@@ -85,12 +83,15 @@ fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterVi
                         allocatable: row.allocatable.lift(),
                         free: row.free.lift(),
                         open: row.open,
-                        domains: domains.clone(),
                     },
                 }
             })
             .collect(),
-        levels: cluster.levels().to_vec(),
+        domains,
+        levels: match delta.reset {
+            true => cluster.levels().to_vec(),
+            false => Vec::new(),
+        },
         queues: Some(
             cluster
                 .queues()

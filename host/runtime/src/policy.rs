@@ -54,9 +54,6 @@ struct Live {
     /// its view (0.2 and 0.3; `None`: nothing yet, the next call sends
     /// every node).
     seen: Option<Seen>,
-    /// The topology levels its view was last reset with (0.3): other levels
-    /// reset it again.
-    levels: Vec<String>,
     /// The queues it last received (0.3; `None`: none since its view was
     /// reset).
     queues: Option<Vec<QueueRow>>,
@@ -99,9 +96,10 @@ impl Live {
         Ok(r)
     }
 
-    /// [`Live::with_changes`] for a 0.3 instance: the view starts over when
-    /// the topology levels changed, and the queues go with it when `queues`
-    /// and they differ from what the instance last received.
+    /// [`Live::with_changes`] for a 0.3 instance, the queues going with the
+    /// changes when `queues` and they differ from what the instance last
+    /// received. (New topology levels come with a new change log, so the
+    /// view starts over with them.)
     fn with_changes_v3<R>(
         &mut self,
         view: &dyn ClusterView,
@@ -115,8 +113,7 @@ impl Live {
         let Bindings::V0_3(b) = &self.bindings else {
             unreachable!("0.3 changes go to 0.3 instances only");
         };
-        let same_levels = self.levels.as_slice() == view.levels();
-        let delta = Delta::since(view, self.seen.filter(|_| same_levels));
+        let delta = Delta::since(view, self.seen);
         let known = self.queues.as_ref().filter(|_| !delta.reset);
         let rows = queues.then(|| view.queues());
         let send = rows.filter(|r| known != Some(r));
@@ -124,7 +121,6 @@ impl Live {
         let r = f(&mut self.store, b, &changes)?;
         self.seen = Some(delta.seen);
         if delta.reset {
-            self.levels = view.levels().to_vec();
             self.queues = None;
         }
         if send.is_some() {
@@ -470,7 +466,6 @@ impl WasmPolicy {
             store,
             bindings,
             seen: None,
-            levels: Vec::new(),
             queues: None,
         })
     }

@@ -99,7 +99,6 @@ mod tests {
                     gpus: 4,
                 },
                 open: true,
-                domains: vec![1],
             })
             .collect();
         let c = Candidates {
@@ -107,7 +106,7 @@ mod tests {
             siblings: Vec::new(),
             preference: Vec::new(),
         };
-        (c, View::of(&[HOSTNAME_LEVEL], &nodes))
+        (c, View::of(&nodes))
     }
 
     fn score(pod: &Placement, free: &[(u64, u64)]) -> Vec<u32> {

@@ -135,7 +135,7 @@ impl Policy for Dragon {
     }
 
     fn scale(&self, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
-        let decided = scaling::decide(&self.settings, input, view.capacity());
+        let decided = scaling::decide(&self.settings, input, view);
         if !self.settings.fairness {
             return decided;
         }

@@ -8,14 +8,14 @@ use dragon_policy_sdk::types::*;
 use crate::settings::Settings;
 
 /// The scale step: a starvation shrink takes precedence over growth.
-pub fn decide(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
+pub fn decide(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
     if settings.scale_down
-        && let Some(decisions) = shrink_for_starving_head(settings, input, nodes)
+        && let Some(decisions) = shrink_for_starving_head(settings, input, view.capacity())
     {
         return decisions;
     }
     if settings.scale_up {
-        return grow_when_idle(settings, input, nodes);
+        return grow_when_idle(settings, input, view);
     }
     Vec::new()
 }
@@ -98,7 +98,8 @@ fn victims(settings: &Settings, input: &ScaleInput) -> Vec<usize> {
 /// whose throughput gains the most from it (see [`elastic::gain`]). A new worker's
 /// room is looked for on the job's PS and worker nodes first (growth keeps
 /// the job together), then anywhere.
-fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> Vec<ScaleDecision> {
+fn grow_when_idle(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
+    let nodes = view.capacity();
     if !settings.grow_while_waiting && !input.waiting.is_empty() {
         return Vec::new();
     }
@@ -114,7 +115,7 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, nodes: &Capacity) -> 
     }
     keep_headroom(settings.headroom_nodes, &mut free);
     let target = if settings.grow_by_gain {
-        grow_by_gain(settings, input, &mut free)
+        grow_by_gain(settings, input, view, &mut free)
     } else {
         grow_in_turns(settings, input, &mut free)
     };
@@ -174,10 +175,22 @@ fn grow_in_turns(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -
 /// grows only if the time its growth saves on its remaining work (estimated
 /// from its progress and running time) exceeds `restart_margin` times
 /// `restart_cost_s`, since each resize restarts it.
-fn grow_by_gain(settings: &Settings, input: &ScaleInput, free: &mut Capacity) -> Vec<u32> {
+fn grow_by_gain(
+    settings: &Settings,
+    input: &ScaleInput,
+    view: &View,
+    free: &mut Capacity,
+) -> Vec<u32> {
+    let levels: Vec<(usize, f64)> = settings
+        .level_penalties
+        .iter()
+        .filter_map(|(key, &p)| Some((view.level(key)?, p)))
+        .collect();
     let model = elastic::GrowthModel {
         alpha: settings.scaling_exponent,
         cross_node_penalty: settings.cross_node_penalty,
+        level_penalties: &levels,
+        view: Some(view),
     };
     let restarts = elastic::Restarts {
         cost_ms: settings.restart_cost_s * 1000.0,
@@ -225,7 +238,7 @@ mod tests {
     }
 
     fn step(settings: &Settings, (input, nodes): &(ScaleInput, Capacity)) -> Vec<ScaleDecision> {
-        decide(settings, input, nodes)
+        decide(settings, input, &view_of(nodes))
     }
 
     fn waiting(id: u64, workers: u32, min: u32) -> WaitingJob {

@@ -66,6 +66,12 @@ pub struct Settings {
     /// queue holds less than it is owed, and elastic jobs of queues above
     /// their share shrunk for a queue owed room. No effect without queues.
     pub fairness: bool,
+    /// Per topology level (a node label key of the view's levels), the
+    /// share of throughput a job is taken to lose once growth takes it out
+    /// of the one domain of that level it is in, each in [0, 1): with
+    /// `grow_by_gain`, such a worker must gain more (as `cross_node_penalty`
+    /// does for a node). A key the cluster does not configure is ignored.
+    pub level_penalties: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for Settings {
@@ -91,6 +97,7 @@ impl Default for Settings {
             smallest_first: false,
             shrink_most_served: false,
             fairness: false,
+            level_penalties: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -115,6 +122,18 @@ impl Settings {
                 "dragon",
                 "cross_node_penalty",
                 "lie in [0, 1)",
+                p,
+            ));
+        }
+        if let Some((key, &p)) = self
+            .level_penalties
+            .iter()
+            .find(|(_, p)| !(0.0..1.0).contains(*p))
+        {
+            return Err(SettingsError::must(
+                "dragon",
+                "level_penalties",
+                format!("give each level a penalty in [0, 1) ({key})"),
                 p,
             ));
         }

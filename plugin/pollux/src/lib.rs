@@ -148,6 +148,8 @@ impl Policy for Pollux {
             let model = GrowthModel {
                 alpha: a,
                 cross_node_penalty: 0.0,
+                level_penalties: &[],
+                view: None,
             };
             let restarts = Restarts {
                 cost_ms: s.restart_cost_s * 1000.0,

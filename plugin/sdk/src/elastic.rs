@@ -104,12 +104,41 @@ pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
 
 /// How growth weighs a worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GrowthModel {
+pub struct GrowthModel<'a> {
     /// `α` of `throughput ∝ workers^α`.
     pub alpha: f64,
     /// Share of throughput a job loses once it spans more than one node
     /// (0: placement does not matter).
     pub cross_node_penalty: f64,
+    /// The same for wider domains: per topology level (its position in the
+    /// view's levels), the share a job loses once growth takes it out of
+    /// the one domain of that level it is in. Empty: none.
+    pub level_penalties: &'a [(usize, f64)],
+    /// Where nodes' domains are read (needed with `level_penalties`).
+    pub view: Option<&'a crate::types::View>,
+}
+
+impl GrowthModel<'_> {
+    /// What a job on `nodes` keeps of its throughput if a worker goes to
+    /// node `to`: the product over levels of (1 − penalty) where the job
+    /// is in one domain of the level and `to` is outside it.
+    fn kept(&self, nodes: &[u32], to: u32) -> f64 {
+        let mut kept = 1.0;
+        if nodes.len() == 1 && nodes[0] != to {
+            kept *= 1.0 - self.cross_node_penalty;
+        }
+        let (Some(view), Some(&first)) = (self.view, nodes.first()) else {
+            return kept;
+        };
+        for &(level, penalty) in self.level_penalties {
+            let d = view.domain(first, level);
+            let inside = d != 0 && nodes.iter().all(|&n| view.domain(n, level) == d);
+            if inside && view.domain(to, level) != d {
+                kept *= 1.0 - penalty;
+            }
+        }
+        kept
+    }
 }
 
 /// Hand room in `free` out worker by worker to the job of `running` (with
@@ -146,11 +175,7 @@ pub fn grow_by_gain(
                 closed[i] = true;
                 continue;
             };
-            let leaves_node = nodes[i].len() == 1 && nodes[i][0] != n as u32;
-            let mut g = gain(model.alpha, target[i]);
-            if leaves_node {
-                g = (1.0 + g) * (1.0 - model.cross_node_penalty) - 1.0;
-            }
+            let g = (1.0 + gain(model.alpha, target[i])) * model.kept(&nodes[i], n as u32) - 1.0;
             if g <= 0.0 {
                 closed[i] = true;
                 continue;
@@ -256,6 +281,8 @@ mod tests {
         let model = |p| GrowthModel {
             alpha: 0.86,
             cross_node_penalty: p,
+            level_penalties: &[],
+            view: None,
         };
         // (5/4)^0.86 × 0.8 < 1: no growth with the penalty, +4 without.
         let t = grow_by_gain(model(0.2), &jobs, vec![4], &mut free.clone(), |_| true);
@@ -267,6 +294,43 @@ mod tests {
         let small = [running_job(1, 2, 1, 4, 0)];
         let t = grow_by_gain(model(0.2), &small, vec![2], &mut free, |_| true);
         assert_eq!(t, [4]);
+    }
+
+    #[test]
+    fn growth_that_would_take_a_job_out_of_its_rack_must_beat_that_levels_penalty() {
+        use crate::testing::capacity;
+        use crate::types::Node;
+        // Nodes 0 and 1 in rack 1, node 2 in rack 2. Job 1 (2 workers,
+        // one on each of nodes 0 and 1) has room only on node 2.
+        let mut free = capacity(&[(32_000, 128_000, 4); 3]);
+        free.free_gpus = vec![0, 0, 4];
+        let nodes: Vec<Node> = (0..3)
+            .map(|i| Node {
+                allocatable: free.allocatable(i),
+                free: free.free(i),
+                open: true,
+            })
+            .collect();
+        let view = crate::types::View::with_levels(
+            &["dragon.dev/rack", crate::types::HOSTNAME_LEVEL],
+            &nodes,
+            &[1, 1, 1, 2, 2, 3],
+        );
+        let mut job = running_job(1, 2, 1, 4, 0);
+        job.worker_nodes = vec![0, 1];
+        let jobs = [job];
+        let (steep, mild) = ([(0, 0.35)], [(0, 0.2)]);
+        let model = |levels| GrowthModel {
+            alpha: 0.86,
+            cross_node_penalty: 0.2,
+            level_penalties: levels,
+            view: Some(&view),
+        };
+        // (3/2)^0.86 ≈ 1.42: a 35 % rack penalty (× 0.65) forbids the
+        // growth, a 20 % one (× 0.8) allows it.
+        let t = grow_by_gain(model(&steep), &jobs, vec![2], &mut free.clone(), |_| true);
+        assert_eq!(t, [2]);
+        assert!(grow_by_gain(model(&mild), &jobs, vec![2], &mut free, |_| true)[0] > 2);
     }
 
     #[test]

@@ -317,6 +317,7 @@ mod tests {
             count: nodes as u32,
             nodes: Vec::new(),
             levels: Vec::new(),
+            domains: Vec::new(),
             queues: Some(queues),
         });
         v

@@ -98,10 +98,9 @@ pub fn view_of(c: &Capacity) -> View {
             allocatable: c.allocatable(i),
             free: c.free(i),
             open: true,
-            domains: vec![i as u32 + 1],
         })
         .collect();
-    View::of(&[crate::view::HOSTNAME_LEVEL], &nodes)
+    View::of(&nodes)
 }
 
 /// A running job of `workers` one-GPU workers on `node` (its PS there too),

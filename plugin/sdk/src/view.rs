@@ -131,10 +131,16 @@ pub struct View {
 pub const HOSTNAME_LEVEL: &str = "kubernetes.io/hostname";
 
 impl View {
-    /// A view of `nodes`, node `i` at index `i`, with the topology levels
-    /// `levels` (each node's `domains` in their order) and no queues (for
-    /// tests).
-    pub fn of(levels: &[&str], nodes: &[Node]) -> View {
+    /// A view of `nodes`, node `i` at index `i`, each its own host (the
+    /// only level), and no queues (for tests).
+    pub fn of(nodes: &[Node]) -> View {
+        let hosts: Vec<u32> = (1..=nodes.len() as u32).collect();
+        View::with_levels(&[HOSTNAME_LEVEL], nodes, &hosts)
+    }
+
+    /// A view of `nodes` with the topology levels `levels`, node `i`'s
+    /// domains at `domains[i × levels.len() ..]` (for tests).
+    pub fn with_levels(levels: &[&str], nodes: &[Node], domains: &[u32]) -> View {
         let mut v = View::default();
         v.apply(&Changes {
             reset: true,
@@ -144,10 +150,11 @@ impl View {
                 .enumerate()
                 .map(|(i, n)| crate::types::NodeChange {
                     index: i as u32,
-                    node: n.clone(),
+                    node: *n,
                 })
                 .collect(),
             levels: levels.iter().map(|l| l.to_string()).collect(),
+            domains: domains.to_vec(),
             queues: None,
         });
         v
@@ -165,7 +172,7 @@ impl View {
         self.capacity.resize(n);
         self.open.resize(n, false);
         self.domains.resize(n * width, 0);
-        for c in &changes.nodes {
+        for (k, c) in changes.nodes.iter().enumerate() {
             let i = c.index as usize;
             if i >= n {
                 continue;
@@ -174,9 +181,10 @@ impl View {
             self.capacity.set_free(i, c.node.free);
             self.open[i] = c.node.open;
             let row = &mut self.domains[i * width..(i + 1) * width];
-            row.fill(0);
-            for (d, &id) in row.iter_mut().zip(&c.node.domains) {
-                *d = id;
+            let sent = changes.domains.get(k * width..(k + 1) * width);
+            match sent {
+                Some(sent) => row.copy_from_slice(sent),
+                None => row.fill(0),
             }
         }
         if let Some(queues) = &changes.queues {
@@ -218,7 +226,6 @@ impl View {
             allocatable: self.allocatable(i),
             free: self.free(i),
             open: self.open[i],
-            domains: self.domains_of(i).to_vec(),
         }
     }
 
@@ -266,7 +273,7 @@ mod tests {
     use super::*;
     use crate::types::NodeChange;
 
-    fn node(gpus: u32, zone: u32, host: u32) -> Node {
+    fn node(gpus: u32) -> Node {
         let r = Resources {
             cpu_milli: 1_000,
             memory_mib: 1_024,
@@ -276,15 +283,14 @@ mod tests {
             allocatable: r,
             free: r,
             open: true,
-            domains: vec![zone, host],
         }
     }
 
     const LEVELS: [&str; 2] = ["topology.kubernetes.io/zone", HOSTNAME_LEVEL];
 
     #[test]
-    fn changes_update_rows_resize_and_reset() {
-        let mut v = View::of(&LEVELS, &[node(4, 1, 1), node(8, 2, 2)]);
+    fn changes_update_rows_and_domains_resize_and_reset() {
+        let mut v = View::with_levels(&LEVELS, &[node(4), node(8)], &[1, 1, 2, 2]);
         assert_eq!(v.len(), 2);
         assert_eq!(v.level(HOSTNAME_LEVEL), Some(1));
         v.apply(&Changes {
@@ -292,31 +298,34 @@ mod tests {
             count: 3,
             nodes: vec![NodeChange {
                 index: 2,
-                node: node(2, 1, 3),
+                node: node(2),
             }],
             levels: Vec::new(),
+            domains: vec![1, 3],
             queues: None,
         });
         assert_eq!(v.len(), 3);
         assert_eq!(v.free(1usize).gpus, 8, "untouched rows stay");
-        assert_eq!(v.node(2usize), node(2, 1, 3));
+        assert_eq!(v.domains_of(1usize), [2, 2], "untouched domains stay");
+        assert_eq!(v.node(2usize), node(2));
         assert_eq!((v.domain(2usize, 0), v.host(2usize)), (1, 3));
         v.apply(&Changes {
             reset: true,
             count: 1,
             nodes: vec![NodeChange {
                 index: 0,
-                node: node(1, 3, 1),
+                node: node(1),
             }],
             levels: LEVELS.iter().map(|l| l.to_string()).collect(),
+            domains: vec![3, 1],
             queues: None,
         });
-        assert_eq!(v, View::of(&LEVELS, &[node(1, 3, 1)]));
+        assert_eq!(v, View::with_levels(&LEVELS, &[node(1)], &[3, 1]));
     }
 
     #[test]
     fn queues_stay_until_a_call_carries_them_again() {
-        let mut v = View::of(&LEVELS, &[node(4, 1, 1)]);
+        let mut v = View::of(&[node(4)]);
         let q = Queue {
             name: "a".into(),
             parent: None,
@@ -331,6 +340,7 @@ mod tests {
             count: 1,
             nodes: Vec::new(),
             levels: Vec::new(),
+            domains: Vec::new(),
             queues: Some(vec![q.clone()]),
         };
         v.apply(&changes);

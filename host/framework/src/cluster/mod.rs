@@ -260,6 +260,9 @@ impl Cluster {
     /// use stay.
     pub fn set_topology_levels(&mut self, keys: Vec<String>) -> Result<(), LevelsError> {
         self.domains = Domains::new(&keys, &self.nodes)?;
+        // Every node's domains changed: a new change log, so every policy
+        // view that follows the cluster starts over (with the new levels).
+        self.columns.log = view::ChangeLog::default();
         self.journal(|| ClusterOp::SetTopologyLevels(keys));
         self.changes.room = true;
         Ok(())

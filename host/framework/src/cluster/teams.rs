@@ -86,3 +86,84 @@ impl Cluster {
         rows
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Node, Pod, Resources};
+    use crate::{Cluster, ClusterOp, HOSTNAME_LEVEL, QueueSpec};
+    use dragon_runtime::ClusterView;
+    use dragon_runtime::view::Delta;
+
+    fn gpus(n: u32) -> Resources {
+        Resources {
+            cpu_milli: 1_000,
+            memory_mib: 1_024,
+            gpus: n,
+        }
+    }
+
+    fn queue(name: &str, guaranteed_gpus: u32) -> QueueSpec {
+        QueueSpec {
+            name: name.into(),
+            weight: 2.0,
+            guaranteed_gpus,
+            borrowing_limit_gpus: Some(1),
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn each_queue_counts_the_gpus_its_jobs_hold_and_ask_for() {
+        let mut c = Cluster::new();
+        c.add_node(Node::new("n", gpus(8))).unwrap();
+        c.set_queues(vec![queue("a", 4), queue("b", 4)]).unwrap();
+        let mut j = crate::fixtures::job("j", 2);
+        j.queue = Some("a".into());
+        c.upsert_job(j);
+        let mut lost = crate::fixtures::job("lost", 1);
+        lost.queue = Some("nowhere".into());
+        c.upsert_job(lost);
+        for (i, node) in [(0, Some("n")), (1, None)] {
+            let mut p = Pod::new(format!("j-{i}"), gpus(3));
+            p.job = Some("j".into());
+            p.index = i;
+            c.add_pod(p, node).unwrap();
+        }
+        let rows = c.queue_rows();
+        assert_eq!(rows.len(), 2);
+        let (a, b) = (&rows[0], &rows[1]);
+        assert_eq!((a.used_gpus, a.demand_gpus), (3, 6));
+        assert_eq!((b.used_gpus, b.demand_gpus), (0, 0));
+        assert_eq!((a.weight_milli, a.borrowing_limit_gpus), (2_000, Some(1)));
+        let unit = c.job_unit("j").unwrap();
+        assert_eq!(c.job_stats(0, unit).queue, Some(0));
+        let lost = c.job_unit("lost").unwrap();
+        assert_eq!(c.job_stats(0, lost).queue, None, "an unknown queue is none");
+        // The queues are part of the cluster's ops.
+        assert!(
+            c.as_ops()
+                .iter()
+                .any(|op| matches!(op, ClusterOp::SetQueues(q) if q.len() == 2))
+        );
+        let e = c.set_queues(vec![queue("a", 1), queue("a", 1)]);
+        assert!(e.is_err());
+        assert_eq!(c.queues().len(), 2, "a refused list leaves the queues");
+    }
+
+    #[test]
+    fn new_topology_levels_start_a_new_log_so_every_view_starts_over() {
+        let mut c = Cluster::new();
+        let mut n = Node::new("n", gpus(8));
+        n.labels.insert("dragon.dev/rack".into(), "r1".into());
+        c.add_node(n).unwrap();
+        let seen = Delta::since(&c, None).seen;
+        assert!(!Delta::since(&c, Some(seen)).reset);
+        c.set_topology_levels(vec!["dragon.dev/rack".into()])
+            .unwrap();
+        assert!(Delta::since(&c, Some(seen)).reset);
+        assert_eq!(ClusterView::levels(&c), ["dragon.dev/rack", HOSTNAME_LEVEL]);
+        let mut domains = Vec::new();
+        ClusterView::domains(&c, 0, &mut domains);
+        assert_eq!(domains, [1, 1]);
+    }
+}

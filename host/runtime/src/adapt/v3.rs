@@ -13,7 +13,7 @@ pub(crate) fn changes(
     delta: &Delta,
     queues: Option<&[QueueRow]>,
 ) -> v::Changes {
-    let mut domains = Vec::new();
+    let mut domains = Vec::with_capacity(delta.indices.len() * view.levels().len());
     v::Changes {
         reset: delta.reset,
         count: delta.count,
@@ -22,7 +22,6 @@ pub(crate) fn changes(
             .iter()
             .map(|&index| {
                 let row = view.node(index);
-                domains.clear();
                 view.domains(index, &mut domains);
                 v::NodeChange {
                     index,
@@ -30,11 +29,11 @@ pub(crate) fn changes(
                         allocatable: resources(row.allocatable),
                         free: resources(row.free),
                         open: row.open,
-                        domains: domains.clone(),
                     },
                 }
             })
             .collect(),
+        domains,
         levels: if delta.reset {
             view.levels().to_vec()
         } else {
