@@ -222,6 +222,25 @@ impl ClusterOp {
 }
 
 impl Cluster {
+    /// Keep (or stop keeping) a journal of every change drivers make.
+    pub fn keep_journal(&mut self, keep: bool) {
+        self.journal = keep.then(Vec::new);
+    }
+
+    /// The changes journaled since the last call (none when no journal is
+    /// kept).
+    pub fn take_journal(&mut self) -> Vec<ClusterOp> {
+        self.journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// How many changes the journal holds.
+    pub fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
     /// Ops that rebuild this cluster from an empty one: its nodes (those
     /// removed too, added and removed again, so every node keeps its
     /// index), budgets, then jobs and pods in the order they were created

@@ -131,7 +131,7 @@ pub struct Cluster {
     /// The latest time drivers or rounds have told, ms: when a job's
     /// holding changes, its attained service is integrated up to here.
     clock_ms: u64,
-    /// The queues (teams) jobs belong to, and each one's index by name.
+    /// The queues (teams) jobs belong to, indexed by name.
     queues: teams::Queues,
     /// Devices published by drivers, their classes, and the claims.
     pub(crate) devices: Inventory,
@@ -140,25 +140,6 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Keep (or stop keeping) a journal of every change drivers make.
-    pub fn keep_journal(&mut self, keep: bool) {
-        self.journal = keep.then(Vec::new);
-    }
-
-    /// The changes journaled since the last call (none when no journal is
-    /// kept).
-    pub fn take_journal(&mut self) -> Vec<ClusterOp> {
-        self.journal
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
-    }
-
-    /// How many changes the journal holds.
-    pub fn journal_len(&self) -> usize {
-        self.journal.as_ref().map_or(0, Vec::len)
-    }
-
     fn journal(&mut self, op: impl FnOnce() -> ClusterOp) {
         if let Some(j) = &mut self.journal {
             j.push(op());
@@ -260,8 +241,7 @@ impl Cluster {
     /// use stay.
     pub fn set_topology_levels(&mut self, keys: Vec<String>) -> Result<(), LevelsError> {
         self.domains = Domains::new(&keys, &self.nodes)?;
-        // Every node's domains changed: a new change log, so every policy
-        // view that follows the cluster starts over (with the new levels).
+        // A new change log: every policy's view starts over with the levels.
         self.columns.log = view::ChangeLog::default();
         self.journal(|| ClusterOp::SetTopologyLevels(keys));
         self.changes.room = true;

@@ -3,14 +3,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use std::collections::BTreeMap;
-
+use dragon_framework::SchedulerConfig;
 use dragon_framework::gate::GateLimits;
-use dragon_framework::{QueueName, QueueSpec, SchedulerConfig};
 use dragon_runtime::Limits;
 use serde::Deserialize;
 
 use crate::flight::RecordingConfig;
+
+mod queues;
+pub use queues::QueueConfig;
 
 /// The `apiVersion` a config file may carry (absent: this one).
 pub const API_VERSION: &str = "dragon.dev/v1alpha1";
@@ -131,57 +132,6 @@ pub struct Config {
     /// exported per queue on `/metrics`. Empty: none.
     #[serde(default)]
     pub queues: Vec<QueueConfig>,
-}
-
-/// One queue (team): `dragon_framework::QueueSpec` with the namespaces
-/// mapped to it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct QueueConfig {
-    pub name: String,
-    /// The namespaces whose PodGroups (gangs) belong to this queue.
-    #[serde(default)]
-    pub namespaces: Vec<String>,
-    #[serde(default = "one")]
-    pub weight: f64,
-    #[serde(default)]
-    pub guaranteed_gpus: u32,
-    #[serde(default)]
-    pub borrowing_limit_gpus: Option<u32>,
-    #[serde(default)]
-    pub parent: Option<String>,
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-impl Config {
-    /// The queues as the framework takes them, and each mapped namespace's
-    /// queue.
-    pub fn queue_specs(&self) -> (Vec<QueueSpec>, BTreeMap<String, QueueName>) {
-        let specs = self
-            .queues
-            .iter()
-            .map(|q| QueueSpec {
-                name: q.name.as_str().into(),
-                weight: q.weight,
-                guaranteed_gpus: q.guaranteed_gpus,
-                borrowing_limit_gpus: q.borrowing_limit_gpus,
-                parent: q.parent.as_deref().map(QueueName::from),
-            })
-            .collect();
-        let namespaces = self
-            .queues
-            .iter()
-            .flat_map(|q| {
-                q.namespaces
-                    .iter()
-                    .map(|ns| (ns.clone(), q.name.as_str().into()))
-            })
-            .collect();
-        (specs, namespaces)
-    }
 }
 
 /// The gate before a policy swap: the candidate runs on the steps of the
@@ -403,19 +353,7 @@ impl Config {
         if let Some(levels) = &self.topology_levels {
             dragon_framework::check_levels(levels).context("topologyLevels")?;
         }
-        let (specs, _) = self.queue_specs();
-        dragon_framework::check_queues(&specs, None).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut mapped = BTreeMap::new();
-        for q in &self.queues {
-            for ns in &q.namespaces {
-                if let Some(other) = mapped.insert(ns.as_str(), q.name.as_str()) {
-                    bail!(
-                        "queues: namespace {ns} is mapped to both {other} and {}",
-                        q.name
-                    );
-                }
-            }
-        }
+        queues::check(&self.queues)?;
         let share = self.scheduling.percentage_of_nodes_to_score;
         if share > 100 {
             bail!("scheduling.percentageOfNodesToScore must be 0 (adaptive) to 100, got {share}");
@@ -515,7 +453,7 @@ mod tests {
 
     #[test]
     fn the_shipped_configuration_parses_and_records_to_its_volume() {
-        let manifest = include_str!("../deploy/config.yaml");
+        let manifest = include_str!("../../deploy/config.yaml");
         let (_, body) = manifest.split_once("config.yaml: |\n").unwrap();
         let text: String = body
             .lines()
@@ -775,41 +713,6 @@ mod tests {
             e,
             "invalid config c.yaml: topologyLevels: topology level \"rack\" is listed twice"
         );
-    }
-
-    #[test]
-    fn queues_map_namespaces_and_a_bad_list_is_refused_named() {
-        let c = Config::parse(
-            "policy: dragon\nqueues:\n- {name: a, namespaces: [team-a, x], guaranteedGpus: 8}\n- {name: b, namespaces: [team-b], weight: 2, borrowingLimitGpus: 4}\n",
-            "c.yaml",
-        )
-        .unwrap();
-        let (specs, namespaces) = c.queue_specs();
-        assert_eq!(specs.len(), 2);
-        assert_eq!(
-            (specs[1].weight, specs[1].borrowing_limit_gpus),
-            (2.0, Some(4))
-        );
-        assert_eq!(namespaces.get("x").map(QueueName::as_str), Some("a"));
-        assert_eq!(namespaces.get("team-b").map(QueueName::as_str), Some("b"));
-        let e = format!(
-            "{:#}",
-            Config::parse(
-                "policy: dragon\nqueues:\n- {name: a, namespaces: [n]}\n- {name: b, namespaces: [n]}\n",
-                "c.yaml"
-            )
-            .unwrap_err()
-        );
-        assert!(e.contains("namespace n is mapped to both a and b"), "{e}");
-        let e = format!(
-            "{:#}",
-            Config::parse(
-                "policy: dragon\nqueues:\n- {name: a, parent: z}\n",
-                "c.yaml"
-            )
-            .unwrap_err()
-        );
-        assert!(e.contains("no queue is named `z`"), "{e}");
     }
 
     #[test]
