@@ -1,4 +1,5 @@
-//! `/metrics`, `/healthz`, `/readyz` and `/shadow`.
+//! `/metrics`, `/healthz`, `/readyz`, `/shadow`, and the questions of
+//! `kubectl dragon` under `/dragon/v1` ([`crate::insight::serve`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,13 +9,19 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 
+use crate::insight::serve::{Insight, routes};
 use crate::metrics::Metrics;
 
 /// Serve on `addr` (by default loopback only: not exposed beyond the pod).
 ///
 /// # Errors
 /// The address cannot be bound.
-pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> Result<()> {
+pub async fn spawn(
+    addr: &str,
+    metrics: Arc<Metrics>,
+    stuck_after: Duration,
+    insight: Arc<Insight>,
+) -> Result<()> {
     let m1 = metrics.clone();
     let m2 = metrics.clone();
     let m3 = metrics.clone();
@@ -64,11 +71,15 @@ pub async fn spawn(addr: &str, metrics: Arc<Metrics>, stuck_after: Duration) -> 
                     }
                 }
             }),
-        );
+        )
+        .merge(routes(insight));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(addr, "serving /metrics, /healthz, /readyz, /shadow");
+    tracing::info!(
+        addr,
+        "serving /metrics, /healthz, /readyz, /shadow, /dragon/v1"
+    );
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("metrics server stopped: {e}");

@@ -13,7 +13,8 @@
 //!   binds together and Events and PodGroup statuses off the loop;
 //! - [`reload`]: hot reload of the policy file; [`oci_policy`]: a policy
 //!   in an OCI registry, its tag polled for a hot reload; [`metrics`] and
-//!   [`http`];
+//!   [`http`]; [`insight`]: what `kubectl dragon` asks (why a pod waits
+//!   and when it may start, `top`, the policy), authorized as the asker;
 //! - [`run`]: the wiring (watches, the loop, leader election).
 
 pub mod apply;
@@ -25,6 +26,7 @@ mod fixtures;
 pub mod flight;
 pub mod group_status;
 pub mod http;
+pub mod insight;
 pub mod key;
 pub mod kube_io;
 pub mod leader;

@@ -185,6 +185,8 @@ pub struct Metrics {
     pub shadow_decisions: Family<ShadowLabels, Counter>,
     /// The shadow's totals and last disagreements, for `/shadow`.
     pub shadow: Arc<Mutex<ShadowView>>,
+    /// The last reloads, oldest first.
+    pub reload_log: Mutex<VecDeque<crate::insight::ReloadRecord>>,
     /// Scale actions by direction (`up`, `down`).
     pub scale_actions: Family<ScaleLabels, Counter>,
     /// The policy's resizes the resize limits held back, by reason
@@ -404,6 +406,7 @@ impl Metrics {
             reloads,
             shadow_decisions,
             shadow: Arc::default(),
+            reload_log: Mutex::default(),
             scale_actions,
             resizes_held,
             preemption_victims,
@@ -446,6 +449,21 @@ impl Metrics {
     /// Count one reload that ended as `result`.
     pub fn reload(&self, result: Reload) {
         self.reloads.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// Count one reload and keep it, with what was said about it, among
+    /// the last few (`kubectl dragon policy`).
+    pub fn reload_noted(&self, result: Reload, detail: String) {
+        self.reload(result);
+        let mut log = self.reload_log.lock().unwrap_or_else(|p| p.into_inner());
+        if log.len() == crate::insight::MAX_RELOADS_KEPT {
+            log.pop_front();
+        }
+        log.push_back(crate::insight::ReloadRecord {
+            at_ms: crate::scheduling::now_ms(),
+            result: result.as_str().to_string(),
+            detail,
+        });
     }
 
     /// Count `n` shadow decisions with `outcome`.

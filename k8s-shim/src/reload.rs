@@ -144,8 +144,8 @@ impl Reloader {
         if let Some(settings) = settings {
             options.settings = settings;
         }
-        let outcome = self.try_swap(&source, &options);
-        self.metrics.reload(outcome);
+        let (outcome, detail) = self.try_swap(&source, &options);
+        self.metrics.reload_noted(outcome, detail);
         if outcome == Reload::Success {
             *serving = Serving { source, options };
         }
@@ -154,16 +154,17 @@ impl Reloader {
 
     /// Count a candidate that never reached the load (a failed pull).
     pub fn failed(&self) {
-        self.metrics.reload(Reload::Failure);
+        self.metrics
+            .reload_noted(Reload::Failure, "the candidate could not be pulled".into());
     }
 
-    fn try_swap(&self, source: &PolicySource, options: &LoadOptions) -> Reload {
+    fn try_swap(&self, source: &PolicySource, options: &LoadOptions) -> (Reload, String) {
         let slot = &self.slot;
         let candidate = match WasmPolicy::load(slot.engine(), slot.cache(), source, options) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("policy reload refused, the previous policy keeps scheduling: {e}");
-                return Reload::Failure;
+                return (Reload::Failure, format!("{}: {e}", source.origin()));
             }
         };
         if let Some(gate) = &self.gate {
@@ -178,7 +179,10 @@ impl Reloader {
                     origin = %source.origin(),
                     "policy reload refused: the gate failed on the candidate (a Dragon bug, please report it); the previous policy keeps scheduling"
                 );
-                return Reload::GateError;
+                return (
+                    Reload::GateError,
+                    format!("{}: the gate failed on the candidate", source.origin()),
+                );
             };
             match checked {
                 Ok(Some(passed)) => tracing::info!(
@@ -197,13 +201,19 @@ impl Reloader {
                         origin = %source.origin(),
                         "policy reload refused by the gate, the previous policy keeps scheduling: {why}"
                     );
-                    return Reload::Gated;
+                    return (Reload::Gated, format!("{}: {why}", source.origin()));
                 }
             }
         }
         let report = slot.swap(candidate);
         tracing::info!(old = %report.old, new = %report.new, origin = %source.origin(), took_ms = report.took_ms, "policy reloaded");
-        Reload::Success
+        let detail = format!(
+            "{} replaced {} ({})",
+            report.new,
+            report.old,
+            source.origin()
+        );
+        (Reload::Success, detail)
     }
 }
 
@@ -277,7 +287,9 @@ pub fn spawn(watched: Watched, reloader: Arc<Reloader>) -> notify::Result<()> {
                     Some(path) => match crate::config::read_settings_file(path) {
                         Ok(settings) => Some(settings),
                         Err(e) => {
-                            reloader.metrics.reload(Reload::Failure);
+                            reloader
+                                .metrics
+                                .reload_noted(Reload::Failure, format!("settings refused: {e:#}"));
                             tracing::error!("settings refused, the previous policy and settings keep scheduling: {e:#}");
                             continue;
                         }

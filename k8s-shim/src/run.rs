@@ -285,7 +285,10 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             // Fallback mode: the baseline serves until a good file appears
             // or the registry answers (the watcher or the poller swaps it in).
             tracing::error!(error = %format!("{e:#}"), "the policy did not load; the built-in baseline serves until it does");
-            metrics.reload(Reload::Failure);
+            metrics.reload_noted(
+                Reload::Failure,
+                format!("{e:#}; the built-in baseline serves"),
+            );
             Arc::new(PolicySlot::new(engine.clone(), cache.clone(), baseline()?))
         }
         Err(e) => return Err(e),
@@ -402,16 +405,24 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         }
     };
 
+    // Everything the scheduling loop reacts to arrives on one channel, so
+    // it sleeps until there is something to do.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+
+    let insight = crate::insight::serve::Insight {
+        loop_tx: tx.clone(),
+        access: crate::insight::access::Access::new(client.clone()),
+        slot: slot.clone(),
+        metrics: metrics.clone(),
+        scheduler_name: config.scheduler_name.clone(),
+    };
     crate::http::spawn(
         &config.metrics_addr,
         metrics.clone(),
         Duration::from_secs(config.stuck_after_seconds),
+        Arc::new(insight),
     )
     .await?;
-
-    // Everything the scheduling loop reacts to arrives on one channel, so
-    // it sleeps until there is something to do.
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
 
     // Leader election: followers keep their snapshot current but do not
     // act, and a leader writes only while its Lease is known to be its own.
@@ -678,6 +689,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             unlisted
         },
         taps: Taps { recorder, shadow },
+        estimates: config.estimates,
     });
     let worker = tokio::spawn(scheduling.run(rx));
 

@@ -244,6 +244,26 @@ impl Snapshot {
             == Some(self.scheduler_name.as_str())
     }
 
+    /// Why pod `key`, known to the snapshot, is not yet in the framework:
+    /// what it waits to see, or why it was refused.
+    pub fn held_back(&self, key: &str) -> Option<String> {
+        if let Some(reason) = self.invalid.get(key) {
+            return Some(format!("cannot be scheduled: {reason}"));
+        }
+        if let Some(on) = self.deferred.by_pod.get(key) {
+            return Some(match on {
+                Awaited::Node(node) => format!("bound to node {node}, not seen yet"),
+                Awaited::Group(group) => {
+                    format!("waiting for its PodGroup {group} to be seen")
+                }
+            });
+        }
+        self.awaiting_volumes.contains_key(key).then(|| {
+            "waiting for its PersistentVolumeClaims (missing, unbound, or on a volume not seen)"
+                .to_string()
+        })
+    }
+
     /// The PodGroup of a job, if seen.
     pub fn group(&self, job: &str) -> Option<&PodGroup> {
         self.groups.get(job)

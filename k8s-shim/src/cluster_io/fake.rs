@@ -422,6 +422,7 @@ pub fn listed_loop(
         leading: true,
         unlisted: BTreeSet::new(),
         taps: Taps::default(),
+        estimates: crate::insight::EstimateConfig::default(),
     });
     for kind in Kind::ALL {
         l.handle(Msg::Listed {

@@ -132,6 +132,9 @@ pub struct Config {
     /// exported per queue on `/metrics`. Empty: none.
     #[serde(default)]
     pub queues: Vec<QueueConfig>,
+    /// How `kubectl dragon why` estimates a waiting gang's start.
+    #[serde(default)]
+    pub estimates: crate::insight::EstimateConfig,
 }
 
 /// The gate before a policy swap: the candidate runs on the steps of the
@@ -350,6 +353,7 @@ impl Config {
             }
         }
         self.recording.check()?;
+        self.estimates.check()?;
         if let Some(levels) = &self.topology_levels {
             dragon_framework::check_levels(levels).context("topologyLevels")?;
         }

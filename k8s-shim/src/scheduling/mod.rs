@@ -5,6 +5,7 @@
 //! is awaited, never blocked on, and what a round only tells (why pods
 //! wait, nominations) goes to tasks of their own.
 
+mod ask;
 mod round;
 mod scale;
 mod tell;
@@ -25,6 +26,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
 use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;
+use crate::insight::{EstimateConfig, Question, Stories};
 use crate::key::{KeyError, ScaleTarget};
 use crate::metrics::{Direction, HookMetrics, Metrics, Victim};
 use crate::snapshot::{DeviceKind, Event, GroupApi, Listed, Snapshot, StorageKind};
@@ -44,7 +46,14 @@ pub enum Msg {
     Leading(bool),
     /// SIGTERM or Ctrl-C: finish what is under way and return.
     Shutdown,
+    /// A question about the loop's state (`kubectl dragon`).
+    Ask {
+        question: Question,
+        reply: Reply,
+    },
 }
+
+pub use ask::{Answer, Refused, Reply};
 
 /// A watched kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -142,6 +151,8 @@ pub struct Parts<I> {
     /// What watches every round and scale step: the flight recorder and
     /// the shadow policy.
     pub taps: Taps,
+    /// How waiting gangs' starts are estimated.
+    pub estimates: EstimateConfig,
 }
 
 /// The scheduling loop's state.
@@ -185,6 +196,11 @@ pub struct Loop<I> {
     group_problem: BTreeMap<String, String>,
     listed: BTreeSet<Kind>,
     taps: Taps,
+    /// What the rounds said about each unit not yet placed.
+    stories: Stories,
+    estimates: EstimateConfig,
+    /// One estimate is simulated at a time.
+    estimating: Arc<tokio::sync::Semaphore>,
 }
 
 impl<I: ClusterIo> Loop<I> {
@@ -217,6 +233,9 @@ impl<I: ClusterIo> Loop<I> {
             group_problem: BTreeMap::new(),
             listed: parts.unlisted,
             taps: parts.taps,
+            stories: Stories::default(),
+            estimates: parts.estimates,
+            estimating: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -292,14 +311,18 @@ impl<I: ClusterIo> Loop<I> {
             Msg::Event(e) => {
                 match &e {
                     Event::GroupGone(key) => {
+                        self.stories.end(&UnitKey::job(key.clone()));
                         self.group_status.remove(key);
                         self.group_problem.remove(key);
                         self.teller
                             .send(vec![teller::Tell::GroupGone { group: key.clone() }]);
                     }
-                    Event::PodGone(key) => self.teller.send(vec![teller::Tell::PodGone {
-                        pod: key.clone().into(),
-                    }]),
+                    Event::PodGone(key) => {
+                        self.stories.end(&UnitKey::pod(key.clone()));
+                        self.teller.send(vec![teller::Tell::PodGone {
+                            pod: key.clone().into(),
+                        }])
+                    }
                     _ => {}
                 }
                 self.snapshot.apply(e);
@@ -311,6 +334,7 @@ impl<I: ClusterIo> Loop<I> {
                 self.dirty = true;
             }
             Msg::Shutdown => return true,
+            Msg::Ask { question, reply } => self.answer(question, reply),
             Msg::Listed { kind, keys } => {
                 // Drop what vanished while we were not watching.
                 for e in self.snapshot.vanished(kind.listed(), &keys) {

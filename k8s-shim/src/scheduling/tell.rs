@@ -13,6 +13,7 @@ impl<I: ClusterIo> Loop<I> {
     /// Metrics and logs for a round's decisions, and its tells sent.
     pub(super) fn tell(&mut self, report: &RoundReport, now: u64) {
         self.note(report, now);
+        self.remember(report);
         let tells = self.tells(report);
         self.teller.send(tells);
     }

@@ -244,6 +244,7 @@ impl SimulateOpts {
         let assumed = Assumed {
             remaining_ms: self.assume_remaining_s * 1000,
             duration_ms: self.assume_duration_s * 1000,
+            now_ms: Some(last.now_ms()),
         };
         let resumed = resume::from_cluster(replayer.sched.cluster(), &origin, assumed)?;
         eprintln!(

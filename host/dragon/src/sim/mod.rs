@@ -591,6 +591,7 @@ jobs:
         let assumed = resume::Assumed {
             remaining_ms: 600_000,
             duration_ms: 1_200_000,
+            now_ms: None,
         };
         let resumed = resume::from_cluster(replayer.sched.cluster(), "run.rec", assumed).unwrap();
         let unfinished: Vec<_> = first

@@ -5,9 +5,10 @@
 //!
 //! The run starts at 0 at the recording's last step, every job already
 //! submitted (in the order it was: waits before the start are not
-//! counted) and every bound pod on its node. Jobs that had started have
-//! `remaining` left at their size and spread; the others have `duration`
-//! of work at their requested size on one node. Pods bound outside any job
+//! counted) and every bound pod on its node. Jobs that had started and
+//! report their progress finish at the pace they kept so far; the other
+//! started jobs have `remaining` left at their size and spread; the rest
+//! have `duration` of work at their requested size on one node. Pods bound outside any job
 //! (another scheduler's, a DaemonSet's) hold their room for the whole run;
 //! pending pods outside any job are not simulated (the simulator models
 //! jobs) and are counted.
@@ -29,6 +30,28 @@ pub struct Assumed {
     /// Work of each waiting job: run time at its requested size on one
     /// node, ms.
     pub duration_ms: u64,
+    /// The cluster's time (ms): with it, a started job that reports its
+    /// progress `p` after running `t` has `t·(1 − p)/p` left, in place of
+    /// `remaining_ms`.
+    pub now_ms: Option<u64>,
+}
+
+impl Assumed {
+    /// Time `job` has left at its present size: from its progress and the
+    /// time it has run when both are known, else `remaining_ms`.
+    pub fn remaining_of(&self, job: &crate::framework::Job, started_ms: Option<u64>) -> u64 {
+        let ran = self
+            .now_ms
+            .zip(started_ms)
+            .map(|(now, start)| now.saturating_sub(start));
+        match (job.progress_permille, ran) {
+            (Some(p), Some(_)) if p >= 1000 => 1,
+            (Some(p), Some(ran)) if p > 0 && ran > 0 => {
+                (ran as f64 * f64::from(1000 - p) / f64::from(p)).round() as u64
+            }
+            _ => self.remaining_ms,
+        }
+    }
 }
 
 /// The trace, and what was left out of it.
@@ -93,16 +116,21 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
         if pods.is_empty() {
             continue;
         }
-        let started = cluster.job_started_ms(&job.name).is_some();
+        let started_ms = cluster.job_started_ms(&job.name);
+        let started = started_ms.is_some();
         let speed = SpeedModel::DEFAULT;
         let work_ms = match started {
             true => {
                 running += 1;
                 let rate = speed.rate(job.workers, spread.len() as u32, job.workers);
-                assumed.remaining_ms as f64 * rate
+                assumed.remaining_of(job, started_ms) as f64 * rate
             }
             false => assumed.duration_ms as f64,
         };
+        let queue = cluster
+            .queues()
+            .iter()
+            .position(|q| Some(&q.name) == job.queue.as_ref());
         let mut job = job.clone();
         job.arrival_ms = 0;
         jobs.push(TraceJob {
@@ -118,7 +146,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             started,
             claims: Vec::new(),
             worker_devices: None,
-            queue: None,
+            queue,
         });
     }
     if jobs.is_empty() {
@@ -144,7 +172,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             .filter(|k| k.as_str() != crate::framework::HOSTNAME_LEVEL)
             .map(|k| (k.clone(), 0.0))
             .collect(),
-        queues: Vec::new(),
+        queues: cluster.queues().to_vec(),
         scale_interval_ms: (DEFAULT_SCALE_INTERVAL_S * 1000.0) as u64,
         stall_ms: (DEFAULT_STALL_S * 1000.0) as u64,
     };
@@ -153,4 +181,46 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
         running,
         lone_pending,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Assumed;
+    use crate::framework::Job;
+
+    #[test]
+    fn a_job_reporting_progress_has_left_what_its_pace_so_far_says() {
+        let assumed = Assumed {
+            remaining_ms: 3_600_000,
+            duration_ms: 0,
+            now_ms: Some(50_000),
+        };
+        let mut job = Job {
+            name: "j".into(),
+            min_member: 1,
+            workers: 1,
+            min_workers: 1,
+            max_workers: 1,
+            priority: 0,
+            arrival_ms: 0,
+            schedule_timeout_ms: None,
+            min_resources: None,
+            hold: None,
+            declared: true,
+            progress_permille: Some(250),
+            topology: None,
+            queue: None,
+        };
+        // A quarter done after 10 s: 30 s to go.
+        assert_eq!(assumed.remaining_of(&job, Some(40_000)), 30_000);
+        // Not started, or no progress reported: the assumption.
+        assert_eq!(assumed.remaining_of(&job, None), 3_600_000);
+        job.progress_permille = None;
+        assert_eq!(assumed.remaining_of(&job, Some(40_000)), 3_600_000);
+        // No progress yet says nothing about the pace.
+        job.progress_permille = Some(0);
+        assert_eq!(assumed.remaining_of(&job, Some(40_000)), 3_600_000);
+        job.progress_permille = Some(1000);
+        assert_eq!(assumed.remaining_of(&job, Some(40_000)), 1);
+    }
 }
