@@ -149,6 +149,12 @@ fn the_chart_lints_and_renders_each_policy_source_and_refuses_a_wrong_one() {
         shipped_cluster_role().rules,
         "the chart's ClusterRole and k8s-shim/deploy/rbac.yaml differ"
     );
+    let viewer = &objects["ClusterRole/dragon-system-dragon-scheduler-viewer"];
+    assert_eq!(
+        viewer["rules"][1]["nonResourceURLs"],
+        json!(["/dragon/policy"]),
+        "{viewer}"
+    );
 
     // A policy from a ConfigMap: mounted as a directory, hot-reloaded.
     let objects = render(&["policy.bundled=", "policy.configMap=team-policy"]).unwrap();
@@ -291,6 +297,23 @@ async fn a_chart_installed_with_helm_schedules_a_gang_as_its_service_account() {
     })
     .await;
     s.assert_invariants(30, &[&sched], None).await;
+
+    // `kubectl dragon` answers through the chart's RBAC: the scheduler
+    // reviews the asker's token and access as its service account.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-dragon"))
+        .args(["why", &format!("{}/gang-0", s.name), "--endpoint"])
+        .arg(format!("http://{}", sched.metrics))
+        .env("KUBECONFIG", &control_plane().kubeconfig)
+        .output()
+        .unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && text.contains(": bound on node"),
+        "{text}{err}"
+    );
 
     let (ok, out, err) = helm(&["uninstall", "dragon-scheduler", "--namespace", &s.name]);
     assert!(ok, "helm uninstall:\n{out}\n{err}");

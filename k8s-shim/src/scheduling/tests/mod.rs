@@ -745,3 +745,5 @@ async fn a_budget_refusing_one_eviction_leaves_the_whole_victim_running() {
 }
 
 mod stale;
+
+mod ask;
