@@ -199,6 +199,15 @@ pub struct Metrics {
     pub queue_used_gpus: Family<QueueLabels, Gauge>,
     pub queue_demand_gpus: Family<QueueLabels, Gauge>,
     pub queue_guaranteed_gpus: Family<QueueLabels, Gauge>,
+    /// Each queue's GPUs held over those it was entitled to (what it asked
+    /// for, up to its guarantee) over the last hour; no series for a queue
+    /// entitled to nothing in that hour.
+    pub queue_share: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// How long each queue's longest-waiting gang has waited, seconds.
+    pub queue_longest_wait_seconds: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// Jain's index over the queues' shares of the last hour (NaN with
+    /// fewer than two queues entitled to something).
+    pub queues_jain_index: Gauge<f64, AtomicU64>,
     /// 1 while this replica leads.
     pub leader: Gauge,
     /// Times the circuit breaker suspended the policy.
@@ -308,6 +317,8 @@ impl Metrics {
         let leader = Gauge::default();
         let (queue_used_gpus, queue_demand_gpus, queue_guaranteed_gpus) =
             (Family::default(), Family::default(), Family::default());
+        let (queue_share, queue_longest_wait_seconds) = (Family::default(), Family::default());
+        let queues_jain_index = Gauge::<f64, AtomicU64>::default();
         let policy_suspensions = Counter::default();
         let policy_suspended = Gauge::default();
         let rounds_over_budget = Counter::default();
@@ -393,6 +404,21 @@ impl Metrics {
             queue_guaranteed_gpus.clone(),
         );
         registry.register(
+            "queue_share_of_entitlement",
+            "GPUs each queue held over those it was entitled to (asked, up to its guarantee) over the last hour",
+            queue_share.clone(),
+        );
+        registry.register(
+            "queue_longest_wait_seconds",
+            "How long each queue's longest-waiting gang has waited",
+            queue_longest_wait_seconds.clone(),
+        );
+        registry.register(
+            "queues_jain_index",
+            "Jain's fairness index over the queues' shares of entitlement in the last hour",
+            queues_jain_index.clone(),
+        );
+        registry.register(
             "is_leader",
             "1 while this replica holds the lease",
             leader.clone(),
@@ -413,6 +439,9 @@ impl Metrics {
             queue_used_gpus,
             queue_demand_gpus,
             queue_guaranteed_gpus,
+            queue_share,
+            queue_longest_wait_seconds,
+            queues_jain_index,
             leader,
             policy_suspensions,
             policy_suspended,
@@ -439,6 +468,31 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(i64::from(q.guaranteed_gpus));
         }
+    }
+
+    /// Each queue's share of its entitlement over the last hour and its
+    /// longest wait now (`names`, `shares` and `waits_s` in one order),
+    /// and Jain's index over the shares.
+    pub fn queue_fairness(&self, names: &[&str], shares: &[Option<f64>], waits_s: &[f64]) {
+        for ((name, share), wait) in names.iter().zip(shares).zip(waits_s) {
+            let labels = QueueLabels {
+                queue: name.to_string(),
+            };
+            match share {
+                Some(x) => {
+                    self.queue_share.get_or_create(&labels).set(*x);
+                }
+                None => {
+                    self.queue_share.remove(&labels);
+                }
+            }
+            self.queue_longest_wait_seconds
+                .get_or_create(&labels)
+                .set(*wait);
+        }
+        let x: Vec<f64> = shares.iter().flatten().copied().collect();
+        let jain = dragon_framework::share::jain(&x).unwrap_or(f64::NAN);
+        self.queues_jain_index.set(jain);
     }
 
     /// Count one attempt of a unit that ended as `result`.

@@ -95,6 +95,14 @@ async fn room_goes_to_the_team_owed_its_guarantee(prefix: &str, policy: &str, se
         sched.metric("dragon_queue_guaranteed_gpus{queue=\"team-b\"}"),
         4.0
     );
+    // How well each queue got its guarantee: team b waited for part of
+    // the hour, team a's third gang waits still.
+    let share_b = sched.metric("dragon_queue_share_of_entitlement{queue=\"team-b\"}");
+    assert!(share_b > 0.0 && share_b < 1.0, "team b's share {share_b}");
+    let wait_a = sched.metric("dragon_queue_longest_wait_seconds{queue=\"team-a\"}");
+    assert!(wait_a > 0.0, "team a's longest wait {wait_a}");
+    let jain = sched.metric("dragon_queues_jain_index");
+    assert!(jain > 0.0 && jain <= 1.0, "Jain's index {jain}");
     a.assert_invariants(30, &[&sched], None).await;
     b.cleanup().await;
     a.cleanup().await;

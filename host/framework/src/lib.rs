@@ -27,6 +27,7 @@ pub mod record;
 mod scale;
 mod selector;
 pub mod shadow;
+pub mod share;
 mod teams;
 mod unit;
 pub mod volumes;

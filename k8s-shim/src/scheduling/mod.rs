@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dragon_framework::record::Frame;
+use dragon_framework::share::{HOUR_MS, QueueMeter};
 use dragon_framework::{
     Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, JobKey, NodeName,
     PodKey, PodState, Release, RoundReport, ScaleRequest, UnitKey, WallBudget,
@@ -201,6 +202,8 @@ pub struct Loop<I> {
     estimates: EstimateConfig,
     /// One estimate is simulated at a time.
     estimating: Arc<tokio::sync::Semaphore>,
+    /// What each queue held and was entitled to over the last hour.
+    share: Option<QueueMeter>,
 }
 
 impl<I: ClusterIo> Loop<I> {
@@ -236,6 +239,7 @@ impl<I: ClusterIo> Loop<I> {
             stories: Stories::default(),
             estimates: parts.estimates,
             estimating: Arc::new(tokio::sync::Semaphore::new(1)),
+            share: None,
         }
     }
 

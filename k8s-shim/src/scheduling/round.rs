@@ -120,8 +120,7 @@ impl<I: ClusterIo> Loop<I> {
         let mut answers = self.apply_effects(&report.effects).await;
         self.snapshot.sched.settle_effects(&mut report, &answers);
         self.note_scaled(&report.effects, &answers.scales);
-        self.metrics
-            .queues(&self.snapshot.sched.cluster().queue_rows());
+        self.note_queues(now);
         answers.binds = bind_answers;
         if let Some(begun) = begun {
             self.taps.end(
@@ -138,6 +137,44 @@ impl<I: ClusterIo> Loop<I> {
             self.waiting(&mut invalid, &unit, None, &reason, &BTreeSet::new());
         }
         self.teller.send(invalid);
+    }
+
+    /// Each queue's GPUs on `/metrics`, and how well it got what it was
+    /// guaranteed over the last hour: its share of its entitlement, its
+    /// longest-waiting gang, Jain's index over the queues.
+    fn note_queues(&mut self, now: u64) {
+        let cluster = self.snapshot.sched.cluster();
+        if cluster.queues().is_empty() {
+            return;
+        }
+        let rows = cluster.queue_rows();
+        self.metrics.queues(&rows);
+        let meter = self
+            .share
+            .get_or_insert_with(|| QueueMeter::new(cluster.queues()));
+        for (q, row) in rows.iter().enumerate() {
+            meter.observe(now, q, u64::from(row.used_gpus), u64::from(row.demand_gpus));
+        }
+        let hour_ago = now.saturating_sub(HOUR_MS);
+        meter.forget_before(hour_ago);
+        let shares: Vec<Option<f64>> = (0..rows.len())
+            .map(|q| meter.share_over(q, hour_ago, now))
+            .collect();
+        let mut waits = vec![0.0f64; rows.len()];
+        for job in cluster.jobs() {
+            let Some(q) = job
+                .queue
+                .as_ref()
+                .and_then(|name| rows.iter().position(|r| r.name == name.as_str()))
+            else {
+                continue;
+            };
+            if cluster.job_started_ms(&job.name).is_none() {
+                waits[q] = waits[q].max(now.saturating_sub(job.arrival_ms) as f64 / 1e3);
+            }
+        }
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        self.metrics.queue_fairness(&names, &shares, &waits);
     }
 
     /// What the framework chose for `binds` that must be written before
