@@ -107,3 +107,47 @@ async fn room_goes_to_the_team_owed_its_guarantee(prefix: &str, policy: &str, se
     b.cleanup().await;
     a.cleanup().await;
 }
+
+/// With `scheduling.reclaim`, team b does not wait for team a's gangs to
+/// finish: the GPUs team a borrows are taken back, one gang evicted with
+/// an Event saying why, and team b's gang bound whole in their place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_reclaim_a_team_owed_its_guarantee_takes_back_what_another_borrows() {
+    let _g = serial();
+    let a = Scenario::new("reclaim-a").await;
+    let b = Scenario::sharing("reclaim-b", &a).await;
+    a.node("n1", 4).await;
+    a.node("n2", 4).await;
+    let config = format!("{}scheduling: {{reclaim: true}}\n", queues("reclaim"));
+    let sched = Scheduler::start(&a, "fair-share", &config);
+    gang(&a, "a1", None).await;
+    gang(&a, "a2", None).await;
+    until(60, "team a's two gangs bound", || async {
+        bound(&a.placement("a1-").await) + bound(&a.placement("a2-").await) == 8
+    })
+    .await;
+    gang(&b, "b1", None).await;
+    until(
+        60,
+        "team b's gang bound in the room team a borrowed",
+        || async { bound(&b.placement("b1-").await) == 4 },
+    )
+    .await;
+    let held = bound(&a.placement("a1-").await) + bound(&a.placement("a2-").await);
+    assert_eq!(held, 4, "team a keeps its guarantee:\n{}", sched.log());
+    let preempted: Vec<String> = a
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Preempted"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(preempted.len(), 4, "one gang's pods: {preempted:?}");
+    assert!(
+        preempted[0].contains("whose queue is owed GPUs that queue team-a borrows"),
+        "{preempted:?}"
+    );
+    a.assert_invariants(30, &[&sched], None).await;
+    b.cleanup().await;
+    a.cleanup().await;
+}

@@ -466,3 +466,93 @@ fn a_job_whose_shrink_is_refused_is_evicted_whole_instead() {
         r.decisions
     );
 }
+
+/// Two teams on 8 GPUs, each guaranteed 4, with `reclaim` as given.
+fn teams(reclaim: bool) -> Scheduler {
+    let queue = |name: &str| dragon_host::framework::QueueSpec {
+        name: name.into(),
+        weight: 1.0,
+        guaranteed_gpus: 4,
+        borrowing_limit_gpus: None,
+        parent: None,
+    };
+    let mut cluster = sched(&["a", "b"]).cluster().clone();
+    cluster
+        .set_queues(vec![queue("team-a"), queue("team-b")])
+        .unwrap();
+    let config = SchedulerConfig {
+        reclaim,
+        ..SchedulerConfig::without_backoff()
+    };
+    Scheduler::new(cluster, config)
+}
+
+/// [`job`] in queue `queue`.
+fn queued(s: &mut Scheduler, name: &str, at: u64, priority: i32, queue: &str) {
+    job(s, name, at, priority, 4, 4);
+    let mut j = s.cluster().job(name).unwrap().clone();
+    j.queue = Some(queue.into());
+    s.upsert_job(j);
+}
+
+#[test]
+fn a_queue_owed_its_guarantee_takes_back_what_another_borrows_whatever_the_priority() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    for reclaim in [false, true] {
+        let mut s = teams(reclaim);
+        // Team a borrows the idle cluster at a higher priority.
+        queued(&mut s, "a1", 0, 5, "team-a");
+        queued(&mut s, "a2", 1, 5, "team-a");
+        round(&mut s, 0, &dragon);
+        assert_eq!((bound(&s, "a1"), bound(&s, "a2")), (4, 4));
+        queued(&mut s, "b1", 10, 0, "team-b");
+        let r = round(&mut s, 1000, &dragon);
+        if !reclaim {
+            assert!(evicted(&r).is_empty(), "{:?}", r.decisions);
+            continue;
+        }
+        // One gang: all team a borrows, no more.
+        assert_eq!(evicted(&r).len(), 1, "{:?}", r.decisions);
+        let message = &r.io.evictions[0].message;
+        assert!(
+            message.contains(
+                "preempted by job/b1, whose queue is owed GPUs that queue team-a borrows"
+            ),
+            "{message}"
+        );
+        let why = reason(&r, &UnitKey::job("b1"));
+        assert!(
+            why.contains("evicting 1 lower-priority or borrowing unit(s)"),
+            "{why}"
+        );
+        terminate(&mut s, &r);
+        // Given the room, the evicted gang would take it again: it waits
+        // until b1 has it.
+        let r = round(&mut s, 2000, &dragon);
+        assert_eq!(bound(&s, "b1"), 4, "{:?}", r.decisions);
+        let victim = r.io.evictions.first().map(|e| e.victim.clone());
+        assert!(victim.is_none(), "{:?}", r.decisions);
+        // The evicted gang, of higher priority, may not take room from a
+        // queue within its guarantee.
+        let r = round(&mut s, 3000, &dragon);
+        assert!(evicted(&r).is_empty(), "{:?}", r.decisions);
+        assert_eq!(bound(&s, "b1"), 4);
+    }
+}
+
+#[test]
+fn a_queue_that_would_borrow_preempts_only_lower_priority_work_of_borrowing_queues() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = teams(true);
+    queued(&mut s, "a1", 0, 0, "team-a");
+    queued(&mut s, "b1", 1, 9, "team-b");
+    round(&mut s, 0, &dragon);
+    // Team b asks beyond its guarantee at a higher priority: team a holds
+    // only what it is owed, so nothing of it is taken.
+    queued(&mut s, "b2", 10, 9, "team-b");
+    let r = round(&mut s, 1000, &dragon);
+    assert!(evicted(&r).is_empty(), "{:?}", r.decisions);
+    assert_eq!(bound(&s, "b2"), 0);
+}

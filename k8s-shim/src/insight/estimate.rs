@@ -67,6 +67,8 @@ pub struct Forward {
     made_ms: u64,
     assumed: String,
     horizon_ms: u64,
+    /// Whether the scheduler reclaims between queues, as it plays out.
+    reclaim: bool,
 }
 
 /// Take the cluster as it is at `now_ms` (on the loop: a pass over its
@@ -79,6 +81,7 @@ pub fn prepare(
     job: &str,
     now_ms: u64,
     config: &EstimateConfig,
+    reclaim: bool,
 ) -> Result<Forward, String> {
     let assumed = Assumed {
         remaining_ms: config.assume_remaining_seconds * 1000,
@@ -97,6 +100,7 @@ pub fn prepare(
             config.assume_remaining_seconds, config.assume_duration_seconds
         ),
         horizon_ms: config.horizon_seconds * 1000,
+        reclaim,
     })
 }
 
@@ -106,6 +110,7 @@ impl Forward {
     pub fn run(self, policy: &dyn Hooks) -> Estimate {
         let options = SimOptions {
             horizon_ms: self.horizon_ms,
+            reclaim: self.reclaim,
         };
         let run = simulate(&self.trace, policy, options, None);
         let started = run

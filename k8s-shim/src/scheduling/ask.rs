@@ -152,7 +152,13 @@ impl<I: ClusterIo> Loop<I> {
                 ));
                 None
             }
-            (Some(job), true) => match estimate::prepare(cluster, job, now, &self.estimates) {
+            (Some(job), true) => match estimate::prepare(
+                cluster,
+                job,
+                now,
+                &self.estimates,
+                self.snapshot.sched.config().reclaim,
+            ) {
                 Ok(forward) => Some(forward),
                 Err(e) => {
                     why.estimate = Some(estimate::unavailable(now, e));

@@ -9,7 +9,7 @@ use clap::Args;
 use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
 use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
-use crate::sim::{SimOptions, Summary, Trace, bound};
+use crate::sim::{Summary, Trace, bound};
 
 #[derive(Debug, Args)]
 #[command(
@@ -82,9 +82,7 @@ impl CompareOpts {
             bail!("name at least one policy");
         }
         let trace = Trace::load(&self.trace)?;
-        let options = SimOptions {
-            horizon_ms: self.run.horizon_s.saturating_mul(1000),
-        };
+        let options = self.run.sim_options();
         let mut runs = Vec::new();
         for (label, policy) in labeled_policies(&self.policies, &self.run)? {
             let run = run_with_progress(&trace, &policy, options, &label, None);

@@ -16,7 +16,7 @@ use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
 use crate::sim::resume::{self, Assumed};
 use crate::sim::{
-    DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, sim_config, simulate, simulate_recorded,
+    DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate, simulate_recorded,
 };
 
 /// Per-call deadline in simulations. Generous: a call that times out is an
@@ -88,6 +88,21 @@ pub struct RunArgs {
     /// Do not use the compiled-policy cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// With queues: a queue owed GPUs may preempt work of queues that
+    /// borrow beyond their guarantee, whatever the priorities (the
+    /// framework's `reclaim`).
+    #[arg(long)]
+    pub reclaim: bool,
+}
+
+impl RunArgs {
+    /// The simulator's options these ask for.
+    pub fn sim_options(&self) -> SimOptions {
+        SimOptions {
+            horizon_ms: self.horizon_s.saturating_mul(1000),
+            reclaim: self.reclaim,
+        }
+    }
 }
 
 /// Load a policy for a simulation.
@@ -274,9 +289,7 @@ impl SimulateOpts {
             self.run.deadline_ms,
             self.run.no_cache,
         )?;
-        let options = SimOptions {
-            horizon_ms: self.run.horizon_s.saturating_mul(1000),
-        };
+        let options = self.run.sim_options();
         let started = Instant::now();
         let run = match &self.record {
             None => run_with_progress(&trace, &policy, options, &policy.info().name, None),
@@ -290,7 +303,7 @@ impl SimulateOpts {
                     sha256: info.sha256.clone(),
                     settings: info.settings.clone(),
                     interface_version: info.interface_version.clone(),
-                    config: serde_json::to_string(&sim_config())?,
+                    config: serde_json::to_string(&options.config())?,
                     fallback: String::new(),
                     part: 0,
                 };

@@ -10,7 +10,7 @@ use super::compare::labeled_policies;
 use super::simulate::RunArgs;
 use crate::runtime::Hooks;
 use crate::sim::sweep::{self, SweepOptions};
-use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks, SimOptions};
+use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks};
 
 #[derive(Debug, Args)]
 #[command(
@@ -97,9 +97,7 @@ impl SweepOpts {
                 tiers: self.tiers,
                 teams: self.teams,
             },
-            sim: SimOptions {
-                horizon_ms: self.run.horizon_s.saturating_mul(1000),
-            },
+            sim: self.run.sim_options(),
         };
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |done: usize, total: usize| {

@@ -25,6 +25,19 @@ use crate::spec;
 pub struct SimOptions {
     /// Stop here (simulated ms) even if jobs remain.
     pub horizon_ms: u64,
+    /// A queue owed GPUs may preempt borrowers' work (the framework's
+    /// `reclaim`).
+    pub reclaim: bool,
+}
+
+impl SimOptions {
+    /// The framework's settings of a run with these options.
+    pub fn config(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            reclaim: self.reclaim,
+            ..sim_config()
+        }
+    }
 }
 
 /// Default horizon: 30 simulated days.
@@ -34,6 +47,7 @@ impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
             horizon_ms: DEFAULT_HORIZON_S * 1000,
+            reclaim: false,
         }
     }
 }
@@ -364,7 +378,7 @@ fn run<'a>(
         trace,
         fragmentation,
         policy,
-        sched: Scheduler::new(cluster, sim_config()),
+        sched: Scheduler::new(cluster, options.config()),
         sink,
         jobs,
         by_name,

@@ -540,6 +540,7 @@ jobs:
             &Refuser::new(false),
             SimOptions {
                 horizon_ms: 500_000,
+                ..SimOptions::default()
             },
             None,
         );
@@ -582,6 +583,7 @@ jobs:
         let mut sink = |f: crate::record::Frame| frames.push(f);
         let options = SimOptions {
             horizon_ms: 3_000_000,
+            ..SimOptions::default()
         };
         let first = simulate_recorded(&trace, &dragon, options, None, &mut sink);
         let mut replayer = Replayer::new(sim_config());

@@ -28,6 +28,10 @@ pub struct SchedulerConfig {
     /// A unit that fits nowhere may evict lower-priority work (see
     /// `preemption`), as kube-scheduler's DefaultPreemption does.
     pub preemption: bool,
+    /// With `preemption`: a unit whose queue is owed GPUs may also take
+    /// them back from queues borrowing beyond their guarantee, whatever
+    /// the priorities (Kueue's `reclaimWithinCohort: Any`; see `reclaim`).
+    pub reclaim: bool,
     /// Bounds on the scale step's resizes: how often a job may be resized
     /// and restarted, and how long growth may wait for room.
     pub resize: ResizeLimits,
@@ -47,6 +51,7 @@ impl Default for SchedulerConfig {
             breaker: BreakerConfig::default(),
             round_budget_ms: 10_000,
             preemption: true,
+            reclaim: false,
             resize: ResizeLimits::default(),
             percentage_of_nodes_to_score: 0,
         }

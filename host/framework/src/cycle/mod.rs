@@ -10,6 +10,7 @@ mod permit;
 mod place;
 mod preemption;
 mod reason;
+mod reclaim;
 mod report;
 mod sample;
 mod settle;
@@ -24,7 +25,7 @@ pub(crate) use place::{PlaceError, Sizes};
 pub use reason::Unschedulable;
 pub use report::{Decision, PlannedRound, RoundReport};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::breaker::Breaker;
 use super::cluster::journal::ClusterOp;
@@ -134,6 +135,9 @@ pub struct Scheduler {
     /// Domains held for preemptors with a required topology, while they
     /// are nominated: no unit of lower or equal priority is placed there.
     pub(crate) held: BTreeMap<UnitKey, Held>,
+    /// Preemptors taking back what other queues borrow, with those queues,
+    /// while they are nominated: those queues' units wait (see `reclaim`).
+    pub(crate) reclaiming: BTreeMap<UnitKey, BTreeSet<String>>,
     /// Victims whose eviction was refused, not chosen again before the
     /// given time, ms.
     pub(crate) protected: BTreeMap<UnitKey, u64>,
@@ -292,6 +296,7 @@ impl Scheduler {
         self.nominated.retain(|k, _| pending.contains(k));
         let nominated = &self.nominated;
         self.held.retain(|k, _| nominated.contains_key(k));
+        self.reclaiming.retain(|k, _| nominated.contains_key(k));
         units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {

@@ -159,6 +159,7 @@ impl Scheduler {
             .and_then(|j| self.cluster.job(j))
             .and_then(|j| j.hold.clone())
             .or_else(|| self.unknown_level(unit))
+            .or_else(|| self.giving_back(unit))
         {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
@@ -396,6 +397,12 @@ impl Scheduler {
             }
         };
         let priority = unit.wit.priority;
+        let reclaiming = victims.iter().any(|v| v.priority >= priority);
+        let victims_queues: BTreeSet<String> = victims
+            .iter()
+            .filter(|v| v.priority >= priority)
+            .filter_map(|v| v.queue.clone())
+            .collect();
         let mut evicted = Vec::new();
         let mut shrunk = Vec::new();
         let mut pods = Vec::new();
@@ -408,10 +415,16 @@ impl Scheduler {
                         job: job.into(),
                         from,
                         workers: to,
-                        reason: format!(
-                            "shrunk to {to} workers to make room for {} (priority {priority} over {})",
-                            unit.key, v.priority
-                        ),
+                        reason: match v.queue.as_ref().filter(|_| v.priority >= priority) {
+                            Some(q) => format!(
+                                "shrunk to {to} workers to make room for {}, whose queue is owed GPUs that queue {q} borrows",
+                                unit.key
+                            ),
+                            None => format!(
+                                "shrunk to {to} workers to make room for {} (priority {priority} over {})",
+                                unit.key, v.priority
+                            ),
+                        },
                         cause: ScaleCause::Preemption,
                     }));
                     shrunk.push(v.key);
@@ -420,20 +433,34 @@ impl Scheduler {
                     report.effects.push(Effect::Evict(Eviction {
                         pods: v.pods.into_iter().map(|(k, _)| k).collect(),
                         preemptor: unit.key.clone(),
-                        message: format!(
-                            "preempted by {} (priority {priority} over {})",
-                            unit.key, v.priority
-                        ),
+                        message: match v.queue.as_ref().filter(|_| v.priority >= priority) {
+                            Some(q) => format!(
+                                "preempted by {}, whose queue is owed GPUs that queue {q} borrows",
+                                unit.key
+                            ),
+                            None => format!(
+                                "preempted by {} (priority {priority} over {})",
+                                unit.key, v.priority
+                            ),
+                        },
                         victim: v.key.clone(),
                     }));
                     evicted.push(v.key);
                 }
             }
         }
-        let mut what = match (evicted.len(), shrunk.len()) {
-            (n, 0) => format!("evicting {n} lower-priority unit(s) to make room"),
-            (_, n) => format!("shrinking {n} lower-priority elastic job(s) to make room"),
+        let whose = match reclaiming {
+            true => "lower-priority or borrowing",
+            false => "lower-priority",
         };
+        let mut what = match (evicted.len(), shrunk.len()) {
+            (n, 0) => format!("evicting {n} {whose} unit(s) to make room"),
+            (_, n) => format!("shrinking {n} {whose} elastic job(s) to make room"),
+        };
+        if reclaiming {
+            let queues = victims_queues;
+            self.reclaiming.insert(unit.key.clone(), queues);
+        }
         if let Some(domain) = self.hold_domain(unit, &placed) {
             what = format!("{what} in {domain}, held for it until it is placed");
         }

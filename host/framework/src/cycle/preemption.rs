@@ -72,6 +72,9 @@ pub(crate) struct Candidate {
     /// For an elastic job shrunk rather than evicted: its workers before
     /// and after.
     pub(crate) shrink: Option<(u32, u32)>,
+    /// Another queue it is taken from, which borrows beyond its guarantee
+    /// (see `reclaim`).
+    pub(crate) queue: Option<String>,
 }
 
 /// What a search for room came to.
@@ -102,7 +105,12 @@ impl Scheduler {
     ) -> Result<Room, CallError> {
         // A gang's priority is its members' highest, so without a pod of
         // lower priority holding a node there is no victim.
-        if !self.config().preemption || !self.cluster.holds_below(unit.wit.priority) {
+        if !self.config().preemption {
+            return Ok(Room::None(None));
+        }
+        let stand = self.stand_of(unit);
+        let reclaims = stand.as_ref().is_some_and(|s| s.reclaims());
+        if !self.cluster.holds_below(unit.wit.priority) && !reclaims {
             return Ok(Room::None(None));
         }
         let never = unit.pods.iter().any(|k| {
@@ -121,7 +129,7 @@ impl Scheduler {
         }
         self.protected.retain(|_, until| *until > now_ms);
         self.unshrinkable.retain(|_, until| *until > now_ms);
-        let units = self.candidates(unit, gangs);
+        let units = self.candidates(unit, gangs, stand.as_ref());
         if units.is_empty() {
             return Ok(Room::None(None));
         }
@@ -231,11 +239,17 @@ impl Scheduler {
         Ok(Room::Victims(victims, placed))
     }
 
-    /// Placed units of lower priority than `unit`'s, least important first
+    /// Placed units `unit` may take the room of — of lower priority, or of
+    /// queues that borrow as `stand` allows (see `reclaim`) — least important first
     /// (lowest priority, then latest started), at most [`MAX_CANDIDATES`].
     /// Victims of a preemption under way and units whose eviction was just
     /// refused are left out.
-    fn candidates(&self, unit: &UnitPlan, gangs: bool) -> Vec<Candidate> {
+    fn candidates(
+        &self,
+        unit: &UnitPlan,
+        gangs: bool,
+        stand: Option<&super::reclaim::Stand>,
+    ) -> Vec<Candidate> {
         let c = &self.cluster;
         let priority = unit.wit.priority;
         let taken: BTreeSet<&PodKey> = self.preempting.values().flatten().collect();
@@ -253,11 +267,10 @@ impl Scheduler {
                 ),
                 _ => (UnitKey::pod(key), e.pod.priority, e.pod.arrival_ms),
             };
-            if p >= priority
-                || victim == unit.key
-                || taken.contains(key)
-                || self.protected.contains_key(&victim)
-            {
+            let Some(queue) = self.may_take(stand, priority, victim.job_name(), p) else {
+                continue;
+            };
+            if victim == unit.key || taken.contains(key) || self.protected.contains_key(&victim) {
                 continue;
             }
             by_unit
@@ -268,6 +281,7 @@ impl Scheduler {
                     started_ms,
                     pods: Vec::new(),
                     shrink: None,
+                    queue,
                 })
                 .pods
                 .push((key.clone(), node));
@@ -280,6 +294,9 @@ impl Scheduler {
                 &b.key,
             ))
         });
+        if let Some(stand) = stand {
+            self.within_borrowed(&mut out, stand);
+        }
         out.truncate(MAX_CANDIDATES);
         out
     }
