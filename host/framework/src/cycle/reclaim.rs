@@ -93,6 +93,9 @@ impl Scheduler {
     /// another unit (until that one is placed): given the room, it would
     /// take it again and the preemptor would evict it again.
     pub(crate) fn giving_back(&self, unit: &UnitPlan) -> Option<String> {
+        if self.reclaiming.is_empty() {
+            return None;
+        }
         let queue = self.cluster.job(unit.job.as_deref()?)?.queue.as_ref()?;
         let (preemptor, _) = self
             .reclaiming
