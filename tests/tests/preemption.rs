@@ -542,6 +542,30 @@ fn a_queue_owed_its_guarantee_takes_back_what_another_borrows_whatever_the_prior
 }
 
 #[test]
+fn gangs_of_one_round_take_back_what_a_queue_borrows_once() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    let mut s = teams(true);
+    queued(&mut s, "a1", 0, 0, "team-a");
+    queued(&mut s, "a2", 1, 0, "team-a");
+    round(&mut s, 0, &dragon);
+    // Team a borrows 4 GPUs; two gangs of team b, 4 GPUs each, arrive
+    // together. The first is owed its 4 and takes them back; with it on
+    // its way the second would take team b past its guarantee, so it
+    // leaves team a what it is owed.
+    queued(&mut s, "b1", 10, 0, "team-b");
+    queued(&mut s, "b2", 11, 0, "team-b");
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r).len(), 1, "{:?}", r.decisions);
+    terminate(&mut s, &r);
+    let r = round(&mut s, 2000, &dragon);
+    assert!(evicted(&r).is_empty(), "{:?}", r.decisions);
+    assert_eq!(bound(&s, "b1"), 4);
+    assert_eq!(bound(&s, "a1") + bound(&s, "a2"), 4);
+    assert_eq!(bound(&s, "b2"), 0);
+}
+
+#[test]
 fn a_queue_that_would_borrow_preempts_only_lower_priority_work_of_borrowing_queues() {
     let e = engine();
     let dragon = bundled(&e, "dragon", "");

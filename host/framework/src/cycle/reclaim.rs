@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 use super::preemption::Candidate;
 use super::{Scheduler, UnitPlan};
+use crate::cluster::PodState;
+use crate::unit::UnitKey;
 
 /// Where a unit's queue stands, for its preemption search.
 #[derive(Debug, Clone)]
@@ -49,17 +51,58 @@ impl Scheduler {
             .filter_map(|k| c.pod(k))
             .map(|(p, _)| u64::from(p.request.gpus))
             .sum();
-        let owed = u64::from(mine.used_gpus) + asks <= u64::from(mine.guaranteed_gpus);
+        let moving = self.in_flight(&unit.key);
+        let held = |name: &str, used: u32| {
+            let (leaving, arriving) = moving.get(name).copied().unwrap_or_default();
+            (u64::from(used) + arriving).saturating_sub(leaving)
+        };
+        let owed = held(&own, mine.used_gpus) + asks <= u64::from(mine.guaranteed_gpus);
         let borrowed = rows
             .iter()
-            .filter(|r| r.name != own && r.used_gpus > r.guaranteed_gpus)
-            .map(|r| (r.name.clone(), u64::from(r.used_gpus - r.guaranteed_gpus)))
+            .filter(|r| r.name != own)
+            .filter_map(|r| {
+                let over = held(&r.name, r.used_gpus).checked_sub(u64::from(r.guaranteed_gpus))?;
+                (over > 0).then(|| (r.name.clone(), over))
+            })
             .collect();
         Some(Stand {
             own,
             owed,
             borrowed,
         })
+    }
+
+    /// GPUs on their way between queues, by queue: (held by pods chosen as
+    /// victims and not gone yet, asked by the pending pods of other units
+    /// preempting for room). Counting them keeps the preemptors of one
+    /// round, and of the rounds until their victims are gone, from taking
+    /// back the same borrowed GPUs twice and pushing the lender below its
+    /// guarantee (which would have it take them back in turn).
+    fn in_flight(&self, except: &UnitKey) -> BTreeMap<&str, (u64, u64)> {
+        let c = &self.cluster;
+        let queue_of = |job: &str| c.job(job)?.queue.as_deref();
+        let mut moving: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for (unit, victims) in &self.preempting {
+            for (pod, state) in victims.iter().filter_map(|k| c.pod(k)) {
+                if let (PodState::Bound(_), Some(q)) =
+                    (state, pod.job.as_deref().and_then(queue_of))
+                {
+                    moving.entry(q).or_default().0 += u64::from(pod.request.gpus);
+                }
+            }
+            if unit == except {
+                continue;
+            }
+            let Some(job) = unit.job_name() else { continue };
+            let Some(q) = queue_of(job) else { continue };
+            let asks: u64 = c
+                .job_pods(job)
+                .filter(|(_, s)| matches!(s, PodState::Pending))
+                .map(|(p, _)| u64::from(p.request.gpus))
+                .sum();
+            moving.entry(q).or_default().1 += asks;
+        }
+        moving
     }
 
     /// Whether a unit at `priority` standing as `stand` may take the room
