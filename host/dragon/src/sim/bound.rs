@@ -2,7 +2,8 @@
 //! can beat, so that a table shows how much is left to win.
 //!
 //! - [`alone`]: every job from its arrival at its fastest size, never
-//!   waiting. Ignores capacity, so at high load it is far below anything
+//!   waiting; above its submitted size only after the restart a resize
+//!   costs. Ignores capacity, so at high load it is far below anything
 //!   reachable.
 //! - [`capacity_aware`]: also counts that the jobs share the cluster's GPUs.
 //!   The cluster is relaxed to one pool of GPUs (no nodes, no
@@ -24,8 +25,11 @@ use crate::framework::Role;
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Need {
     arrival_ms: f64,
-    /// Run time alone at its fastest size.
+    /// Least time from arrival to completion alone: at its fastest size up
+    /// to the submitted one, or a restart then its fastest size of all.
     alone_ms: f64,
+    /// Run time at its fastest size of all, restarts aside.
+    fastest_ms: f64,
     /// GPU-time at its most GPU-efficient size (0: it uses no GPUs).
     gpu_work: f64,
 }
@@ -42,21 +46,33 @@ fn need(job: &TraceJob, node_gpus: u32) -> Need {
         .filter(|p| p.role != Role::Worker)
         .map(|p| p.request.gpus)
         .sum();
-    let (mut fastest, mut per_gpu) = (0.0_f64, 0.0_f64);
+    let (mut fastest, mut as_submitted, mut per_gpu) = (0.0_f64, 0.0_f64, 0.0_f64);
     for w in job.job.min_workers..=job.job.max_workers {
         let gpus = w.saturating_mul(worker_gpus).saturating_add(other_gpus);
         // The best placement of that size: one node when one can hold it.
         let span = if gpus <= node_gpus { 1 } else { 2 };
         let rate = job.speed.rate(w, span, job.job.workers);
         fastest = fastest.max(rate);
+        if w <= job.job.workers {
+            as_submitted = as_submitted.max(rate);
+        }
         if gpus > 0 {
             per_gpu = per_gpu.max(rate / f64::from(gpus));
         }
     }
     let positive = |x: f64| if x > 0.0 { x } else { f64::INFINITY };
+    let fastest_ms = job.work_ms / positive(fastest);
+    // A job is admitted with at most the workers it was submitted with;
+    // it runs with more only after a resize, which restarts it.
+    let grown_ms = if fastest > as_submitted {
+        job.restart_ms as f64 + fastest_ms
+    } else {
+        f64::INFINITY
+    };
     Need {
         arrival_ms: job.arrival_ms as f64,
-        alone_ms: job.work_ms / positive(fastest),
+        alone_ms: (job.work_ms / positive(as_submitted)).min(grown_ms),
+        fastest_ms,
         gpu_work: if other_gpus == 0 && worker_gpus == 0 {
             0.0
         } else {
@@ -108,7 +124,7 @@ pub fn capacity_aware(trace: &Trace) -> f64 {
         jobs.iter()
             .zip(&busy)
             .map(|(j, m)| match m {
-                Some(m) => m + j.alone_ms / 2.0,
+                Some(m) => m + j.fastest_ms / 2.0,
                 None => j.arrival_ms + j.alone_ms,
             })
             .sum()
@@ -178,6 +194,7 @@ mod tests {
         Need {
             arrival_ms,
             alone_ms,
+            fastest_ms: alone_ms,
             gpu_work,
         }
     }
@@ -203,7 +220,7 @@ mod tests {
         let bound: f64 = jobs
             .iter()
             .zip(&busy)
-            .map(|(j, m)| m.unwrap_or(0.0) + j.alone_ms / 2.0)
+            .map(|(j, m)| m.unwrap_or(0.0) + j.fastest_ms / 2.0)
             .sum::<f64>()
             / 2.0;
         assert!(bound <= (1.0 / 0.9 + 10.0) / 2.0, "{bound} {busy:?}");
@@ -243,6 +260,37 @@ mod tests {
             "{cap} vs {}",
             2.5 * alone_s
         );
+    }
+
+    /// One elastic job of 2 workers (up to 4) on an 8-GPU node: running
+    /// at 4 needs a resize, whose restart counts when it is short.
+    fn elastic(duration_s: u32, restart_s: u32) -> Trace {
+        Trace::parse(
+            &format!(
+                "cluster:\n  nodes:\n    - {{name_prefix: gpu, count: 1, cpu: 32, memory_gib: 128, gpus: 8}}\njobs:\n  - {{name: j, arrival_s: 0, duration_s: {duration_s}, restart_s: {restart_s}, workers: {{count: 2, min: 1, max: 4, cpu: 1, memory_gib: 1, gpus: 1}}}}\n"
+            ),
+            "t.yaml",
+            false,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_job_runs_above_its_submitted_size_only_after_a_restart() {
+        let long = elastic(36_000, 30);
+        let speed = &long.jobs[0].speed;
+        let (at_2, at_4) = (speed.rate(2, 1, 2), speed.rate(4, 1, 2));
+        assert!(at_4 > at_2);
+        let grown = 30.0 + 36_000.0 / at_4;
+        assert!((alone(&long) - grown).abs() < 1e-6, "{}", alone(&long));
+        // Two minutes at 2 workers beat a 10-minute restart, then 4.
+        let short = elastic(120, 600);
+        assert!(
+            (alone(&short) - 120.0 / at_2).abs() < 1e-6,
+            "{}",
+            alone(&short)
+        );
+        assert_eq!(capacity_aware(&short), alone(&short));
     }
 
     #[test]
