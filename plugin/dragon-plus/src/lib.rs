@@ -3,8 +3,9 @@
 //! throughput gains most from it (only where the time saved repays the
 //! restart, and off a job's node only where it beats the cross-node
 //! penalty), workers taken from the jobs that lose least as soon as the
-//! head of the queue does not fit, and growth that leaves waiting jobs
-//! their room and the two emptiest nodes free. `docs/dragon.md` has the rules and
+//! head of the queue does not fit, growth that leaves waiting jobs
+//! their room and the two emptiest nodes free, and new gangs placed where
+//! they have room to grow. `docs/dragon.md` has the rules and
 //! `docs/results.md` what they buy. Every setting of `dragon` applies.
 
 use dragon_policy::{Dragon, PlusSettings, Settings};

@@ -124,7 +124,7 @@ impl Policy for Dragon {
     }
 
     fn score(&self, pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
-        locality::score(pod, nodes, view)
+        locality::score(pod, nodes, view, self.settings.room_to_grow)
     }
 
     // Every task of the chosen size is reserved when permit is asked; wait

@@ -12,11 +12,13 @@ use dragon_policy_sdk::types::*;
 ///
 /// Layout of the `u32` (higher bits dominate):
 /// - worker: bit 31 = a sibling is already there (keep filling that node),
-///   bits 24–30 = number of siblings, bits 12–23 = how many of the tasks still
-///   to place fit on the node, bits 0–11 = best fit;
+///   bits 24–30 = number of siblings, bit 23 = with `room_to_grow`, the
+///   tasks still to place fit on the node with room left for the gang's
+///   workers up to `max`, bits 12–22 = how many of the tasks still to place
+///   fit on the node, bits 0–11 = best fit;
 /// - parameter server: bits 12–30 = number of siblings (workers of the job on
 ///   the node), bits 0–11 = best fit.
-pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
+pub fn score(pod: &Placement, nodes: &Candidates, view: &View, room_to_grow: bool) -> Vec<u32> {
     let tasks = &pod.unit.tasks[(pod.task as usize).min(pod.unit.tasks.len())..];
     let Some(this) = tasks.first() else {
         return vec![0; nodes.index.len()];
@@ -33,13 +35,27 @@ pub fn score(pod: &Placement, nodes: &Candidates, view: &View) -> Vec<u32> {
         Role::Ps => per_node
             .map(|(free, siblings)| (siblings.min(0x7_ffff) << 12) | best_fit(&free))
             .collect(),
-        Role::Worker | Role::Other => per_node
-            .map(|(free, siblings)| {
-                let near = if siblings > 0 { 1 << 31 } else { 0 };
-                let fits = (runs.fits_count(free) as u32).min(4095);
-                near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
-            })
-            .collect(),
+        Role::Worker | Role::Other => {
+            let more = pod.unit.max_workers.saturating_sub(pod.unit.workers);
+            let r = this.request;
+            let extra = Resources {
+                cpu_milli: r.cpu_milli.saturating_mul(u64::from(more)),
+                memory_mib: r.memory_mib.saturating_mul(u64::from(more)),
+                gpus: r.gpus.saturating_mul(more),
+            };
+            let grow = room_to_grow && more > 0 && this.role == Role::Worker;
+            per_node
+                .map(|(free, siblings)| {
+                    let near = if siblings > 0 { 1 << 31 } else { 0 };
+                    let count = runs.fits_count(free);
+                    let roomy = grow
+                        && extra.fits_in(&free)
+                        && runs.fits_count(free.minus(&extra)) == tasks.len();
+                    let fits = (count as u32).min(2047) | if roomy { 1 << 11 } else { 0 };
+                    near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
+                })
+                .collect()
+        }
     }
 }
 
@@ -53,7 +69,7 @@ mod tests {
         let unit = gang_unit(1, 4, 4, 4, gpu_worker(), ps());
         let (mut c, v) = candidates(&[(32_000, 128_000, 8), (32_000, 128_000, 4)]);
         c.siblings = vec![(1, 1)];
-        let s = score(&placement(&unit, 1), &c, &v);
+        let s = score(&placement(&unit, 1), &c, &v, false);
         assert!(s[1] > s[0], "{s:?}");
     }
 
@@ -65,11 +81,25 @@ mod tests {
             (32_000, 128_000, 4),
             (32_000, 128_000, 3),
         ]);
-        let s = score(&placement(&unit, 0), &c, &v);
+        let s = score(&placement(&unit, 0), &c, &v, false);
         let best = (0..3)
             .max_by_key(|&i| (s[i], std::cmp::Reverse(i)))
             .unwrap();
         assert_eq!(best, 1, "{s:?}");
+    }
+
+    #[test]
+    fn with_room_to_grow_the_first_worker_goes_where_the_gang_could_double() {
+        // One worker (up to two) and a parameter server without GPUs: node
+        // 0 fits it exactly, node 1 could also take its second worker.
+        let unit = gang_unit(1, 1, 1, 2, gpu_worker(), ps());
+        let (c, v) = candidates(&[(32_000, 128_000, 1), (32_000, 128_000, 2)]);
+        let best = |s: &[u32]| if s[1] > s[0] { 1 } else { 0 };
+        assert_eq!(best(&score(&placement(&unit, 0), &c, &v, false)), 0);
+        assert_eq!(best(&score(&placement(&unit, 0), &c, &v, true)), 1);
+        // A gang that may not grow is packed as before.
+        let rigid = gang_unit(1, 1, 1, 1, gpu_worker(), ps());
+        assert_eq!(best(&score(&placement(&rigid, 0), &c, &v, true)), 0);
     }
 
     #[test]
@@ -81,7 +111,7 @@ mod tests {
             (32_000, 128_000, 4),
         ]);
         c.siblings = vec![(0, 1), (1, 3)];
-        let s = score(&placement(&unit, 4), &c, &v);
+        let s = score(&placement(&unit, 4), &c, &v, false);
         assert_eq!(unit.tasks[4].role, Role::Ps);
         assert!(s[1] > s[0] && s[1] > s[2], "{s:?}");
     }

@@ -72,6 +72,11 @@ pub struct Settings {
     /// `grow_by_gain`, such a worker must gain more (as `cross_node_penalty`
     /// does for a node). A key the cluster does not configure is ignored.
     pub level_penalties: std::collections::BTreeMap<String, f64>,
+    /// Place a new gang's first worker, among the nodes that fit the whole
+    /// gang, where it could also grow to `max` workers: packed onto the
+    /// fullest node that fits it, an elastic job has no room left to grow
+    /// without spanning nodes.
+    pub room_to_grow: bool,
 }
 
 impl Default for Settings {
@@ -98,6 +103,7 @@ impl Default for Settings {
             shrink_most_served: false,
             fairness: false,
             level_penalties: std::collections::BTreeMap::new(),
+            room_to_grow: false,
         }
     }
 }
@@ -144,7 +150,8 @@ impl Settings {
     /// gain that repays its restart and stays on a job's node, shrinking
     /// where it costs least as soon as the head of the queue does not fit,
     /// growth at once that leaves waiting jobs their room and the two
-    /// emptiest nodes free for the next arrivals.
+    /// emptiest nodes free for the next arrivals, and new gangs placed
+    /// where they have room to grow.
     pub fn plus() -> Settings {
         Settings {
             starvation_threshold_s: 0.0,
@@ -153,6 +160,7 @@ impl Settings {
             grow_by_gain: true,
             shrink_least_loss: true,
             headroom_nodes: 2,
+            room_to_grow: true,
             ..Settings::default()
         }
     }
