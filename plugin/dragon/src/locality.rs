@@ -12,10 +12,10 @@ use dragon_policy_sdk::types::*;
 ///
 /// Layout of the `u32` (higher bits dominate):
 /// - worker: bit 31 = a sibling is already there (keep filling that node),
-///   bits 24–30 = number of siblings, bit 23 = with `room_to_grow`, the
-///   tasks still to place fit on the node with room left for the gang's
-///   workers up to `max`, bits 12–22 = how many of the tasks still to place
-///   fit on the node, bits 0–11 = best fit;
+///   bits 24–30 = number of siblings, bits 12–23 = how many of the tasks
+///   still to place fit on the node (with `room_to_grow`: bit 23 = they fit
+///   with room left for the gang's workers up to `max`, bits 12–22 the
+///   count), bits 0–11 = best fit;
 /// - parameter server: bits 12–30 = number of siblings (workers of the job on
 ///   the node), bits 0–11 = best fit.
 pub fn score(pod: &Placement, nodes: &Candidates, view: &View, room_to_grow: bool) -> Vec<u32> {
@@ -37,25 +37,41 @@ pub fn score(pod: &Placement, nodes: &Candidates, view: &View, room_to_grow: boo
             .collect(),
         Role::Worker | Role::Other => {
             let more = pod.unit.max_workers.saturating_sub(pod.unit.workers);
-            let r = this.request;
-            let extra = Resources {
-                cpu_milli: r.cpu_milli.saturating_mul(u64::from(more)),
-                memory_mib: r.memory_mib.saturating_mul(u64::from(more)),
-                gpus: r.gpus.saturating_mul(more),
-            };
-            let grow = room_to_grow && more > 0 && this.role == Role::Worker;
-            per_node
-                .map(|(free, siblings)| {
-                    let near = if siblings > 0 { 1 << 31 } else { 0 };
-                    let count = runs.fits_count(free);
-                    let roomy = grow
-                        && extra.fits_in(&free)
-                        && runs.fits_count(free.minus(&extra)) == tasks.len();
-                    let fits = (count as u32).min(2047) | if roomy { 1 << 11 } else { 0 };
-                    near | (siblings.min(127) << 24) | (fits << 12) | best_fit(&free)
-                })
-                .collect()
+            if room_to_grow && more > 0 && this.role == Role::Worker {
+                let extra = times(this.request, more);
+                per_node
+                    .map(|(free, siblings)| {
+                        let roomy = extra.fits_in(&free)
+                            && runs.fits_count(free.minus(&extra)) == tasks.len();
+                        let fits =
+                            (runs.fits_count(free) as u32).min(2047) | (u32::from(roomy) << 11);
+                        worker_score(siblings, fits, &free)
+                    })
+                    .collect()
+            } else {
+                per_node
+                    .map(|(free, siblings)| {
+                        worker_score(siblings, (runs.fits_count(free) as u32).min(4095), &free)
+                    })
+                    .collect()
+            }
         }
+    }
+}
+
+/// A worker's score from its parts (see [`score`]).
+#[inline(always)]
+fn worker_score(siblings: u32, fits: u32, free: &Resources) -> u32 {
+    let near = if siblings > 0 { 1 << 31 } else { 0 };
+    near | (siblings.min(127) << 24) | (fits << 12) | best_fit(free)
+}
+
+/// `r` taken `k` times.
+fn times(r: Resources, k: u32) -> Resources {
+    Resources {
+        cpu_milli: r.cpu_milli.saturating_mul(u64::from(k)),
+        memory_mib: r.memory_mib.saturating_mul(u64::from(k)),
+        gpus: r.gpus.saturating_mul(k),
     }
 }
 
