@@ -15,6 +15,15 @@ async fn ask(l: &mut Loop<FakeCluster>, question: Question) -> Result<Answer, Re
         .expect("the loop answers")
 }
 
+/// Ask the loop why `pod` waits, expecting an answer.
+async fn why_of(l: &mut Loop<FakeCluster>, pod: &str) -> crate::insight::Why {
+    let question = Question::Why { pod: pod.into() };
+    match ask(l, question).await {
+        Ok(Answer::Why(why)) => *why,
+        other => panic!("a why of {pod}: {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_gang_has_its_story_the_nodes_closest_to_fitting_and_an_estimated_start() {
     let fake = Arc::new(FakeCluster::default());
@@ -27,16 +36,7 @@ async fn a_waiting_gang_has_its_story_the_nodes_closest_to_fitting_and_an_estima
     step_with(&mut l, gang("g2", 3)).await;
     assert_eq!(binds(&fake.calls()).len(), 4);
 
-    let Ok(Answer::Why(why)) = ask(
-        &mut l,
-        Question::Why {
-            pod: "ml/g2-0".into(),
-        },
-    )
-    .await
-    else {
-        panic!("a why");
-    };
+    let why = why_of(&mut l, "ml/g2-0").await;
     assert_eq!(
         (why.state.as_str(), why.gang.as_deref()),
         ("pending", Some("ml/g2"))
@@ -61,16 +61,7 @@ async fn a_waiting_gang_has_its_story_the_nodes_closest_to_fitting_and_an_estima
     );
 
     // A bound pod: where. One it does not know: refused, named.
-    let Ok(Answer::Why(why)) = ask(
-        &mut l,
-        Question::Why {
-            pod: "ml/g1-0".into(),
-        },
-    )
-    .await
-    else {
-        panic!("a why");
-    };
+    let why = why_of(&mut l, "ml/g1-0").await;
     assert_eq!(why.state, "bound");
     assert!(why.node.is_some() && why.estimate.is_none(), "{why:?}");
     let refused = ask(
@@ -111,16 +102,7 @@ async fn a_waiting_gang_has_its_story_the_nodes_closest_to_fitting_and_an_estima
 
     // Placed: its story ends.
     step_with(&mut l, vec![node("c", 4)]).await;
-    let Ok(Answer::Why(why)) = ask(
-        &mut l,
-        Question::Why {
-            pod: "ml/g2-0".into(),
-        },
-    )
-    .await
-    else {
-        panic!("a why");
-    };
+    let why = why_of(&mut l, "ml/g2-0").await;
     assert_eq!(why.state, "bound");
     assert!(l.stories.is_empty());
 }
