@@ -471,9 +471,16 @@ impl Metrics {
     }
 
     /// Each queue's share of its entitlement over the last hour and its
-    /// longest wait now (`names`, `shares` and `waits_s` in one order),
-    /// and Jain's index over the shares.
-    pub fn queue_fairness(&self, names: &[&str], shares: &[Option<f64>], waits_s: &[f64]) {
+    /// longest wait now (`names`, `shares`, `waits_s` and `leaves` in one
+    /// order), and Jain's index over the shares of the queues without
+    /// children.
+    pub fn queue_fairness(
+        &self,
+        names: &[&str],
+        shares: &[Option<f64>],
+        waits_s: &[f64],
+        leaves: &[bool],
+    ) {
         for ((name, share), wait) in names.iter().zip(shares).zip(waits_s) {
             let labels = QueueLabels {
                 queue: name.to_string(),
@@ -490,7 +497,12 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(*wait);
         }
-        let x: Vec<f64> = shares.iter().flatten().copied().collect();
+        let x: Vec<f64> = shares
+            .iter()
+            .zip(leaves)
+            .filter(|(_, leaf)| **leaf)
+            .filter_map(|(s, _)| *s)
+            .collect();
         let jain = dragon_framework::share::jain(&x).unwrap_or(f64::NAN);
         self.queues_jain_index.set(jain);
     }

@@ -580,3 +580,70 @@ fn a_queue_that_would_borrow_preempts_only_lower_priority_work_of_borrowing_queu
     assert!(evicted(&r).is_empty(), "{:?}", r.decisions);
     assert_eq!(bound(&s, "b2"), 0);
 }
+
+#[test]
+fn in_a_tree_of_queues_a_team_at_its_guarantee_lends_nothing_and_its_sub_teams_reclaim_from_each_other()
+ {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    // 12 GPUs: `org` (8: team-a 4, team-b 4), `lab` (4), and `spare`,
+    // guaranteed nothing.
+    let queue = |name: &str, gpus: u32, parent: Option<&str>| dragon_host::framework::QueueSpec {
+        name: name.into(),
+        weight: 1.0,
+        guaranteed_gpus: gpus,
+        borrowing_limit_gpus: None,
+        parent: parent.map(Into::into),
+    };
+    let mut cluster = sched(&["n1", "n2", "n3"]).cluster().clone();
+    cluster
+        .set_queues(vec![
+            queue("org", 8, None),
+            queue("team-a", 4, Some("org")),
+            queue("team-b", 4, Some("org")),
+            queue("lab", 4, None),
+            queue("spare", 0, None),
+        ])
+        .unwrap();
+    let config = SchedulerConfig {
+        reclaim: true,
+        ..SchedulerConfig::without_backoff()
+    };
+    let mut s = Scheduler::new(cluster, config);
+    queued(&mut s, "x1", 0, 0, "spare");
+    queued(&mut s, "a1", 1, 0, "team-a");
+    queued(&mut s, "a2", 2, 0, "team-a");
+    round(&mut s, 0, &dragon);
+    assert_eq!(bound(&s, "x1") + bound(&s, "a1") + bound(&s, "a2"), 12);
+    // `lab` is owed 4. team-a borrows 4 beyond its own guarantee, but
+    // `org` holds no more than its 8: only `spare` lends, though a2
+    // started last.
+    queued(&mut s, "l1", 10, 0, "lab");
+    let r = round(&mut s, 1000, &dragon);
+    assert_eq!(evicted(&r), [UnitKey::job("x1")], "{:?}", r.decisions);
+    let message = &r.io.evictions[0].message;
+    assert!(message.contains("that queue spare borrows"), "{message}");
+    terminate(&mut s, &r);
+    round(&mut s, 2000, &dragon);
+    assert_eq!(bound(&s, "l1"), 4);
+    // team-b is owed 4 within `org`, which as a whole holds its
+    // guarantee: it takes back what its sibling borrows.
+    queued(&mut s, "b1", 20, 0, "team-b");
+    let r = round(&mut s, 3000, &dragon);
+    assert_eq!(evicted(&r).len(), 1, "{:?}", r.decisions);
+    let message = &r.io.evictions[0].message;
+    assert!(message.contains("that queue team-a borrows"), "{message}");
+    terminate(&mut s, &r);
+    // `spare`'s gang, first in the queue, would borrow the room freed for
+    // b1: it waits until b1 has it.
+    let r = round(&mut s, 4000, &dragon);
+    assert_eq!(bound(&s, "b1"), 4, "{:?}", r.decisions);
+    let why = reason(&r, &UnitKey::job("x1"));
+    assert!(
+        why.contains(
+            "queue spare would borrow beyond its guarantee while GPUs are taken back for job/b1"
+        ),
+        "{why}"
+    );
+    assert_eq!(bound(&s, "l1"), 4);
+}

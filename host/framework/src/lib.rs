@@ -63,5 +63,5 @@ pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,
 };
-pub use teams::{MAX_QUEUES, QueueSpec, QueuesError, check_queues};
+pub use teams::{MAX_QUEUES, QueueSpec, QueuesError, check_queues, parent_indices, subtree_sums};
 pub use unit::{UnitKey, subject};

@@ -20,6 +20,9 @@ pub const HOUR_MS: u64 = 3_600_000;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QueueSummary {
     pub name: String,
+    /// Its parent queue, if any; what a parent held and was entitled to is
+    /// its subtree's.
+    pub parent: Option<String>,
     pub guaranteed_gpus: u32,
     /// GPUs its jobs held, averaged over the run.
     pub avg_gpus: f64,
@@ -41,6 +44,7 @@ pub struct QueueSummary {
 #[derive(Debug, Clone, Default)]
 pub struct QueueMeter {
     guaranteed: Vec<u32>,
+    parent: Vec<Option<usize>>,
     /// `(t_ms, held GPUs, entitled GPUs)` per queue, in time order.
     samples: Vec<Vec<(u64, u64, u64)>>,
 }
@@ -49,7 +53,21 @@ impl QueueMeter {
     pub fn new(queues: &[QueueSpec]) -> QueueMeter {
         QueueMeter {
             guaranteed: queues.iter().map(|q| q.guaranteed_gpus).collect(),
+            parent: crate::teams::parent_indices(queues),
             samples: vec![Vec::new(); queues.len()],
+        }
+    }
+
+    /// At `t_ms`, each queue's own jobs hold `own[q].0` GPUs and ask for
+    /// `own[q].1`; a parent queue is observed with its subtree's.
+    pub fn observe_all(&mut self, t_ms: u64, own: &[(u64, u64)]) {
+        let sum = |f: fn(&(u64, u64)) -> u64| {
+            let v: Vec<u64> = own.iter().map(f).collect();
+            crate::teams::subtree_sums(&self.parent, &v)
+        };
+        let (held, asked) = (sum(|x| x.0), sum(|x| x.1));
+        for q in 0..own.len().min(self.samples.len()) {
+            self.observe(t_ms, q, held[q], asked[q]);
         }
     }
 
@@ -143,6 +161,7 @@ impl QueueMeter {
                 let waits = &jobs[q];
                 QueueSummary {
                     name: spec.name.to_string(),
+                    parent: spec.parent.as_ref().map(|p| p.to_string()),
                     guaranteed_gpus: spec.guaranteed_gpus,
                     avg_gpus: if end_ms > 0 {
                         held / end_ms as f64
@@ -163,15 +182,29 @@ impl QueueMeter {
     }
 }
 
-/// Jain's fairness index over the queues' shares of their entitlement
-/// (1: all equal; `1/n`: one queue has everything); none without two
-/// queues that were entitled to something.
+/// Jain's fairness index over the shares of their entitlement of the
+/// queues without children, whose jobs are the teams' (1: all equal;
+/// `1/n`: one queue has everything); none without two such queues that
+/// were entitled to something.
 pub fn jain_index(summaries: &[QueueSummary]) -> Option<f64> {
     let x: Vec<f64> = summaries
         .iter()
+        .filter(|s| {
+            !summaries
+                .iter()
+                .any(|c| c.parent.as_deref() == Some(s.name.as_str()))
+        })
         .filter_map(|s| s.share_of_entitlement)
         .collect();
     jain(&x)
+}
+
+/// Whether each queue has no children (see [`jain_index`]).
+pub fn leaves(queues: &[QueueSpec]) -> Vec<bool> {
+    queues
+        .iter()
+        .map(|q| !queues.iter().any(|c| c.parent.as_ref() == Some(&q.name)))
+        .collect()
 }
 
 /// Jain's index of `x`: `(Σx)² / (n·Σx²)`; none for fewer than two values
@@ -250,9 +283,30 @@ mod tests {
     }
 
     #[test]
+    fn a_parent_is_observed_with_its_subtree_and_only_leaves_count_for_jain() {
+        let qs = [
+            queue("org", 8, None),
+            queue("a", 4, Some("org")),
+            queue("b", 4, Some("org")),
+        ];
+        let mut m = QueueMeter::new(&qs);
+        // a holds 6 of the 8 it asks for, b 2 of 2: org holds 8 of its 8.
+        m.observe_all(0, &[(0, 0), (6, 8), (2, 2)]);
+        let s = m.summaries(&qs, HOUR_MS, &[vec![], vec![], vec![]]);
+        let shares: Vec<_> = s.iter().map(|q| q.share_of_entitlement).collect();
+        assert_eq!(shares, [Some(1.0), Some(1.5), Some(1.0)]);
+        assert_eq!(s[1].parent.as_deref(), Some("org"));
+        assert_eq!(leaves(&qs), [false, true, true]);
+        // Jain over a and b alone: (2.5)² / (2 · 3.25).
+        let j = jain_index(&s).unwrap();
+        assert!((j - 6.25 / 6.5).abs() < 1e-12, "{j}");
+    }
+
+    #[test]
     fn jains_index_falls_as_shares_diverge() {
         let share = |x: f64| QueueSummary {
             name: String::new(),
+            parent: None,
             guaranteed_gpus: 1,
             avg_gpus: 0.0,
             share_of_entitlement: Some(x),

@@ -45,6 +45,34 @@ impl QueueSpec {
     }
 }
 
+/// Each queue's parent, an index into `queues` (none for a top-level
+/// queue, or a parent that is not among them).
+pub fn parent_indices(queues: &[QueueSpec]) -> Vec<Option<usize>> {
+    queues
+        .iter()
+        .map(|q| {
+            let p = q.parent.as_ref()?;
+            queues.iter().position(|x| &x.name == p)
+        })
+        .collect()
+}
+
+/// `own[q]` summed, for each queue, over it and its descendants: what a
+/// parent's subtree holds or asks for. `parent` must form a tree (as
+/// [`check_queues`] ensures); a longer chain is cut at the list's length.
+pub fn subtree_sums(parent: &[Option<usize>], own: &[u64]) -> Vec<u64> {
+    let mut sums = own.to_vec();
+    for (q, &v) in own.iter().enumerate() {
+        let mut at = parent.get(q).copied().flatten();
+        for _ in 0..parent.len() {
+            let Some(a) = at else { break };
+            sums[a] = sums[a].saturating_add(v);
+            at = parent[a];
+        }
+    }
+    sums
+}
+
 /// Why a list of queues cannot be used; `queues[i]` names the entry.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QueuesError {

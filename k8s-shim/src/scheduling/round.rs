@@ -152,9 +152,11 @@ impl<I: ClusterIo> Loop<I> {
         let meter = self
             .share
             .get_or_insert_with(|| QueueMeter::new(cluster.queues()));
-        for (q, row) in rows.iter().enumerate() {
-            meter.observe(now, q, u64::from(row.used_gpus), u64::from(row.demand_gpus));
-        }
+        let own: Vec<(u64, u64)> = rows
+            .iter()
+            .map(|r| (u64::from(r.used_gpus), u64::from(r.demand_gpus)))
+            .collect();
+        meter.observe_all(now, &own);
         let hour_ago = now.saturating_sub(HOUR_MS);
         meter.forget_before(hour_ago);
         let shares: Vec<Option<f64>> = (0..rows.len())
@@ -174,7 +176,9 @@ impl<I: ClusterIo> Loop<I> {
             }
         }
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-        self.metrics.queue_fairness(&names, &shares, &waits);
+        let leaves = dragon_framework::share::leaves(cluster.queues());
+        self.metrics
+            .queue_fairness(&names, &shares, &waits, &leaves);
     }
 
     /// What the framework chose for `binds` that must be written before

@@ -47,8 +47,12 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../../../plugin/sdk/src/elastic.rs"),
     ),
     (
-        "plugin/sdk/src/fair.rs",
-        include_str!("../../../../plugin/sdk/src/fair.rs"),
+        "plugin/sdk/src/fair/mod.rs",
+        include_str!("../../../../plugin/sdk/src/fair/mod.rs"),
+    ),
+    (
+        "plugin/sdk/src/fair/tree.rs",
+        include_str!("../../../../plugin/sdk/src/fair/tree.rs"),
     ),
     (
         "plugin/sdk/src/glue.rs",
@@ -455,9 +459,24 @@ mod tests {
 
     #[test]
     fn sdk_sources_cover_every_file() {
-        for dir in ["plugin/sdk/src", "plugin/sdk-macros/src", "wit/v0.3"] {
+        let dirs = [
+            "plugin/sdk/src",
+            "plugin/sdk/src/fair",
+            "plugin/sdk-macros/src",
+            "wit/v0.3",
+        ];
+        for dir in dirs {
             for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
-                let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
+                let entry = entry.unwrap();
+                if entry.file_type().unwrap().is_dir() {
+                    assert!(
+                        dirs.iter().any(|d| repo().join(d) == entry.path()),
+                        "{} is not searched for SDK sources",
+                        entry.path().display()
+                    );
+                    continue;
+                }
+                let name = format!("{dir}/{}", entry.file_name().to_string_lossy());
                 assert!(
                     SDK_SOURCES.iter().any(|(p, _)| *p == name),
                     "{name} is not written by `dragon policy new`"

@@ -158,6 +158,48 @@ jobs:
         assert!(b.longest_wait_s > 600.0, "without fairness b waits: {b:?}");
     }
 
+    /// Twelve GPUs: `lab` (guaranteed 4) and `org` (8), whose sub-teams
+    /// `a` and `b` are guaranteed 4 each; `lab` and `a` each submit three
+    /// one-hour 4-GPU jobs at once, `b` nothing.
+    const TREE: &str = r#"
+cluster:
+  nodes:
+    - {name_prefix: gpu, count: 3, cpu: 32, memory_gib: 128, gpus: 4}
+queues:
+  - {name: lab, guaranteed_gpus: 4}
+  - {name: org, guaranteed_gpus: 8}
+  - {name: a, guaranteed_gpus: 4, parent: org}
+  - {name: b, guaranteed_gpus: 4, parent: org}
+jobs:
+  - {name: l1, queue: lab, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: l2, queue: lab, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: l3, queue: lab, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a1, queue: a, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a2, queue: a, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+  - {name: a3, queue: a, arrival_s: 0, duration_s: 3600, workers: {count: 4, cpu: 1, memory_gib: 1, gpus: 1}}
+"#;
+
+    /// `org`'s share is 8 of the 12 GPUs (its guarantee, as `lab` has
+    /// its 4), all of it `a`'s while `b` is idle: `a` runs two jobs in the
+    /// first hour and `lab` one. Flat, `a` and `lab` would share the 4
+    /// beyond their guarantees evenly, and `lab`, listed first, would win
+    /// the tie.
+    #[test]
+    fn a_sub_team_borrows_its_idle_siblings_guarantee_before_another_team_does() {
+        let trace = Trace::parse(TREE, "tree.yaml", false).unwrap();
+        for (name, settings) in [("fair-share", ""), ("dragon-plus", r#"{"fairness": true}"#)] {
+            let (_, s) = run(&trace, &wasm(name, settings));
+            assert_eq!(s.jobs_completed, 6, "{name}: {s:?}");
+            let [lab, org, a, _] = &s.queues[..] else {
+                panic!("four queues: {:?}", s.queues)
+            };
+            let minutes = |q: &queues::QueueSummary| (q.avg_jct_s / 60.0).round();
+            assert_eq!((minutes(a), minutes(lab)), (80.0, 100.0), "{name}: {s:?}");
+            // A parent is measured by its subtree.
+            assert!((org.avg_gpus - 6.0).abs() < 0.01, "{name}: {org:?}");
+        }
+    }
+
     /// Two node groups whose GPUs are DRA devices (no `nvidia.com/gpu`
     /// advertised): h100 and a100 models, two nodes of 4 each.
     const DRA: &str = r#"

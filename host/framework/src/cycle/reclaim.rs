@@ -9,6 +9,14 @@
 //! the priorities; any other unit only from lower-priority work, as
 //! without queues. The search is preemption's (shrinks of elastic jobs
 //! before evictions, disruption budgets honoured, the fewest victims).
+//!
+//! Queues may form a tree. What a queue holds is its subtree's, and
+//! between two queues only the queues below their nearest common ancestor
+//! count: a victim's queue and its ancestors up to there must each borrow
+//! what is taken, and the unit's queue and its ancestors up to there must
+//! each stay within their guarantee for the unit to take it whatever the
+//! priorities. Sub-teams of one team reclaim from each other without the
+//! team as a whole being owed anything.
 
 use std::collections::BTreeMap;
 
@@ -17,21 +25,66 @@ use super::{Scheduler, UnitPlan};
 use crate::cluster::PodState;
 use crate::unit::UnitKey;
 
-/// Where a unit's queue stands, for its preemption search.
+/// Where a unit's queue stands among the queues, for its preemption
+/// search.
 #[derive(Debug, Clone)]
 pub(crate) struct Stand {
-    /// The unit's queue.
-    own: String,
-    /// The unit's queue stays within its guarantee with the unit placed.
-    pub(crate) owed: bool,
-    /// GPUs each other queue holds beyond its guarantee, by name.
-    borrowed: BTreeMap<String, u64>,
+    /// The unit's queue (an index into the lists below).
+    own: usize,
+    /// Each queue's name.
+    names: Vec<String>,
+    /// Each queue's parent.
+    parent: Vec<Option<usize>>,
+    /// What each queue's subtree holds (GPUs on their way counted where
+    /// they go) beyond its guarantee, negative below it; the unit's queue
+    /// and its ancestors count the unit's GPUs as held.
+    beyond: Vec<i64>,
 }
 
 impl Stand {
+    /// `q` and its ancestors, nearest first.
+    fn chain(&self, q: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(Some(q), |&a| self.parent[a]).take(self.parent.len())
+    }
+
+    /// The queues of `q`'s chain below its nearest common ancestor with
+    /// the unit's queue; empty when one of the two is the other's
+    /// ancestor (the same line of teams: priorities alone decide).
+    fn below_common(&self, q: usize) -> Vec<usize> {
+        if self.chain(self.own).any(|a| a == q) || self.chain(q).any(|a| a == self.own) {
+            return Vec::new();
+        }
+        self.chain(q)
+            .take_while(|&a| !self.chain(self.own).any(|o| o == a))
+            .collect()
+    }
+
+    /// GPUs that may be taken from queue `q`: what each queue of its chain
+    /// below the common ancestor borrows, the least of them.
+    fn spare(&self, q: usize) -> u64 {
+        self.below_common(q)
+            .iter()
+            .map(|&a| self.beyond[a].max(0) as u64)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Whether the unit is owed what queue `q` borrows: its queue and
+    /// ancestors below the common ancestor stay within their guarantees.
+    fn owed_against(&self, q: usize) -> bool {
+        let theirs = self.chain(q).collect::<Vec<_>>();
+        self.chain(self.own)
+            .take_while(|a| !theirs.contains(a))
+            .all(|a| self.beyond[a] <= 0)
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
     /// Whether it may reclaim anything whatever the priorities.
     pub(crate) fn reclaims(&self) -> bool {
-        self.owed && !self.borrowed.is_empty()
+        (0..self.names.len()).any(|q| self.spare(q) > 0 && self.owed_against(q))
     }
 }
 
@@ -42,9 +95,8 @@ impl Scheduler {
         if !self.config().reclaim || c.queues().is_empty() {
             return None;
         }
-        let own = c.job(unit.job.as_deref()?)?.queue.as_ref()?.to_string();
+        let own = c.queue_of(c.job(unit.job.as_deref()?)?)? as usize;
         let rows = c.queue_rows();
-        let mine = rows.iter().find(|r| r.name == own)?;
         let asks: u64 = unit
             .pods
             .iter()
@@ -52,23 +104,29 @@ impl Scheduler {
             .map(|(p, _)| u64::from(p.request.gpus))
             .sum();
         let moving = self.in_flight(&unit.key);
-        let held = |name: &str, used: u32| {
-            let (leaving, arriving) = moving.get(name).copied().unwrap_or_default();
-            (u64::from(used) + arriving).saturating_sub(leaving)
-        };
-        let owed = held(&own, mine.used_gpus) + asks <= u64::from(mine.guaranteed_gpus);
-        let borrowed = rows
+        let mut held: Vec<u64> = rows
             .iter()
-            .filter(|r| r.name != own)
-            .filter_map(|r| {
-                let over = held(&r.name, r.used_gpus).checked_sub(u64::from(r.guaranteed_gpus))?;
-                (over > 0).then(|| (r.name.clone(), over))
+            .map(|r| {
+                let (leaving, arriving) = moving.get(r.name.as_str()).copied().unwrap_or_default();
+                (u64::from(r.used_gpus) + arriving).saturating_sub(leaving)
             })
+            .collect();
+        held[own] += asks;
+        let parent: Vec<Option<usize>> = rows
+            .iter()
+            .map(|r| r.parent.map(|p| p as usize).filter(|&p| p < rows.len()))
+            .collect();
+        let subtree = crate::teams::subtree_sums(&parent, &held);
+        let beyond = subtree
+            .iter()
+            .zip(&rows)
+            .map(|(&h, r)| h as i64 - i64::from(r.guaranteed_gpus))
             .collect();
         Some(Stand {
             own,
-            owed,
-            borrowed,
+            names: rows.into_iter().map(|r| r.name).collect(),
+            parent,
+            beyond,
         })
     }
 
@@ -107,7 +165,7 @@ impl Scheduler {
 
     /// Whether a unit at `priority` standing as `stand` may take the room
     /// of a placed unit of job `job` at priority `p`: with the victim's
-    /// queue when that is another, borrowing one.
+    /// queue when that is another team's, borrowing one.
     pub(crate) fn may_take(
         &self,
         stand: Option<&Stand>,
@@ -121,41 +179,51 @@ impl Scheduler {
         };
         let queue = job
             .and_then(|j| self.cluster.job(j))
-            .and_then(|j| j.queue.as_ref())
-            .map(|q| q.to_string());
+            .and_then(|j| self.cluster.queue_of(j))
+            .map(|q| q as usize)
+            .filter(|&q| q < stand.names.len());
         match queue {
-            Some(q) if q != stand.own => {
-                let borrows = stand.borrowed.contains_key(&q);
-                (borrows && (lower || stand.owed)).then_some(Some(q))
+            Some(q) if !stand.below_common(q).is_empty() => {
+                let borrows = stand.spare(q) > 0;
+                (borrows && (lower || stand.owed_against(q))).then(|| Some(stand.names[q].clone()))
             }
             _ => lower.then_some(None),
         }
     }
 
-    /// Why `unit` waits while GPUs its queue borrows are taken back for
-    /// another unit (until that one is placed): given the room, it would
-    /// take it again and the preemptor would evict it again.
+    /// Why `unit` waits while GPUs are taken back for another unit whose
+    /// queue is owed them (until that one is placed): its queue is giving
+    /// them back (given the room, it would take it again and be evicted
+    /// again), or it would borrow beyond its queue's guarantee (room freed
+    /// for a queue owed it is not lent out again first).
     pub(crate) fn giving_back(&self, unit: &UnitPlan) -> Option<String> {
         if self.reclaiming.is_empty() {
             return None;
         }
         let queue = self.cluster.job(unit.job.as_deref()?)?.queue.as_ref()?;
-        let (preemptor, _) = self
-            .reclaiming
-            .iter()
-            .find(|(k, queues)| **k != unit.key && queues.contains(queue.as_str()))?;
-        Some(format!(
-            "queue {queue} is giving GPUs it borrows back to {preemptor}, whose queue is owed them"
-        ))
+        let others = || self.reclaiming.iter().filter(|(k, _)| **k != unit.key);
+        if let Some((preemptor, _)) = others().find(|(_, queues)| queues.contains(queue.as_str())) {
+            return Some(format!(
+                "queue {queue} is giving GPUs it borrows back to {preemptor}, whose queue is owed them"
+            ));
+        }
+        let (preemptor, _) = others().next()?;
+        let stand = self.stand_of(unit)?;
+        (stand.beyond[stand.own] > 0).then(|| {
+            format!(
+                "queue {queue} would borrow beyond its guarantee while GPUs are taken back for {preemptor}, whose queue is owed them"
+            )
+        })
     }
 
     /// Keep, of `candidates` (least important first), those of other
-    /// queues while each queue's together stay within what it borrows.
+    /// queues while the GPUs taken from each queue below the common
+    /// ancestor stay within what it borrows.
     pub(crate) fn within_borrowed(&self, candidates: &mut Vec<Candidate>, stand: &Stand) {
         let c = &self.cluster;
-        let mut left = stand.borrowed.clone();
+        let mut left: Vec<u64> = stand.beyond.iter().map(|&b| b.max(0) as u64).collect();
         candidates.retain(|v| {
-            let Some(queue) = &v.queue else {
+            let Some(q) = v.queue.as_deref().and_then(|q| stand.index(q)) else {
                 return true;
             };
             let gpus: u64 = v
@@ -164,13 +232,14 @@ impl Scheduler {
                 .filter_map(|(k, _)| c.pod(k))
                 .map(|(p, _)| u64::from(p.request.gpus))
                 .sum();
-            match left.get_mut(queue) {
-                Some(spare) if *spare >= gpus => {
-                    *spare -= gpus;
-                    true
-                }
-                _ => false,
+            let path = stand.below_common(q);
+            if path.is_empty() || path.iter().any(|&a| left[a] < gpus) {
+                return false;
             }
+            for a in path {
+                left[a] -= gpus;
+            }
+            true
         });
     }
 }

@@ -73,9 +73,7 @@ impl Sim<'_> {
             per_queue[q].0 += held;
             per_queue[q].1 += asked;
         }
-        for (q, (held, asked)) in per_queue.into_iter().enumerate() {
-            meter.observe(self.now, q, held, asked);
-        }
+        meter.observe_all(self.now, &per_queue);
     }
 
     /// Each queue's summary at the end of the run.

@@ -7,17 +7,17 @@
 //! A queue is *owed* what its jobs ask for, up to its guarantee. Its *fair
 //! share* fills the cluster by water-filling: first what each is owed, then
 //! what is left, by weight, to queues that ask for more, none beyond its
-//! demand or its guarantee plus its borrowing limit. Queues are treated as
-//! a flat list: a parent's guarantee covers its children's, so only the
-//! leaves' jobs count.
+//! demand or its guarantee plus its borrowing limit. Queues may form a
+//! tree ([`Tree`]): a parent's guarantee covers its children's, what a
+//! parent holds and asks for is its subtree's, and its share is divided
+//! among its children before any of it goes elsewhere.
+
+mod tree;
+
+pub use tree::Tree;
 
 use crate::packing::{tasks_at, total};
 use crate::types::{Queue, Queued, RunningJob, ScaleDecision, ScaleInput, Unit, View};
-
-/// What a queue is owed now: what its jobs ask for, up to its guarantee.
-pub fn owed(q: &Queue) -> u32 {
-    q.demand_gpus.min(q.guaranteed_gpus)
-}
 
 /// The most a queue may hold: its guarantee plus its borrowing limit.
 pub fn ceiling(q: &Queue) -> u32 {
@@ -33,43 +33,10 @@ pub fn cluster_gpus(view: &View) -> u32 {
         .fold(0, u32::saturating_add)
 }
 
-/// Each queue's fair share of `total` GPUs (see the module's docs).
+/// Each queue's fair share of `total` GPUs for its whole subtree (see
+/// the module's docs and [`Tree`]).
 pub fn fair_shares(queues: &[Queue], total: u32) -> Vec<u32> {
-    let cap: Vec<u32> = queues
-        .iter()
-        .map(|q| q.demand_gpus.min(ceiling(q)))
-        .collect();
-    let mut share: Vec<u32> = queues
-        .iter()
-        .zip(&cap)
-        .map(|(q, &c)| owed(q).min(c))
-        .collect();
-    let mut left = total.saturating_sub(share.iter().fold(0, |a, &s| a.saturating_add(s)));
-    // Water-filling by weight, a round at a time: each round hands every
-    // queue still below its cap its weighted part of what is left (at
-    // least one GPU, so it ends).
-    while left > 0 {
-        let asking: Vec<usize> = (0..queues.len()).filter(|&i| share[i] < cap[i]).collect();
-        if asking.is_empty() {
-            break;
-        }
-        let weights: u64 = asking
-            .iter()
-            .map(|&i| u64::from(queues[i].weight_milli.max(1)))
-            .sum();
-        let round = left;
-        for &i in &asking {
-            let part = (u64::from(round) * u64::from(queues[i].weight_milli.max(1)) / weights)
-                .max(1) as u32;
-            let give = part.min(cap[i] - share[i]).min(left);
-            share[i] += give;
-            left -= give;
-            if left == 0 {
-                break;
-            }
-        }
-    }
-    share
+    Tree::new(queues, total).share
 }
 
 /// GPUs the tasks of `unit` ask for at its requested size.
@@ -87,7 +54,8 @@ pub fn order(units: &[Queued], base: Vec<u32>, view: &View) -> Vec<u32> {
     if queues.is_empty() {
         return base;
     }
-    let shares = fair_shares(queues, cluster_gpus(view));
+    // A queue's own jobs are measured against their part of its share.
+    let shares = Tree::new(queues, cluster_gpus(view)).own_share;
     // Per queue (the last: no queue), its units in base order.
     let none = queues.len();
     let mut lines: Vec<std::collections::VecDeque<u32>> = vec![Default::default(); none + 1];
@@ -130,37 +98,36 @@ pub fn order(units: &[Queued], base: Vec<u32>, view: &View) -> Vec<u32> {
     out
 }
 
-/// Why `unit` must not be admitted now, if so: its queue would go beyond
-/// its guarantee plus borrowing limit, or beyond its fair share while
-/// another queue holds less than it is owed and waits for more.
+/// Why `unit` must not be admitted now, if so: its queue, or a queue above
+/// it, would go beyond its guarantee plus borrowing limit, or its queue
+/// beyond its fair share while a queue elsewhere holds less than it is
+/// owed and waits for more.
 pub fn hold_back(unit: &Unit, view: &View) -> Option<String> {
     let queues = view.queues();
     let q = unit.stats.queue? as usize;
     let queue = queues.get(q)?;
-    let after = queue.used_gpus.saturating_add(unit_gpus(unit));
-    if after > ceiling(queue) {
-        return Some(format!(
-            "queue {} would hold {after} GPUs, more than its guarantee of {} plus its borrowing limit of {}",
-            queue.name,
-            queue.guaranteed_gpus,
-            ceiling(queue) - queue.guaranteed_gpus
-        ));
+    let gpus = unit_gpus(unit);
+    let tree = Tree::new(queues, cluster_gpus(view));
+    for a in tree.chain(q) {
+        let after = tree.held[a].saturating_add(gpus);
+        let limit = ceiling(&queues[a]);
+        if after > limit {
+            return Some(format!(
+                "queue {} would hold {after} GPUs, more than its guarantee of {} plus its borrowing limit of {}",
+                queues[a].name,
+                queues[a].guaranteed_gpus,
+                limit - queues[a].guaranteed_gpus
+            ));
+        }
     }
-    let shares = fair_shares(queues, cluster_gpus(view));
-    if after <= shares[q] {
+    let after = queue.used_gpus.saturating_add(gpus);
+    if after <= tree.own_share[q] {
         return None;
     }
-    let starved = queues
-        .iter()
-        .enumerate()
-        .find(|&(r, other)| r != q && other.used_gpus < owed(other))?;
+    let r = tree.starved_besides(q)?;
     Some(format!(
         "queue {} would hold {after} GPUs, more than its fair share of {}, while queue {} holds {} of the {} it is owed",
-        queue.name,
-        shares[q],
-        starved.1.name,
-        starved.1.used_gpus,
-        owed(starved.1)
+        queue.name, tree.own_share[q], queues[r].name, tree.held[r], tree.owed[r]
     ))
 }
 
@@ -168,19 +135,21 @@ pub fn hold_back(unit: &Unit, view: &View) -> Option<String> {
 /// queue holds less than it is owed: elastic jobs of queues above their
 /// fair share, the queue furthest above first and its most served job
 /// first, each down to its minimum, until the job's GPUs at its minimum
-/// size are free. None when no queue is owed room or the room is free.
+/// size are free. None when no queue is owed room, the room is free, or
+/// shrinking all those jobs would still not free it (their restarts would
+/// buy nothing).
 pub fn reclaim(input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
     let queues = view.queues();
     if queues.is_empty() {
         return Vec::new();
     }
-    let shares = fair_shares(queues, cluster_gpus(view));
+    let tree = Tree::new(queues, cluster_gpus(view));
     let owed_job = input.waiting.iter().find(|w| {
         w.unit
             .stats
             .queue
-            .and_then(|q| queues.get(q as usize))
-            .is_some_and(|q| q.used_gpus < owed(q))
+            .map(|q| q as usize)
+            .is_some_and(|q| q < queues.len() && tree.held[q] < tree.owed[q])
     });
     let Some(w) = owed_job else {
         return Vec::new();
@@ -197,14 +166,22 @@ pub fn reclaim(input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
     let over = |j: &RunningJob| {
         j.stats
             .queue
-            .and_then(|q| queues.get(q as usize).map(|queue| (q as usize, queue)))
-            .map_or(0, |(q, queue)| queue.used_gpus.saturating_sub(shares[q]))
+            .map(|q| q as usize)
+            .filter(|&q| q < queues.len())
+            .map_or(0, |q| queues[q].used_gpus.saturating_sub(tree.own_share[q]))
     };
     let mut victims: Vec<&RunningJob> = input
         .running
         .iter()
         .filter(|j| j.workers > j.min_workers && j.worker_request.gpus > 0 && over(j) > 0)
         .collect();
+    let spare: u32 = victims
+        .iter()
+        .map(|j| (j.workers - j.min_workers).saturating_mul(j.worker_request.gpus))
+        .fold(0, u32::saturating_add);
+    if spare < short {
+        return Vec::new();
+    }
     victims.sort_by_key(|j| {
         (
             std::cmp::Reverse(over(j)),
@@ -246,19 +223,15 @@ pub fn limit_resizes(
     if queues.is_empty() {
         return decisions;
     }
+    let tree = Tree::new(queues, cluster_gpus(view));
     let head_borrows = input
         .waiting
         .first()
         .and_then(|w| w.unit.stats.queue)
-        .and_then(|q| queues.get(q as usize))
-        .is_some_and(|q| q.used_gpus >= q.guaranteed_gpus);
-    let starved = |q: usize| {
-        queues
-            .iter()
-            .enumerate()
-            .any(|(r, other)| r != q && other.used_gpus < owed(other))
-    };
-    let shares = fair_shares(queues, cluster_gpus(view));
+        .map(|q| q as usize)
+        .is_some_and(|q| q < queues.len() && tree.held[q] >= queues[q].guaranteed_gpus);
+    let starved = |q: usize| tree.starved_besides(q).is_some();
+    let shares = &tree.own_share;
     let mut held: Vec<u32> = queues.iter().map(|q| q.used_gpus).collect();
     decisions
         .into_iter()
@@ -392,6 +365,17 @@ mod tests {
         let v = view(4, 4, vec![limited, queue("b", 8, 0, 0)]);
         let why = hold_back(&unit, &v).expect("held back");
         assert!(why.contains("borrowing limit of 2"), "{why}");
+        // Nor beyond its parent's: `a` under `team`, which may not borrow.
+        let mut team = queue("team", 8, 0, 0);
+        team.borrowing_limit_gpus = Some(0);
+        let mut child = queue("a", 8, 8, 16);
+        child.parent = Some(1);
+        let v = view(4, 4, vec![child, team, queue("b", 8, 0, 0)]);
+        let why = hold_back(&unit, &v).expect("held back");
+        assert!(
+            why.contains("queue team would hold 12") && why.contains("borrowing limit of 0"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -416,6 +400,11 @@ mod tests {
         let d = reclaim(&input, &v);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!((d[0].id, d[0].workers), (1, 8), "four GPUs back");
+        // With job 1 at 10 workers of minimum, shrinking it frees 2 of
+        // the 4 GPUs needed: no restart is spent on it.
+        let mut short = input.clone();
+        short.running[0].min_workers = 10;
+        assert_eq!(reclaim(&short, &v), []);
         // A grow of job 1 is dropped while `b` is owed.
         let grow = vec![ScaleDecision {
             id: 1,
