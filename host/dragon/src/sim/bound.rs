@@ -16,7 +16,7 @@
 //!   `docs/simulator.md` states the argument.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use super::trace::{Trace, TraceJob};
 use crate::framework::Role;
@@ -34,7 +34,74 @@ struct Need {
     gpu_work: f64,
 }
 
-fn need(job: &TraceJob, node_gpus: u32) -> Need {
+/// What placement allows a job at best: the GPUs of the largest node, and
+/// per topology level of the trace (widest first) its penalty and the GPUs
+/// of its largest domain.
+#[derive(Debug, Clone, Default)]
+struct Room {
+    node_gpus: u32,
+    levels: Vec<(String, f64, u32)>,
+}
+
+impl Room {
+    fn of(trace: &Trace) -> Room {
+        let node_gpus = trace
+            .nodes
+            .iter()
+            .map(|n| n.allocatable.gpus)
+            .max()
+            .unwrap_or(0);
+        let levels = trace
+            .topology
+            .iter()
+            .map(|(key, penalty)| {
+                // A node without the label is a domain of its own.
+                let mut domains: BTreeMap<&str, u32> = BTreeMap::new();
+                let mut largest = 0;
+                for n in &trace.nodes {
+                    match n.labels.get(key) {
+                        Some(d) => *domains.entry(d.as_str()).or_default() += n.allocatable.gpus,
+                        None => largest = largest.max(n.allocatable.gpus),
+                    }
+                }
+                let largest = domains.into_values().fold(largest, u32::max);
+                (key.clone(), *penalty, largest)
+            })
+            .collect();
+        Room { node_gpus, levels }
+    }
+
+    /// The least penalty a job of `gpus` pays for the levels it must span:
+    /// it spans the widest level none of whose domains holds it, and is
+    /// charged the penalty of the widest level it spans, that one or one
+    /// wider.
+    fn least_crossing(&self, gpus: u32) -> f64 {
+        match self.levels.iter().position(|l| gpus > l.2) {
+            Some(i) => self.levels[..=i]
+                .iter()
+                .map(|l| l.1)
+                .fold(f64::INFINITY, f64::min),
+            None => 0.0,
+        }
+    }
+
+    /// Whether a job held to one domain of level `key` fits one at `gpus`.
+    fn fits_required(&self, key: &str, gpus: u32) -> bool {
+        match self.levels.iter().find(|l| l.0 == key) {
+            Some(l) => gpus <= l.2,
+            None if key == crate::framework::HOSTNAME_LEVEL => gpus <= self.node_gpus,
+            None => true,
+        }
+    }
+}
+
+fn need(job: &TraceJob, room: &Room) -> Need {
+    let node_gpus = room.node_gpus;
+    let required = job
+        .job
+        .topology
+        .as_ref()
+        .filter(|c| c.mode == crate::framework::TopologyMode::Required);
     let worker_gpus = job
         .pods
         .iter()
@@ -49,9 +116,16 @@ fn need(job: &TraceJob, node_gpus: u32) -> Need {
     let (mut fastest, mut as_submitted, mut per_gpu) = (0.0_f64, 0.0_f64, 0.0_f64);
     for w in job.job.min_workers..=job.job.max_workers {
         let gpus = w.saturating_mul(worker_gpus).saturating_add(other_gpus);
-        // The best placement of that size: one node when one can hold it.
+        if required.is_some_and(|c| !room.fits_required(&c.key, gpus)) {
+            continue;
+        }
+        // The best placement of that size: one node when one can hold it,
+        // else within the narrowest domains that can.
         let span = if gpus <= node_gpus { 1 } else { 2 };
-        let rate = job.speed.rate(w, span, job.job.workers);
+        let crossing = room.least_crossing(gpus);
+        let rate = job
+            .speed
+            .rate_crossing(w, span, job.job.workers, crossing);
         fastest = fastest.max(rate);
         if w <= job.job.workers {
             as_submitted = as_submitted.max(rate);
@@ -82,13 +156,8 @@ fn need(job: &TraceJob, node_gpus: u32) -> Need {
 }
 
 fn needs(trace: &Trace) -> Vec<Need> {
-    let node_gpus = trace
-        .nodes
-        .iter()
-        .map(|n| n.allocatable.gpus)
-        .max()
-        .unwrap_or(0);
-    trace.jobs.iter().map(|j| need(j, node_gpus)).collect()
+    let room = Room::of(trace);
+    trace.jobs.iter().map(|j| need(j, &room)).collect()
 }
 
 /// GPUs the jobs can share: the cluster's, less those of pods bound for the
@@ -291,6 +360,38 @@ mod tests {
             alone(&short)
         );
         assert_eq!(capacity_aware(&short), alone(&short));
+    }
+
+    /// Racks r1 (two nodes of 4 GPUs) and r2 (one), crossing racks
+    /// costing `penalty` of the throughput: a job of 12 one-GPU workers
+    /// (at least 1).
+    fn racked(penalty: f64, constraint: &str) -> Trace {
+        Trace::parse(
+            &format!(
+                "model:\n  topology: [{{key: dragon.dev/rack, penalty: {penalty}}}]\ncluster:\n  nodes:\n    - {{name_prefix: a, count: 2, cpu: 32, memory_gib: 128, gpus: 4, labels: {{dragon.dev/rack: r1}}}}\n    - {{name_prefix: b, count: 1, cpu: 32, memory_gib: 128, gpus: 4, labels: {{dragon.dev/rack: r2}}}}\njobs:\n  - {{name: j, arrival_s: 0, duration_s: 1000, workers: {{count: 12, min: 1, cpu: 1, memory_gib: 1, gpus: 1}}{constraint}}}\n"
+            ),
+            "racks.yaml",
+            false,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_size_wider_than_every_rack_pays_the_rack_penalty_and_a_job_held_to_a_rack_stays_in_one() {
+        let near = |t: &Trace, want: f64| (alone(t) - want).abs() < 1e-6;
+        let speed = racked(0.5, "").jobs[0].speed;
+        // Within r1, 8 workers pay the node penalty only.
+        let in_rack = 1000.0 / speed.rate(8, 2, 12);
+        // At half the throughput, 12 across racks are slower than 8.
+        assert!(near(&racked(0.5, ""), in_rack));
+        // At 21 %, they are faster; held to a rack, the job cannot be.
+        let across = 1000.0 / speed.rate_crossing(12, 2, 12, 0.21);
+        assert!(across < in_rack);
+        assert!(near(&racked(0.21, ""), across));
+        let held = racked(0.21, ", topology: {required: dragon.dev/rack}");
+        assert!(near(&held, in_rack), "{}", alone(&held));
+        let room = Room::of(&held);
+        assert_eq!((room.least_crossing(8), room.least_crossing(9)), (0.0, 0.21));
     }
 
     #[test]
