@@ -400,20 +400,8 @@ pub fn unschedulable(
 /// A declared gang (a PodGroup's) of exactly `workers` workers.
 pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
     dragon_host::framework::Job {
-        name: name.into(),
-        min_member: workers,
-        workers,
-        min_workers: workers,
-        max_workers: workers,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
         declared: true,
-        progress_permille: None,
-        topology: None,
-        queue: None,
+        ..dragon_host::framework::Job::gang(name, workers)
     }
 }
 

@@ -661,20 +661,10 @@ fn with_a_fallback_a_gang_that_does_not_fit_is_not_half_placed() {
 /// bare pods or a Deployment's would come: `job` builds the job.
 fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl FnOnce(&mut Job)) {
     let mut j = Job {
-        name: name.into(),
         min_member: pods,
-        workers: 0,
-        min_workers: 0,
-        max_workers: 0,
-        priority: 0,
         arrival_ms: 1,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
         declared: true,
-        progress_permille: None,
-        topology: None,
-        queue: None,
+        ..Job::gang(name, 0)
     };
     job(&mut j);
     s.upsert_job(j);

@@ -75,20 +75,5 @@ pub(crate) fn with(mut p: Pod, f: impl FnOnce(&mut Constraints)) -> Pod {
 
 /// A job of exactly `workers` workers, all needed, nothing else asked.
 pub(crate) fn job(name: &str, workers: u32) -> Job {
-    Job {
-        name: name.into(),
-        min_member: workers,
-        workers,
-        min_workers: workers,
-        max_workers: workers,
-        priority: 0,
-        arrival_ms: 0,
-        schedule_timeout_ms: None,
-        min_resources: None,
-        hold: None,
-        declared: false,
-        progress_permille: None,
-        topology: None,
-        queue: None,
-    }
+    Job::gang(name, workers)
 }

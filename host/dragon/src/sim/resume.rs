@@ -196,20 +196,9 @@ mod tests {
             now_ms: Some(50_000),
         };
         let mut job = Job {
-            name: "j".into(),
-            min_member: 1,
-            workers: 1,
-            min_workers: 1,
-            max_workers: 1,
-            priority: 0,
-            arrival_ms: 0,
-            schedule_timeout_ms: None,
-            min_resources: None,
-            hold: None,
             declared: true,
             progress_permille: Some(250),
-            topology: None,
-            queue: None,
+            ..Job::gang("j", 1)
         };
         // A quarter done after 10 s: 30 s to go.
         assert_eq!(assumed.remaining_of(&job, Some(40_000)), 30_000);

@@ -463,6 +463,28 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job of `workers` workers, all needed at once and at that size:
+    /// priority 0, arrived at 0, not declared by a PodGroup, in no queue
+    /// and under no constraint (change what differs with `..`).
+    pub fn gang(name: impl Into<JobKey>, workers: u32) -> Job {
+        Job {
+            name: name.into(),
+            min_member: workers,
+            workers,
+            min_workers: workers,
+            max_workers: workers,
+            priority: 0,
+            arrival_ms: 0,
+            schedule_timeout_ms: None,
+            min_resources: None,
+            hold: None,
+            declared: false,
+            progress_permille: None,
+            topology: None,
+            queue: None,
+        }
+    }
+
     /// Whether its pods are placed as one gang whatever the policy: it is
     /// declared, or it asks to be kept in one topology domain (which only
     /// a gang placed whole can be).
