@@ -616,8 +616,8 @@ fn in_a_tree_of_queues_a_team_at_its_guarantee_lends_nothing_and_its_sub_teams_r
     round(&mut s, 0, &dragon);
     assert_eq!(bound(&s, "x1") + bound(&s, "a1") + bound(&s, "a2"), 12);
     // `lab` is owed 4. team-a borrows 4 beyond its own guarantee, but
-    // `org` holds no more than its 8: only `spare` lends, though a2
-    // started last.
+    // `org` holds no more than its 8: only `spare` lends (flat, a gang
+    // of team-a could have been taken instead).
     queued(&mut s, "l1", 10, 0, "lab");
     let r = round(&mut s, 1000, &dragon);
     assert_eq!(evicted(&r), [UnitKey::job("x1")], "{:?}", r.decisions);

@@ -65,9 +65,11 @@ pub fn subtree_sums(parent: &[Option<usize>], own: &[u64]) -> Vec<u64> {
     for (q, &v) in own.iter().enumerate() {
         let mut at = parent.get(q).copied().flatten();
         for _ in 0..parent.len() {
-            let Some(a) = at else { break };
+            let Some(a) = at.filter(|&a| a < sums.len()) else {
+                break;
+            };
             sums[a] = sums[a].saturating_add(v);
-            at = parent[a];
+            at = parent.get(a).copied().flatten();
         }
     }
     sums

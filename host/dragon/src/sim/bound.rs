@@ -123,9 +123,7 @@ fn need(job: &TraceJob, room: &Room) -> Need {
         // else within the narrowest domains that can.
         let span = if gpus <= node_gpus { 1 } else { 2 };
         let crossing = room.least_crossing(gpus);
-        let rate = job
-            .speed
-            .rate_crossing(w, span, job.job.workers, crossing);
+        let rate = job.speed.rate_crossing(w, span, job.job.workers, crossing);
         fastest = fastest.max(rate);
         if w <= job.job.workers {
             as_submitted = as_submitted.max(rate);
@@ -391,7 +389,10 @@ mod tests {
         let held = racked(0.21, ", topology: {required: dragon.dev/rack}");
         assert!(near(&held, in_rack), "{}", alone(&held));
         let room = Room::of(&held);
-        assert_eq!((room.least_crossing(8), room.least_crossing(9)), (0.0, 0.21));
+        assert_eq!(
+            (room.least_crossing(8), room.least_crossing(9)),
+            (0.0, 0.21)
+        );
     }
 
     #[test]

@@ -26,65 +26,75 @@ use crate::cluster::PodState;
 use crate::unit::UnitKey;
 
 /// Where a unit's queue stands among the queues, for its preemption
-/// search.
+/// search: per other queue, what may be taken from it and on what terms.
 #[derive(Debug, Clone)]
 pub(crate) struct Stand {
-    /// The unit's queue (an index into the lists below).
-    own: usize,
     /// Each queue's name.
     names: Vec<String>,
-    /// Each queue's parent.
-    parent: Vec<Option<usize>>,
     /// What each queue's subtree holds (GPUs on their way counted where
     /// they go) beyond its guarantee, negative below it; the unit's queue
     /// and its ancestors count the unit's GPUs as held.
     beyond: Vec<i64>,
+    /// Per queue, its chain of queues below its nearest common ancestor
+    /// with the unit's queue; empty for the unit's queue, its ancestors and
+    /// its descendants (one line of teams: priorities alone decide).
+    paths: Vec<Vec<usize>>,
+    /// Per queue, whether the unit's queue and its ancestors below their
+    /// common ancestor stay within their guarantees: the unit is owed what
+    /// that queue borrows, whatever the priorities.
+    owed: Vec<bool>,
 }
 
 impl Stand {
-    /// `q` and its ancestors, nearest first.
-    fn chain(&self, q: usize) -> impl Iterator<Item = usize> + '_ {
-        std::iter::successors(Some(q), |&a| self.parent[a]).take(self.parent.len())
-    }
-
-    /// The queues of `q`'s chain below its nearest common ancestor with
-    /// the unit's queue; empty when one of the two is the other's
-    /// ancestor (the same line of teams: priorities alone decide).
-    fn below_common(&self, q: usize) -> Vec<usize> {
-        if self.chain(self.own).any(|a| a == q) || self.chain(q).any(|a| a == self.own) {
-            return Vec::new();
+    /// The stand of a unit of queue `own` among queues with these parents
+    /// and `beyond` (see the fields).
+    fn new(own: usize, names: Vec<String>, parent: &[Option<usize>], beyond: Vec<i64>) -> Stand {
+        let chain = |q: usize| -> Vec<usize> {
+            std::iter::successors(Some(q), |&a| parent[a])
+                .take(parent.len())
+                .collect()
+        };
+        let mine = chain(own);
+        let (mut paths, mut owed) = (Vec::new(), Vec::new());
+        for q in 0..names.len() {
+            let theirs = chain(q);
+            let path: Vec<usize> = if theirs.contains(&own) || mine.contains(&q) {
+                Vec::new()
+            } else {
+                theirs
+                    .iter()
+                    .copied()
+                    .take_while(|a| !mine.contains(a))
+                    .collect()
+            };
+            owed.push(
+                mine.iter()
+                    .take_while(|a| !theirs.contains(a))
+                    .all(|&a| beyond[a] <= 0),
+            );
+            paths.push(path);
         }
-        self.chain(q)
-            .take_while(|&a| !self.chain(self.own).any(|o| o == a))
-            .collect()
+        Stand {
+            names,
+            beyond,
+            paths,
+            owed,
+        }
     }
 
-    /// GPUs that may be taken from queue `q`: what each queue of its chain
-    /// below the common ancestor borrows, the least of them.
+    /// GPUs that may be taken from queue `q`: what each queue of its path
+    /// borrows, the least of them.
     fn spare(&self, q: usize) -> u64 {
-        self.below_common(q)
+        self.paths[q]
             .iter()
             .map(|&a| self.beyond[a].max(0) as u64)
             .min()
             .unwrap_or(0)
     }
 
-    /// Whether the unit is owed what queue `q` borrows: its queue and
-    /// ancestors below the common ancestor stay within their guarantees.
-    fn owed_against(&self, q: usize) -> bool {
-        let theirs = self.chain(q).collect::<Vec<_>>();
-        self.chain(self.own)
-            .take_while(|a| !theirs.contains(a))
-            .all(|a| self.beyond[a] <= 0)
-    }
-
-    fn index(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
-    }
-
     /// Whether it may reclaim anything whatever the priorities.
     pub(crate) fn reclaims(&self) -> bool {
-        (0..self.names.len()).any(|q| self.spare(q) > 0 && self.owed_against(q))
+        (0..self.names.len()).any(|q| self.owed[q] && self.spare(q) > 0)
     }
 }
 
@@ -122,12 +132,8 @@ impl Scheduler {
             .zip(&rows)
             .map(|(&h, r)| h as i64 - i64::from(r.guaranteed_gpus))
             .collect();
-        Some(Stand {
-            own,
-            names: rows.into_iter().map(|r| r.name).collect(),
-            parent,
-            beyond,
-        })
+        let names = rows.into_iter().map(|r| r.name).collect();
+        Some(Stand::new(own, names, &parent, beyond))
     }
 
     /// GPUs on their way between queues, by queue: (held by pods chosen as
@@ -183,9 +189,9 @@ impl Scheduler {
             .map(|q| q as usize)
             .filter(|&q| q < stand.names.len());
         match queue {
-            Some(q) if !stand.below_common(q).is_empty() => {
+            Some(q) if !stand.paths[q].is_empty() => {
                 let borrows = stand.spare(q) > 0;
-                (borrows && (lower || stand.owed_against(q))).then(|| Some(stand.names[q].clone()))
+                (borrows && (lower || stand.owed[q])).then(|| Some(stand.names[q].clone()))
             }
             _ => lower.then_some(None),
         }
@@ -194,8 +200,11 @@ impl Scheduler {
     /// Why `unit` waits while GPUs are taken back for another unit whose
     /// queue is owed them (until that one is placed): its queue is giving
     /// them back (given the room, it would take it again and be evicted
-    /// again), or it would borrow beyond its queue's guarantee (room freed
-    /// for a queue owed it is not lent out again first).
+    /// again), or placing it would take its queue, or a queue above it
+    /// below the common ancestor with the preemptor's, beyond its
+    /// guarantee (room freed for a queue owed it is not lent out again
+    /// first). While a reclaim is under way, that costs each unit tried a
+    /// pass over the queues' jobs.
     pub(crate) fn giving_back(&self, unit: &UnitPlan) -> Option<String> {
         if self.reclaiming.is_empty() {
             return None;
@@ -207,13 +216,16 @@ impl Scheduler {
                 "queue {queue} is giving GPUs it borrows back to {preemptor}, whose queue is owed them"
             ));
         }
-        let (preemptor, _) = others().next()?;
         let stand = self.stand_of(unit)?;
-        (stand.beyond[stand.own] > 0).then(|| {
-            format!(
-                "queue {queue} would borrow beyond its guarantee while GPUs are taken back for {preemptor}, whose queue is owed them"
-            )
-        })
+        let c = &self.cluster;
+        let (preemptor, _) = others().find(|(k, _)| {
+            k.job_name()
+                .and_then(|j| c.queue_of(c.job(j)?))
+                .is_some_and(|q| !stand.owed.get(q as usize).copied().unwrap_or(true))
+        })?;
+        Some(format!(
+            "queue {queue} would borrow beyond its guarantee while GPUs are taken back for {preemptor}, whose queue is owed them"
+        ))
     }
 
     /// Keep, of `candidates` (least important first), those of other
@@ -223,7 +235,11 @@ impl Scheduler {
         let c = &self.cluster;
         let mut left: Vec<u64> = stand.beyond.iter().map(|&b| b.max(0) as u64).collect();
         candidates.retain(|v| {
-            let Some(q) = v.queue.as_deref().and_then(|q| stand.index(q)) else {
+            let Some(q) = v
+                .queue
+                .as_deref()
+                .and_then(|q| stand.names.iter().position(|n| n == q))
+            else {
                 return true;
             };
             let gpus: u64 = v
@@ -232,11 +248,11 @@ impl Scheduler {
                 .filter_map(|(k, _)| c.pod(k))
                 .map(|(p, _)| u64::from(p.request.gpus))
                 .sum();
-            let path = stand.below_common(q);
+            let path = &stand.paths[q];
             if path.is_empty() || path.iter().any(|&a| left[a] < gpus) {
                 return false;
             }
-            for a in path {
+            for &a in path {
                 left[a] -= gpus;
             }
             true

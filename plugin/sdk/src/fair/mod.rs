@@ -19,6 +19,12 @@ pub use tree::Tree;
 use crate::packing::{tasks_at, total};
 use crate::types::{Queue, Queued, RunningJob, ScaleDecision, ScaleInput, Unit, View};
 
+/// What a queue without children is owed now: what its jobs ask for, up
+/// to its guarantee ([`Tree`] gives a subtree's).
+pub fn owed(q: &Queue) -> u32 {
+    q.demand_gpus.min(q.guaranteed_gpus)
+}
+
 /// The most a queue may hold: its guarantee plus its borrowing limit.
 pub fn ceiling(q: &Queue) -> u32 {
     q.borrowing_limit_gpus
@@ -131,38 +137,19 @@ pub fn hold_back(unit: &Unit, view: &View) -> Option<String> {
     ))
 }
 
-/// Shrink decisions that give back room to the first waiting job whose
-/// queue holds less than it is owed: elastic jobs of queues above their
-/// fair share, the queue furthest above first and its most served job
-/// first, each down to its minimum, until the job's GPUs at its minimum
-/// size are free. None when no queue is owed room, the room is free, or
-/// shrinking all those jobs would still not free it (their restarts would
-/// buy nothing).
+/// Shrink decisions that give back room to a waiting job whose queue
+/// holds less than it is owed: elastic jobs of queues above their fair
+/// share, the queue furthest above first and its most served job first,
+/// each down to its minimum, until the job's GPUs at its minimum size are
+/// free. The job is the first owed one whose room those shrinks can free
+/// (shrinking for one they cannot serve would buy restarts and nothing
+/// else). None when no queue is owed room or the first owed job fits.
 pub fn reclaim(input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
     let queues = view.queues();
     if queues.is_empty() {
         return Vec::new();
     }
     let tree = Tree::new(queues, cluster_gpus(view));
-    let owed_job = input.waiting.iter().find(|w| {
-        w.unit
-            .stats
-            .queue
-            .map(|q| q as usize)
-            .is_some_and(|q| q < queues.len() && tree.held[q] < tree.owed[q])
-    });
-    let Some(w) = owed_job else {
-        return Vec::new();
-    };
-    let needed = total(&tasks_at(&w.unit, w.unit.min_workers)).gpus;
-    let free: u32 = (0..view.len())
-        .filter(|&i| view.open(i))
-        .map(|i| view.free(i).gpus)
-        .fold(0, u32::saturating_add);
-    let mut short = needed.saturating_sub(free);
-    if short == 0 {
-        return Vec::new();
-    }
     let over = |j: &RunningJob| {
         j.stats
             .queue
@@ -179,9 +166,35 @@ pub fn reclaim(input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
         .iter()
         .map(|j| (j.workers - j.min_workers).saturating_mul(j.worker_request.gpus))
         .fold(0, u32::saturating_add);
-    if spare < short {
+    let free: u32 = (0..view.len())
+        .filter(|&i| view.open(i))
+        .map(|i| view.free(i).gpus)
+        .fold(0, u32::saturating_add);
+    let mut owed_jobs = input.waiting.iter().filter(|w| {
+        w.unit
+            .stats
+            .queue
+            .map(|q| q as usize)
+            .is_some_and(|q| q < queues.len() && tree.held[q] < tree.owed[q])
+    });
+    let short_of = |w: &crate::types::WaitingJob| {
+        total(&tasks_at(&w.unit, w.unit.min_workers))
+            .gpus
+            .saturating_sub(free)
+    };
+    let Some(first) = owed_jobs.next() else {
+        return Vec::new();
+    };
+    if short_of(first) == 0 {
         return Vec::new();
     }
+    let Some((w, mut short)) = std::iter::once(first)
+        .chain(owed_jobs)
+        .map(|w| (w, short_of(w)))
+        .find(|&(_, short)| short <= spare)
+    else {
+        return Vec::new();
+    };
     victims.sort_by_key(|j| {
         (
             std::cmp::Reverse(over(j)),
@@ -405,6 +418,15 @@ mod tests {
         let mut short = input.clone();
         short.running[0].min_workers = 10;
         assert_eq!(reclaim(&short, &v), []);
+        // An owed job whose room the shrinks cannot free (12 GPUs at its
+        // minimum, 8 to be had) does not keep them from the next one.
+        let mut wide = waiting_job(4, 5, 12, 12);
+        wide.unit.stats.queue = Some(1);
+        let mut behind = input.clone();
+        behind.waiting.insert(0, wide);
+        let d = reclaim(&behind, &v);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].reason.contains("room for job 3"), "{d:?}");
         // A grow of job 1 is dropped while `b` is owed.
         let grow = vec![ScaleDecision {
             id: 1,

@@ -54,11 +54,17 @@ impl Tree {
         let fill = |members: &[usize], total: u32, share: &mut Vec<u32>| {
             water_fill(members, total, &cap, &owed, queues, share)
         };
-        let roots: Vec<usize> = (0..n).filter(|&q| parent[q].is_none()).collect();
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut roots = Vec::new();
+        for (q, p) in parent.iter().enumerate() {
+            match p {
+                Some(p) => children[*p].push(q),
+                None => roots.push(q),
+            }
+        }
         fill(&roots, total, &mut share);
         for &q in &order {
-            let children: Vec<usize> = (0..n).filter(|&c| parent[c] == Some(q)).collect();
-            let given = fill(&children, share[q], &mut share);
+            let given = fill(&children[q], share[q], &mut share);
             own_share[q] = share[q].saturating_sub(given);
         }
         Tree {
@@ -89,24 +95,41 @@ impl Tree {
     }
 }
 
-/// Each queue's parent, with cycles broken (see [`Tree`]).
+/// Each queue's parent, with cycles broken (see [`Tree`]): a walk up
+/// from each queue not yet seen that comes back to a queue of its own walk
+/// cuts that queue from its parent.
 fn parents(queues: &[Queue]) -> Vec<Option<usize>> {
     let n = queues.len();
     let mut parent: Vec<Option<usize>> = queues
         .iter()
         .map(|q| q.parent.map(|p| p as usize).filter(|&p| p < n))
         .collect();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Seen {
+        No,
+        OnWalk,
+        Done,
+    }
+    let mut seen = vec![Seen::No; n];
+    let mut walk = Vec::new();
     for q in 0..n {
-        let mut at = q;
-        for _ in 0..n {
-            match parent[at] {
-                Some(p) => at = p,
-                None => break,
+        let mut at = Some(q);
+        while let Some(a) = at {
+            match seen[a] {
+                Seen::Done => break,
+                Seen::OnWalk => {
+                    parent[a] = None;
+                    break;
+                }
+                Seen::No => {
+                    seen[a] = Seen::OnWalk;
+                    walk.push(a);
+                    at = parent[a];
+                }
             }
         }
-        // Still not at a root after n steps: q reaches a cycle.
-        if parent[at].is_some() {
-            parent[q] = None;
+        for a in walk.drain(..) {
+            seen[a] = Seen::Done;
         }
     }
     parent
@@ -114,11 +137,17 @@ fn parents(queues: &[Queue]) -> Vec<Option<usize>> {
 
 /// Every queue, each after its parent.
 fn top_down(parent: &[Option<usize>]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..parent.len()).filter(|&q| parent[q].is_none()).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); parent.len()];
+    let mut order = Vec::with_capacity(parent.len());
+    for (q, p) in parent.iter().enumerate() {
+        match p {
+            Some(p) => children[*p].push(q),
+            None => order.push(q),
+        }
+    }
     let mut i = 0;
     while i < order.len() {
-        let q = order[i];
-        order.extend((0..parent.len()).filter(|&c| parent[c] == Some(q)));
+        order.extend_from_slice(&children[order[i]]);
         i += 1;
     }
     order
