@@ -229,20 +229,12 @@ pub fn job_pods(
     }
     Ok(JobPods {
         job: Job {
-            name: name.into(),
             min_member: ps_count + min,
-            workers: workers.count,
             min_workers: min,
             max_workers: max,
             priority,
             arrival_ms,
-            schedule_timeout_ms: None,
-            min_resources: None,
-            hold: None,
-            declared: false,
-            progress_permille: None,
-            topology: None,
-            queue: None,
+            ..Job::gang(name, workers.count)
         },
         pods,
         claims,
