@@ -103,3 +103,73 @@ async fn a_claim_is_provisioned_on_the_node_where_its_driver_publishes_room_and_
         .await;
     s.cleanup().await;
 }
+
+/// NodeVolumeLimits as `TestCSILimits` has it: every pod on the node
+/// counts, whoever placed it, and the members of a gang count together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_never_attaches_more_csi_volumes_to_a_node_than_its_csinode_allows() {
+    let _g = serial();
+    let s = Scenario::new("csi-limits").await;
+    s.node("a", 8).await;
+    let driver = format!("{}.csi.example.com", s.name);
+    let labels = json!({"dragon-e2e": s.name});
+    let drivers: Api<storage::CSIDriver> = Api::all(s.client.clone());
+    s.create(
+        &drivers,
+        json!({"metadata": {"name": driver, "labels": labels},
+            "spec": {"attachRequired": false}}),
+    )
+    .await;
+    // Two volumes of the driver per node.
+    let csi_nodes: Api<storage::CSINode> = Api::all(s.client.clone());
+    s.create(
+        &csi_nodes,
+        json!({"metadata": {"name": format!("{}-a", s.name), "labels": labels},
+            "spec": {"drivers": [{"name": driver, "nodeID": "a", "allocatable": {"count": 2}}]}}),
+    )
+    .await;
+    // Three CSI volumes, each pre-bound to a claim of its own.
+    let volumes: Api<core::PersistentVolume> = Api::all(s.client.clone());
+    for claim in ["other", "ckpt-0", "ckpt-1"] {
+        let pv = format!("{}-{claim}", s.name);
+        s.create(
+            &volumes,
+            json!({"metadata": {"name": pv, "labels": labels},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "", "claimRef": {"namespace": s.name, "name": claim},
+                    "csi": {"driver": driver, "volumeHandle": claim}}}),
+        )
+        .await;
+        s.claim_in(claim, "", "ReadWriteOnce", Some(&pv)).await;
+        s.until_claim_bound(claim).await;
+    }
+    let uses = |claim: &str| json!({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}});
+    // One attached by a pod another scheduler placed.
+    let mut other = s.pod_manifest("other", "default-scheduler", None, 0, None, Some("a"), &[]);
+    merge(&mut other, &uses("other"));
+    s.submit(other).await;
+    let sched = Scheduler::start(&s, "dragon", "");
+    s.podgroup("j", 2, json!({})).await;
+    for i in 0..2 {
+        let name = format!("j-{i}");
+        s.pod_with(
+            &name,
+            Some(("j", "worker", i)),
+            1,
+            uses(&format!("ckpt-{i}")),
+        )
+        .await;
+    }
+    // Three volumes where two fit: the gang waits whole, named.
+    s.until_explained(90, "j-0", "exceed max volume count")
+        .await;
+    assert_eq!(bound(&s.placement("j-").await), 0, "{}", sched.log());
+    // The other pod goes and its volume with it: the gang runs.
+    let pods: Api<core::Pod> = Api::namespaced(s.client.clone(), &s.name);
+    pods.delete("other", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .expect("deleted");
+    let placed = until_within(120, || async { bound(&s.placement("j-").await) == 2 }).await;
+    assert!(placed, "{:?}\n{}", s.events_for("j-0").await, sched.log());
+    s.cleanup().await;
+}

@@ -2,10 +2,11 @@
 //! (`WaitForFirstConsumer`) and pods that share a `ReadWriteOncePod` claim,
 //! through the framework with the wasm policies: a gang goes where every
 //! member's claim finds a volume of its own, and never holds one claim in
-//! two pods at once.
+//! two pods at once, nor attaches more CSI volumes to a node than its
+//! driver allows, counting the pods other schedulers placed.
 
 use dragon_host::framework::volumes::{
-    AccessMode, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
+    AccessMode, CsiVolume, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
 };
 use dragon_host::framework::{
     Cluster, ClusterOp, Decision, Node, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
@@ -207,4 +208,125 @@ fn a_read_write_once_pod_claim_shared_within_a_gang_keeps_it_pending_and_a_lone_
     let (d, io) = round(&mut s, 1_000, &policy);
     assert_eq!(io.binds.len(), 2, "{d:?}");
     assert!(io.binds.iter().all(|(p, _)| p.starts_with("ns/own")));
+}
+
+/// A claim bound to CSI volume `handle` of driver `ebs.csi.example.com`,
+/// reachable from every node.
+fn csi_claim(s: &mut Scheduler, claim: &str, handle: &str) {
+    let volume = PersistentVolume {
+        name: format!("pv-{handle}"),
+        class: String::new(),
+        node_affinity: None,
+        claim: Some(claim.into()),
+        available: false,
+        csi: Some(CsiVolume {
+            driver: "ebs.csi.example.com".into(),
+            handle: handle.into(),
+        }),
+        ..local("", "a")
+    };
+    s.op(ClusterOp::SetVolume(volume)).expect("a volume");
+    s.op(ClusterOp::SetVolumeClaim(VolumeClaim {
+        key: claim.into(),
+        class: String::new(),
+        request: 10 * GI,
+        access_modes: vec![AccessMode::ReadWriteOnce],
+        mode: VolumeMode::Filesystem,
+        selector: None,
+        volume: Some(format!("pv-{handle}")),
+    }))
+    .expect("a claim");
+}
+
+fn gpu_pod(key: &str, claim: &str) -> Pod {
+    let mut pod = Pod::new(
+        key,
+        Resources {
+            cpu_milli: 1_000,
+            memory_mib: 1_024,
+            gpus: 1,
+        },
+    );
+    pod.volumes.claims = vec![claim.into()];
+    pod
+}
+
+// `TestCSILimits` counts every pod on the node, whoever placed it, and a
+// pod of a gang counts the members reserved before it: a node whose
+// CSINode allows two volumes of the driver, one attached by a pod placed by
+// another scheduler, takes one member of a gang of two, never both.
+#[test]
+fn a_gang_counts_the_csi_volumes_of_pods_it_did_not_place_and_of_its_own_members() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&["a"]);
+    s.op(ClusterOp::SetVolumeLimits {
+        node: "a".into(),
+        limits: [("ebs.csi.example.com".to_string(), 2)].into(),
+    })
+    .expect("limits");
+    for (claim, handle) in [
+        ("ns/other", "vol-o"),
+        ("ns/ckpt-0", "vol-0"),
+        ("ns/ckpt-1", "vol-1"),
+    ] {
+        csi_claim(&mut s, claim, handle);
+    }
+    s.op(ClusterOp::AddPod {
+        pod: gpu_pod("ns/elsewhere", "ns/other"),
+        node: Some("a".into()),
+    })
+    .expect("a pod bound by another scheduler");
+    s.op(ClusterOp::UpsertJob(declared_job("j", 2)))
+        .expect("a job");
+    for i in 0..2 {
+        let mut pod = gpu_pod(&format!("ns/j-{i}"), &format!("ns/ckpt-{i}"));
+        pod.job = Some("j".into());
+        pod.role = Role::Worker;
+        pod.index = i;
+        s.op(ClusterOp::AddPod { pod, node: None }).expect("a pod");
+    }
+    // Three volumes where two fit: the whole gang waits, named.
+    let (d, io) = round(&mut s, 0, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    let reason = unschedulable(&d);
+    assert!(reason.contains("exceed max volume count"), "{reason}");
+    // The other pod is gone, its volume detached: two fit.
+    s.op(ClusterOp::RemovePod("ns/elsewhere".into()))
+        .expect("gone");
+    let (d, io) = round(&mut s, 1_000, &policy);
+    assert_eq!(io.binds.len(), 2, "{d:?}");
+}
+
+// VolumeRestrictions counts a pod placed by another scheduler too: its
+// `ReadWriteOncePod` claim is in use.
+#[test]
+fn a_read_write_once_pod_claim_of_a_pod_another_scheduler_placed_is_in_use() {
+    let e = engine();
+    let policy = bundled(&e, "dragon", "");
+    let mut s = sched(&["a", "b"]);
+    csi_claim(&mut s, "ns/once", "vol-once");
+    s.op(ClusterOp::SetVolumeClaim(VolumeClaim {
+        key: "ns/once".into(),
+        class: String::new(),
+        request: 10 * GI,
+        access_modes: vec![AccessMode::ReadWriteOncePod],
+        mode: VolumeMode::Filesystem,
+        selector: None,
+        volume: Some("pv-vol-once".into()),
+    }))
+    .expect("a claim");
+    s.op(ClusterOp::AddPod {
+        pod: gpu_pod("ns/elsewhere", "ns/once"),
+        node: Some("a".into()),
+    })
+    .expect("a pod bound by another scheduler");
+    s.op(ClusterOp::AddPod {
+        pod: gpu_pod("ns/mine", "ns/once"),
+        node: None,
+    })
+    .expect("a pod");
+    let (d, io) = round(&mut s, 0, &policy);
+    assert!(io.binds.is_empty(), "{d:?}");
+    assert!(unschedulable(&d).contains("ReadWriteOncePod"), "{d:?}");
 }

@@ -489,7 +489,8 @@ impl Scenario {
         self.submit(pod).await;
     }
 
-    async fn submit(&self, pod: Value) {
+    /// Creates pod manifest `pod` (see [`Self::pod_manifest`]).
+    pub async fn submit(&self, pod: Value) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.name);
         pods.create(
             &PostParams::default(),
@@ -769,6 +770,14 @@ async fn remove_scenario(client: &Client, name: &str) {
         .await;
     let storage: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
     let _ = storage
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let csi_nodes: Api<k8s_openapi::api::storage::v1::CSINode> = Api::all(client.clone());
+    let _ = csi_nodes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let drivers: Api<k8s_openapi::api::storage::v1::CSIDriver> = Api::all(client.clone());
+    let _ = drivers
         .delete_collection(&DeleteParams::default(), &lp)
         .await;
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());

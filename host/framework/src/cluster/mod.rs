@@ -233,14 +233,21 @@ impl Cluster {
     }
 
     /// Use topology levels `keys` (node label keys, widest first; the
-    /// hostname level is added last when missing) for gangs' topology
-    /// constraints, in place of [`DEFAULT_LEVELS`](crate::DEFAULT_LEVELS).
+    /// hostname level is added last when missing) in place of
+    /// [`DEFAULT_LEVELS`](crate::DEFAULT_LEVELS): the hierarchy gangs'
+    /// preferred constraints widen through and policies see. A constraint
+    /// may name any other node label key too.
     ///
     /// # Errors
     /// The list is not a usable one (see [`LevelsError`]); the levels in
     /// use stay.
     pub fn set_topology_levels(&mut self, keys: Vec<String>) -> Result<(), LevelsError> {
         self.domains = Domains::new(&keys, &self.nodes)?;
+        for e in self.jobs.values() {
+            if let Some(c) = &e.job.topology {
+                let _ = self.domains.track(&c.key, &self.nodes);
+            }
+        }
         // A new change log: every policy's view starts over with the levels.
         self.columns.log = view::ChangeLog::default();
         self.journal(|| ClusterOp::SetTopologyLevels(keys));
@@ -308,6 +315,11 @@ impl Cluster {
     /// Add or update a job.
     pub fn upsert_job(&mut self, job: Job) {
         self.journal(|| ClusterOp::UpsertJob(job.clone()));
+        // Any node label key may be named; past the bound on keys outside
+        // the levels, the gang's reason says so (see `unknown_level`).
+        if let Some(c) = &job.topology {
+            let _ = self.domains.track(&c.key, &self.nodes);
+        }
         if let Some(e) = self.jobs.get_mut(&job.name) {
             if e.job != job {
                 self.changes.units.insert(e.unit_id);
@@ -419,6 +431,12 @@ impl Cluster {
             Some(n) => {
                 let i = self.node_idx(n)?;
                 self.hold(i, &pod, true);
+                // What it attaches and mounts there counts for the pods
+                // placed after it, whoever placed it (NodeVolumeLimits,
+                // VolumeRestrictions).
+                if !pod.volumes.is_empty() {
+                    self.volumes.use_volumes(&pod.key, i, &pod.volumes, true);
+                }
                 self.changes.placed = true;
                 PodState::Bound(i)
             }
