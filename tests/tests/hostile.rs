@@ -4,7 +4,8 @@
 //! a good policy schedules as if nothing had happened.
 
 use dragon_host::framework::{
-    Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler, SchedulerConfig,
+    BreakerChange, Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler,
+    SchedulerConfig,
 };
 use dragon_host::runtime::{ComponentCache, Hooks, Limits, LoadOptions, WasmPolicy};
 use dragon_tests::{add_job, bundled, engine};
@@ -139,6 +140,20 @@ fn every_fault_in_every_hook_is_contained_named_and_survived() {
                         errors.iter().map(String::len).collect::<Vec<_>>()
                     );
                 }
+                // A queue order out of its deadline has cost a whole
+                // deadline: the policy is suspended at once, and the gang
+                // waits for a probe (or goes to the fallback).
+                ("loop", "queue-order") => {
+                    assert_eq!(n, 0, "{case}: {:?}", r.decisions);
+                    assert!(
+                        r.decisions.iter().any(|d| matches!(
+                            d,
+                            Decision::Breaker(BreakerChange::Opened { failures: 1, .. })
+                        )),
+                        "{case}: {:?}",
+                        r.decisions
+                    );
+                }
                 // A failed queue order falls back to FIFO: the gang still runs.
                 (_, "queue-order") => {
                     assert_eq!(n, 4, "{case}: {:?}", r.decisions);
@@ -181,4 +196,85 @@ fn every_fault_in_every_hook_is_contained_named_and_survived() {
         }
     }
     let _ = std::fs::remove_dir_all(&cache_dir);
+}
+
+/// Log output written to memory, as the `dragon` command would print it.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether `text` holds a character that acts on a terminal or breaks a
+/// line.
+fn acts(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && c != '\n')
+}
+
+#[test]
+fn text_a_policy_controls_is_shown_as_data_never_as_lines_or_terminal_controls() {
+    let e = engine();
+    for hook in [
+        "queue-order",
+        "pre-filter",
+        "filter",
+        "score",
+        "permit",
+        "scale",
+    ] {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let texts = tracing::subscriber::with_default(subscriber, || {
+            let p = dragon_tests::hostile(
+                &e,
+                &format!(r#"{{"fault": "forge", "hook": "{hook}"}}"#),
+                LoadOptions::default(),
+            )
+            .unwrap_or_else(|err| panic!("{hook}: {err}"));
+            let mut s = scheduler();
+            let r = s.schedule_round(
+                0,
+                &p,
+                &mut RecordingIo::default(),
+                &mut RecordingIo::default(),
+            );
+            let mut texts = failures(&r.decisions);
+            texts.extend(s.scale_step(60_000, &p, &mut RecordingIo::default()).errors);
+            texts
+        });
+        let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+        // The forged text arrived, escaped, and forged nothing.
+        assert!(
+            log.contains(r"ok\n  bind forged-pod -> gpu-1\r\u{1b}[2K"),
+            "{hook}: {log}"
+        );
+        assert!(!acts(&log), "{hook}: {log:?}");
+        assert!(
+            !log.lines().any(|l| l.starts_with("  bind forged-pod")),
+            "{hook}: {log}"
+        );
+        assert!(
+            texts.iter().any(|t| t.contains(r"ok\n  bind forged-pod")),
+            "{hook}: {texts:?}"
+        );
+        for text in &texts {
+            assert!(!acts(text) && !text.contains('\n'), "{hook}: {text:?}");
+        }
+    }
 }

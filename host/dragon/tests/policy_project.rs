@@ -313,13 +313,17 @@ fn a_python_policy_project_builds_tests_and_explains_its_failures() {
         "app.py",
         marker,
         "        apply(changes)\n        import random, time\n        \
-         raise ValueError(f\"no room at {time.time()} {random.random()}\")\n        top = max",
+         raise ValueError(f\"no room at {time.time()} {random.random()}\\x1b[2K\\rforged\")\n        top = max",
     );
     let said = failing_score_explained(&project);
     assert!(
         said.contains("(policy wrote: ValueError: no room at 0.0 "),
         "{said}"
     );
+    // What it wrote is shown as data: the escape and the carriage return
+    // written out, never sent to the terminal.
+    assert!(said.contains(r"\u{1b}[2K\rforged"), "{said}");
+    assert!(!said.chars().any(char::is_control), "{said:?}");
 
     // A policy that waits fails its call instead of holding the scheduler.
     std::fs::write(&app, &source).unwrap();
@@ -395,10 +399,12 @@ fn a_javascript_policy_project_builds_tests_and_explains_its_failures() {
         "app.js",
         "    apply(changes);\n    const free",
         "    apply(changes);\n    \
-         throw new Error(`no room at ${Date.now()} ${Math.random()}`);\n    const free",
+         throw new Error(`no room at ${Date.now()} ${Math.random()}\\x1b[2K\\x07`);\n    const free",
     );
     let said = failing_score_explained(&project);
     assert!(said.contains("(policy wrote: no room at 0 "), "{said}");
+    assert!(said.contains(r"\u{1b}[2K\u{7}"), "{said}");
+    assert!(!said.chars().any(char::is_control), "{said:?}");
     assert!(said.contains("(at score@app.js:"), "{said}");
 
     // A build that fails keeps the last good component.

@@ -39,9 +39,38 @@ pub fn cut(mut text: String, max: usize) -> String {
     text
 }
 
-/// [`cut`] to [`MAX_TEXT`]: for reasons and messages a policy writes.
+/// [`inert`], then [`cut`] to [`MAX_TEXT`]: for reasons and messages a
+/// policy writes.
 pub fn policy_text(text: String) -> String {
-    cut(text, MAX_TEXT)
+    cut(inert(text), MAX_TEXT)
+}
+
+/// `text` as data: every character that would act on a terminal or start
+/// a line of its own (C0 and C1 controls, DEL, line and paragraph
+/// separators, bidirectional overrides) written as an escape (`\n`, `\r`,
+/// `\t`, `\u{1b}`), so a policy's text shows as written and never forges a
+/// line of Dragon's output or drives the terminal it is read on.
+pub fn inert(text: String) -> String {
+    if !text.chars().any(acts) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if acts(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `c` does something when printed rather than showing a glyph.
+fn acts(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `text` shown in an error, at most `max` bytes (a borrowed view of [`cut`]).
@@ -94,6 +123,23 @@ impl LogBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inert_text_shows_controls_and_line_breaks_as_escapes() {
+        assert_eq!(inert("plain, ünïcode ✓".into()), "plain, ünïcode ✓");
+        assert_eq!(
+            inert("ok\n  bind forged-pod -> gpu-1\r\x1b[2K\x07\t".into()),
+            "ok\\n  bind forged-pod -> gpu-1\\r\\u{1b}[2K\\u{7}\\t"
+        );
+        // C1 controls, DEL, separators and bidirectional overrides too.
+        assert_eq!(
+            inert("a\u{85}b\u{7f}c\u{2028}d\u{202e}e".into()),
+            "a\\u{85}b\\u{7f}c\\u{2028}d\\u{202e}e"
+        );
+        // A reason is escaped before it is cut.
+        let long = policy_text("\n".repeat(MAX_TEXT));
+        assert!(long.len() <= MAX_TEXT && !long.contains('\n'), "{long}");
+    }
 
     #[test]
     fn cut_keeps_short_text_and_cuts_long_text_on_a_character_boundary() {

@@ -154,9 +154,13 @@ fn checked_metadata(
         origin: origin.into(),
         message,
     };
-    if raw.name.trim().is_empty() || raw.name.len() > bounds::MAX_NAME {
+    // The name prefixes every line about the policy: printable only.
+    if raw.name.trim().is_empty()
+        || raw.name.len() > bounds::MAX_NAME
+        || bounds::inert(raw.name.clone()) != raw.name
+    {
         return Err(refuse(format!(
-            "the name must be 1 to {} bytes, got {:?}",
+            "the name must be 1 to {} printable bytes, got {:?}",
             bounds::MAX_NAME,
             bounds::preview(&raw.name, bounds::MAX_NAME)
         )));
@@ -251,6 +255,8 @@ impl WasmPolicy {
                 allowed: options.sha256.join(", "),
             });
         }
+        let world = check_world(origin, bytes)?;
+        let (interface, interface_version) = (world.interface, world.version);
         let started = Instant::now();
         let (component, cached) =
             cache
@@ -260,8 +266,6 @@ impl WasmPolicy {
                     cause: format!("{e:?}"),
                 })?;
         let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-        let world = check_world(origin, engine, &component)?;
-        let (interface, interface_version) = (world.interface, world.version);
 
         let mut linker = wasmtime::component::Linker::new(engine.engine());
         let linked =
@@ -460,7 +464,7 @@ impl WasmPolicy {
         .map_err(|e| CallError {
             policy: self.info.name.clone(),
             hook: HookName::Instantiate,
-            failure: Failure::Trap(describe(&e)),
+            failure: Failure::Trap(bounds::inert(describe(&e))),
         })?;
         Ok(Live {
             store,
@@ -498,6 +502,8 @@ impl WasmPolicy {
                     deadline_ms: self.limits.deadline_ms,
                 }
             } else {
+                // A trap's text names the guest's own functions and repeats
+                // what it logged or wrote: all of it is the guest's, so data.
                 let mut msg = describe(&e);
                 if let Some(said) = &data.last_error {
                     msg.push_str(&format!(" (policy logged: {said})"));
@@ -505,7 +511,7 @@ impl WasmPolicy {
                     let wrote = bounds::cut(wrote, bounds::MAX_LOG_LINE);
                     msg.push_str(&format!(" (policy wrote: {wrote})"));
                 }
-                Failure::Trap(msg)
+                Failure::Trap(bounds::inert(msg))
             };
             CallError {
                 policy: self.info.name.clone(),

@@ -54,7 +54,7 @@ impl HostState {
             return;
         }
         self.call_lines += 1;
-        let message = bounds::cut(message, bounds::MAX_LOG_LINE);
+        let message = bounds::cut(bounds::inert(message), bounds::MAX_LOG_LINE);
         let policy = self.policy.as_str();
         match level {
             wit::Level::Trace => tracing::trace!(policy, "{message}"),

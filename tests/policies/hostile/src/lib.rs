@@ -38,7 +38,16 @@ pub enum Fault {
     /// Valid answers that change from call to call: `score` favours a
     /// different candidate each time it is asked the same question.
     Drift,
+    /// Text that would forge lines of the host's output and drive its
+    /// terminal: a `log` line, a pre-filter skip and a permit rejection
+    /// with line breaks, carriage returns and escape sequences; in any
+    /// other hook, a panic (a trap) whose message has them too.
+    Forge,
 }
+
+/// What [`Fault::Forge`] writes: a line break, then a line as the host
+/// prints its binds, then a terminal's clear-line, bell and title escapes.
+pub const FORGED: &str = "ok\n  bind forged-pod -> gpu-1\r\u{1b}[2K\u{7}\u{1b}]0;owned\u{7}";
 
 /// The fault fixed in the component: tests rewrite the last 12 bytes of
 /// this marker (same length, e.g. `hooks_______`; see
@@ -116,6 +125,12 @@ impl Hostile {
             | Fault::Repeated
             | Fault::MixedScale
             | Fault::Drift => {}
+            Fault::Forge => {
+                log(Level::Warn, FORGED);
+                if hook != "pre-filter" && hook != "permit" {
+                    panic!("{FORGED}");
+                }
+            }
             Fault::LogFlood => {
                 for i in 0..1_000_000u32 {
                     log(Level::Info, &format!("hostile: line {i}"));
@@ -224,6 +239,9 @@ impl Policy for Hostile {
         if self.len("pre-filter", 0) > 0 {
             return PreFilterResult::Skip("x".repeat(HUGE));
         }
+        if self.hook == "pre-filter" && self.fault == Fault::Forge {
+            return PreFilterResult::Skip(FORGED.into());
+        }
         PreFilterResult::Proceed(Vec::new())
     }
 
@@ -252,6 +270,9 @@ impl Policy for Hostile {
         }
         if self.len("permit", 0) > 0 {
             return PermitResult::Reject("x".repeat(HUGE));
+        }
+        if self.hook == "permit" && self.fault == Fault::Forge {
+            return PermitResult::Reject(FORGED.into());
         }
         PermitResult::Allow
     }
