@@ -237,11 +237,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
 
     let engine =
         PolicyEngine::new().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
-    let cache = config
+    let mut cache = config
         .cache_dir
         .clone()
         .map(ComponentCache::at)
         .unwrap_or_else(ComponentCache::from_env);
+    if let Some(mib) = config.cache_max_mib {
+        cache = cache.with_max_bytes(mib.saturating_mul(1 << 20));
+    }
     let settings = match &config.settings_file {
         Some(path) => crate::config::read_settings_file(path)?,
         None => config.settings_json(),

@@ -146,6 +146,20 @@ fn an_import_beyond_the_policy_world_and_wasi_0_2_is_refused_by_name() {
             .contains("http.wasm imports wasi:http/random@0.2.0, which Dragon does not provide"),
         "{err}"
     );
+    // Refused before it is compiled: nothing of it is cached.
+    let dir = std::env::temp_dir().join(format!("dragon-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::at(&dir),
+        "http.wasm",
+        &policy_importing("wasi:http@0.2.0", "random"),
+        &LoadOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, LoadError::Import { .. }), "{err}");
+    assert_eq!(compiled_in(&dir).len(), 0);
     // WASI 0.2 itself is linked: this placeholder policy gets past the
     // import check and instantiation, and fails only in its first call.
     let err = load_bytes(
@@ -300,5 +314,66 @@ fn a_second_load_comes_from_the_compiled_cache() {
     )
     .unwrap();
     assert!(!third.info().cached);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The compiled components in cache directory `dir`, by file name.
+fn compiled_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".cwasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_compiled_cache_keeps_to_its_size_by_evicting_the_least_recently_used() {
+    let dir = std::env::temp_dir().join(format!("dragon-cache-bound-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let e = engine();
+    let load = |cache: &ComponentCache, name: &str, bytes: &[u8]| {
+        WasmPolicy::from_bytes(&e, cache, name, bytes, &LoadOptions::default())
+            .unwrap()
+            .info()
+            .cached
+    };
+    let size = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len();
+    // Each compiled alone, to learn its size.
+    let unbounded = ComponentCache::at(&dir);
+    load(&unbounded, "baseline", dragon_bundled::BASELINE);
+    let baseline = compiled_in(&dir);
+    load(&unbounded, "dragon", dragon_bundled::DRAGON);
+    let both = compiled_in(&dir);
+    let dragon: Vec<String> = both
+        .iter()
+        .filter(|n| !baseline.contains(n))
+        .cloned()
+        .collect();
+    let (b, d) = (size(&baseline[0]), size(&dragon[0]));
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Room for the larger of the two, not for both.
+    let cache = ComponentCache::at(&dir).with_max_bytes(b.max(d) + b.min(d) / 2);
+    assert!(!load(&cache, "baseline", dragon_bundled::BASELINE));
+    assert!(load(&cache, "baseline", dragon_bundled::BASELINE));
+    assert!(!load(&cache, "dragon", dragon_bundled::DRAGON));
+    assert_eq!(
+        compiled_in(&dir),
+        dragon,
+        "baseline, used least recently, is gone"
+    );
+    assert!(load(&cache, "dragon", dragon_bundled::DRAGON));
+    assert!(!load(&cache, "baseline", dragon_bundled::BASELINE));
+    assert_eq!(compiled_in(&dir), baseline);
+    // A cache smaller than one compiled component keeps none.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let tiny = ComponentCache::at(&dir).with_max_bytes(1024);
+    assert!(!load(&tiny, "baseline", dragon_bundled::BASELINE));
+    assert!(!load(&tiny, "baseline", dragon_bundled::BASELINE));
+    assert_eq!(compiled_in(&dir).len(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,11 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
-
-use super::engine::PolicyEngine;
 use super::error::LoadError;
+use sha2::{Digest, Sha256};
 
 /// The newest interface version this host implements: what the SDK builds.
 pub const INTERFACE_VERSION: &str = "0.3.0";
@@ -115,17 +112,14 @@ pub(crate) struct World {
 }
 
 /// Check the component's exports and imports against the policy world:
-/// the interface it was built against, and whether it needs WASI.
-pub(crate) fn check_world(
-    origin: &str,
-    engine: &PolicyEngine,
-    component: &Component,
-) -> Result<World, LoadError> {
-    let ty = component.component_type();
-    let exports: Vec<String> = ty
-        .exports(engine.engine())
-        .map(|(n, _)| n.to_string())
-        .collect();
+/// the interface it was built against, and whether it needs WASI. Read
+/// from the bytes, before anything is compiled: a component refused here
+/// costs no compile and leaves nothing in the cache.
+pub(crate) fn check_world(origin: &str, bytes: &[u8]) -> Result<World, LoadError> {
+    let (exports, imports) = declared(bytes).map_err(|e| LoadError::Invalid {
+        origin: origin.to_string(),
+        cause: e.to_string(),
+    })?;
     let Some(found) = exports.iter().find_map(|name| {
         let (iface, version) = name.split_once('@').unwrap_or((name.as_str(), ""));
         (iface == POLICY_EXPORT).then(|| version.to_string())
@@ -157,7 +151,7 @@ pub(crate) fn check_world(
         });
     };
     let mut wasi = false;
-    for (name, _) in ty.imports(engine.engine()) {
+    for name in imports.iter().map(String::as_str) {
         if super::wasi::is_wasi(name) {
             wasi = true;
             continue;
@@ -179,6 +173,32 @@ pub(crate) fn check_world(
         version: found,
         wasi,
     })
+}
+
+/// The names a component exports and imports at its top level (those of
+/// the components and modules nested in it are their own business).
+fn declared(bytes: &[u8]) -> wasmparser::Result<(Vec<String>, Vec<String>)> {
+    use wasmparser::Payload;
+    let (mut exports, mut imports) = (Vec::new(), Vec::new());
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentExportSection(section) if depth == 0 => {
+                for export in section {
+                    exports.push(export?.name.name.to_string());
+                }
+            }
+            Payload::ComponentImportSection(section) if depth == 0 => {
+                for import in section {
+                    imports.push(import?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((exports, imports))
 }
 
 #[cfg(test)]

@@ -75,6 +75,10 @@ pub struct Config {
     /// Where compiled policies are cached (default: `$DRAGON_CACHE_DIR` or `~/.cache/dragon`).
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// Most MiB of compiled policies kept in the cache; the least recently
+    /// used go first (default: 1024, or `$DRAGON_CACHE_MAX_MIB`).
+    #[serde(default, rename = "cacheMaxMiB")]
+    pub cache_max_mib: Option<u64>,
     /// What a policy failure (trap, deadline, invalid output) means for the
     /// pods it was deciding: `failClosed` or `fallback`.
     #[serde(default)]
