@@ -113,6 +113,9 @@ impl Scheduler {
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
     ) -> RoundReport {
+        // This driver's clock may be a simulated one: the real time goes
+        // with it (see `Scheduler::set_wall`).
+        self.set_wall(Instant::now());
         let planned = self.plan_round(now_ms, policy, fallback, budget);
         let results = match planned.binds().is_empty() {
             true => Vec::new(),
@@ -131,6 +134,7 @@ impl Scheduler {
         policy: &dyn Hooks,
         scaler: &mut dyn Scaler,
     ) -> ScaleReport {
+        self.set_wall(Instant::now());
         let mut report = self.plan_scale(now_ms, policy);
         let results: Vec<_> = report
             .requests

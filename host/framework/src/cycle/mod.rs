@@ -27,7 +27,7 @@ pub use report::{Decision, PlannedRound, RoundReport};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::breaker::Breaker;
+use super::breaker::{Breaker, Outcome};
 use super::cluster::journal::ClusterOp;
 use super::cluster::topology::Domain;
 use super::cluster::view::Scoring;
@@ -58,8 +58,9 @@ enum Attempt {
     /// makes room.
     Unfit,
     /// The policy failed a call (trap, deadline, invalid output): back off,
-    /// or try the fallback policy if the driver gave one.
-    PolicyFailed,
+    /// or try the fallback policy if the driver gave one. `timed_out`: the
+    /// call ran out of its deadline.
+    PolicyFailed { timed_out: bool },
     /// Not tried yet: the gang's pods do not all exist or are gated (no
     /// backoff, as with a pre-enqueue gate; a change to its pods wakes it).
     Gated,
@@ -126,6 +127,9 @@ pub struct Scheduler {
     columns: Option<wit::Candidates>,
     /// Suspends a policy that keeps failing.
     pub(crate) breaker: Breaker,
+    /// The real time, from drivers whose clock is not the real one (the
+    /// simulator): a suspension after a call out of time lasts in both.
+    pub(crate) wall: Option<std::time::Instant>,
     /// Preemptions under way: each preemptor's victims' pods, until none
     /// holds a node.
     pub(crate) preempting: BTreeMap<UnitKey, Vec<PodKey>>,
@@ -152,7 +156,9 @@ fn policy_failed(report: &mut RoundReport, unit: &UnitKey, e: CallError) -> Atte
         unit: Some(unit.clone()),
         error: e.to_string(),
     });
-    Attempt::PolicyFailed
+    Attempt::PolicyFailed {
+        timed_out: matches!(e.failure, Failure::Timeout { .. }),
+    }
 }
 
 /// The error for an answer of `policy`'s `hook` that breaks the
@@ -174,6 +180,14 @@ impl Scheduler {
             breaker: Breaker::new(config.breaker),
             ..Scheduler::default()
         }
+    }
+
+    /// The real time now, from a driver whose clock (the `now_ms` of its
+    /// rounds) runs apart from it: the policy's suspension after a call out
+    /// of time then lasts in real time too, so a simulation does not pay a
+    /// deadline per simulated suspension.
+    pub fn set_wall(&mut self, now: std::time::Instant) {
+        self.wall = Some(now);
     }
 
     /// The framework's settings.
@@ -368,7 +382,7 @@ impl Scheduler {
                 None => &units[i],
             };
             let mut attempt = self.guarded_attempt(now_ms, policy, i, unit, to_bind, report);
-            if let (Attempt::PolicyFailed, Some(fallback)) = (attempt, fallback) {
+            if let (Attempt::PolicyFailed { .. }, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
                     unit: unit.key.clone(),
                     policy: fallback.info().name.clone(),
@@ -380,7 +394,7 @@ impl Scheduler {
                 Attempt::Failed | Attempt::Unfit => {
                     self.set_back(unit, Setback::Unschedulable, now_ms)
                 }
-                Attempt::PolicyFailed => self.set_back(unit, Setback::Error, now_ms),
+                Attempt::PolicyFailed { .. } => self.set_back(unit, Setback::Error, now_ms),
                 Attempt::Gated => self.set_back(unit, Setback::Gated, now_ms),
                 Attempt::Binding => {
                     if unit.cap.is_some() {
@@ -406,7 +420,7 @@ impl Scheduler {
         report: &mut RoundReport,
     ) -> Attempt {
         let info = policy.info();
-        if self.breaker.admit(&info.sha256, now_ms).is_err() {
+        if self.breaker.admit(&info.sha256, now_ms, self.wall).is_err() {
             // The same text every round (no countdown): drivers publish an
             // Event per pod each time the reason changes.
             report.decisions.push(Decision::PolicyError {
@@ -416,13 +430,16 @@ impl Scheduler {
                     info.name
                 ),
             });
-            return Attempt::PolicyFailed;
+            return Attempt::PolicyFailed { timed_out: false };
         }
         let attempt = self.schedule_unit(now_ms, policy, index, unit, to_bind, report);
+        let outcome = match attempt {
+            Attempt::PolicyFailed { timed_out: true } => Outcome::TimedOut,
+            Attempt::PolicyFailed { timed_out: false } => Outcome::Failed,
+            _ => Outcome::Answered,
+        };
         if attempt != Attempt::Gated
-            && let Some(change) =
-                self.breaker
-                    .record(attempt != Attempt::PolicyFailed, now_ms, &info.name)
+            && let Some(change) = self.breaker.record(outcome, now_ms, self.wall, &info.name)
         {
             report.decisions.push(Decision::Breaker(change));
         }

@@ -172,8 +172,15 @@ impl Scheduler {
             });
         // A failure counts towards suspending the policy; a success does
         // not reset the count (units' attempts do).
-        if result.is_err()
-            && let Some(change) = self.breaker.record(false, now_ms, &policy.info().name)
+        let outcome = match &result {
+            Ok(_) => None,
+            Err(e) if matches!(e.failure, Failure::Timeout { .. }) => Some(Outcome::TimedOut),
+            Err(_) => Some(Outcome::Failed),
+        };
+        if let Some(outcome) = outcome
+            && let Some(change) =
+                self.breaker
+                    .record(outcome, now_ms, self.wall, &policy.info().name)
         {
             report.decisions.push(Decision::Breaker(change));
         }

@@ -10,12 +10,13 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use super::breaker::Outcome;
 use super::cluster::PodState;
 use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
 use crate::names::{JobKey, PodKey};
-use dragon_runtime::{CallError, HookName, Hooks, wit};
+use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 use limits::GrowthRoom;
 pub(crate) use limits::Restarts;
 pub use limits::{Held, HeldResize, ResizeLimits};
@@ -215,7 +216,7 @@ impl Scheduler {
             last_scale_down_ms: self.last_scale_down_ms,
         };
         let info = policy.info();
-        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms) {
+        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms, self.wall) {
             report.errors.push(format!(
                 "policy `{}` is suspended after repeated failures; no scale step for {} ms",
                 info.name,
@@ -225,9 +226,14 @@ impl Scheduler {
         }
         let checked = policy
             .scale(&input, &self.cluster)
-            .and_then(|decisions| checked_decisions(policy, &running, decisions))
-            .map_err(|e| e.to_string());
-        report.breaker = self.breaker.record(checked.is_ok(), now_ms, &info.name);
+            .and_then(|decisions| checked_decisions(policy, &running, decisions));
+        let outcome = match &checked {
+            Ok(_) => Outcome::Answered,
+            Err(e) if matches!(e.failure, Failure::Timeout { .. }) => Outcome::TimedOut,
+            Err(_) => Outcome::Failed,
+        };
+        report.breaker = self.breaker.record(outcome, now_ms, self.wall, &info.name);
+        let checked = checked.map_err(|e| e.to_string());
         let decisions = match checked {
             Ok(d) => d,
             Err(e) => {
