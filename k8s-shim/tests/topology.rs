@@ -1,7 +1,8 @@
 //! Gangs under topology constraints on a real control plane: KWOK nodes
 //! labelled in racks, constraints from a scheduler-plugins PodGroup's
 //! annotations, Kueue's podset annotations on the pods and a native
-//! PodGroup's `schedulingConstraints`, and preemption that frees one rack.
+//! PodGroup's `schedulingConstraints`, any node label key, and preemption
+//! that frees one rack.
 
 mod common;
 
@@ -277,5 +278,62 @@ async fn a_native_podgroups_topology_constraint_keeps_its_gang_in_one_rack() {
         sched.log()
     );
     s.assert_invariants(30, &[&sched], None).await;
+    s.cleanup().await;
+}
+
+/// As kube-scheduler, any node label key: under a default install (whose
+/// levels do not list `example.com/block`), a gang required in one block
+/// lands in the most allocated block that holds it; one naming a key no
+/// node carries waits, the key named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_may_name_any_node_label_key_and_goes_to_the_busiest_domain_that_holds_it() {
+    let _g = serial();
+    let s = Scenario::new("any-key").await;
+    // b1 = {a, b}: 8 GPUs; b2 = {c}: 4.
+    for (node, block) in [("a", "b1"), ("b", "b1"), ("c", "b2")] {
+        s.node_labelled(node, 4, json!({"example.com/block": block}))
+            .await;
+    }
+    let sched = Scheduler::start(&s, "dragon", "");
+    pinned(&s, "fill-a", 3, "a", json!({})).await;
+    until(60, "the filler bound", || async {
+        bound(&s.placement("fill-").await) == 1
+    })
+    .await;
+    // b1 with the gang: 5 of 8 GPUs in use; b2: 2 of 4. b2 has less room
+    // left (4 against 5), but b1 is the most allocated.
+    s.podgroup(
+        "g",
+        2,
+        json!({"dragon.dev/topology-required": "example.com/block"}),
+    )
+    .await;
+    for i in 0..2 {
+        s.pod(&format!("g-{i}"), Some(("g", "worker", i)), 1, None)
+            .await;
+    }
+    until(60, "the gang bound", || async {
+        bound(&s.placement("g-").await) == 2
+    })
+    .await;
+    let nodes: BTreeSet<String> = s.placement("g-").await.into_values().flatten().collect();
+    assert!(
+        nodes.iter().all(|n| n.ends_with("-a") || n.ends_with("-b")),
+        "{nodes:?}\n{}",
+        sched.log()
+    );
+    s.podgroup(
+        "z",
+        2,
+        json!({"dragon.dev/topology-required": "example.com/zone"}),
+    )
+    .await;
+    for i in 0..2 {
+        s.pod(&format!("z-{i}"), Some(("z", "worker", i)), 1, None)
+            .await;
+    }
+    s.until_explained(30, "z-0", "carry no example.com/zone label")
+        .await;
+    assert_eq!(bound(&s.placement("z-").await), 0);
     s.cleanup().await;
 }

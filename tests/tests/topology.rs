@@ -198,27 +198,72 @@ fn a_preferred_rack_is_kept_where_one_holds_the_gang_and_widened_where_none_does
     assert_eq!(racks(&s, "wide"), ["r1", "r2"]);
 }
 
+// kube-scheduler's TopologyPlacement takes any node label key: a key that
+// is not among the levels holds a gang to one of its domains all the same,
+// and one that no node carries keeps it pending with the key named.
 #[test]
-fn a_constraint_on_a_level_not_configured_keeps_the_gang_pending_with_the_levels_named() {
+fn a_constraint_on_any_node_label_key_is_honoured_and_one_no_node_carries_is_named() {
+    const SLICE: &str = "example.com/slice";
     let e = engine();
     let dragon = bundled(&e, "dragon", "");
     let mut s = two_racks();
+    // Slices cut across racks: s1 = {a, c}, s2 = {b, d}.
+    for (node, slice) in [("a", "s1"), ("b", "s2"), ("c", "s1"), ("d", "s2")] {
+        let mut n = s
+            .cluster()
+            .node_by_name(node)
+            .map(|i| s.cluster().nodes()[i].clone())
+            .unwrap();
+        n.labels.insert(SLICE.into(), slice.into());
+        s.apply(ClusterOp::UpdateNode(n)).unwrap();
+    }
+    filler(&mut s, "x/a", 1, "a");
+    gang(&mut s, "g", 0, 6, Some(TopologyConstraint::required(SLICE)));
+    let (decisions, _) = round(&mut s, 0, &dragon);
+    assert_eq!(bound(&s, "g"), 6, "{decisions:?}");
+    let c = s.cluster();
+    let slices: std::collections::BTreeSet<&str> = c
+        .job_pods("g")
+        .filter_map(|(_, st)| st.node())
+        .map(|n| c.nodes()[n].labels[SLICE].as_str())
+        .collect();
+    assert_eq!(slices.len(), 1, "{slices:?}");
+    // The levels policies see are the configured ones.
+    assert_eq!(
+        s.cluster().topology_levels(),
+        [BLOCK, RACK, "kubernetes.io/hostname"]
+    );
     gang(
         &mut s,
-        "g",
+        "z",
         0,
         2,
         Some(TopologyConstraint::required("zone")),
     );
-    let (decisions, _) = round(&mut s, 0, &dragon);
-    assert_eq!(bound(&s, "g"), 0);
-    let why = reason(&decisions, &UnitKey::job("g"));
-    assert_eq!(
-        why,
-        format!(
-            "required topology zone is not a configured topology level (levels: {BLOCK}, {RACK}, kubernetes.io/hostname)"
-        )
+    let (decisions, _) = round(&mut s, 1000, &dragon);
+    assert_eq!(bound(&s, "z"), 0);
+    let why = reason(&decisions, &UnitKey::job("z"));
+    assert!(
+        why.starts_with("no domain of topology level zone holds all 2 pod(s) of job/z")
+            && why.contains("4 node(s) carry no zone label"),
+        "{why}"
     );
+}
+
+// kube-scheduler scores a gang's placements by MostAllocated over each
+// placement's nodes: of the racks that hold the gang, the busiest (with
+// the gang in it), even where another has less room left.
+#[test]
+fn a_rack_gang_goes_to_the_most_allocated_rack_that_holds_it() {
+    let e = engine();
+    let dragon = bundled(&e, "dragon", "");
+    // r1 = {a, b}: 8 GPUs, 3 used, room for 5; r2 = {c}: 4 GPUs free.
+    let mut s = sched(&[("a", "b1", "r1"), ("b", "b1", "r1"), ("c", "b1", "r2")]);
+    filler(&mut s, "x/a", 3, "a");
+    gang(&mut s, "g", 0, 2, Some(TopologyConstraint::required(RACK)));
+    let (decisions, _) = round(&mut s, 0, &dragon);
+    assert_eq!(bound(&s, "g"), 2, "{decisions:?}");
+    assert_eq!(racks(&s, "g"), ["r1"], "5 of 8 GPUs in use beats 2 of 4");
 }
 
 #[test]

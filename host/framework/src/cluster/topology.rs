@@ -3,7 +3,10 @@
 //! every level interned as a small id, and the constraint a gang puts on
 //! them.
 //!
-//! A gang's constraint names a level by its label key:
+//! A gang's constraint names a level by its label key, any node label key
+//! as in kube-scheduler: the configured levels form the hierarchy a
+//! preferred constraint widens through (and that policies see); a key
+//! outside it is tracked as a level of its own, widening to anywhere.
 //! - required: every pod of the gang in one domain of that level;
 //! - preferred: one domain of that level if any holds the gang, else one
 //!   domain of the next wider level, and so on, else anywhere.
@@ -33,6 +36,10 @@ pub const DEFAULT_LEVELS: [&str; 8] = [
 /// At most this many levels (each costs a word per node).
 pub const MAX_LEVELS: usize = 16;
 
+/// At most this many label keys outside the levels tracked for gangs'
+/// constraints (each costs a word per node, and none is dropped).
+pub const MAX_OTHER_KEYS: usize = 64;
+
 /// One domain: a level and the id of its label value there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Domain {
@@ -51,6 +58,10 @@ pub enum LevelsError {
     HostnameNotLast(usize, usize),
     #[error("{0} topology levels; at most {MAX_LEVELS}")]
     TooMany(usize),
+    #[error(
+        "topology key {0} is not a configured level, and {MAX_OTHER_KEYS} other keys are tracked already (list it in topologyLevels)"
+    )]
+    TooManyOtherKeys(String),
 }
 
 /// Whether `keys` can be used as topology levels (see
@@ -62,11 +73,13 @@ pub fn check_levels(keys: &[String]) -> Result<(), LevelsError> {
     Domains::new(keys, &[]).map(|_| ())
 }
 
-/// The configured levels, widest first, [`HOSTNAME_LEVEL`] last, and each
-/// node's domain at each.
+/// The configured levels, widest first, [`HOSTNAME_LEVEL`] last, then the
+/// other keys gangs' constraints name, and each node's domain at each.
 #[derive(Debug, Clone)]
 pub(crate) struct Domains {
+    /// The configured levels (the first `hierarchy`), then the other keys.
     levels: Vec<String>,
+    hierarchy: usize,
     /// Per level: value → id (ids from 1; 0 is "no label").
     ids: Vec<HashMap<String, u32>>,
     /// Per level: id - 1 → value.
@@ -86,6 +99,7 @@ impl Domains {
         let n = levels.len();
         Domains {
             levels,
+            hierarchy: n,
             ids: vec![HashMap::new(); n],
             names: vec![Vec::new(); n],
             of_node: vec![Vec::new(); n],
@@ -121,44 +135,82 @@ impl Domains {
         Ok(d)
     }
 
-    /// The levels, widest first.
+    /// The configured levels, widest first.
     pub(crate) fn levels(&self) -> &[String] {
-        &self.levels
+        &self.levels[..self.hierarchy]
     }
 
-    /// The position of level `key`, if configured.
+    /// The label key of `level` (a configured level or another key).
+    pub(crate) fn key(&self, level: usize) -> &str {
+        &self.levels[level]
+    }
+
+    /// Whether `level` is a configured one: a preferred constraint on it
+    /// widens through the wider configured levels.
+    pub(crate) fn in_hierarchy(&self, level: usize) -> bool {
+        level < self.hierarchy
+    }
+
+    /// The position of level `key`, configured or tracked.
     pub(crate) fn level(&self, key: &str) -> Option<usize> {
         self.levels.iter().position(|l| l == key)
+    }
+
+    /// Track node label `key` as a level of its own (a constraint names
+    /// it); its position.
+    ///
+    /// # Errors
+    /// [`MAX_OTHER_KEYS`] other keys are tracked already.
+    pub(crate) fn track(&mut self, key: &str, nodes: &[Node]) -> Result<usize, LevelsError> {
+        if let Some(l) = self.level(key) {
+            return Ok(l);
+        }
+        if self.levels.len() - self.hierarchy >= MAX_OTHER_KEYS {
+            return Err(LevelsError::TooManyOtherKeys(key.to_string()));
+        }
+        self.levels.push(key.to_string());
+        self.ids.push(HashMap::new());
+        self.names.push(Vec::new());
+        self.of_node.push(Vec::new());
+        let l = self.levels.len() - 1;
+        for (i, node) in nodes.iter().enumerate() {
+            self.set_level(l, i, node);
+        }
+        Ok(l)
     }
 
     /// Node `i` (new or changed) is in the domains its labels name; the
     /// hostname level falls back to the node's name.
     pub(crate) fn set_node(&mut self, i: usize, node: &Node) {
-        let last = self.levels.len() - 1;
         for l in 0..self.levels.len() {
-            let value = node
-                .labels
-                .get(&self.levels[l])
-                .map(String::as_str)
-                .or((l == last).then_some(node.name.as_str()));
-            let id = match value {
-                None => 0,
-                Some(v) => match self.ids[l].get(v) {
-                    Some(&id) => id,
-                    None => {
-                        self.names[l].push(v.to_string());
-                        let id = self.names[l].len() as u32;
-                        self.ids[l].insert(v.to_string(), id);
-                        id
-                    }
-                },
-            };
-            let col = &mut self.of_node[l];
-            if col.len() <= i {
-                col.resize(i + 1, 0);
-            }
-            col[i] = id;
+            self.set_level(l, i, node);
         }
+    }
+
+    /// Node `i`'s domain at `l`.
+    fn set_level(&mut self, l: usize, i: usize, node: &Node) {
+        let value = node
+            .labels
+            .get(&self.levels[l])
+            .map(String::as_str)
+            .or((l + 1 == self.hierarchy).then_some(node.name.as_str()));
+        let id = match value {
+            None => 0,
+            Some(v) => match self.ids[l].get(v) {
+                Some(&id) => id,
+                None => {
+                    self.names[l].push(v.to_string());
+                    let id = self.names[l].len() as u32;
+                    self.ids[l].insert(v.to_string(), id);
+                    id
+                }
+            },
+        };
+        let col = &mut self.of_node[l];
+        if col.len() <= i {
+            col.resize(i + 1, 0);
+        }
+        col[i] = id;
     }
 
     /// Node `i`'s domain at `level` (0: it carries no label for it).
@@ -256,5 +308,35 @@ mod tests {
         assert_eq!(d.name(1, d.of(1, 3)), "d");
         assert_eq!(d.level(HOSTNAME_LEVEL), Some(1));
         assert_eq!(d.level("zone"), None);
+    }
+
+    #[test]
+    fn a_key_outside_the_levels_is_tracked_apart_from_them_up_to_a_bound() {
+        let nodes = [
+            node("a", &[("rack", "r1"), ("pod", "p1")]),
+            node("b", &[("rack", "r2"), ("pod", "p1")]),
+            node("c", &[("rack", "r1")]),
+        ];
+        let mut d = Domains::new(&["rack".into()], &nodes).unwrap();
+        let pod = d.track("pod", &nodes).unwrap();
+        assert_eq!(d.track("pod", &nodes), Ok(pod), "tracked once");
+        // Not a level policies see, nor one a preference widens through.
+        assert_eq!(d.levels(), ["rack", HOSTNAME_LEVEL]);
+        assert!(!d.in_hierarchy(pod) && d.in_hierarchy(0));
+        let (groups, unlabelled) = d.group(pod, &[0, 1, 2]);
+        assert_eq!(unlabelled, 1);
+        assert_eq!(groups.values().collect::<Vec<_>>(), [&vec![0, 1]]);
+        // A node added later is placed at the tracked key too; the hostname
+        // level still falls back to the name.
+        d.set_node(3, &node("d", &[("pod", "p2")]));
+        assert_eq!(d.name(pod, d.of(pod, 3)), "p2");
+        assert_eq!(d.name(1, d.of(1, 3)), "d");
+        for k in 1..MAX_OTHER_KEYS {
+            d.track(&format!("k{k}"), &nodes).unwrap();
+        }
+        assert_eq!(
+            d.track("one-more", &nodes),
+            Err(LevelsError::TooManyOtherKeys("one-more".into()))
+        );
     }
 }

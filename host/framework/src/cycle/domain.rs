@@ -2,18 +2,20 @@
 //! then the nodes in it, so a gang is never spread past the level it
 //! asks for; and domains held for preemptors while their victims leave.
 //!
-//! The domains of a level are tried best fit first: those with room for
-//! every pod (counted on the free columns, for pods like the first) from
-//! the least room up, so that a small gang does not break up a domain a
-//! big one needs; then the others, the most room first. Each attempt
-//! filters only the domain's nodes, so trying every domain costs about
-//! what one placement over the whole cluster does.
+//! The domains of a level are tried most allocated first among those
+//! with room for every pod (counted on the free columns, for pods like the
+//! first), as kube-scheduler scores a gang's placements (NodeResourcesFit's
+//! MostAllocated over the placement's nodes, the gang's requests
+//! included), so a small gang packs into a busy domain and leaves whole
+//! ones for a wide gang; then the others, the most room first. Each
+//! attempt filters only the domain's nodes, so trying every domain costs
+//! about what one placement over the whole cluster does.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::cluster::topology::Domain;
+use crate::cluster::topology::{Domain, LevelsError};
 use crate::model::{TopologyConstraint, TopologyMode};
 use crate::names::PodKey;
 
@@ -41,8 +43,7 @@ impl Scheduler {
         job.topology.as_ref()
     }
 
-    /// The level `unit` must stay within, for a required constraint on a
-    /// configured level.
+    /// The level `unit` must stay within, for a required constraint.
     pub(crate) fn required_level(&self, unit: &UnitPlan) -> Option<usize> {
         let c = self.constraint(unit)?;
         match c.mode {
@@ -51,8 +52,8 @@ impl Scheduler {
         }
     }
 
-    /// Why `unit` cannot be tried at all: its constraint names a level
-    /// that is not configured.
+    /// Why `unit` cannot be tried at all: its constraint names a key that
+    /// is not tracked (past the bound on keys outside the levels).
     pub(super) fn unknown_level(&self, unit: &UnitPlan) -> Option<String> {
         let c = self.constraint(unit)?;
         let domains = self.cluster.domains();
@@ -60,8 +61,8 @@ impl Scheduler {
             return None;
         }
         Some(format!(
-            "{c} is not a configured topology level (levels: {})",
-            domains.levels().join(", ")
+            "{c}: {}",
+            LevelsError::TooManyOtherKeys(c.key.clone())
         ))
     }
 
@@ -89,7 +90,12 @@ impl Scheduler {
         };
         let levels: Vec<usize> = match c.mode {
             TopologyMode::Required => vec![level],
-            TopologyMode::Preferred => (0..=level).rev().collect(),
+            // A configured level widens through the wider ones; another
+            // key stands alone.
+            TopologyMode::Preferred if self.cluster.domains().in_hierarchy(level) => {
+                (0..=level).rev().collect()
+            }
+            TopologyMode::Preferred => vec![level],
         };
         let mut first = None;
         for l in levels {
@@ -147,7 +153,7 @@ impl Scheduler {
             PlaceError::Unschedulable(format!(
                 "the placed pods of {} are not in one domain of topology level {}",
                 unit.key,
-                self.cluster.domains().levels()[level]
+                self.cluster.domains().key(level)
             ))
         })
     }
@@ -168,7 +174,7 @@ impl Scheduler {
             .map(|n| n as u32)
             .collect();
         let domains = self.cluster.domains();
-        let key = domains.levels()[level].clone();
+        let key = domains.key(level).to_string();
         let (groups, unlabelled) = domains.group(level, &live);
         let need = placed_count(unit, size);
         let first = unit
@@ -176,6 +182,7 @@ impl Scheduler {
             .first()
             .and_then(|k| self.cluster.pod(k))
             .map(|(p, _)| p);
+        let ask = self.unit_request(unit, size);
         let mut order: Vec<(u32, Vec<u32>, u64)> = groups
             .into_iter()
             .filter(|(id, _)| pinned.is_none_or(|p| p == *id))
@@ -184,12 +191,13 @@ impl Scheduler {
                 (id, nodes, room)
             })
             .collect();
-        // Best fit among the domains with room for all, then the most room.
-        order.sort_by_key(|(id, _, room)| {
+        // The most allocated among the domains with room for all, then the
+        // most room.
+        order.sort_by_cached_key(|(id, nodes, room)| {
             if *room >= need {
-                (0, *room, *id)
+                (0, Reverse(allocated_with(&self.cluster, nodes, ask)), *id)
             } else {
-                (1, u64::MAX - *room, *id)
+                (1, Reverse(*room), *id)
             }
         });
         let largest = order
@@ -277,6 +285,58 @@ impl Scheduler {
         );
         Some(shown)
     }
+}
+
+impl Scheduler {
+    /// What the pods of `unit` placed at `size` request together.
+    fn unit_request(&self, unit: &UnitPlan, size: Option<u32>) -> crate::model::Resources {
+        let mut sum = crate::model::Resources::default();
+        for (key, t) in unit.pods.iter().zip(&unit.wit.tasks) {
+            if t.role == wit::Role::Worker && size.is_some_and(|s| t.index >= s) {
+                continue;
+            }
+            if let Some((pod, _)) = self.cluster.pod(key) {
+                sum.cpu_milli = sum.cpu_milli.saturating_add(pod.request.cpu_milli);
+                sum.memory_mib = sum.memory_mib.saturating_add(pod.request.memory_mib);
+                sum.gpus = sum.gpus.saturating_add(pod.request.gpus);
+            }
+        }
+        sum
+    }
+}
+
+/// How allocated the live nodes of `nodes` would be with `ask` placed on
+/// them: kube-scheduler's MostAllocated score of a placement, the share of
+/// each resource requested, averaged over CPU, memory and (where the
+/// domain has any) GPUs, in millionths.
+pub(crate) fn allocated_with(
+    cluster: &Cluster,
+    nodes: &[u32],
+    ask: crate::model::Resources,
+) -> u64 {
+    let cols = cluster.columns();
+    let (mut alloc, mut free) = ([0u64; 3], [0u64; 3]);
+    for &n in nodes {
+        let n = n as usize;
+        if !cluster.is_live(n) {
+            continue;
+        }
+        alloc[0] += cols.alloc_cpu_milli[n];
+        alloc[1] += cols.alloc_memory_mib[n];
+        alloc[2] += u64::from(cols.alloc_gpus[n]);
+        free[0] += cols.free_cpu_milli[n];
+        free[1] += cols.free_memory_mib[n];
+        free[2] += u64::from(cols.free_gpus[n]);
+    }
+    let asked = [ask.cpu_milli, ask.memory_mib, u64::from(ask.gpus)];
+    let shares: Vec<u64> = (0..3)
+        .filter(|&r| alloc[r] > 0)
+        .map(|r| {
+            let requested = (alloc[r] - free[r].min(alloc[r])).saturating_add(asked[r]);
+            (u128::from(requested.min(alloc[r])) * 1_000_000 / u128::from(alloc[r])) as u64
+        })
+        .collect();
+    shares.iter().sum::<u64>() / (shares.len().max(1) as u64)
 }
 
 /// How many of `unit`'s pods a placement at `size` places.
