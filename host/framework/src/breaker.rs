@@ -12,7 +12,7 @@
 //! driver's clock: a simulator's clock runs far ahead of the real one, and
 //! a probe it let through every few simulated seconds would cost a real
 //! deadline each. The core reads no clock: drivers whose clock is not the
-//! real one give the real time with [`crate::Scheduler::set_wall`].
+//! real one give the real clock with [`crate::Scheduler::set_wall_clock`].
 
 use std::time::{Duration, Instant};
 
@@ -134,14 +134,14 @@ impl Breaker {
         &mut self,
         policy: &str,
         now_ms: u64,
-        wall: Option<Instant>,
+        wall: impl FnOnce() -> Option<Instant>,
     ) -> Result<(), u64> {
         self.follow(policy);
         match self.state {
             State::Open { until_ms } if now_ms < until_ms => Err(until_ms),
             State::Open { until_ms }
-                if self.real.zip(wall).is_some_and(|((opened, lasts), wall)| {
-                    wall.saturating_duration_since(opened) < lasts
+                if self.real.is_some_and(|(opened, lasts)| {
+                    wall().is_some_and(|wall| wall.saturating_duration_since(opened) < lasts)
                 }) =>
             {
                 Err(until_ms)
@@ -160,7 +160,7 @@ impl Breaker {
         &mut self,
         outcome: Outcome,
         now_ms: u64,
-        wall: Option<Instant>,
+        wall: impl FnOnce() -> Option<Instant>,
         name: &str,
     ) -> Option<BreakerChange> {
         if outcome == Outcome::Answered {
@@ -183,9 +183,10 @@ impl Breaker {
         if !trip {
             return None;
         }
-        self.real = wall
-            .filter(|_| timed_out)
-            .map(|w| (w, Duration::from_millis(self.next_suspend_ms)));
+        self.real = match timed_out {
+            true => wall().map(|w| (w, Duration::from_millis(self.next_suspend_ms))),
+            false => None,
+        };
         let until_ms = now_ms.saturating_add(self.next_suspend_ms);
         self.next_suspend_ms = self
             .next_suspend_ms
@@ -216,83 +217,87 @@ mod tests {
     fn opens_after_consecutive_failures_and_a_success_resets_the_count() {
         let mut b = breaker();
         for _ in 0..2 {
-            b.admit("p", 0, None).unwrap();
-            assert_eq!(b.record(Outcome::Failed, 0, None, "p"), None);
+            b.admit("p", 0, || None).unwrap();
+            assert_eq!(b.record(Outcome::Failed, 0, || None, "p"), None);
         }
-        b.admit("p", 0, None).unwrap();
+        b.admit("p", 0, || None).unwrap();
         assert_eq!(
-            b.record(Outcome::Answered, 0, None, "p"),
+            b.record(Outcome::Answered, 0, || None, "p"),
             None,
             "a success resets the count"
         );
         for _ in 0..2 {
-            b.admit("p", 0, None).unwrap();
-            assert_eq!(b.record(Outcome::Failed, 0, None, "p"), None);
+            b.admit("p", 0, || None).unwrap();
+            assert_eq!(b.record(Outcome::Failed, 0, || None, "p"), None);
         }
-        b.admit("p", 10, None).unwrap();
+        b.admit("p", 10, || None).unwrap();
         assert_eq!(
-            b.record(Outcome::Failed, 10, None, "p"),
+            b.record(Outcome::Failed, 10, || None, "p"),
             Some(BreakerChange::Opened {
                 policy: "p".into(),
                 failures: 3,
                 until_ms: 1010
             })
         );
-        assert_eq!(b.admit("p", 500, None), Err(1010), "fails fast while open");
+        assert_eq!(
+            b.admit("p", 500, || None),
+            Err(1010),
+            "fails fast while open"
+        );
     }
 
     #[test]
     fn a_failed_probe_doubles_the_suspension_up_to_the_cap_and_a_good_one_closes() {
         let mut b = breaker();
         for _ in 0..3 {
-            b.admit("p", 0, None).unwrap();
-            b.record(Outcome::Failed, 0, None, "p");
+            b.admit("p", 0, || None).unwrap();
+            b.record(Outcome::Failed, 0, || None, "p");
         }
         // Probe at 1000 fails: 2000 ms this time.
-        b.admit("p", 1000, None).unwrap();
+        b.admit("p", 1000, || None).unwrap();
         assert!(matches!(
-            b.record(Outcome::Failed, 1000, None, "p"),
+            b.record(Outcome::Failed, 1000, || None, "p"),
             Some(BreakerChange::Opened { until_ms: 3000, .. })
         ));
-        b.admit("p", 3000, None).unwrap();
+        b.admit("p", 3000, || None).unwrap();
         assert!(matches!(
-            b.record(Outcome::Failed, 3000, None, "p"),
+            b.record(Outcome::Failed, 3000, || None, "p"),
             Some(BreakerChange::Opened { until_ms: 6000, .. })
         ));
-        b.admit("p", 6000, None).unwrap();
+        b.admit("p", 6000, || None).unwrap();
         assert!(
             matches!(
-                b.record(Outcome::Failed, 6000, None, "p"),
+                b.record(Outcome::Failed, 6000, || None, "p"),
                 Some(BreakerChange::Opened { until_ms: 9000, .. }),
             ),
             "capped at 3000 ms"
         );
-        b.admit("p", 9000, None).unwrap();
+        b.admit("p", 9000, || None).unwrap();
         assert_eq!(
-            b.record(Outcome::Answered, 9000, None, "p"),
+            b.record(Outcome::Answered, 9000, || None, "p"),
             Some(BreakerChange::Closed { policy: "p".into() })
         );
-        assert_eq!(b.admit("p", 9001, None), Ok(()));
+        assert_eq!(b.admit("p", 9001, || None), Ok(()));
     }
 
     #[test]
     fn a_swapped_policy_starts_closed() {
         let mut b = breaker();
         for _ in 0..3 {
-            b.admit("old", 0, None).unwrap();
-            b.record(Outcome::Failed, 0, None, "old");
+            b.admit("old", 0, || None).unwrap();
+            b.record(Outcome::Failed, 0, || None, "old");
         }
-        assert!(b.admit("old", 1, None).is_err());
-        assert_eq!(b.admit("new", 1, None), Ok(()));
+        assert!(b.admit("old", 1, || None).is_err());
+        assert_eq!(b.admit("new", 1, || None), Ok(()));
     }
 
     #[test]
     fn a_call_out_of_time_suspends_at_once_until_the_suspension_passes_in_real_time_too() {
         let mut b = breaker();
         let start = Instant::now();
-        b.admit("p", 0, Some(start)).unwrap();
+        b.admit("p", 0, || Some(start)).unwrap();
         assert!(matches!(
-            b.record(Outcome::TimedOut, 0, Some(start), "p"),
+            b.record(Outcome::TimedOut, 0, || Some(start), "p"),
             Some(BreakerChange::Opened {
                 until_ms: 1000,
                 failures: 1,
@@ -301,33 +306,36 @@ mod tests {
         ));
         // A simulated hour later but a real millisecond: still suspended.
         let soon = start + Duration::from_millis(1);
-        assert_eq!(b.admit("p", 3_600_000, Some(soon)), Err(1000));
+        assert_eq!(b.admit("p", 3_600_000, || Some(soon)), Err(1000));
         // Once a real second has passed too, one probe.
         let later = start + Duration::from_millis(1000);
-        assert_eq!(b.admit("p", 3_600_000, Some(later)), Ok(()));
+        assert_eq!(b.admit("p", 3_600_000, || Some(later)), Ok(()));
         // It runs out of time again: two seconds, in both clocks.
-        b.record(Outcome::TimedOut, 3_600_000, Some(later), "p");
+        b.record(Outcome::TimedOut, 3_600_000, || Some(later), "p");
         let one_more = later + Duration::from_millis(1500);
-        assert!(b.admit("p", 3_700_000, Some(one_more)).is_err());
+        assert!(b.admit("p", 3_700_000, || Some(one_more)).is_err());
         assert_eq!(
-            b.admit("p", 3_700_000, Some(later + Duration::from_millis(2000))),
+            b.admit("p", 3_700_000, || Some(later + Duration::from_millis(2000))),
             Ok(())
         );
         // A driver whose clock is the real one gives no wall time.
-        b.record(Outcome::TimedOut, 3_700_000, None, "p");
-        assert!(b.admit("p", 3_702_999, None).is_err());
-        assert_eq!(b.admit("p", 3_703_000, None), Ok(()));
+        b.record(Outcome::TimedOut, 3_700_000, || None, "p");
+        assert!(b.admit("p", 3_702_999, || None).is_err());
+        assert_eq!(b.admit("p", 3_703_000, || None), Ok(()));
         // A trap opens on the driver's clock alone, after `failures`.
-        b.record(Outcome::Answered, 3_703_000, None, "p");
+        b.record(Outcome::Answered, 3_703_000, || None, "p");
         for _ in 0..2 {
-            b.admit("p", 3_703_000, Some(later)).unwrap();
-            assert_eq!(b.record(Outcome::Failed, 3_703_000, Some(later), "p"), None);
+            b.admit("p", 3_703_000, || Some(later)).unwrap();
+            assert_eq!(
+                b.record(Outcome::Failed, 3_703_000, || Some(later), "p"),
+                None
+            );
         }
-        b.admit("p", 3_703_000, Some(later)).unwrap();
+        b.admit("p", 3_703_000, || Some(later)).unwrap();
         assert!(
-            b.record(Outcome::Failed, 3_703_000, Some(later), "p")
+            b.record(Outcome::Failed, 3_703_000, || Some(later), "p")
                 .is_some()
         );
-        assert_eq!(b.admit("p", 3_704_000, Some(later)), Ok(()));
+        assert_eq!(b.admit("p", 3_704_000, || Some(later)), Ok(()));
     }
 }

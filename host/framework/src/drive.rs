@@ -113,9 +113,9 @@ impl Scheduler {
         binder: &mut dyn Binder,
         scaler: &mut dyn Scaler,
     ) -> RoundReport {
-        // This driver's clock may be a simulated one: the real time goes
-        // with it (see `Scheduler::set_wall`).
-        self.set_wall(Instant::now());
+        // This driver's clock may be a simulated one: the real one goes
+        // with it (see `Scheduler::set_wall_clock`).
+        self.set_wall_clock(Instant::now);
         let planned = self.plan_round(now_ms, policy, fallback, budget);
         let results = match planned.binds().is_empty() {
             true => Vec::new(),
@@ -134,7 +134,7 @@ impl Scheduler {
         policy: &dyn Hooks,
         scaler: &mut dyn Scaler,
     ) -> ScaleReport {
-        self.set_wall(Instant::now());
+        self.set_wall_clock(Instant::now);
         let mut report = self.plan_scale(now_ms, policy);
         let results: Vec<_> = report
             .requests

@@ -127,9 +127,9 @@ pub struct Scheduler {
     columns: Option<wit::Candidates>,
     /// Suspends a policy that keeps failing.
     pub(crate) breaker: Breaker,
-    /// The real time, from drivers whose clock is not the real one (the
+    /// The real clock, from drivers whose clock is not the real one (the
     /// simulator): a suspension after a call out of time lasts in both.
-    pub(crate) wall: Option<std::time::Instant>,
+    pub(crate) wall: Option<fn() -> std::time::Instant>,
     /// Preemptions under way: each preemptor's victims' pods, until none
     /// holds a node.
     pub(crate) preempting: BTreeMap<UnitKey, Vec<PodKey>>,
@@ -182,12 +182,19 @@ impl Scheduler {
         }
     }
 
-    /// The real time now, from a driver whose clock (the `now_ms` of its
+    /// The real clock, from a driver whose clock (the `now_ms` of its
     /// rounds) runs apart from it: the policy's suspension after a call out
     /// of time then lasts in real time too, so a simulation does not pay a
-    /// deadline per simulated suspension.
-    pub fn set_wall(&mut self, now: std::time::Instant) {
-        self.wall = Some(now);
+    /// deadline per simulated suspension. Read only by the breaker, and
+    /// only around a policy's failures.
+    pub fn set_wall_clock(&mut self, clock: fn() -> std::time::Instant) {
+        self.wall = Some(clock);
+    }
+
+    /// The real time, read when asked, if the driver gave a real clock.
+    pub(crate) fn wall_now(&self) -> impl Fn() -> Option<std::time::Instant> + use<> {
+        let wall = self.wall;
+        move || wall.map(|clock| clock())
     }
 
     /// The framework's settings.
@@ -420,7 +427,11 @@ impl Scheduler {
         report: &mut RoundReport,
     ) -> Attempt {
         let info = policy.info();
-        if self.breaker.admit(&info.sha256, now_ms, self.wall).is_err() {
+        if self
+            .breaker
+            .admit(&info.sha256, now_ms, self.wall_now())
+            .is_err()
+        {
             // The same text every round (no countdown): drivers publish an
             // Event per pod each time the reason changes.
             report.decisions.push(Decision::PolicyError {
@@ -439,7 +450,9 @@ impl Scheduler {
             _ => Outcome::Answered,
         };
         if attempt != Attempt::Gated
-            && let Some(change) = self.breaker.record(outcome, now_ms, self.wall, &info.name)
+            && let Some(change) = self
+                .breaker
+                .record(outcome, now_ms, self.wall_now(), &info.name)
         {
             report.decisions.push(Decision::Breaker(change));
         }

@@ -180,7 +180,7 @@ impl Scheduler {
         if let Some(outcome) = outcome
             && let Some(change) =
                 self.breaker
-                    .record(outcome, now_ms, self.wall, &policy.info().name)
+                    .record(outcome, now_ms, self.wall_now(), &policy.info().name)
         {
             report.decisions.push(Decision::Breaker(change));
         }

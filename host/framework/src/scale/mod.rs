@@ -216,7 +216,7 @@ impl Scheduler {
             last_scale_down_ms: self.last_scale_down_ms,
         };
         let info = policy.info();
-        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms, self.wall) {
+        if let Err(until_ms) = self.breaker.admit(&info.sha256, now_ms, self.wall_now()) {
             report.errors.push(format!(
                 "policy `{}` is suspended after repeated failures; no scale step for {} ms",
                 info.name,
@@ -232,7 +232,9 @@ impl Scheduler {
             Err(e) if matches!(e.failure, Failure::Timeout { .. }) => Outcome::TimedOut,
             Err(_) => Outcome::Failed,
         };
-        report.breaker = self.breaker.record(outcome, now_ms, self.wall, &info.name);
+        report.breaker = self
+            .breaker
+            .record(outcome, now_ms, self.wall_now(), &info.name);
         let checked = checked.map_err(|e| e.to_string());
         let decisions = match checked {
             Ok(d) => d,
