@@ -655,3 +655,77 @@ fn reported(
         ..Default::default()
     }
 }
+
+/// Kubernetes' CEL library in a claim's selector: a `version` attribute is
+/// a semver, compared with `semver()` (dynamic-resource-allocation's
+/// `version` case), and a selector no device meets keeps its pod pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_comparing_semvers_picks_the_device_whose_driver_version_is_new_enough() {
+    let _g = serial();
+    let s = Scenario::new("dra-semver").await;
+    const DRIVER: &str = "gpu.example.com";
+    s.node("a", 0).await;
+    let class = s.device_class("gpu", DRIVER).await;
+    let slices: Api<resource::ResourceSlice> = Api::all(s.client.clone());
+    let pool = format!("{}-a-p0", s.name);
+    s.create(
+        &slices,
+        json!({
+            "metadata": {"name": pool, "labels": {"dragon-e2e": s.name}},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": format!("{}-a", s.name),
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": "old", "attributes": {"driverVersion": {"version": "0.9.0"}}},
+                    {"name": "new", "attributes": {"driverVersion": {"version": "1.2.0"}}}
+                ]
+            }
+        }),
+    )
+    .await;
+    let claims: Api<resource::ResourceClaim> = Api::namespaced(s.client.clone(), &s.name);
+    for (name, at_least) in [("recent", "v1.0"), ("future", "2.0.0")] {
+        let selector = format!(
+            "device.attributes[\"{DRIVER}\"].driverVersion.isGreaterThan(semver(\"{at_least}\", true))"
+        );
+        s.create(
+            &claims,
+            json!({"metadata": {"name": name, "namespace": s.name},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": class, "count": 1,
+                    "selectors": [{"cel": {"expression": selector}}]}}]}}}),
+        )
+        .await;
+    }
+    let sched = Scheduler::start(&s, "dragon", "");
+    for name in ["recent", "future"] {
+        s.pod_with(
+            name,
+            None,
+            0,
+            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}}),
+        )
+        .await;
+    }
+    let placed = until_within(90, || async { bound(&s.placement("recent").await) == 1 }).await;
+    assert!(
+        placed,
+        "{:?}\n{}",
+        s.events_for("recent").await,
+        sched.log()
+    );
+    let claim = claims.get("recent").await.expect("the claim");
+    let results = claim
+        .status
+        .and_then(|st| st.allocation)
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .expect("allocated");
+    let devices: Vec<&str> = results.iter().map(|r| r.device.as_str()).collect();
+    assert_eq!(devices, ["new"]);
+    s.until_explained(30, "future", "cannot allocate all claims")
+        .await;
+    assert_eq!(bound(&s.placement("future").await), 0);
+    s.cleanup().await;
+}

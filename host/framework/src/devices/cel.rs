@@ -1,7 +1,9 @@
 //! Device selectors: CEL expressions over one `device` (its `driver`,
 //! `attributes[domain][id]` and `capacity[domain][id]`), as
-//! `k8s.io/dynamic-resource-allocation/cel` evaluates them, with the
-//! `quantity()` library for capacities. Every expression is bounded
+//! `k8s.io/dynamic-resource-allocation/cel` evaluates them, with
+//! Kubernetes' `quantity()` library for capacities and `semver()` library
+//! for versions (a `version` attribute is a semver, as there). Every
+//! expression is bounded
 //! before it runs: at most 10 KiB of source (the API's own limit), an
 //! expression tree at most 100 deep (the evaluator recurses), and an
 //! estimated cost of at most 1,000,000 (the API's `CELSelectorExpressionMaxCost`),
@@ -115,7 +117,105 @@ fn as_integer(this: &Quantity) -> Result<CelInt, ExecutionError> {
         .map_err(|e| ExecutionError::function_error("asInteger", e))
 }
 
-/// The standard library, the quantity functions, and nothing else.
+/// A semantic version (`kubernetes.Semver`): compared by precedence, so
+/// build metadata does not count, as blang/semver's `Compare` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Semver(pub semver::Version);
+
+static SEMVER: Type = Type::new_unspecified_type("kubernetes.Semver");
+
+impl Val for Semver {
+    fn get_type(&self) -> &Type {
+        &SEMVER
+    }
+    fn cel_type() -> &'static Type {
+        &SEMVER
+    }
+    fn equals(&self, other: &dyn Val) -> bool {
+        other
+            .downcast_ref::<Semver>()
+            .is_some_and(|o| self.0.cmp_precedence(&o.0) == Ordering::Equal)
+    }
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+}
+impl StaticVal for Semver {}
+
+/// `text` as a version; with `normalize`, a leading `v` dropped, leading
+/// zeros dropped and a missing minor or patch taken as 0, as the library's
+/// `normalizeAndParse`.
+fn parse_semver(text: &str, normalize: bool) -> Result<semver::Version, String> {
+    if !normalize {
+        return semver::Version::parse(text).map_err(|e| e.to_string());
+    }
+    let text = text.strip_prefix('v').unwrap_or(text);
+    let mut parts: Vec<String> = text.splitn(3, '.').map(str::to_string).collect();
+    for p in &mut parts {
+        if p.len() > 1 {
+            let trimmed = p.trim_start_matches('0');
+            *p = match trimmed.chars().next() {
+                Some(c) if c.is_ascii_digit() => trimmed.to_string(),
+                _ => format!("0{trimmed}"),
+            };
+        }
+    }
+    if parts.len() < 3 {
+        if parts.last().is_some_and(|p| p.contains(['+', '-'])) {
+            return Err("short version cannot contain PreRelease/Build meta data".into());
+        }
+        parts.resize(3, "0".to_string());
+    }
+    semver::Version::parse(&parts.join(".")).map_err(|e| e.to_string())
+}
+
+fn semver_of(text: &CelString<'_>) -> Result<Semver, ExecutionError> {
+    semver_normalized(text, &CelBool::from(false))
+}
+fn semver_normalized(text: &CelString<'_>, normalize: &CelBool) -> Result<Semver, ExecutionError> {
+    parse_semver(text.inner(), *normalize.inner())
+        .map(Semver)
+        .map_err(|e| ExecutionError::function_error("semver", e))
+}
+fn is_semver(text: &CelString<'_>) -> CelBool {
+    CelBool::from(parse_semver(text.inner(), false).is_ok())
+}
+fn is_semver_normalized(text: &CelString<'_>, normalize: &CelBool) -> CelBool {
+    CelBool::from(parse_semver(text.inner(), *normalize.inner()).is_ok())
+}
+fn major(this: &Semver) -> Result<CelInt, ExecutionError> {
+    part("major", this.0.major)
+}
+fn minor(this: &Semver) -> Result<CelInt, ExecutionError> {
+    part("minor", this.0.minor)
+}
+fn patch(this: &Semver) -> Result<CelInt, ExecutionError> {
+    part("patch", this.0.patch)
+}
+fn part(name: &str, n: u64) -> Result<CelInt, ExecutionError> {
+    i64::try_from(n)
+        .map(CelInt::from)
+        .map_err(|e| ExecutionError::function_error(name, e))
+}
+fn semver_greater(this: &Semver, other: &Semver) -> CelBool {
+    CelBool::from(this.0.cmp_precedence(&other.0) == Ordering::Greater)
+}
+fn semver_less(this: &Semver, other: &Semver) -> CelBool {
+    CelBool::from(this.0.cmp_precedence(&other.0) == Ordering::Less)
+}
+fn semver_compare(this: &Semver, other: &Semver) -> CelInt {
+    CelInt::from(match this.0.cmp_precedence(&other.0) {
+        Ordering::Less => -1,
+        Ordering::Equal => 0,
+        Ordering::Greater => 1,
+    })
+}
+
+/// The standard library, Kubernetes' quantity and semver functions, and
+/// nothing else.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
     let declared = (|| {
@@ -125,6 +225,37 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
         cel::add_member_overload!(env, fn is_less_than: (Quantity, Quantity) -> CelBool)?;
         cel::add_member_overload!(env, fn compare_to: (Quantity, Quantity) -> CelInt)?;
         cel::add_member_overload!(env, fn as_integer: (Quantity) -> Result<CelInt>)?;
+        env.add_type(SEMVER.to_owned())?;
+        cel::add_overload!(env, fn semver_of: (CelString) -> Result<Semver>, name = "semver")?;
+        cel::add_overload!(
+            env,
+            fn semver_normalized: (CelString, CelBool) -> Result<Semver>,
+            name = "semver"
+        )?;
+        cel::add_overload!(env, fn is_semver: (CelString) -> CelBool)?;
+        cel::add_overload!(
+            env,
+            fn is_semver_normalized: (CelString, CelBool) -> CelBool,
+            name = "isSemver"
+        )?;
+        cel::add_member_overload!(env, fn major: (Semver) -> Result<CelInt>)?;
+        cel::add_member_overload!(env, fn minor: (Semver) -> Result<CelInt>)?;
+        cel::add_member_overload!(env, fn patch: (Semver) -> Result<CelInt>)?;
+        cel::add_member_overload!(
+            env,
+            fn semver_greater: (Semver, Semver) -> CelBool,
+            name = "isGreaterThan"
+        )?;
+        cel::add_member_overload!(
+            env,
+            fn semver_less: (Semver, Semver) -> CelBool,
+            name = "isLessThan"
+        )?;
+        cel::add_member_overload!(
+            env,
+            fn semver_compare: (Semver, Semver) -> CelInt,
+            name = "compareTo"
+        )?;
         Ok::<(), cel::DeclarationError>(())
     })();
     if let Err(e) = declared {
@@ -384,7 +515,13 @@ pub(crate) fn bind(id: &DeviceId, device: &Device) -> Bound {
     let attributes = by_domain(&id.driver, device.attributes.iter(), |a| match a {
         Attribute::Int(i) => Box::new(CelInt::from(*i)) as Box<dyn Val>,
         Attribute::Bool(b) => Box::new(CelBool::from(*b)),
-        Attribute::String(s) | Attribute::Version(s) => Box::new(CelString::from(s.clone())),
+        Attribute::String(s) => Box::new(CelString::from(s.clone())),
+        // A version the API server let through is a semver; one that is
+        // not stays text, so a selector on it fails with a type error.
+        Attribute::Version(s) => match semver::Version::parse(s) {
+            Ok(v) => Box::new(Semver(v)),
+            Err(_) => Box::new(CelString::from(s.clone())),
+        },
     });
     let capacity = by_domain(&id.driver, device.capacity.iter(), |q| {
         Box::new(*q) as Box<dyn Val>
