@@ -160,6 +160,20 @@ fn an_import_beyond_the_policy_world_and_wasi_0_2_is_refused_by_name() {
     .unwrap();
     assert!(matches!(err, LoadError::Import { .. }), "{err}");
     assert_eq!(compiled_in(&dir).len(), 0);
+    // One refused after it was compiled (its first call fails) is not
+    // kept either.
+    let err = WasmPolicy::from_bytes(
+        &engine(),
+        &ComponentCache::at(&dir),
+        "random.wasm",
+        &policy_importing("wasi:random@0.2.0", "random"),
+        &LoadOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, LoadError::Smoke { .. }), "{err}");
+    assert_eq!(compiled_in(&dir).len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
     // WASI 0.2 itself is linked: this placeholder policy gets past the
     // import check and instantiation, and fails only in its first call.
     let err = load_bytes(

@@ -160,6 +160,16 @@ impl ComponentCache {
 }
 
 impl ComponentCache {
+    /// Remove what was compiled for `sha256`: a component refused at load.
+    pub(crate) fn forget(&self, engine: &PolicyEngine, sha256: &str) {
+        if let Some(path) = self.path_for(engine, sha256)
+            && let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::debug!(path = %path.display(), "cannot remove a refused policy from the cache: {e}");
+        }
+    }
+
     /// Remove the compiled components used least recently until the cache
     /// holds at most [`Self::max_bytes`], never `keep` (the one just
     /// written). Trouble reading the directory leaves it as it is.

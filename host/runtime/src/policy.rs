@@ -265,11 +265,14 @@ impl WasmPolicy {
                     origin: origin.into(),
                     cause: format!("{e:?}"),
                 })?;
-        let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+        // A component refused from here on (it does not link, its metadata
+        // or its smoke call fails, its settings are refused) is not kept
+        // in the cache when this load compiled it.
+        let loaded = (|| -> Result<WasmPolicy, LoadError> {
+            let compile_ms = started.elapsed().as_secs_f64() * 1e3;
 
-        let mut linker = wasmtime::component::Linker::new(engine.engine());
-        let linked =
-            match interface {
+            let mut linker = wasmtime::component::Linker::new(engine.engine());
+            let linked = match interface {
                 Interface::V0_1 => v0_1::SchedulingPolicy::add_to_linker::<
                     HostState,
                     HasSelf<HostState>,
@@ -283,100 +286,105 @@ impl WasmPolicy {
                     HasSelf<HostState>,
                 >(&mut linker, |s| s),
             };
-        let linked = linked.and_then(|()| match world.wasi {
-            true => wasi::add_to_linker(&mut linker),
-            false => Ok(()),
-        });
-        linked.map_err(|e| LoadError::Instantiate {
-            origin: origin.into(),
-            cause: e.to_string(),
-        })?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .and_then(|pre| {
-                Ok(match interface {
-                    Interface::V0_1 => Pre::V0_1(v0_1::SchedulingPolicyPre::new(pre)?),
-                    Interface::V0_2 => Pre::V0_2(v0_2::SchedulingPolicyPre::new(pre)?),
-                    Interface::V0_3 => Pre::V0_3(v0_3::SchedulingPolicyPre::new(pre)?),
-                })
-            })
-            .map_err(|e| LoadError::Instantiate {
+            let linked = linked.and_then(|()| match world.wasi {
+                true => wasi::add_to_linker(&mut linker),
+                false => Ok(()),
+            });
+            linked.map_err(|e| LoadError::Instantiate {
                 origin: origin.into(),
-                cause: format!("{e:?}"),
+                cause: e.to_string(),
             })?;
-
-        let mut policy = WasmPolicy {
-            info: PolicyInfo {
-                name: "(loading)".into(),
-                version: String::new(),
-                interface_version,
-                hooks: Vec::new(),
-                origin: origin.into(),
-                sha256,
-                size_bytes: bytes.len(),
-                compile_ms,
-                cached,
-                settings: options.settings.clone(),
-            },
-            engine: engine.clone(),
-            pre,
-            limits: options.limits,
-            live: Mutex::new(None),
-            log_budget: Arc::default(),
-            guest: wasi::Guest::default(),
-        };
-        let smoke = |cause| LoadError::Smoke {
-            origin: origin.into(),
-            cause,
-        };
-        let metadata = policy
-            .call(HookName::Metadata, |live| match &live.bindings {
-                Bindings::V0_1(b) => b.dragon_scheduler_policy().call_metadata(&mut live.store),
-                Bindings::V0_2(b) => b
-                    .dragon_scheduler_policy()
-                    .call_metadata(&mut live.store)
-                    .map(adapt::v2::info),
-                Bindings::V0_3(b) => b
-                    .dragon_scheduler_policy()
-                    .call_metadata(&mut live.store)
-                    .map(adapt::v3::info),
-            })
-            .map_err(smoke)?;
-        let (name, version, hooks) = checked_metadata(origin, metadata)?;
-        policy.info.name = name;
-        policy.info.version = version;
-        policy.info.hooks = hooks;
-        // The first real call instantiates and configures; surface a refusal
-        // of the settings as such rather than as a failed hook.
-        policy.reset();
-        let mut live = policy.instantiate().map_err(smoke)?;
-        let settings = options.settings.clone();
-        let configured = policy.run(&mut live, HookName::Configure, |live| {
-            live.configure(&settings)
-        });
-        match configured {
-            Ok(Ok(())) => {}
-            Ok(Err(message)) => {
-                return Err(LoadError::Settings {
+            let pre = linker
+                .instantiate_pre(&component)
+                .and_then(|pre| {
+                    Ok(match interface {
+                        Interface::V0_1 => Pre::V0_1(v0_1::SchedulingPolicyPre::new(pre)?),
+                        Interface::V0_2 => Pre::V0_2(v0_2::SchedulingPolicyPre::new(pre)?),
+                        Interface::V0_3 => Pre::V0_3(v0_3::SchedulingPolicyPre::new(pre)?),
+                    })
+                })
+                .map_err(|e| LoadError::Instantiate {
                     origin: origin.into(),
-                    policy: policy.info.name.clone(),
-                    message: bounds::policy_text(message),
-                });
+                    cause: format!("{e:?}"),
+                })?;
+
+            let mut policy = WasmPolicy {
+                info: PolicyInfo {
+                    name: "(loading)".into(),
+                    version: String::new(),
+                    interface_version,
+                    hooks: Vec::new(),
+                    origin: origin.into(),
+                    sha256: sha256.clone(),
+                    size_bytes: bytes.len(),
+                    compile_ms,
+                    cached,
+                    settings: options.settings.clone(),
+                },
+                engine: engine.clone(),
+                pre,
+                limits: options.limits,
+                live: Mutex::new(None),
+                log_budget: Arc::default(),
+                guest: wasi::Guest::default(),
+            };
+            let smoke = |cause| LoadError::Smoke {
+                origin: origin.into(),
+                cause,
+            };
+            let metadata = policy
+                .call(HookName::Metadata, |live| match &live.bindings {
+                    Bindings::V0_1(b) => b.dragon_scheduler_policy().call_metadata(&mut live.store),
+                    Bindings::V0_2(b) => b
+                        .dragon_scheduler_policy()
+                        .call_metadata(&mut live.store)
+                        .map(adapt::v2::info),
+                    Bindings::V0_3(b) => b
+                        .dragon_scheduler_policy()
+                        .call_metadata(&mut live.store)
+                        .map(adapt::v3::info),
+                })
+                .map_err(smoke)?;
+            let (name, version, hooks) = checked_metadata(origin, metadata)?;
+            policy.info.name = name;
+            policy.info.version = version;
+            policy.info.hooks = hooks;
+            // The first real call instantiates and configures; surface a refusal
+            // of the settings as such rather than as a failed hook.
+            policy.reset();
+            let mut live = policy.instantiate().map_err(smoke)?;
+            let settings = options.settings.clone();
+            let configured = policy.run(&mut live, HookName::Configure, |live| {
+                live.configure(&settings)
+            });
+            match configured {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => {
+                    return Err(LoadError::Settings {
+                        origin: origin.into(),
+                        policy: policy.info.name.clone(),
+                        message: bounds::policy_text(message),
+                    });
+                }
+                Err(e) => return Err(smoke(e)),
             }
-            Err(e) => return Err(smoke(e)),
+            *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
+            // Smoke: the cheapest hook on empty input must answer sensibly.
+            let order = policy
+                .queue_order(0, &[], &super::FixedView::empty())
+                .map_err(smoke)?;
+            if !order.is_empty() {
+                return Err(smoke(policy.invalid(
+                    HookName::QueueOrder,
+                    format!("{} indices for an empty queue", order.len()),
+                )));
+            }
+            Ok(policy)
+        })();
+        if loaded.is_err() && !cached {
+            cache.forget(engine, &sha256);
         }
-        *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
-        // Smoke: the cheapest hook on empty input must answer sensibly.
-        let order = policy
-            .queue_order(0, &[], &super::FixedView::empty())
-            .map_err(smoke)?;
-        if !order.is_empty() {
-            return Err(smoke(policy.invalid(
-                HookName::QueueOrder,
-                format!("{} indices for an empty queue", order.len()),
-            )));
-        }
-        Ok(policy)
+        loaded
     }
 
     /// What is known about this policy.
