@@ -225,14 +225,7 @@ fn acts(text: &str) -> bool {
 #[test]
 fn text_a_policy_controls_is_shown_as_data_never_as_lines_or_terminal_controls() {
     let e = engine();
-    for hook in [
-        "queue-order",
-        "pre-filter",
-        "filter",
-        "score",
-        "permit",
-        "scale",
-    ] {
+    for hook in HOOKS {
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()

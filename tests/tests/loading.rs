@@ -137,52 +137,34 @@ fn policy_importing(package: &str, interface: &str) -> Vec<u8> {
 
 #[test]
 fn an_import_beyond_the_policy_world_and_wasi_0_2_is_refused_by_name() {
-    let err = load_bytes("http.wasm", &policy_importing("wasi:http@0.2.0", "random"))
-        .err()
-        .unwrap();
+    // Refused or not, nothing refused is left in the cache.
+    let dir = std::env::temp_dir().join(format!("dragon-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = ComponentCache::at(&dir);
+    let load = |origin: &str, bytes: &[u8]| {
+        WasmPolicy::from_bytes(&engine(), &cache, origin, bytes, &LoadOptions::default())
+            .err()
+            .unwrap()
+    };
+    // Refused from its declared imports, before it is compiled.
+    let err = load("http.wasm", &policy_importing("wasi:http@0.2.0", "random"));
     assert!(matches!(err, LoadError::Import { .. }), "{err}");
     assert!(
         err.to_string()
             .contains("http.wasm imports wasi:http/random@0.2.0, which Dragon does not provide"),
         "{err}"
     );
-    // Refused before it is compiled: nothing of it is cached.
-    let dir = std::env::temp_dir().join(format!("dragon-refused-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = WasmPolicy::from_bytes(
-        &engine(),
-        &ComponentCache::at(&dir),
-        "http.wasm",
-        &policy_importing("wasi:http@0.2.0", "random"),
-        &LoadOptions::default(),
-    )
-    .err()
-    .unwrap();
-    assert!(matches!(err, LoadError::Import { .. }), "{err}");
     assert_eq!(compiled_in(&dir).len(), 0);
-    // One refused after it was compiled (its first call fails) is not
-    // kept either.
-    let err = WasmPolicy::from_bytes(
-        &engine(),
-        &ComponentCache::at(&dir),
-        "random.wasm",
-        &policy_importing("wasi:random@0.2.0", "random"),
-        &LoadOptions::default(),
-    )
-    .err()
-    .unwrap();
-    assert!(matches!(err, LoadError::Smoke { .. }), "{err}");
-    assert_eq!(compiled_in(&dir).len(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
     // WASI 0.2 itself is linked: this placeholder policy gets past the
-    // import check and instantiation, and fails only in its first call.
-    let err = load_bytes(
+    // import check and instantiation, and fails only in its first call;
+    // compiled, then refused, it is not kept either.
+    let err = load(
         "random.wasm",
         &policy_importing("wasi:random@0.2.0", "random"),
-    )
-    .err()
-    .unwrap();
+    );
     assert!(matches!(err, LoadError::Smoke { .. }), "{err}");
+    assert_eq!(compiled_in(&dir).len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
