@@ -107,6 +107,7 @@ fn add_gang(
             mode: VolumeMode::Filesystem,
             selector: None,
             volume: None,
+            volume_name: None,
         }))
         .expect("a claim");
         pod.volumes.claims = vec![claim(i)];
@@ -234,6 +235,7 @@ fn csi_claim(s: &mut Scheduler, claim: &str, handle: &str) {
         mode: VolumeMode::Filesystem,
         selector: None,
         volume: Some(format!("pv-{handle}")),
+        volume_name: None,
     }))
     .expect("a claim");
 }
@@ -314,6 +316,7 @@ fn a_read_write_once_pod_claim_of_a_pod_another_scheduler_placed_is_in_use() {
         mode: VolumeMode::Filesystem,
         selector: None,
         volume: Some("pv-vol-once".into()),
+        volume_name: None,
     }))
     .expect("a claim");
     s.op(ClusterOp::AddPod {

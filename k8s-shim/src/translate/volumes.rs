@@ -156,6 +156,10 @@ pub fn volume_claim(pvc: &core::PersistentVolumeClaim) -> ClaimSeen {
             mode: volume_mode(spec.volume_mode.as_deref()),
             selector,
             volume: volume.clone(),
+            volume_name: spec
+                .volume_name
+                .clone()
+                .filter(|v| !v.is_empty() && volume.is_none()),
         })
     };
     ClaimSeen {

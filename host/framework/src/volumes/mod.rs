@@ -104,6 +104,10 @@ pub struct VolumeClaim {
     /// The volume it is bound to, once bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<String>,
+    /// `spec.volumeName` while it is not bound yet: the volume it is
+    /// pre-bound to, which NodeVolumeLimits counts already (as kube does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_name: Option<String>,
 }
 
 /// What binds a claim on the chosen node.
@@ -533,20 +537,22 @@ impl Volumes {
         let volume = c
             .volume
             .as_deref()
+            .or(c.volume_name.as_deref())
             .or_else(|| match self.chosen.get(claim) {
                 Some((_, VolumeBinding::Volume(v))) => Some(v.as_str()),
                 _ => None,
             });
-        match volume {
+        match volume.and_then(|v| self.volumes.get(v)) {
             Some(v) => {
-                let csi = self.volumes.get(v)?.csi.as_ref()?;
+                let csi = v.csi.as_ref()?;
                 Some((
                     csi.driver.as_str(),
                     format!("{}^{}", csi.driver, csi.handle),
                 ))
             }
-            // Unbound: the class's provisioner will make it (an in-tree
-            // one's volumes are its CSI driver's).
+            // Unbound, or its volume not seen (pre-bound to one not made
+            // yet): the class's provisioner will make it (an in-tree one's
+            // volumes are its CSI driver's).
             None => {
                 let provisioner = self.classes.get(&c.class)?.provisioner.as_deref()?;
                 let driver = migrated_driver(provisioner).unwrap_or(provisioner);

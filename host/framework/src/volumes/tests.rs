@@ -53,6 +53,7 @@ fn pvc(name: &str, request: u64, class: &str) -> VolumeClaim {
         mode: VolumeMode::Filesystem,
         selector: None,
         volume: None,
+        volume_name: None,
     }
 }
 
@@ -291,6 +292,15 @@ fn a_node_attaches_no_more_csi_volumes_than_its_driver_allows_and_counts_a_share
     assert!(v.within_limits("node1", 1, &uses(&["three"])));
     v.use_claims("testns/placed", 0, &keys(&["one", "two"]), false);
     assert!(v.within_limits("node1", 0, &uses(&["three"])));
+    // A claim pre-bound to a volume (`spec.volumeName`) and not bound yet
+    // counts for that volume already, as kube reads `spec.volumeName`.
+    let mut prebound = pvc("prebound", G, "");
+    prebound.volume_name = Some("pv-vol-1".into());
+    v.set_claim(prebound);
+    v.use_claims("testns/placed", 0, &keys(&["two"]), true);
+    assert!(!v.within_limits("node1", 0, &uses(&["prebound", "three"])));
+    assert!(v.within_limits("node1", 0, &uses(&["prebound", "two"])));
+    v.use_claims("testns/placed", 0, &keys(&["two"]), false);
     // "should count pending PVCs if the feature is enabled": an unbound
     // claim counts for its class's provisioner.
     v.set_limits("node1", [("csi.example.com".to_string(), 0)].into());
