@@ -266,9 +266,17 @@ impl Cluster {
 
     /// Totals over live nodes: (allocatable, used).
     pub fn totals(&self) -> (Resources, Resources) {
+        self.totals_among(0..self.nodes.len())
+    }
+
+    /// Totals over the live nodes among `nodes`: (allocatable, used).
+    pub(crate) fn totals_among(
+        &self,
+        nodes: impl IntoIterator<Item = usize>,
+    ) -> (Resources, Resources) {
         let mut alloc = Resources::default();
         let mut used = Resources::default();
-        for i in 0..self.nodes.len() {
+        for i in nodes {
             if !self.gone[i] {
                 alloc = alloc.plus(self.nodes[i].allocatable);
                 used = used.plus(self.used[i]);

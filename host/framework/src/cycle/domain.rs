@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::cluster::topology::{Domain, LevelsError};
-use crate::model::{TopologyConstraint, TopologyMode};
+use crate::model::{Resources, TopologyConstraint, TopologyMode};
 use crate::names::PodKey;
 
 /// A domain kept for a preemptor while its victims leave: units of no
@@ -289,19 +289,13 @@ impl Scheduler {
 
 impl Scheduler {
     /// What the pods of `unit` placed at `size` request together.
-    fn unit_request(&self, unit: &UnitPlan, size: Option<u32>) -> crate::model::Resources {
-        let mut sum = crate::model::Resources::default();
-        for (key, t) in unit.pods.iter().zip(&unit.wit.tasks) {
-            if t.role == wit::Role::Worker && size.is_some_and(|s| t.index >= s) {
-                continue;
-            }
-            if let Some((pod, _)) = self.cluster.pod(key) {
-                sum.cpu_milli = sum.cpu_milli.saturating_add(pod.request.cpu_milli);
-                sum.memory_mib = sum.memory_mib.saturating_add(pod.request.memory_mib);
-                sum.gpus = sum.gpus.saturating_add(pod.request.gpus);
-            }
-        }
-        sum
+    fn unit_request(&self, unit: &UnitPlan, size: Option<u32>) -> Resources {
+        unit.pods
+            .iter()
+            .zip(&unit.wit.tasks)
+            .filter(|(_, t)| t.role != wit::Role::Worker || size.is_none_or(|s| t.index < s))
+            .filter_map(|(key, _)| self.cluster.pod(key))
+            .fold(Resources::default(), |sum, (pod, _)| sum.plus(pod.request))
     }
 }
 
@@ -309,33 +303,20 @@ impl Scheduler {
 /// them: kube-scheduler's MostAllocated score of a placement, the share of
 /// each resource requested, averaged over CPU, memory and (where the
 /// domain has any) GPUs, in millionths.
-pub(crate) fn allocated_with(
-    cluster: &Cluster,
-    nodes: &[u32],
-    ask: crate::model::Resources,
-) -> u64 {
-    let cols = cluster.columns();
-    let (mut alloc, mut free) = ([0u64; 3], [0u64; 3]);
-    for &n in nodes {
-        let n = n as usize;
-        if !cluster.is_live(n) {
-            continue;
-        }
-        alloc[0] += cols.alloc_cpu_milli[n];
-        alloc[1] += cols.alloc_memory_mib[n];
-        alloc[2] += u64::from(cols.alloc_gpus[n]);
-        free[0] += cols.free_cpu_milli[n];
-        free[1] += cols.free_memory_mib[n];
-        free[2] += u64::from(cols.free_gpus[n]);
-    }
-    let asked = [ask.cpu_milli, ask.memory_mib, u64::from(ask.gpus)];
-    let shares: Vec<u64> = (0..3)
-        .filter(|&r| alloc[r] > 0)
-        .map(|r| {
-            let requested = (alloc[r] - free[r].min(alloc[r])).saturating_add(asked[r]);
-            (u128::from(requested.min(alloc[r])) * 1_000_000 / u128::from(alloc[r])) as u64
-        })
-        .collect();
+pub(crate) fn allocated_with(cluster: &Cluster, nodes: &[u32], ask: Resources) -> u64 {
+    let (alloc, used) = cluster.totals_among(nodes.iter().map(|&n| n as usize));
+    let requested = used.plus(ask);
+    let shares: Vec<u64> = [
+        (requested.cpu_milli, alloc.cpu_milli),
+        (requested.memory_mib, alloc.memory_mib),
+        (u64::from(requested.gpus), u64::from(alloc.gpus)),
+    ]
+    .into_iter()
+    .filter(|&(_, alloc)| alloc > 0)
+    .map(|(requested, alloc)| {
+        (u128::from(requested.min(alloc)) * 1_000_000 / u128::from(alloc)) as u64
+    })
+    .collect();
     shares.iter().sum::<u64>() / (shares.len().max(1) as u64)
 }
 
@@ -355,6 +336,6 @@ pub(crate) fn room_for(cluster: &Cluster, pod: &Pod, nodes: &[u32]) -> u64 {
     let cols = cluster.columns();
     nodes
         .iter()
-        .map(|&n| cols.room(n as usize, pod.request, crate::model::Resources::default()))
+        .map(|&n| cols.room(n as usize, pod.request, Resources::default()))
         .fold(0u64, u64::saturating_add)
 }
