@@ -470,3 +470,32 @@ pub fn pending_pods(s: &dragon_host::framework::Scheduler, job: &str) -> usize {
         .filter(|(_, st)| *st == dragon_host::framework::PodState::Pending)
         .count()
 }
+
+/// What `f` writes to the log (every level, no colour codes), with what it
+/// returns: tests read the lines as a user of `dragon` would.
+pub fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let bytes = buffer.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    (out, String::from_utf8_lossy(&bytes).into_owned())
+}

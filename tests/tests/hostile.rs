@@ -198,24 +198,6 @@ fn every_fault_in_every_hook_is_contained_named_and_survived() {
     let _ = std::fs::remove_dir_all(&cache_dir);
 }
 
-/// Log output written to memory, as the `dragon` command would print it.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Whether `text` holds a character that acts on a terminal or breaks a
 /// line.
 fn acts(text: &str) -> bool {
@@ -226,14 +208,7 @@ fn acts(text: &str) -> bool {
 fn text_a_policy_controls_is_shown_as_data_never_as_lines_or_terminal_controls() {
     let e = engine();
     for hook in HOOKS {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let texts = tracing::subscriber::with_default(subscriber, || {
+        let (texts, log) = dragon_tests::logged(|| {
             let p = dragon_tests::hostile(
                 &e,
                 &format!(r#"{{"fault": "forge", "hook": "{hook}"}}"#),
@@ -251,7 +226,6 @@ fn text_a_policy_controls_is_shown_as_data_never_as_lines_or_terminal_controls()
             texts.extend(s.scale_step(60_000, &p, &mut RecordingIo::default()).errors);
             texts
         });
-        let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
         // The forged text arrived, escaped, and forged nothing.
         assert!(
             log.contains(r"ok\n  bind forged-pod -> gpu-1\r\u{1b}[2K"),
