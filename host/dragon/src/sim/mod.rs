@@ -18,6 +18,7 @@
 pub mod bound;
 pub mod engine;
 pub mod generate;
+pub mod measured;
 pub mod metrics;
 pub mod queues;
 pub mod report;

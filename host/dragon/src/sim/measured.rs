@@ -1,0 +1,520 @@
+//! Jobs whose speed comes from measurements: Pollux's job model (Qiao et
+//! al., OSDI'21), from the per-model tables its artifact publishes.
+//!
+//! For each deep-learning model the artifact measured
+//! - the time of one training step (and of its gradient synchronisation)
+//!   for every placement of up to four nodes of up to four GPUs, over a range
+//!   of per-GPU batch sizes (`placements.csv`), and for wider jobs over
+//!   node and replica counts (`scalability.csv`);
+//! - for each of several total batch sizes, a training run to completion:
+//!   the statistical progress made by each epoch and the gradient's squared
+//!   norm and variance during it (`validation-<batch>.csv`).
+//!
+//! A job trains for a fixed number of epochs; an epoch ends when the job's
+//! progress reaches the least progress any of the runs made by then. Each
+//! step adds `gain` progress, Pollux's statistical efficiency at the job's
+//! total batch size `B` over the smallest measured one `B₀`:
+//!
+//! ```text
+//! gain = (var + sqr) / (var / (B / B₀) + sqr)
+//! ```
+//!
+//! so the seconds a job needs are `Σ_epochs Δprogress × step_time / gain`.
+//! Here a job keeps its batch size (the workload's, the setting Pollux's
+//! artifact gives Tiresias and Optimus); its per-GPU batch follows from its
+//! replica count as in the artifact, with gradient accumulation past the
+//! largest measured per-GPU batch.
+//!
+//! The simulator's rate is then the job's whole-run time at its submitted
+//! size, packed, over its whole-run time at the current placement. That is
+//! exact for a job that keeps one placement, and for one that moves it
+//! differs from the artifact's epoch-by-epoch stepping only through how the
+//! efficiency of its (slightly rounded) batch size varies across epochs.
+//!
+//! Where the artifact interpolates scattered points (a placement it did not
+//! measure, over more than four nodes) through a Delaunay triangulation,
+//! this interpolates along the measured lines of equal node and replica
+//! counts instead; `docs/simulator.md` reports the difference. Values
+//! outside a measured range are clamped to its ends, where the artifact
+//! would stop with an error.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use thiserror::Error;
+
+/// GPUs per node of the clusters the artifact measured.
+pub const GPUS_PER_NODE: u32 = 4;
+
+/// Tolerance of the artifact's ceilings (`ceil(x - 1e-8)`).
+const EPS: f64 = 1e-8;
+
+/// A measured table that cannot be read.
+#[derive(Debug, Error)]
+#[error("measurements of `{model}`, {file}: {message}")]
+pub struct MeasurementsError {
+    pub model: String,
+    pub file: String,
+    pub message: String,
+}
+
+/// One measured step time at a per-GPU batch size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sample {
+    local_bsz: f64,
+    step_s: f64,
+    sync_s: f64,
+}
+
+/// One epoch of a training run to completion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Epoch {
+    /// Progress made by the end of this epoch.
+    progress: f64,
+    grad_sqr: f64,
+    grad_var: f64,
+}
+
+/// What was measured of one deep-learning model.
+#[derive(Debug, Clone)]
+pub struct Measurements {
+    pub name: String,
+    /// The smallest and largest total batch sizes of the validation runs.
+    pub init_batch_size: u32,
+    pub max_batch_size: u32,
+    /// The per-GPU batch sizes measured.
+    pub min_local_bsz: u32,
+    pub max_local_bsz: u32,
+    /// Epochs a job of this model trains for.
+    pub epochs: usize,
+    validation: BTreeMap<u32, Vec<Epoch>>,
+    /// Placement (GPUs per node, its smallest rotation) → samples by
+    /// per-GPU batch size.
+    placements: BTreeMap<Vec<u32>, Vec<Sample>>,
+    /// (nodes, replicas) → samples by per-GPU batch size: the placements'
+    /// means and the wide measurements.
+    lines: BTreeMap<(u32, u32), Vec<Sample>>,
+}
+
+/// How a job splits its batch over its replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalBatch {
+    /// The per-GPU batch of one forward/backward pass.
+    pub atomic_bsz: u32,
+    /// Passes accumulated before each synchronisation, beyond the first.
+    pub accum_steps: u32,
+}
+
+impl Measurements {
+    /// A model's measurements from its tables: `placements.csv`,
+    /// `scalability.csv` and `(batch size, validation-<batch>.csv)`.
+    ///
+    /// # Errors
+    /// A table that is malformed, empty or inconsistent, named.
+    pub fn parse(
+        name: &str,
+        placements: &str,
+        scalability: &str,
+        validation: &[(u32, &str)],
+        epochs: usize,
+        max_local_bsz: Option<u32>,
+    ) -> Result<Measurements, MeasurementsError> {
+        let err = |file: &str, message: String| MeasurementsError {
+            model: name.to_string(),
+            file: file.to_string(),
+            message,
+        };
+        let mut by_placement: BTreeMap<Vec<u32>, Vec<Sample>> = BTreeMap::new();
+        for row in rows(placements, 4).map_err(|m| err("placements.csv", m))? {
+            let id = row[0];
+            let digits: Vec<u32> = format!("{id:.0}")
+                .chars()
+                .filter_map(|c| c.to_digit(10))
+                .collect();
+            if digits.is_empty() || digits.contains(&0) || id.fract() != 0.0 {
+                return Err(err(
+                    "placements.csv",
+                    format!("placement `{id}` is not a list of GPU counts"),
+                ));
+            }
+            by_placement.entry(canonical(&digits)).or_default().push(Sample {
+                local_bsz: row[1],
+                step_s: row[2],
+                sync_s: row[3],
+            });
+        }
+        if by_placement.is_empty() {
+            return Err(err("placements.csv", "no measurements".into()));
+        }
+        let mut lines: BTreeMap<(u32, u32), BTreeMap<u64, (f64, f64, u32)>> = BTreeMap::new();
+        for (p, samples) in &by_placement {
+            let key = (p.len() as u32, p.iter().sum());
+            for s in samples {
+                let e = lines
+                    .entry(key)
+                    .or_default()
+                    .entry(s.local_bsz.to_bits())
+                    .or_insert((0.0, 0.0, 0));
+                e.0 += s.step_s;
+                e.1 += s.sync_s;
+                e.2 += 1;
+            }
+        }
+        for row in rows(scalability, 5).map_err(|m| err("scalability.csv", m))? {
+            let e = lines
+                .entry((row[0] as u32, row[1] as u32))
+                .or_default()
+                .entry(row[2].to_bits())
+                .or_insert((0.0, 0.0, 0));
+            e.0 += row[3];
+            e.1 += row[4];
+            e.2 += 1;
+        }
+        let lines = lines
+            .into_iter()
+            .map(|(k, m)| {
+                let mut v: Vec<Sample> = m
+                    .into_iter()
+                    .map(|(b, (st, sy, n))| Sample {
+                        local_bsz: f64::from_bits(b),
+                        step_s: st / f64::from(n),
+                        sync_s: sy / f64::from(n),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.local_bsz.total_cmp(&b.local_bsz));
+                (k, v)
+            })
+            .collect();
+        for v in by_placement.values_mut() {
+            v.sort_by(|a, b| a.local_bsz.total_cmp(&b.local_bsz));
+        }
+        let mut runs = BTreeMap::new();
+        for (batch, text) in validation {
+            let file = format!("validation-{batch}.csv");
+            let epochs: Vec<Epoch> = rows(text, 5)
+                .map_err(|m| err(&file, m))?
+                .into_iter()
+                .map(|r| Epoch {
+                    progress: r[0],
+                    grad_sqr: r[3],
+                    grad_var: r[4],
+                })
+                .collect();
+            runs.insert(*batch, epochs);
+        }
+        let shortest = runs.values().map(Vec::len).min().unwrap_or(0);
+        if runs.is_empty() || epochs == 0 || epochs > shortest {
+            return Err(err(
+                "validation-*.csv",
+                format!("{epochs} epochs asked, the runs measured {shortest}"),
+            ));
+        }
+        let locals = by_placement.values().flatten().map(|s| s.local_bsz);
+        let min_local = locals.clone().fold(f64::INFINITY, f64::min) as u32;
+        let max_local = max_local_bsz.unwrap_or(locals.fold(0.0, f64::max) as u32);
+        let init_batch_size = *runs.keys().next().unwrap_or(&1);
+        let max_batch_size = *runs.keys().next_back().unwrap_or(&1);
+        Ok(Measurements {
+            name: name.to_string(),
+            init_batch_size,
+            max_batch_size,
+            min_local_bsz: min_local.max(1),
+            max_local_bsz: max_local.max(1),
+            epochs,
+            validation: runs,
+            placements: by_placement,
+            lines,
+        })
+    }
+
+    /// A bundled model by name (`bert`, `cifar10`, `deepspeech2`,
+    /// `imagenet`, `ncf`, `yolov3`).
+    pub fn bundled(name: &str) -> Option<Arc<Measurements>> {
+        static MODELS: OnceLock<Vec<Arc<Measurements>>> = OnceLock::new();
+        MODELS
+            .get_or_init(|| {
+                bundled::MODELS
+                    .iter()
+                    .map(|m| {
+                        // The bundled tables are checked by a test.
+                        Arc::new(
+                            Measurements::parse(
+                                m.name,
+                                m.placements,
+                                m.scalability,
+                                m.validation,
+                                m.epochs,
+                                m.max_local_bsz,
+                            )
+                            .unwrap_or_else(|e| panic!("bundled {e}")),
+                        )
+                    })
+                    .collect()
+            })
+            .iter()
+            .find(|m| m.name == name)
+            .cloned()
+    }
+
+    /// The names of the bundled models.
+    pub fn bundled_names() -> Vec<&'static str> {
+        bundled::MODELS.iter().map(|m| m.name).collect()
+    }
+
+    /// Step and synchronisation time (s) of one pass at `atomic_bsz` per GPU
+    /// with `placement` GPUs on each node.
+    pub fn step_time(&self, placement: &[u32], atomic_bsz: u32) -> (f64, f64) {
+        let p = canonical(placement);
+        let b = f64::from(atomic_bsz);
+        if let Some(samples) = self.placements.get(&p) {
+            return along(samples, b);
+        }
+        let nodes = (p.len() as u32).min(16);
+        let replicas: u32 = p.iter().sum();
+        self.across_lines(nodes, replicas, b)
+    }
+
+    /// Interpolates between the measured lines of (nodes, replicas): along
+    /// nodes at the same replica count, else along replicas at the same
+    /// node count, else the nearest line.
+    fn across_lines(&self, nodes: u32, replicas: u32, b: f64) -> (f64, f64) {
+        if let Some(line) = self.lines.get(&(nodes, replicas)) {
+            return along(line, b);
+        }
+        let between = |lo: Option<(u32, (f64, f64))>, hi: Option<(u32, (f64, f64))>, x: u32| {
+            let ((x0, y0), (x1, y1)) = (lo?, hi?);
+            let w = f64::from(x - x0) / f64::from(x1 - x0);
+            Some((y0.0 + w * (y1.0 - y0.0), y0.1 + w * (y1.1 - y0.1)))
+        };
+        let at = |k: &(u32, u32)| along(&self.lines[k], b);
+        let same_r = |k: &&(u32, u32)| k.1 == replicas;
+        let lo = self.lines.keys().filter(same_r).filter(|k| k.0 < nodes).last();
+        let hi = self.lines.keys().filter(same_r).find(|k| k.0 > nodes);
+        if let Some(v) = between(lo.map(|k| (k.0, at(k))), hi.map(|k| (k.0, at(k))), nodes) {
+            return v;
+        }
+        let same_n = |k: &&(u32, u32)| k.0 == nodes;
+        let lo = self.lines.keys().filter(same_n).filter(|k| k.1 < replicas).last();
+        let hi = self.lines.keys().filter(same_n).find(|k| k.1 > replicas);
+        if let Some(v) = between(lo.map(|k| (k.1, at(k))), hi.map(|k| (k.1, at(k))), replicas) {
+            return v;
+        }
+        let nearest = self
+            .lines
+            .keys()
+            .min_by_key(|k| k.0.abs_diff(nodes) + k.1.abs_diff(replicas))
+            .expect("a model has at least one measured placement");
+        at(nearest)
+    }
+
+    /// How a job of total batch `batch` splits it over `replicas` (the
+    /// artifact's rule for a job with a fixed batch size).
+    pub fn local_batch(&self, batch: u32, replicas: u32) -> LocalBatch {
+        let replicas = replicas.max(1);
+        let local = (f64::from(batch) / f64::from(replicas) - EPS).ceil().max(1.0);
+        let mut accum = ((local / f64::from(self.max_local_bsz) - EPS).ceil() - 1.0).max(0.0);
+        if replicas == 1 && batch > self.init_batch_size {
+            accum = accum.max(1.0);
+        }
+        let atomic = (local / (accum + 1.0) - EPS).ceil();
+        let count = f64::from(replicas) * (accum + 1.0);
+        let cap = (f64::from(self.max_batch_size) / count).floor();
+        LocalBatch {
+            atomic_bsz: atomic.min(cap).max(1.0) as u32,
+            accum_steps: accum as u32,
+        }
+    }
+
+    /// Progress at the end of `epoch` epochs (0 at the start).
+    fn progress(&self, epoch: usize) -> f64 {
+        if epoch == 0 {
+            return 0.0;
+        }
+        self.validation
+            .values()
+            .map(|run| run[epoch - 1].progress)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Gradient (squared norm, variance) during `epoch` at total batch
+    /// `batch`, interpolated between the runs measured around it.
+    fn grad_stats(&self, batch: f64, epoch: usize) -> (f64, f64) {
+        let lower = self.validation.range(..=batch as u32).next_back();
+        let upper = self.validation.range(batch.ceil() as u32..).next();
+        let (lo, hi) = match (lower, upper) {
+            (Some(l), Some(u)) => (l, u),
+            (Some(l), None) => (l, l),
+            (None, Some(u)) => (u, u),
+            (None, None) => unreachable!("a model has at least one run"),
+        };
+        let (el, eh) = (lo.1[epoch], hi.1[epoch]);
+        if lo.0 == hi.0 {
+            return (el.grad_sqr, el.grad_var);
+        }
+        let (b0, b1) = (f64::from(*lo.0), f64::from(*hi.0));
+        let w = (batch.clamp(b0, b1) - b0) / (b1 - b0);
+        (
+            el.grad_sqr + w * (eh.grad_sqr - el.grad_sqr),
+            el.grad_var + w * (eh.grad_var - el.grad_var),
+        )
+    }
+
+    /// Seconds a job of total batch `batch` needs to train all its epochs
+    /// with `placement` GPUs per node, alone and without interruption.
+    pub fn run_time_s(&self, batch: u32, placement: &[u32]) -> f64 {
+        let replicas: u32 = placement.iter().sum();
+        let lb = self.local_batch(batch, replicas);
+        let (step, sync) = self.step_time(placement, lb.atomic_bsz);
+        let per_step = step + (step - sync) * f64::from(lb.accum_steps);
+        let effective =
+            f64::from(replicas.max(1)) * f64::from(lb.atomic_bsz) * f64::from(lb.accum_steps + 1);
+        let scale = effective / f64::from(self.init_batch_size);
+        (0..self.epochs)
+            .map(|e| {
+                let (sqr, var) = self.grad_stats(effective, e);
+                let denom = var / scale + sqr;
+                let gain = if denom > 0.0 { (var + sqr) / denom } else { 1.0 };
+                (self.progress(e + 1) - self.progress(e)) * per_step / gain
+            })
+            .sum()
+    }
+
+    /// The most replicas a job of total batch `batch` can use: one sample
+    /// per GPU at least its smallest measured per-GPU batch, and no more
+    /// than the artifact's simulator handles.
+    pub fn max_replicas(&self, batch: u32) -> u32 {
+        (batch / self.min_local_bsz).clamp(1, 64)
+    }
+}
+
+/// A job of a measured model at a fixed total batch size.
+#[derive(Debug, Clone)]
+pub struct MeasuredJob {
+    pub model: Arc<Measurements>,
+    pub batch_size: u32,
+}
+
+impl PartialEq for MeasuredJob {
+    fn eq(&self, other: &Self) -> bool {
+        self.model.name == other.model.name && self.batch_size == other.batch_size
+    }
+}
+
+impl MeasuredJob {
+    /// Seconds it needs alone with `placement` GPUs per node.
+    pub fn run_time_s(&self, placement: &[u32]) -> f64 {
+        self.model.run_time_s(self.batch_size, placement)
+    }
+}
+
+/// `workers` GPUs packed onto nodes of `per_node` GPUs, fullest first.
+pub fn packed(workers: u32, per_node: u32) -> Vec<u32> {
+    let per_node = per_node.max(1);
+    let mut p = vec![per_node; (workers / per_node) as usize];
+    if workers % per_node > 0 {
+        p.push(workers % per_node);
+    }
+    p
+}
+
+/// A placement's smallest rotation, without empty nodes: the key the
+/// artifact measured it under (it treats the nodes as a ring).
+fn canonical(placement: &[u32]) -> Vec<u32> {
+    let p: Vec<u32> = placement.iter().copied().filter(|&g| g > 0).collect();
+    (0..p.len().max(1))
+        .map(|i| {
+            let mut r = p[i.min(p.len())..].to_vec();
+            r.extend_from_slice(&p[..i.min(p.len())]);
+            r
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+/// Linear interpolation over samples sorted by per-GPU batch, clamped to
+/// the measured range.
+fn along(samples: &[Sample], b: f64) -> (f64, f64) {
+    let first = samples[0];
+    let last = samples[samples.len() - 1];
+    if b <= first.local_bsz {
+        return (first.step_s, first.sync_s);
+    }
+    if b >= last.local_bsz {
+        return (last.step_s, last.sync_s);
+    }
+    let i = samples.partition_point(|s| s.local_bsz <= b);
+    let (a, c) = (samples[i - 1], samples[i]);
+    let w = (b - a.local_bsz) / (c.local_bsz - a.local_bsz);
+    (
+        a.step_s + w * (c.step_s - a.step_s),
+        a.sync_s + w * (c.sync_s - a.sync_s),
+    )
+}
+
+/// The numeric rows of a CSV table with a header, each of `width` columns.
+fn rows(text: &str, width: usize) -> Result<Vec<Vec<f64>>, String> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let mut out = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| format!("row {}: {e}", i + 2))?;
+        if record.len() != width {
+            return Err(format!(
+                "row {}: {} columns, {width} expected",
+                i + 2,
+                record.len()
+            ));
+        }
+        let row = record
+            .iter()
+            .map(|f| f.trim().parse::<f64>())
+            .collect::<Result<Vec<f64>, _>>()
+            .map_err(|e| format!("row {}: {e}", i + 2))?;
+        if row.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(format!("row {}: values must be finite and not negative", i + 2));
+        }
+        out.push(row);
+    }
+    if out.is_empty() {
+        return Err("no rows".into());
+    }
+    Ok(out)
+}
+
+/// The tables bundled from Pollux's artifact (`traces/pollux/models`).
+mod bundled {
+    pub struct Model {
+        pub name: &'static str,
+        pub placements: &'static str,
+        pub scalability: &'static str,
+        pub validation: &'static [(u32, &'static str)],
+        pub epochs: usize,
+        pub max_local_bsz: Option<u32>,
+    }
+
+    macro_rules! model {
+        ($name:literal, epochs: $epochs:literal, max_local_bsz: $max:expr, [$($b:literal),*]) => {
+            Model {
+                name: $name,
+                placements: include_str!(concat!("../../traces/pollux/models/", $name, "/placements.csv")),
+                scalability: include_str!(concat!("../../traces/pollux/models/", $name, "/scalability.csv")),
+                validation: &[$(($b, include_str!(concat!("../../traces/pollux/models/", $name, "/validation-", $b, ".csv")))),*],
+                epochs: $epochs,
+                max_local_bsz: $max,
+            }
+        };
+    }
+
+    /// Epoch counts and the per-GPU batch cap are the artifact's
+    /// (`applications.py`).
+    pub const MODELS: &[Model] = &[
+        model!("bert", epochs: 2, max_local_bsz: None, [12, 24, 48, 96, 192, 384]),
+        model!("cifar10", epochs: 100, max_local_bsz: None, [128, 256, 512, 1024, 2048, 4096]),
+        model!("deepspeech2", epochs: 80, max_local_bsz: None, [20, 40, 80, 160, 320, 640]),
+        model!("imagenet", epochs: 90, max_local_bsz: None, [200, 400, 800, 1600, 3200, 6400, 12800]),
+        model!("ncf", epochs: 10, max_local_bsz: None, [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]),
+        model!("yolov3", epochs: 50, max_local_bsz: Some(8), [8, 16, 32, 64, 128, 256, 512]),
+    ];
+}
+
+#[cfg(test)]
+mod tests;
