@@ -6,7 +6,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::sim::report::human;
-use crate::sim::{BUNDLED, GenerateOptions, Mix, RackConstraint, Racks, Trace, generate};
+use crate::sim::{
+    BUNDLED, GenerateOptions, Mix, RackConstraint, Racks, Trace, generate, workloads,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
@@ -24,7 +26,7 @@ pub enum TraceCommand {
         /// A trace file, or a bundled trace name.
         trace: String,
     },
-    /// Print a bundled trace (`paper`, `large`, `deadlock`), e.g. to start your own from it.
+    /// Print a bundled trace (`paper`, `large`, `deadlock`; a Pollux workload's CSV), e.g. to start your own from it.
     Show {
         /// The bundled trace's name.
         name: String,
@@ -147,14 +149,21 @@ impl TraceCommand {
                 );
                 Ok(())
             }
-            TraceCommand::Show { name } => match BUNDLED.iter().find(|(n, _)| *n == name) {
+            TraceCommand::Show { name } => match BUNDLED
+                .iter()
+                .chain(workloads::POLLUX)
+                .find(|(n, _)| *n == name)
+            {
                 Some((_, text)) => {
                     print!("{text}");
                     Ok(())
                 }
                 None => {
                     let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
-                    bail!("no bundled trace `{name}` (bundled: {})", names.join(", "))
+                    bail!(
+                        "no bundled trace `{name}` (bundled: {}, pollux-w1 … pollux-w8, pollux-w1-2x … pollux-w8-2x)",
+                        names.join(", ")
+                    )
                 }
             },
         }

@@ -18,6 +18,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
+use super::speed::Speed;
 use super::trace::{Trace, TraceJob};
 use crate::framework::Role;
 
@@ -123,7 +124,13 @@ fn need(job: &TraceJob, room: &Room) -> Need {
         // else within the narrowest domains that can.
         let span = if gpus <= node_gpus { 1 } else { 2 };
         let crossing = room.least_crossing(gpus);
-        let rate = job.speed.rate_crossing(w, span, job.job.workers, crossing);
+        let rate = match &job.speed {
+            Speed::Modelled(m) => m.rate_crossing(w, span, job.job.workers, crossing),
+            measured => {
+                let per_node = node_gpus.checked_div(worker_gpus).unwrap_or(w);
+                measured.packed_rate(w, per_node, job.job.workers, crossing)
+            }
+        };
         fastest = fastest.max(rate);
         if w <= job.job.workers {
             as_submitted = as_submitted.max(rate);
@@ -319,7 +326,7 @@ mod tests {
     fn jobs_that_each_fill_the_cluster_are_bounded_by_running_one_after_another() {
         let t = rigid(4);
         // 8 workers over two 4-GPU nodes pay the cross-node penalty alone too.
-        let alone_s = 3600.0 / t.jobs[0].speed.rate(8, 2, 8);
+        let alone_s = 3600.0 / t.jobs[0].speed.modelled().unwrap().rate(8, 2, 8);
         assert!((alone(&t) - alone_s).abs() < 1e-6, "{}", alone(&t));
         let cap = capacity_aware(&t);
         assert!(
@@ -345,7 +352,7 @@ mod tests {
     #[test]
     fn a_job_runs_above_its_submitted_size_only_after_a_restart() {
         let long = elastic(36_000, 30);
-        let speed = &long.jobs[0].speed;
+        let speed = long.jobs[0].speed.modelled().unwrap();
         let (at_2, at_4) = (speed.rate(2, 1, 2), speed.rate(4, 1, 2));
         assert!(at_4 > at_2);
         let grown = 30.0 + 36_000.0 / at_4;
@@ -377,7 +384,7 @@ mod tests {
     #[test]
     fn a_size_wider_than_every_rack_pays_the_rack_penalty_and_a_job_held_to_a_rack_stays_in_one() {
         let near = |t: &Trace, want: f64| (alone(t) - want).abs() < 1e-6;
-        let speed = racked(0.5, "").jobs[0].speed;
+        let speed = *racked(0.5, "").jobs[0].speed.modelled().unwrap();
         // Within r1, 8 workers pay the node penalty only.
         let in_rack = 1000.0 / speed.rate(8, 2, 12);
         // At half the throughput, 12 across racks are slower than 8.

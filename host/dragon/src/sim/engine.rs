@@ -699,13 +699,15 @@ impl Sim<'_> {
                 j.restart_until = t + tj.restart_ms;
                 j.record.restarts += 1;
             }
-            let nodes = j.placement.values().copied().collect::<BTreeSet<_>>();
-            let span = nodes.len() as u32;
-            j.record.max_nodes = j.record.max_nodes.max(span);
+            let mut pods: BTreeMap<usize, u32> = BTreeMap::new();
+            for &n in j.placement.values() {
+                *pods.entry(n).or_default() += 1;
+            }
+            let nodes = pods.keys().copied().collect::<BTreeSet<_>>();
+            j.record.max_nodes = j.record.max_nodes.max(nodes.len() as u32);
             let crossing = crossing_penalty(&self.trace.topology, self.sched.cluster(), &nodes);
-            j.rate = tj
-                .speed
-                .rate_crossing(j.workers, span, tj.job.workers, crossing);
+            let pods: Vec<u32> = pods.into_values().collect();
+            j.rate = tj.speed.rate(j.workers, &pods, tj.job.workers, crossing);
             let from = j.restart_until.max(t);
             j.finish_at = from
                 .saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64)

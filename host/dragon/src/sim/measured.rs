@@ -137,11 +137,14 @@ impl Measurements {
                     format!("placement `{id}` is not a list of GPU counts"),
                 ));
             }
-            by_placement.entry(canonical(&digits)).or_default().push(Sample {
-                local_bsz: row[1],
-                step_s: row[2],
-                sync_s: row[3],
-            });
+            by_placement
+                .entry(canonical(&digits))
+                .or_default()
+                .push(Sample {
+                    local_bsz: row[1],
+                    step_s: row[2],
+                    sync_s: row[3],
+                });
         }
         if by_placement.is_empty() {
             return Err(err("placements.csv", "no measurements".into()));
@@ -288,13 +291,23 @@ impl Measurements {
         };
         let at = |k: &(u32, u32)| along(&self.lines[k], b);
         let same_r = |k: &&(u32, u32)| k.1 == replicas;
-        let lo = self.lines.keys().filter(same_r).filter(|k| k.0 < nodes).last();
+        let lo = self
+            .lines
+            .keys()
+            .filter(same_r)
+            .filter(|k| k.0 < nodes)
+            .last();
         let hi = self.lines.keys().filter(same_r).find(|k| k.0 > nodes);
         if let Some(v) = between(lo.map(|k| (k.0, at(k))), hi.map(|k| (k.0, at(k))), nodes) {
             return v;
         }
         let same_n = |k: &&(u32, u32)| k.0 == nodes;
-        let lo = self.lines.keys().filter(same_n).filter(|k| k.1 < replicas).last();
+        let lo = self
+            .lines
+            .keys()
+            .filter(same_n)
+            .filter(|k| k.1 < replicas)
+            .last();
         let hi = self.lines.keys().filter(same_n).find(|k| k.1 > replicas);
         if let Some(v) = between(lo.map(|k| (k.1, at(k))), hi.map(|k| (k.1, at(k))), replicas) {
             return v;
@@ -311,7 +324,9 @@ impl Measurements {
     /// artifact's rule for a job with a fixed batch size).
     pub fn local_batch(&self, batch: u32, replicas: u32) -> LocalBatch {
         let replicas = replicas.max(1);
-        let local = (f64::from(batch) / f64::from(replicas) - EPS).ceil().max(1.0);
+        let local = (f64::from(batch) / f64::from(replicas) - EPS)
+            .ceil()
+            .max(1.0);
         let mut accum = ((local / f64::from(self.max_local_bsz) - EPS).ceil() - 1.0).max(0.0);
         if replicas == 1 && batch > self.init_batch_size {
             accum = accum.max(1.0);
@@ -373,7 +388,11 @@ impl Measurements {
             .map(|e| {
                 let (sqr, var) = self.grad_stats(effective, e);
                 let denom = var / scale + sqr;
-                let gain = if denom > 0.0 { (var + sqr) / denom } else { 1.0 };
+                let gain = if denom > 0.0 {
+                    (var + sqr) / denom
+                } else {
+                    1.0
+                };
                 (self.progress(e + 1) - self.progress(e)) * per_step / gain
             })
             .sum()
@@ -470,7 +489,10 @@ fn rows(text: &str, width: usize) -> Result<Vec<Vec<f64>>, String> {
             .collect::<Result<Vec<f64>, _>>()
             .map_err(|e| format!("row {}: {e}", i + 2))?;
         if row.iter().any(|v| !v.is_finite() || *v < 0.0) {
-            return Err(format!("row {}: values must be finite and not negative", i + 2));
+            return Err(format!(
+                "row {}: values must be finite and not negative",
+                i + 2
+            ));
         }
         out.push(row);
     }

@@ -26,6 +26,7 @@ pub mod resume;
 pub mod speed;
 pub mod sweep;
 pub mod trace;
+pub mod workloads;
 
 pub use engine::{
     DEFAULT_HORIZON_S, JobRecord, Point, SimOptions, SimRun, sim_config, simulate,
@@ -43,6 +44,7 @@ mod tests {
         CallError, ClusterView, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo,
         PolicySource, WasmPolicy, wit,
     };
+    use crate::sim::speed::Speed;
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {
         let engine = PolicyEngine::new().unwrap();
@@ -756,5 +758,79 @@ jobs:
         };
         let e = sweep::sweep(&too_many, &policies, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("1200 traces"), "{e}");
+    }
+
+    /// A job of a measured model alone takes the time its measurements
+    /// give (`measured/tests.rs` checks those against Pollux's artifact);
+    /// elsewhere its measured step time, not a modelled penalty, sets its
+    /// speed.
+    #[test]
+    fn a_measured_job_runs_as_long_as_its_measurements_say() {
+        let trace = Trace::parse(
+            r#"
+cluster:
+  nodes:
+    - {name_prefix: gpu, count: 2, cpu: 8, memory_gib: 64, gpus: 4}
+jobs:
+  - {name: bert-0, arrival_s: 0, measured: {model: bert, batch_size: 384},
+     workers: {count: 8, cpu: 1, memory_gib: 4, gpus: 1}}
+"#,
+            "t.yaml",
+            false,
+        )
+        .unwrap();
+        let (r, _) = run(&trace, &wasm("baseline", ""));
+        let job = &r.jobs[0];
+        let jct_s = (job.finished_ms.unwrap() - job.arrival_ms) as f64 / 1000.0;
+        let Speed::Measured { job: m, .. } = &trace.jobs[0].speed else {
+            panic!("a measured job")
+        };
+        let packed = m.run_time_s(&[4, 4]);
+        assert!((jct_s - packed).abs() < 1.0, "{jct_s} vs {packed}");
+        assert!(
+            (packed - 2459.0).abs() < 30.0,
+            "the artifact steps it in 2459 s, here {packed}"
+        );
+        // Over four nodes of two, the measured ratio (bert's steps are
+        // faster there: its measurements, not a rule, say so).
+        let spread = trace.jobs[0].speed.rate(8, &[2, 2, 2, 2], 8, 0.0);
+        assert!((spread - packed / m.run_time_s(&[2, 2, 2, 2])).abs() < 1e-12);
+        assert!(spread > 1.0, "{spread}");
+    }
+
+    /// Rigid runs of an imported workload finish every job, and a policy
+    /// that queues by attained service (Tiresias) beats first-come
+    /// first-served on it.
+    #[test]
+    fn an_imported_workload_runs_to_the_end_under_rigid_policies() {
+        let text = workloads::POLLUX
+            .iter()
+            .find(|(n, _)| *n == "pollux-w6")
+            .unwrap()
+            .1;
+        // The first 40 jobs (about two hours of submissions).
+        let short: String = text.lines().take(41).map(|l| format!("{l}\n")).collect();
+        let trace = workloads::pollux(&short, "w6-40.csv").unwrap();
+        let (fifo, f) = run(&trace, &wasm("baseline", ""));
+        let (las, t) = run(
+            &trace,
+            &wasm(
+                "tiresias",
+                r#"{"queue_thresholds_gpu_s": [57600], "promote_factor": 0, "shrink_lower_queues": false}"#,
+            ),
+        );
+        for r in [&fifo, &las] {
+            assert_eq!(
+                r.jobs.iter().filter(|j| j.finished_ms.is_some()).count(),
+                40
+            );
+            assert!(!r.deadlocked);
+        }
+        assert!(
+            t.avg_jct_s < f.avg_jct_s,
+            "{} vs {}",
+            t.avg_jct_s,
+            f.avg_jct_s
+        );
     }
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
-use super::speed::SpeedModel;
+use super::speed::{Speed, SpeedModel};
 use super::trace::{DEFAULT_RESTART_S, DEFAULT_SCALE_INTERVAL_S, DEFAULT_STALL_S, Trace, TraceJob};
 use crate::framework::{Cluster, PodState};
 
@@ -139,7 +139,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
             arrival_ms: 0,
             work_ms: work_ms.max(1.0),
             restart_ms: (DEFAULT_RESTART_S * 1000.0) as u64,
-            speed,
+            speed: Speed::Modelled(speed),
             job,
             pods,
             placed,

@@ -17,8 +17,62 @@
 //! level instead, when it is the larger (crossing racks costs more than
 //! crossing nodes in a rack). `docs/simulator.md` cites the measurements
 //! the defaults come from.
+//!
+//! A job of a measured model ([`super::measured`]) instead progresses at
+//! its run time at the requested size, packed, over its run time at the
+//! placement it has.
 
 use serde::Serialize;
+
+use super::measured::{self, MeasuredJob};
+
+/// How a job's speed is known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Speed {
+    /// The power law and penalties above.
+    Modelled(SpeedModel),
+    /// Pollux's measurements of its model at its batch size.
+    Measured {
+        job: MeasuredJob,
+        /// Its run time alone at the requested size, packed, seconds.
+        reference_s: f64,
+    },
+}
+
+impl Speed {
+    /// Work done per second of wall time, in reference seconds, for a job
+    /// submitted with `requested` workers that runs `workers` with `pods`
+    /// of its pods on each node it uses, crossing domains of a level with
+    /// penalty `crossing` (the modelled speed's; measurements include
+    /// their own). A measured job's pods are all workers.
+    pub fn rate(&self, workers: u32, pods: &[u32], requested: u32, crossing: f64) -> f64 {
+        match self {
+            Speed::Modelled(m) => {
+                let nodes = pods.iter().filter(|&&p| p > 0).count() as u32;
+                m.rate_crossing(workers, nodes, requested, crossing)
+            }
+            Speed::Measured { job, reference_s } => reference_s / job.run_time_s(pods),
+        }
+    }
+
+    /// [`Speed::rate`] at `workers` packed onto nodes of `per_node` each.
+    pub fn packed_rate(&self, workers: u32, per_node: u32, requested: u32, crossing: f64) -> f64 {
+        self.rate(
+            workers,
+            &measured::packed(workers, per_node),
+            requested,
+            crossing,
+        )
+    }
+
+    /// The modelled speed, if it is one.
+    pub fn modelled(&self) -> Option<&SpeedModel> {
+        match self {
+            Speed::Modelled(m) => Some(m),
+            Speed::Measured { .. } => None,
+        }
+    }
+}
 
 /// The speed model of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -8,8 +8,10 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
+use super::measured::{self, MeasuredJob, Measurements};
 use super::queues::QueueSpec;
-use super::speed::SpeedModel;
+use super::speed::{Speed, SpeedModel};
+use super::workloads;
 use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
 use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
 use crate::framework::{JobKey, NodeName, PodKey};
@@ -103,7 +105,13 @@ struct SpeedFile {
 struct JobFile {
     name: String,
     arrival_s: f64,
-    duration_s: f64,
+    /// Run time at the requested size on one node (the modelled speed);
+    /// or `measured`.
+    #[serde(default)]
+    duration_s: Option<f64>,
+    /// A job of a measured model instead of a duration.
+    #[serde(default)]
+    measured: Option<MeasuredFile>,
     #[serde(default)]
     ps: Option<TaskSpec>,
     workers: TaskSpec,
@@ -127,6 +135,15 @@ struct JobFile {
     queue: Option<String>,
 }
 
+/// A job of one of Pollux's measured models at a fixed total batch size:
+/// its run time and speed at every size come from the measurements.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeasuredFile {
+    model: String,
+    batch_size: u32,
+}
+
 /// One job of a validated trace.
 #[derive(Debug, Clone)]
 pub struct TraceJob {
@@ -135,11 +152,11 @@ pub struct TraceJob {
     pub workload: String,
     pub arrival_ms: u64,
     /// Work in reference milliseconds: run time at the requested worker
-    /// count on one node.
+    /// count on one node (a measured job: packed on the fewest nodes).
     pub work_ms: f64,
     /// Cost of each scale event, ms.
     pub restart_ms: u64,
-    pub speed: SpeedModel,
+    pub speed: Speed,
     /// The framework's job record and the job's pods as submitted.
     pub job: Job,
     pub pods: Vec<Pod>,
@@ -250,6 +267,59 @@ fn seconds(place: &str, v: f64, min_exclusive: bool) -> Result<u64> {
     Ok((v * 1000.0).round() as u64)
 }
 
+/// A measured job's work and speed; the model must be bundled, the batch
+/// within what it was measured at, one GPU per worker and no parameter
+/// server (the measurements are of all-reduce jobs).
+fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Speed)> {
+    let Some(model) = Measurements::bundled(&m.model) else {
+        bail!(
+            "{place}.measured.model: no measurements of `{}` (measured: {})",
+            m.model,
+            Measurements::bundled_names().join(", ")
+        );
+    };
+    if !(model.init_batch_size..=model.max_batch_size).contains(&m.batch_size) {
+        bail!(
+            "{place}.measured.batch_size: `{}` was measured at {} to {}, got {}",
+            m.model,
+            model.init_batch_size,
+            model.max_batch_size,
+            m.batch_size
+        );
+    }
+    if j.speed.scaling_exponent.is_some() || j.speed.cross_node_penalty.is_some() {
+        bail!("{place}.speed: a measured job's speed comes from its measurements");
+    }
+    if j.ps.as_ref().is_some_and(|ps| ps.count > 0) {
+        bail!("{place}.ps: a measured job has no parameter server (all-reduce)");
+    }
+    if j.workers.gpus != 1 {
+        bail!(
+            "{place}.workers.gpus: a measured job's workers have one GPU each, got {}",
+            j.workers.gpus
+        );
+    }
+    let most = model.max_replicas(m.batch_size);
+    let widest = j
+        .workers
+        .max
+        .unwrap_or(j.workers.count)
+        .max(j.workers.count);
+    if widest > most {
+        bail!(
+            "{place}.workers: batch {} of `{}` splits over at most {most} workers, asked {widest}",
+            m.batch_size,
+            m.model
+        );
+    }
+    let job = MeasuredJob {
+        model,
+        batch_size: m.batch_size,
+    };
+    let reference_s = job.run_time_s(&measured::packed(j.workers.count, measured::GPUS_PER_NODE));
+    Ok((reference_s * 1000.0, Speed::Measured { job, reference_s }))
+}
+
 fn speed_model(place: &str, base: SpeedModel, f: SpeedFile) -> Result<SpeedModel> {
     let mut m = base;
     if let Some(a) = f.scaling_exponent {
@@ -293,7 +363,8 @@ fn name_place(path: &str, doc: &serde_json::Value) -> String {
 }
 
 impl Trace {
-    /// A trace file, or a bundled trace by name (`paper`, `large`, `deadlock`).
+    /// A trace file (YAML, JSON, or a Pollux workload CSV), or a bundled
+    /// trace by name (`paper`, `large`, `deadlock`, `pollux-w6`, …).
     ///
     /// # Errors
     /// Unreadable, malformed or invalid; the message names the place.
@@ -302,15 +373,21 @@ impl Trace {
         if path.exists() {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read trace {}", path.display()))?;
+            if path.extension().is_some_and(|e| e == "csv") {
+                return workloads::pollux(&text, &path.display().to_string());
+            }
             let json = path.extension().is_some_and(|e| e == "json");
             return Trace::parse(&text, &path.display().to_string(), json);
         }
-        match BUNDLED.iter().find(|(name, _)| *name == spec) {
-            Some((name, text)) => Trace::parse(text, &format!("bundled trace `{name}`"), false),
+        if let Some((name, text)) = BUNDLED.iter().find(|(name, _)| *name == spec) {
+            return Trace::parse(text, &format!("bundled trace `{name}`"), false);
+        }
+        match workloads::POLLUX.iter().find(|(name, _)| *name == spec) {
+            Some((name, text)) => workloads::pollux(text, &format!("bundled workload `{name}`")),
             None => {
                 let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
                 bail!(
-                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {})",
+                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {}; Pollux's workloads pollux-w1 to pollux-w8, at twice the load pollux-w1-2x to pollux-w8-2x)",
                     names.join(", ")
                 )
             }
@@ -330,6 +407,15 @@ impl Trace {
                 .map_err(|e| anyhow!("{origin}: not valid YAML: {e}"))?;
             serde_json::to_value(yaml).map_err(|e| anyhow!("{origin}: not a trace: {e}"))?
         };
+        Trace::from_document(doc, origin)
+    }
+
+    /// Validate a trace document already parsed (what a YAML or JSON file
+    /// holds); `origin` names it in messages.
+    ///
+    /// # Errors
+    /// Invalid; the message names `origin`, the item and the field.
+    pub fn from_document(doc: serde_json::Value, origin: &str) -> Result<Trace> {
         let file: TraceFile = serde_path_to_error::deserialize(&doc).map_err(|e| {
             let path = e.path().to_string();
             let place = if path == "." || path.is_empty() {
@@ -431,13 +517,24 @@ impl Trace {
                 bail!("{place}.name: another job already has this name");
             }
             let arrival_ms = seconds(&format!("{place}.arrival_s"), j.arrival_s, false)?;
-            let work_ms = seconds(&format!("{place}.duration_s"), j.duration_s, true)? as f64;
+            let (work_ms, speed) = match (j.duration_s, &j.measured) {
+                (Some(d), None) => (
+                    seconds(&format!("{place}.duration_s"), d, true)? as f64,
+                    Speed::Modelled(speed_model(&place, base_speed, j.speed)?),
+                ),
+                (None, Some(m)) => measured_job(&place, m, &j)?,
+                (Some(_), Some(_)) => {
+                    bail!("{place}: give `duration_s` or `measured`, not both")
+                }
+                (None, None) => bail!(
+                    "{place}.duration_s: missing (or give `measured`: a model and its batch size)"
+                ),
+            };
             let restart_ms = seconds(
                 &format!("{place}.restart_s"),
                 j.restart_s.unwrap_or(restart_default),
                 false,
             )?;
-            let speed = speed_model(&place, base_speed, j.speed)?;
             let queue = match &j.queue {
                 None => None,
                 Some(name) => match file.queues.iter().position(|q| &q.name == name) {
@@ -665,8 +762,8 @@ jobs:
         );
         assert_eq!(j.pods.len(), 5);
         assert_eq!(j.restart_ms, 30_000);
-        assert_eq!(j.speed, SpeedModel::DEFAULT);
-        assert_eq!(t.jobs[1].speed.cross_node_penalty, 0.4);
+        assert_eq!(j.speed, Speed::Modelled(SpeedModel::DEFAULT));
+        assert_eq!(t.jobs[1].speed.modelled().unwrap().cross_node_penalty, 0.4);
         assert_eq!(t.jobs[1].workload, "vgg16");
     }
 

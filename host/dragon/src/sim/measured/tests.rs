@@ -51,7 +51,11 @@ fn step_times_are_the_artifacts_where_measured_and_close_where_interpolated() {
             wide.push(((got.0 - want.0) / want.0).abs());
         }
     }
-    assert!(measured > 90 && wide.len() > 90, "{measured} {}", wide.len());
+    assert!(
+        measured > 90 && wide.len() > 90,
+        "{measured} {}",
+        wide.len()
+    );
     // Wide placements: the artifact triangulates scattered points, this
     // interpolates along measured lines (docs/simulator.md).
     wide.sort_by(f64::total_cmp);
@@ -61,7 +65,10 @@ fn step_times_are_the_artifacts_where_measured_and_close_where_interpolated() {
     println!(
         "wide placements: step-time difference median {median:.4}, 90th percentile {p90:.4}, worst {worst:.4}"
     );
-    assert!(median < 0.01 && p90 < 0.12, "median {median}, 90th percentile {p90}");
+    assert!(
+        median < 0.01 && p90 < 0.12,
+        "median {median}, 90th percentile {p90}"
+    );
 }
 
 #[test]
@@ -123,12 +130,27 @@ fn placements_are_keyed_by_their_smallest_rotation() {
 
 #[test]
 fn a_malformed_table_is_named() {
-    let e = Measurements::parse("m", "placement,local_bsz,step_time,sync_time\n1,x,1,1\n", "", &[], 1, None)
-        .unwrap_err();
-    assert!(e.to_string().contains("measurements of `m`, placements.csv: row 2"), "{e}");
+    let e = Measurements::parse(
+        "m",
+        "placement,local_bsz,step_time,sync_time\n1,x,1,1\n",
+        "",
+        &[],
+        1,
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("measurements of `m`, placements.csv: row 2"),
+        "{e}"
+    );
     let ok_placements = "placement,local_bsz,step_time,sync_time\n1,4,1,0.1\n";
     let scal = "num_nodes,num_replicas,local_bsz,step_time,sync_time\n6,6,4,1,0.5\n";
     let run = "progress,iteration,metric,grad_sqr,grad_var\n1,1,1,1,1\n";
     let e = Measurements::parse("m", ok_placements, scal, &[(8, run)], 3, None).unwrap_err();
-    assert!(e.to_string().contains("3 epochs asked, the runs measured 1"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("3 epochs asked, the runs measured 1"),
+        "{e}"
+    );
 }
