@@ -422,7 +422,9 @@ mod tests {
             vec![(2, 2)],
             "{d:?}"
         );
-        // Without headroom nor waiting job, job 1 still does not leave its node.
+        // Without headroom nor waiting job, job 1 fills its node (4 -> 6)
+        // and then leaves it with two workers at once, which repay the
+        // penalty ((8/6)^0.86 × 0.8 > 1) where one would not.
         let i = input(1_000, nodes, jobs, vec![]);
         let s = Settings {
             headroom_nodes: 0,
@@ -431,7 +433,7 @@ mod tests {
         let d = step(&s, &i);
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
-            vec![(1, 6), (2, 2)],
+            vec![(1, 8), (2, 2)],
             "{d:?}"
         );
     }

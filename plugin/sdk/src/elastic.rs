@@ -145,8 +145,11 @@ impl GrowthModel<'_> {
 /// `target` workers now) whose throughput gains the most per GPU from one
 /// more, while `may_grow` allows the job and room is found next to it (see
 /// [`crate::packing::room_for_worker`]). A worker that would take a job
-/// off its only node counts the cross-node penalty against its gain, so a
-/// growth that would slow the job is not made. Returns the new targets.
+/// off its only node (or domain) counts the penalty against its gain; when
+/// one worker cannot repay it, the fewest workers that can are weighed as
+/// one step (their gain per GPU), so a job that fills its node still grows
+/// past it once the room would make it faster, and a growth that would slow
+/// the job is never made. Returns the new targets.
 pub fn grow_by_gain(
     model: GrowthModel,
     running: &[RunningJob],
@@ -166,7 +169,8 @@ pub fn grow_by_gain(
         .collect();
     let mut closed: Vec<bool> = running.iter().map(|j| !may_grow(j)).collect();
     loop {
-        let mut best: Option<(usize, usize, f64)> = None;
+        // The job, the nodes of its new workers, their gain per GPU.
+        let mut best: Option<(usize, Vec<usize>, f64)> = None;
         for (i, j) in running.iter().enumerate() {
             if closed[i] || target[i] >= j.max_workers {
                 continue;
@@ -175,26 +179,63 @@ pub fn grow_by_gain(
                 closed[i] = true;
                 continue;
             };
-            let g = (1.0 + gain(model.alpha, target[i])) * model.kept(&nodes[i], n as u32) - 1.0;
-            if g <= 0.0 {
+            let kept = model.kept(&nodes[i], n as u32);
+            let g = (1.0 + gain(model.alpha, target[i])) * kept - 1.0;
+            let step = if g > 0.0 {
+                Some((vec![n], g))
+            } else if kept < 1.0 {
+                leap(model.alpha, kept, j, target[i], free)
+            } else {
+                None
+            };
+            let Some((at, g)) = step else {
                 closed[i] = true;
                 continue;
-            }
-            let per_gpu = g / f64::from(j.worker_request.gpus.max(1));
-            if best.is_none_or(|(_, _, b)| per_gpu > b) {
-                best = Some((i, n, per_gpu));
+            };
+            let per_gpu = g / (at.len() as f64 * f64::from(j.worker_request.gpus.max(1)));
+            if best.as_ref().is_none_or(|(_, _, b)| per_gpu > *b) {
+                best = Some((i, at, per_gpu));
             }
         }
-        let Some((i, n, _)) = best else {
+        let Some((i, at, _)) = best else {
             return target;
         };
-        let r = free.free(n).minus(&running[i].worker_request);
-        free.set_free(n, r);
-        target[i] += 1;
-        if !nodes[i].contains(&(n as u32)) {
-            nodes[i].push(n as u32);
+        for n in at {
+            let r = free.free(n).minus(&running[i].worker_request);
+            free.set_free(n, r);
+            target[i] += 1;
+            if !nodes[i].contains(&(n as u32)) {
+                nodes[i].push(n as u32);
+            }
         }
     }
+}
+
+/// The fewest workers (more than one) that take `job`, at `workers` now,
+/// out of its node or domain, keeping `kept` of its throughput, and still
+/// make it faster: where they go and their gain; `None` when its `max` or
+/// the room in `free` stops short of that.
+fn leap(
+    alpha: f64,
+    kept: f64,
+    job: &RunningJob,
+    workers: u32,
+    free: &crate::types::Capacity,
+) -> Option<(Vec<usize>, f64)> {
+    let mut room = free.clone();
+    let mut at = Vec::new();
+    let w = f64::from(workers.max(1));
+    while workers + (at.len() as u32) < job.max_workers {
+        let n = crate::packing::room_for_worker(job, &room)?;
+        let r = room.free(n).minus(&job.worker_request);
+        room.set_free(n, r);
+        at.push(n);
+        let g = ((w + at.len() as f64) / w).powf(alpha) * kept - 1.0;
+        if g > 0.0 {
+            return Some((at, g));
+        }
+    }
+    None
 }
 
 /// What a resize of a running job must repay, and how soon a job may be
@@ -284,11 +325,21 @@ mod tests {
             level_penalties: &[],
             view: None,
         };
-        // (5/4)^0.86 × 0.8 < 1: no growth with the penalty, +4 without.
-        let t = grow_by_gain(model(0.2), &jobs, vec![4], &mut free.clone(), |_| true);
+        // (5/4)^0.86 × 0.8 < 1: one worker on node 1 would slow the job...
+        let mut one = free.clone();
+        one.free_gpus = vec![0, 1];
+        let t = grow_by_gain(model(0.2), &jobs, vec![4], &mut one, |_| true);
         assert_eq!(t, [4]);
+        // ...two repay the penalty ((6/4)^0.86 × 0.8 > 1), so with room
+        // for them the job grows past its node, and on to its max.
+        let t = grow_by_gain(model(0.2), &jobs, vec![4], &mut free.clone(), |_| true);
+        assert_eq!(t, [8]);
         let t = grow_by_gain(model(0.0), &jobs, vec![4], &mut free.clone(), |_| true);
         assert_eq!(t, [8]);
+        // Never to a size that loses: at a 50 % penalty even 8 workers
+        // ((8/4)^0.86 × 0.5 < 1) would be slower than 4 on one node.
+        let t = grow_by_gain(model(0.5), &jobs, vec![4], &mut free.clone(), |_| true);
+        assert_eq!(t, [4]);
         // From 2 workers the first worker off the node still pays:
         // (3/2)^0.86 × 0.8 > 1.
         let small = [running_job(1, 2, 1, 4, 0)];
@@ -316,9 +367,9 @@ mod tests {
             &nodes,
             &[1, 1, 1, 2, 2, 3],
         );
-        let mut job = running_job(1, 2, 1, 4, 0);
+        let mut job = running_job(1, 2, 1, 3, 0);
         job.worker_nodes = vec![0, 1];
-        let jobs = [job];
+        let jobs = [job.clone()];
         let (steep, mild) = ([(0, 0.35)], [(0, 0.2)]);
         let model = |levels| GrowthModel {
             alpha: 0.86,
@@ -330,7 +381,12 @@ mod tests {
         // growth, a 20 % one (× 0.8) allows it.
         let t = grow_by_gain(model(&steep), &jobs, vec![2], &mut free.clone(), |_| true);
         assert_eq!(t, [2]);
-        assert!(grow_by_gain(model(&mild), &jobs, vec![2], &mut free, |_| true)[0] > 2);
+        assert!(grow_by_gain(model(&mild), &jobs, vec![2], &mut free.clone(), |_| true)[0] > 2);
+        // Allowed 4 workers, it may leave the rack with two at once:
+        // (4/2)^0.86 × 0.65 > 1.
+        job.max_workers = 4;
+        let t = grow_by_gain(model(&steep), &[job], vec![2], &mut free, |_| true);
+        assert_eq!(t, [4]);
     }
 
     #[test]

@@ -18,7 +18,6 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use super::speed::Speed;
 use super::trace::{Trace, TraceJob};
 use crate::framework::Role;
 
@@ -124,13 +123,10 @@ fn need(job: &TraceJob, room: &Room) -> Need {
         // else within the narrowest domains that can.
         let span = if gpus <= node_gpus { 1 } else { 2 };
         let crossing = room.least_crossing(gpus);
-        let rate = match &job.speed {
-            Speed::Modelled(m) => m.rate_crossing(w, span, job.job.workers, crossing),
-            measured => {
-                let per_node = node_gpus.checked_div(worker_gpus).unwrap_or(w);
-                measured.packed_rate(w, per_node, job.job.workers, crossing)
-            }
-        };
+        let per_node = node_gpus.checked_div(worker_gpus).unwrap_or(w);
+        let rate = job
+            .speed
+            .relative(w, span, per_node, job.job.workers, crossing);
         fastest = fastest.max(rate);
         if w <= job.job.workers {
             as_submitted = as_submitted.max(rate);

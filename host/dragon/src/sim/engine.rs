@@ -183,8 +183,10 @@ struct JobState {
     /// Reference ms of work left.
     remaining: f64,
     rate: f64,
-    /// When it finishes if nothing changes (valid while `full`).
+    /// When it finishes if nothing changes (valid while `full`), or, with
+    /// `rerate`, when its rate changes.
     finish_at: u64,
+    rerate: bool,
     /// Since when it is half placed (for `partial_ms`).
     partial_since: Option<u64>,
     record: JobRecord,
@@ -337,9 +339,10 @@ fn run<'a>(
                 full: false,
                 needs_restart: false,
                 restart_until: 0,
-                remaining: j.work_ms,
+                remaining: j.speed.work(j.work_ms),
                 rate: 0.0,
                 finish_at: u64::MAX,
+                rerate: false,
                 partial_since: None,
                 record: JobRecord {
                     name: j.name.clone().into(),
@@ -537,7 +540,7 @@ impl Sim<'_> {
         self.changed = false;
         self.touched.clear();
 
-        // Completions.
+        // Completions, and jobs whose rate changes.
         let finished: Vec<usize> = self
             .full
             .iter()
@@ -545,7 +548,11 @@ impl Sim<'_> {
             .filter(|&i| self.jobs[i].finish_at <= t)
             .collect();
         for i in finished {
-            self.complete(i, t);
+            if self.jobs[i].rerate {
+                self.touched.insert(i);
+            } else {
+                self.complete(i, t);
+            }
         }
         // Arrivals.
         while let Some(j) = self.trace.jobs.get(self.next_arrival)
@@ -668,7 +675,8 @@ impl Sim<'_> {
             .collect();
         for i in started {
             let tj = &self.trace.jobs[i];
-            let done = 1.0 - self.jobs[i].remaining.max(0.0) / tj.work_ms.max(1.0);
+            let work = tj.speed.work(tj.work_ms);
+            let done = 1.0 - self.jobs[i].remaining.max(0.0) / work.max(1e-9);
             let permille = (done * 1000.0).floor().clamp(0.0, 1000.0) as u32;
             let Some(job) = self.sched.cluster().job(&tj.name) else {
                 continue;
@@ -707,10 +715,19 @@ impl Sim<'_> {
             j.record.max_nodes = j.record.max_nodes.max(nodes.len() as u32);
             let crossing = crossing_penalty(&self.trace.topology, self.sched.cluster(), &nodes);
             let pods: Vec<u32> = pods.into_values().collect();
-            j.rate = tj.speed.rate(j.workers, &pods, tj.job.workers, crossing);
+            let work = tj.speed.work(tj.work_ms);
+            let done = work - j.remaining.max(0.0);
+            let (rate, until) = tj
+                .speed
+                .rate(j.workers, &pods, tj.job.workers, crossing, done);
+            j.rate = rate;
+            // Up to the end of the work, or to where the rate changes (a
+            // measured job's next epoch), when it is re-rated.
+            j.rerate = until < work;
+            let to_go = until.min(work) - done;
             let from = j.restart_until.max(t);
             j.finish_at = from
-                .saturating_add((j.remaining.max(0.0) / j.rate).ceil() as u64)
+                .saturating_add((to_go.max(0.0) / j.rate).ceil() as u64)
                 .max(t + 1);
             j.full = true;
             self.full.insert(i);

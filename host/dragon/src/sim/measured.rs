@@ -38,8 +38,8 @@
 //! outside a measured range are clamped to its ends, where the artifact
 //! would stop with an error.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
 
@@ -76,7 +76,7 @@ struct Epoch {
 }
 
 /// What was measured of one deep-learning model.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Measurements {
     pub name: String,
     /// The smallest and largest total batch sizes of the validation runs.
@@ -94,6 +94,11 @@ pub struct Measurements {
     /// (nodes, replicas) → samples by per-GPU batch size: the placements'
     /// means and the wide measurements.
     lines: BTreeMap<(u32, u32), Vec<Sample>>,
+    /// Goodputs and run times already worked out, by placement (its
+    /// smallest rotation): a simulation asks for the same ones again and
+    /// again, and an adaptive job's costs a search over batch sizes.
+    goodputs: Mutex<HashMap<(Vec<u32>, Batch, usize), f64>>,
+    run_times: Mutex<HashMap<(Vec<u32>, Batch), f64>>,
 }
 
 /// How a job splits its batch over its replicas.
@@ -227,6 +232,8 @@ impl Measurements {
             validation: runs,
             placements: by_placement,
             lines,
+            goodputs: Mutex::default(),
+            run_times: Mutex::default(),
         })
     }
 
@@ -323,12 +330,18 @@ impl Measurements {
     /// How a job of total batch `batch` splits it over `replicas` (the
     /// artifact's rule for a job with a fixed batch size).
     pub fn local_batch(&self, batch: u32, replicas: u32) -> LocalBatch {
+        self.split(f64::from(batch), replicas, true)
+    }
+
+    /// `batch` over `replicas`: passes accumulate past the largest per-GPU
+    /// batch measured (and at least once on one replica above the smallest
+    /// batch, with `at_least_once`, as the artifact's fixed-batch jobs do),
+    /// and the whole stays within the largest batch measured.
+    fn split(&self, batch: f64, replicas: u32, at_least_once: bool) -> LocalBatch {
         let replicas = replicas.max(1);
-        let local = (f64::from(batch) / f64::from(replicas) - EPS)
-            .ceil()
-            .max(1.0);
+        let local = (batch / f64::from(replicas) - EPS).ceil().max(1.0);
         let mut accum = ((local / f64::from(self.max_local_bsz) - EPS).ceil() - 1.0).max(0.0);
-        if replicas == 1 && batch > self.init_batch_size {
+        if at_least_once && replicas == 1 && batch > f64::from(self.init_batch_size) {
             accum = accum.max(1.0);
         }
         let atomic = (local / (accum + 1.0) - EPS).ceil();
@@ -374,28 +387,109 @@ impl Measurements {
         )
     }
 
-    /// Seconds a job of total batch `batch` needs to train all its epochs
-    /// with `placement` GPUs per node, alone and without interruption.
-    pub fn run_time_s(&self, batch: u32, placement: &[u32]) -> f64 {
+    /// Progress at the end of all the model's epochs: a job's whole work.
+    pub fn total_progress(&self) -> f64 {
+        self.progress(self.epochs)
+    }
+
+    /// The epoch a job is in once it has made `done` progress.
+    pub fn epoch_at(&self, done: f64) -> usize {
+        (1..=self.epochs)
+            .find(|&e| self.progress(e) > done)
+            .map_or(self.epochs.saturating_sub(1), |e| e - 1)
+    }
+
+    /// Progress per second of a job during `epoch` at `split` with
+    /// `placement` GPUs per node: Pollux's goodput.
+    fn goodput(&self, placement: &[u32], split: LocalBatch, epoch: usize) -> f64 {
         let replicas: u32 = placement.iter().sum();
-        let lb = self.local_batch(batch, replicas);
-        let (step, sync) = self.step_time(placement, lb.atomic_bsz);
-        let per_step = step + (step - sync) * f64::from(lb.accum_steps);
-        let effective =
-            f64::from(replicas.max(1)) * f64::from(lb.atomic_bsz) * f64::from(lb.accum_steps + 1);
-        let scale = effective / f64::from(self.init_batch_size);
-        (0..self.epochs)
-            .map(|e| {
-                let (sqr, var) = self.grad_stats(effective, e);
-                let denom = var / scale + sqr;
-                let gain = if denom > 0.0 {
-                    (var + sqr) / denom
-                } else {
-                    1.0
-                };
-                (self.progress(e + 1) - self.progress(e)) * per_step / gain
+        let (step, sync) = self.step_time(placement, split.atomic_bsz);
+        let per_step = step + (step - sync) * f64::from(split.accum_steps);
+        let batch = f64::from(replicas.max(1))
+            * f64::from(split.atomic_bsz)
+            * f64::from(split.accum_steps + 1);
+        let scale = batch / f64::from(self.init_batch_size);
+        let (sqr, var) = self.grad_stats(batch, epoch);
+        let denom = var / scale + sqr;
+        let gain = if denom > 0.0 {
+            (var + sqr) / denom
+        } else {
+            1.0
+        };
+        gain / per_step
+    }
+
+    /// The split of the batch a job of `batch` runs at on `placement`
+    /// during `epoch`: the fixed batch's, or for an adaptive job the one of
+    /// the largest goodput among 50 batch sizes spaced geometrically from
+    /// the smallest it may run to the largest measured (the artifact's
+    /// search, here over the measured goodput rather than a fitted one).
+    fn chosen(&self, placement: &[u32], batch: Batch, epoch: usize) -> LocalBatch {
+        let replicas: u32 = placement.iter().sum::<u32>().max(1);
+        let fixed = match batch {
+            Batch::Fixed(b) => return self.local_batch(b, replicas),
+            Batch::Adaptive => self.split(
+                f64::from(self.init_batch_size.max(self.min_local_bsz * replicas)),
+                replicas,
+                false,
+            ),
+        };
+        let lo = f64::from(self.init_batch_size.max(self.min_local_bsz * replicas));
+        let hi = f64::from(self.max_batch_size);
+        if lo >= hi {
+            return fixed;
+        }
+        const CANDIDATES: u32 = 50;
+        let ratio = (hi / lo).powf(1.0 / f64::from(CANDIDATES - 1));
+        (0..CANDIDATES)
+            .map(|i| self.split(lo * ratio.powi(i as i32), replicas, false))
+            .filter(|s| (self.min_local_bsz..=self.max_local_bsz).contains(&s.atomic_bsz))
+            .map(|s| (s, self.goodput(placement, s, epoch)))
+            .fold(None, |best: Option<(LocalBatch, f64)>, (s, g)| match best {
+                Some((_, b)) if b >= g => best,
+                _ => Some((s, g)),
             })
-            .sum()
+            .map_or(fixed, |(s, _)| s)
+    }
+
+    /// Progress per second of a job of `batch` on `placement` once it has
+    /// made `done` progress, and the progress at which that rate next
+    /// changes (the end of its epoch).
+    pub fn rate(&self, batch: Batch, placement: &[u32], done: f64) -> (f64, f64) {
+        let epoch = self.epoch_at(done);
+        (
+            self.chosen_goodput(&canonical(placement), batch, epoch),
+            self.progress(epoch + 1),
+        )
+    }
+
+    /// The goodput of the batch chosen on `placement` (its smallest
+    /// rotation) during `epoch`.
+    fn chosen_goodput(&self, placement: &[u32], batch: Batch, epoch: usize) -> f64 {
+        let key = (placement.to_vec(), batch, epoch);
+        if let Some(&g) = lock(&self.goodputs).get(&key) {
+            return g;
+        }
+        let g = self.goodput(placement, self.chosen(placement, batch, epoch), epoch);
+        lock(&self.goodputs).insert(key, g);
+        g
+    }
+
+    /// Seconds a job of `batch` needs to train all its epochs with
+    /// `placement` GPUs per node, alone and without interruption.
+    pub fn run_time_s(&self, batch: Batch, placement: &[u32]) -> f64 {
+        let placement = canonical(placement);
+        let key = (placement, batch);
+        if let Some(&t) = lock(&self.run_times).get(&key) {
+            return t;
+        }
+        let t = (0..self.epochs)
+            .map(|e| {
+                (self.progress(e + 1) - self.progress(e)) / self.chosen_goodput(&key.0, batch, e)
+            })
+            .sum();
+        lock(&self.run_times).insert(key, t);
+        t
     }
 
     /// The most replicas a job of total batch `batch` can use: one sample
@@ -406,23 +500,46 @@ impl Measurements {
     }
 }
 
-/// A job of a measured model at a fixed total batch size.
+/// A memo's map, whatever a panicking holder left in it (entries are
+/// inserted whole).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A measured job's batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Batch {
+    /// The same total batch whatever its allocation (the artifact's
+    /// Tiresias and Optimus jobs).
+    Fixed(u32),
+    /// The job picks the batch of the best goodput for each allocation and
+    /// epoch, as an AdaptDL job does under Pollux.
+    Adaptive,
+}
+
+/// A job of a measured model.
 #[derive(Debug, Clone)]
 pub struct MeasuredJob {
     pub model: Arc<Measurements>,
-    pub batch_size: u32,
+    pub batch: Batch,
 }
 
 impl PartialEq for MeasuredJob {
     fn eq(&self, other: &Self) -> bool {
-        self.model.name == other.model.name && self.batch_size == other.batch_size
+        self.model.name == other.model.name && self.batch == other.batch
     }
 }
 
 impl MeasuredJob {
     /// Seconds it needs alone with `placement` GPUs per node.
     pub fn run_time_s(&self, placement: &[u32]) -> f64 {
-        self.model.run_time_s(self.batch_size, placement)
+        self.model.run_time_s(self.batch, placement)
+    }
+
+    /// Progress per second on `placement` after `done`, and the progress
+    /// at which that rate next changes.
+    pub fn rate(&self, placement: &[u32], done: f64) -> (f64, f64) {
+        self.model.rate(self.batch, placement, done)
     }
 }
 

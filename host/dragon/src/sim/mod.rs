@@ -782,7 +782,7 @@ jobs:
         let (r, _) = run(&trace, &wasm("baseline", ""));
         let job = &r.jobs[0];
         let jct_s = (job.finished_ms.unwrap() - job.arrival_ms) as f64 / 1000.0;
-        let Speed::Measured { job: m, .. } = &trace.jobs[0].speed else {
+        let Speed::Measured(m) = &trace.jobs[0].speed else {
             panic!("a measured job")
         };
         let packed = m.run_time_s(&[4, 4]);
@@ -791,9 +791,9 @@ jobs:
             (packed - 2459.0).abs() < 30.0,
             "the artifact steps it in 2459 s, here {packed}"
         );
-        // Over four nodes of two, the measured ratio (bert's steps are
+        // Over four nodes of two, the measured speed (bert's steps are
         // faster there: its measurements, not a rule, say so).
-        let spread = trace.jobs[0].speed.rate(8, &[2, 2, 2, 2], 8, 0.0);
+        let spread = trace.jobs[0].speed.relative(8, 4, 2, 8, 0.0);
         assert!((spread - packed / m.run_time_s(&[2, 2, 2, 2])).abs() < 1e-12);
         assert!(spread > 1.0, "{spread}");
     }
@@ -810,7 +810,7 @@ jobs:
             .1;
         // The first 40 jobs (about two hours of submissions).
         let short: String = text.lines().take(41).map(|l| format!("{l}\n")).collect();
-        let trace = workloads::pollux(&short, "w6-40.csv").unwrap();
+        let trace = workloads::pollux(&short, "w6-40.csv", workloads::Batches::AsGiven).unwrap();
         let (fifo, f) = run(&trace, &wasm("baseline", ""));
         let (las, t) = run(
             &trace,

@@ -18,9 +18,9 @@
 //! crossing nodes in a rack). `docs/simulator.md` cites the measurements
 //! the defaults come from.
 //!
-//! A job of a measured model ([`super::measured`]) instead progresses at
-//! its run time at the requested size, packed, over its run time at the
-//! placement it has.
+//! A job of a measured model ([`super::measured`]) instead does its work
+//! in Pollux's statistical progress, at the goodput its measurements give
+//! for its placement, batch and epoch.
 
 use serde::Serialize;
 
@@ -31,45 +31,77 @@ use super::measured::{self, MeasuredJob};
 pub enum Speed {
     /// The power law and penalties above.
     Modelled(SpeedModel),
-    /// Pollux's measurements of its model at its batch size.
-    Measured {
-        job: MeasuredJob,
-        /// Its run time alone at the requested size, packed, seconds.
-        reference_s: f64,
-    },
+    /// Pollux's measurements of its model.
+    Measured(MeasuredJob),
 }
 
 impl Speed {
-    /// Work done per second of wall time, in reference seconds, for a job
-    /// submitted with `requested` workers that runs `workers` with `pods`
-    /// of its pods on each node it uses, crossing domains of a level with
-    /// penalty `crossing` (the modelled speed's; measurements include
-    /// their own). A measured job's pods are all workers.
-    pub fn rate(&self, workers: u32, pods: &[u32], requested: u32, crossing: f64) -> f64 {
+    /// The job's whole work in the units [`Speed::rate`] runs through, for
+    /// a job of `work_ms` reference milliseconds: those for a modelled job,
+    /// its model's progress for a measured one.
+    pub fn work(&self, work_ms: f64) -> f64 {
         match self {
-            Speed::Modelled(m) => {
-                let nodes = pods.iter().filter(|&&p| p > 0).count() as u32;
-                m.rate_crossing(workers, nodes, requested, crossing)
-            }
-            Speed::Measured { job, reference_s } => reference_s / job.run_time_s(pods),
+            Speed::Modelled(_) => work_ms,
+            Speed::Measured(job) => job.model.total_progress(),
         }
     }
 
-    /// [`Speed::rate`] at `workers` packed onto nodes of `per_node` each.
-    pub fn packed_rate(&self, workers: u32, per_node: u32, requested: u32, crossing: f64) -> f64 {
-        self.rate(
-            workers,
-            &measured::packed(workers, per_node),
-            requested,
-            crossing,
-        )
+    /// Work done per millisecond of wall time for a job submitted with
+    /// `requested` workers that runs `workers` with `pods` of its pods on
+    /// each node it uses, crossing domains of a level with penalty
+    /// `crossing` (the modelled speed's; measurements include their own),
+    /// once it has done `done` of its work; and the work done at which that
+    /// rate next changes (infinite: never). A measured job's pods are all
+    /// workers.
+    pub fn rate(
+        &self,
+        workers: u32,
+        pods: &[u32],
+        requested: u32,
+        crossing: f64,
+        done: f64,
+    ) -> (f64, f64) {
+        match self {
+            Speed::Modelled(m) => {
+                let nodes = pods.iter().filter(|&&p| p > 0).count() as u32;
+                (
+                    m.rate_crossing(workers, nodes, requested, crossing),
+                    f64::INFINITY,
+                )
+            }
+            Speed::Measured(job) => {
+                let (per_s, until) = job.rate(pods, done);
+                (per_s / 1000.0, until)
+            }
+        }
+    }
+
+    /// How much faster than at its submitted size, on one node (a measured
+    /// job: packed), the job runs all its work at `workers` packed onto
+    /// nodes of `per_node` workers each (the modelled speed with `span`
+    /// nodes and `crossing`).
+    pub fn relative(
+        &self,
+        workers: u32,
+        span: u32,
+        per_node: u32,
+        requested: u32,
+        crossing: f64,
+    ) -> f64 {
+        match self {
+            Speed::Modelled(m) => m.rate_crossing(workers, span, requested, crossing),
+            Speed::Measured(job) => {
+                job.run_time_s(&measured::packed(requested, measured::GPUS_PER_NODE))
+                    / job.run_time_s(&measured::packed(workers, per_node))
+            }
+        }
     }
 
     /// The modelled speed, if it is one.
     pub fn modelled(&self) -> Option<&SpeedModel> {
         match self {
             Speed::Modelled(m) => Some(m),
-            Speed::Measured { .. } => None,
+            Speed::Measured(_) => None,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
-use super::measured::{self, MeasuredJob, Measurements};
+use super::measured::{self, Batch, MeasuredJob, Measurements};
 use super::queues::QueueSpec;
 use super::speed::{Speed, SpeedModel};
 use super::workloads;
@@ -135,13 +135,15 @@ struct JobFile {
     queue: Option<String>,
 }
 
-/// A job of one of Pollux's measured models at a fixed total batch size:
-/// its run time and speed at every size come from the measurements.
+/// A job of one of Pollux's measured models, at a fixed total batch size
+/// or (without one) choosing its batch as an AdaptDL job does: its run time
+/// and speed at every size come from the measurements.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MeasuredFile {
     model: String,
-    batch_size: u32,
+    #[serde(default)]
+    batch_size: Option<u32>,
 }
 
 /// One job of a validated trace.
@@ -278,15 +280,16 @@ fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Spee
             Measurements::bundled_names().join(", ")
         );
     };
-    if !(model.init_batch_size..=model.max_batch_size).contains(&m.batch_size) {
-        bail!(
-            "{place}.measured.batch_size: `{}` was measured at {} to {}, got {}",
+    let batch = match m.batch_size {
+        None => Batch::Adaptive,
+        Some(b) if (model.init_batch_size..=model.max_batch_size).contains(&b) => Batch::Fixed(b),
+        Some(b) => bail!(
+            "{place}.measured.batch_size: `{}` was measured at {} to {}, got {b}",
             m.model,
             model.init_batch_size,
             model.max_batch_size,
-            m.batch_size
-        );
-    }
+        ),
+    };
     if j.speed.scaling_exponent.is_some() || j.speed.cross_node_penalty.is_some() {
         bail!("{place}.speed: a measured job's speed comes from its measurements");
     }
@@ -299,7 +302,7 @@ fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Spee
             j.workers.gpus
         );
     }
-    let most = model.max_replicas(m.batch_size);
+    let most = model.max_replicas(m.batch_size.unwrap_or(model.max_batch_size));
     let widest = j
         .workers
         .max
@@ -307,17 +310,14 @@ fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Spee
         .max(j.workers.count);
     if widest > most {
         bail!(
-            "{place}.workers: batch {} of `{}` splits over at most {most} workers, asked {widest}",
-            m.batch_size,
+            "{place}.workers: a batch of at most {} of `{}` splits over at most {most} workers, asked {widest}",
+            m.batch_size.unwrap_or(model.max_batch_size),
             m.model
         );
     }
-    let job = MeasuredJob {
-        model,
-        batch_size: m.batch_size,
-    };
-    let reference_s = job.run_time_s(&measured::packed(j.workers.count, measured::GPUS_PER_NODE));
-    Ok((reference_s * 1000.0, Speed::Measured { job, reference_s }))
+    let job = MeasuredJob { model, batch };
+    let requested_s = job.run_time_s(&measured::packed(j.workers.count, measured::GPUS_PER_NODE));
+    Ok((requested_s * 1000.0, Speed::Measured(job)))
 }
 
 fn speed_model(place: &str, base: SpeedModel, f: SpeedFile) -> Result<SpeedModel> {
@@ -374,7 +374,11 @@ impl Trace {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read trace {}", path.display()))?;
             if path.extension().is_some_and(|e| e == "csv") {
-                return workloads::pollux(&text, &path.display().to_string());
+                return workloads::pollux(
+                    &text,
+                    &path.display().to_string(),
+                    workloads::Batches::AsGiven,
+                );
             }
             let json = path.extension().is_some_and(|e| e == "json");
             return Trace::parse(&text, &path.display().to_string(), json);
@@ -382,12 +386,12 @@ impl Trace {
         if let Some((name, text)) = BUNDLED.iter().find(|(name, _)| *name == spec) {
             return Trace::parse(text, &format!("bundled trace `{name}`"), false);
         }
-        match workloads::POLLUX.iter().find(|(name, _)| *name == spec) {
-            Some((name, text)) => workloads::pollux(text, &format!("bundled workload `{name}`")),
+        match workloads::bundled(spec) {
+            Some(trace) => trace,
             None => {
                 let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
                 bail!(
-                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {}; Pollux's workloads pollux-w1 to pollux-w8, at twice the load pollux-w1-2x to pollux-w8-2x)",
+                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {}; Pollux's workloads pollux-w1 to pollux-w8, at twice the load pollux-w1-2x to pollux-w8-2x, each with -adaptive for jobs that choose their batch size)",
                     names.join(", ")
                 )
             }

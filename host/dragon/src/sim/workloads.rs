@@ -1,6 +1,9 @@
 //! Published workloads as traces: Pollux's evaluation workloads (OSDI'21
-//! artifact, `traces/pollux`), each job a measured model at the batch size
-//! and replica count the workload gives it.
+//! artifact, `traces/pollux`), each job a measured model asking for the
+//! replica count the workload gives it, at the workload's batch size (as the
+//! artifact runs them under Tiresias and Optimus) or choosing its batch as
+//! an AdaptDL job does (as under Pollux: the `-adaptive` variants, or a row
+//! with no batch size).
 //!
 //! The cluster is the artifact's: 16 nodes of 4 GPUs, a scheduling
 //! interval of 60 s and 30 s for each re-allocation. A job asks for its
@@ -97,7 +100,27 @@ struct Row {
     time: f64,
     application: String,
     num_replicas: u32,
-    batch_size: u32,
+    #[serde(default)]
+    batch_size: Option<u32>,
+}
+
+/// How a workload's jobs pick their batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batches {
+    /// The row's (adaptive where a row gives none).
+    AsGiven,
+    /// Every job adapts its batch, whatever the row says.
+    Adaptive,
+}
+
+/// A bundled workload by name: `pollux-wN[-2x][-adaptive]`.
+pub fn bundled(name: &str) -> Option<Result<Trace>> {
+    let (base, batches) = match name.strip_suffix("-adaptive") {
+        Some(base) => (base, Batches::Adaptive),
+        None => (name, Batches::AsGiven),
+    };
+    let (_, text) = POLLUX.iter().find(|(n, _)| *n == base)?;
+    Some(pollux(text, &format!("bundled workload `{name}`"), batches))
 }
 
 /// A Pollux workload CSV (`name,time,application,num_replicas,batch_size`)
@@ -105,7 +128,7 @@ struct Row {
 ///
 /// # Errors
 /// A malformed row, or a job the trace refuses, named by row.
-pub fn pollux(text: &str, origin: &str) -> Result<Trace> {
+pub fn pollux(text: &str, origin: &str, batches: Batches) -> Result<Trace> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let mut jobs = Vec::new();
     for (i, row) in reader.deserialize::<Row>().enumerate() {
@@ -113,14 +136,24 @@ pub fn pollux(text: &str, origin: &str) -> Result<Trace> {
         if jobs.len() == MAX_JOBS {
             bail!("{origin}: more than {MAX_JOBS} jobs");
         }
+        let batch = match batches {
+            Batches::AsGiven => row.batch_size,
+            Batches::Adaptive => None,
+        };
         let most = Measurements::bundled(&row.application)
-            .map_or(row.num_replicas, |m| m.max_replicas(row.batch_size))
+            .map_or(row.num_replicas, |m| {
+                m.max_replicas(batch.unwrap_or(m.max_batch_size))
+            })
             .max(row.num_replicas);
+        let measured = match batch {
+            Some(b) => json!({"model": row.application, "batch_size": b}),
+            None => json!({"model": row.application}),
+        };
         jobs.push(json!({
             "name": row.name,
             "arrival_s": row.time,
             "workload": row.application,
-            "measured": {"model": row.application, "batch_size": row.batch_size},
+            "measured": measured,
             "workers": {"count": row.num_replicas, "min": 1, "max": most,
                         "cpu": 1, "memory_gib": 4, "gpus": 1},
         }));
@@ -171,12 +204,22 @@ mod tests {
         let head = "name,time,application,num_replicas,batch_size\n";
         let e = format!(
             "{:#}",
-            pollux(&format!("{head}a,0,cifar10,two,128\n"), "w.csv").unwrap_err()
+            pollux(
+                &format!("{head}a,0,cifar10,two,128\n"),
+                "w.csv",
+                Batches::AsGiven
+            )
+            .unwrap_err()
         );
         assert!(e.contains("w.csv: row 2"), "{e}");
         let e = format!(
             "{:#}",
-            pollux(&format!("{head}a,0,gpt5,2,128\n"), "w.csv").unwrap_err()
+            pollux(
+                &format!("{head}a,0,gpt5,2,128\n"),
+                "w.csv",
+                Batches::AsGiven
+            )
+            .unwrap_err()
         );
         assert!(
             e.contains("jobs[0] (a).measured.model: no measurements of `gpt5`"),
@@ -184,7 +227,12 @@ mod tests {
         );
         let e = format!(
             "{:#}",
-            pollux(&format!("{head}a,0,cifar10,2,64\n"), "w.csv").unwrap_err()
+            pollux(
+                &format!("{head}a,0,cifar10,2,64\n"),
+                "w.csv",
+                Batches::AsGiven
+            )
+            .unwrap_err()
         );
         assert!(
             e.contains("measured.batch_size: `cifar10` was measured at 128 to 4096, got 64"),
