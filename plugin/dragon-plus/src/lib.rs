@@ -1,11 +1,12 @@
 //! `dragon-plus`: DRAGON's gangs, admission and locality with the scale step
 //! of [`Settings::plus`] — idle room handed at once to the job whose
 //! throughput gains most from it (only where the time saved repays the
-//! restart, and off a job's node only where it beats the cross-node
-//! penalty), workers taken from the jobs that lose least as soon as the
-//! head of the queue does not fit, growth that leaves waiting jobs
-//! their room and the two emptiest nodes free, and new gangs placed where
-//! they have room to grow. `docs/dragon.md` has the rules and
+//! restart, and off a job's node only where the workers that leave it beat
+//! the cross-node penalty), workers taken from the jobs that lose least as
+//! soon as a waiting job does not fit (for every one that shrinking can
+//! fit, in queue order), growth that leaves waiting jobs their room and,
+//! while jobs arrive, the two emptiest nodes free, and new gangs placed
+//! where they have room to grow. `docs/dragon.md` has the rules and
 //! `docs/results.md` what they buy. Every setting of `dragon` applies.
 
 use dragon_policy::{Dragon, PlusSettings, Settings};

@@ -9,10 +9,14 @@ use crate::settings::Settings;
 
 /// The scale step: a starvation shrink takes precedence over growth.
 pub fn decide(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<ScaleDecision> {
-    if settings.scale_down
-        && let Some(decisions) = shrink_for_starving_head(settings, input, view.capacity())
-    {
-        return decisions;
+    if settings.scale_down {
+        let shrunk = match settings.shrink_for_every_starving {
+            true => shrink_for_every_starving(settings, input, view.capacity()),
+            false => shrink_for_starving_head(settings, input, view.capacity()),
+        };
+        if let Some(decisions) = shrunk {
+            return decisions;
+        }
     }
     if settings.scale_up {
         return grow_when_idle(settings, input, view);
@@ -47,7 +51,7 @@ fn shrink_for_starving_head(
         // It already fits at min; the next scheduling round admits it.
         return None;
     }
-    let order = victims(settings, input);
+    let order = victims(settings, &input.running);
     let (target, _) = shrink_until_fits(&need, nodes, &input.running, order)?;
     let decisions = input
         .running
@@ -71,21 +75,81 @@ fn shrink_for_starving_head(
     Some(decisions)
 }
 
+/// [`shrink_for_starving_head`] for every waiting job that has starved,
+/// in queue order: each is given room at its `min` (by shrinking where
+/// needed, the targets so far counted), and one that shrinking cannot fit
+/// is skipped. `None` when no job shrinks.
+fn shrink_for_every_starving(
+    settings: &Settings,
+    input: &ScaleInput,
+    nodes: &Capacity,
+) -> Option<Vec<ScaleDecision>> {
+    let mut order: Vec<&WaitingJob> = input.waiting.iter().collect();
+    if settings.smallest_first {
+        order.sort_by_key(|w| {
+            let gpus = w.unit.tasks.iter().map(|t| t.request.gpus).sum();
+            settings.queue_key(w.unit.priority, gpus, w.arrival_ms, w.id)
+        });
+    }
+    let mut jobs = input.running.clone();
+    let mut free = nodes.clone();
+    let mut admitted = Vec::new();
+    for w in order {
+        if input.now_ms.saturating_sub(w.arrival_ms) < settings.starvation_ms() {
+            continue;
+        }
+        let need = tasks_at(&w.unit, w.unit.min_workers);
+        if pack(&need, &free).is_none() {
+            let victims = victims(settings, &jobs);
+            let Some((target, after)) = shrink_until_fits(&need, &free, &jobs, victims) else {
+                continue;
+            };
+            for (j, t) in jobs.iter_mut().zip(target) {
+                j.workers = t;
+            }
+            free = after;
+            admitted.push(w.id);
+        }
+        // Its room stays its own for the next round.
+        reserve(&need, &mut free);
+    }
+    let ids = admitted
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let decisions: Vec<ScaleDecision> = input
+        .running
+        .iter()
+        .zip(&jobs)
+        .filter(|(was, now)| now.workers != was.workers)
+        .map(|(was, now)| ScaleDecision {
+            id: was.id,
+            workers: now.workers,
+            reason: format!(
+                "starvation: {} -> {} workers to admit waiting job(s) {ids} at their min (threshold {} s)",
+                was.workers, now.workers, settings.starvation_threshold_s
+            ),
+        })
+        .collect();
+    (!decisions.is_empty()).then_some(decisions)
+}
+
 /// The order workers are taken in, one entry per worker (an index into
-/// `input.running`). DRAGON's: each job in running order down to its `min`
+/// `running`). DRAGON's: each job in running order down to its `min`
 /// before the next. With `shrink_least_loss`: always from the job that loses
 /// the least throughput by giving up one worker (`1 − ((w−1)/w)^α`, so the
 /// widest jobs first), the one with the most attained GPU-time among equals
 /// (the likeliest to run longest, as least-attained-service reasons).
-fn victims(settings: &Settings, input: &ScaleInput) -> Vec<usize> {
+fn victims(settings: &Settings, running: &[RunningJob]) -> Vec<usize> {
     if settings.shrink_most_served {
-        let mut jobs: Vec<usize> = (0..input.running.len()).collect();
-        jobs.sort_by_key(|&i| std::cmp::Reverse(input.running[i].stats.attained_gpu_ms));
-        job_by_job(&input.running, jobs)
+        let mut jobs: Vec<usize> = (0..running.len()).collect();
+        jobs.sort_by_key(|&i| std::cmp::Reverse(running[i].stats.attained_gpu_ms));
+        job_by_job(running, jobs)
     } else if settings.shrink_least_loss {
-        least_loss_order(settings.scaling_exponent, &input.running)
+        least_loss_order(settings.scaling_exponent, running)
     } else {
-        job_by_job(&input.running, 0..input.running.len())
+        job_by_job(running, 0..running.len())
     }
 }
 
@@ -113,7 +177,9 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<S
     for w in &input.waiting {
         reserve(&tasks_at(&w.unit, w.unit.min_workers), &mut free);
     }
-    keep_headroom(settings.headroom_nodes, &mut free);
+    if arriving(input) {
+        keep_headroom(settings.headroom_nodes, &mut free);
+    }
     let target = if settings.grow_by_gain {
         grow_by_gain(settings, input, view, &mut free)
     } else {
@@ -136,6 +202,17 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<S
             ),
         })
         .collect()
+}
+
+/// How recently a job must have arrived for the headroom to be kept.
+const ARRIVALS_WINDOW_MS: u64 = 3_600_000;
+
+/// Whether jobs still arrive: one of those running or waiting came within
+/// the last hour. Once arrivals stop, headroom kept for them only idles.
+fn arriving(input: &ScaleInput) -> bool {
+    let since = input.now_ms.saturating_sub(ARRIVALS_WINDOW_MS);
+    input.waiting.iter().any(|w| w.arrival_ms >= since)
+        || input.running.iter().any(|r| r.arrival_ms >= since)
 }
 
 /// Leave the `n` emptiest nodes out of growth (by free GPUs, the lowest
@@ -191,6 +268,9 @@ fn grow_by_gain(
         cross_node_penalty: settings.cross_node_penalty,
         level_penalties: &levels,
         view: Some(view),
+        // Past a penalty no single worker repays only while nothing waits:
+        // then the room would otherwise stay idle.
+        leap: input.waiting.is_empty(),
     };
     let restarts = elastic::Restarts {
         cost_ms: settings.restart_cost_s * 1000.0,
@@ -263,6 +343,62 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].id, d[0].workers), (7, 6), "{d:?}");
         assert!(d[0].reason.starts_with("starvation"), "{}", d[0].reason);
+    }
+
+    #[test]
+    fn headroom_is_kept_while_jobs_arrive_and_released_an_hour_after_the_last() {
+        // Three 8-GPU nodes; job 1 (4 workers on node 0, up to 16)
+        // arrived at 0. Nodes 1 and 2 are the emptiest: the headroom.
+        let mut nodes = capacity(&[(64_000, 512_000, 8); 3]);
+        nodes.free_gpus = vec![4, 8, 8];
+        let jobs = vec![running(1, 4, 1, 16, vec![0; 4])];
+        let grown = |now_ms| {
+            let d = step(
+                &Settings::plus(),
+                &input(now_ms, nodes.clone(), jobs.clone(), vec![]),
+            );
+            d.first().map_or(4, |d| d.workers)
+        };
+        assert_eq!(grown(60_000), 8, "node 0 only, while jobs arrive");
+        assert_eq!(
+            grown(ARRIVALS_WINDOW_MS + 60_000),
+            16,
+            "then onto the idle nodes"
+        );
+    }
+
+    #[test]
+    fn every_starving_job_that_shrinking_can_fit_is_given_room_in_queue_order() {
+        // One 8-worker job (min 2) fills two 4-GPU nodes. Waiting: a job of
+        // 12 (min 10) no shrink can fit, then two of 2 (min 1).
+        let (nodes, job) = full_cluster();
+        let queue = vec![waiting(8, 12, 10), waiting(9, 2, 1), waiting(10, 2, 1)];
+        let head_only = Settings::default();
+        let i = input(121_000, nodes, vec![job], queue);
+        // The head alone cannot be helped: nothing shrinks, both small
+        // jobs wait behind it.
+        assert!(step(&head_only, &i).is_empty());
+        let every = Settings {
+            shrink_for_every_starving: true,
+            ..Settings::default()
+        };
+        let d = step(&every, &i);
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            [(7, 6)],
+            "one GPU for each small job: {d:?}"
+        );
+        assert!(
+            d[0].reason.contains("waiting job(s) 9, 10"),
+            "{}",
+            d[0].reason
+        );
+        // Not before they starve.
+        let early = Settings {
+            starvation_threshold_s: 300.0,
+            ..every
+        };
+        assert!(step(&early, &i).is_empty());
     }
 
     /// Two running 4-worker jobs on two 4-GPU nodes, job 2 the longer

@@ -77,6 +77,11 @@ pub struct Settings {
     /// fullest node that fits it, an elastic job has no room left to grow
     /// without spanning nodes.
     pub room_to_grow: bool,
+    /// Shrink for every waiting job that has starved, in queue order, not
+    /// only for the head: each admitted at its `min` where shrinking can
+    /// make room, the others skipped (so a wide job the cluster cannot fit
+    /// at once does not hold the small ones behind it).
+    pub shrink_for_every_starving: bool,
 }
 
 impl Default for Settings {
@@ -104,6 +109,7 @@ impl Default for Settings {
             fairness: false,
             level_penalties: std::collections::BTreeMap::new(),
             room_to_grow: false,
+            shrink_for_every_starving: false,
         }
     }
 }
@@ -147,11 +153,12 @@ impl Settings {
     }
 
     /// The settings of `dragon-plus`: DRAGON's rules with growth by marginal
-    /// gain that repays its restart and stays on a job's node, shrinking
-    /// where it costs least as soon as the head of the queue does not fit,
-    /// growth at once that leaves waiting jobs their room and the two
-    /// emptiest nodes free for the next arrivals, and new gangs placed
-    /// where they have room to grow.
+    /// gain that repays its restart and leaves a job's node only where the
+    /// workers that leave it beat the penalty, shrinking where it costs
+    /// least as soon as a waiting job does not fit (every one that shrinking
+    /// can fit, in queue order), growth at once that leaves waiting jobs
+    /// their room and the two emptiest nodes free while jobs arrive, and new
+    /// gangs placed where they have room to grow.
     pub fn plus() -> Settings {
         Settings {
             starvation_threshold_s: 0.0,
@@ -161,6 +168,7 @@ impl Settings {
             shrink_least_loss: true,
             headroom_nodes: 2,
             room_to_grow: true,
+            shrink_for_every_starving: true,
             ..Settings::default()
         }
     }

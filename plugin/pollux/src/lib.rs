@@ -150,6 +150,7 @@ impl Policy for Pollux {
                 cross_node_penalty: 0.0,
                 level_penalties: &[],
                 view: None,
+                leap: false,
             };
             let restarts = Restarts {
                 cost_ms: s.restart_cost_s * 1000.0,

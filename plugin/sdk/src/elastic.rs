@@ -38,8 +38,14 @@ pub fn remaining_ms(job: &RunningJob) -> Option<u64> {
 /// Time a resize of `job` to `workers` saves on its remaining work, ms
 /// (negative for a shrink); `None` without an estimate of its time left.
 pub fn time_saved_ms(alpha: f64, job: &RunningJob, workers: u32) -> Option<f64> {
+    time_saved_keeping(alpha, job, workers, 1.0)
+}
+
+/// [`time_saved_ms`] for a resize after which the job keeps `kept` of its
+/// throughput (a penalty for spanning more nodes or domains).
+fn time_saved_keeping(alpha: f64, job: &RunningJob, workers: u32, kept: f64) -> Option<f64> {
     let left = remaining_ms(job)? as f64;
-    let speedup = (f64::from(workers.max(1)) / f64::from(job.workers.max(1))).powf(alpha);
+    let speedup = (f64::from(workers.max(1)) / f64::from(job.workers.max(1))).powf(alpha) * kept;
     Some(left * (1.0 - 1.0 / speedup))
 }
 
@@ -116,6 +122,10 @@ pub struct GrowthModel<'a> {
     pub level_penalties: &'a [(usize, f64)],
     /// Where nodes' domains are read (needed with `level_penalties`).
     pub view: Option<&'a crate::types::View>,
+    /// Weigh the fewest workers that repay a penalty as one step when one
+    /// worker cannot (see [`grow_by_gain`]); without it a job never grows
+    /// past a penalty one worker cannot repay.
+    pub leap: bool,
 }
 
 impl GrowthModel<'_> {
@@ -146,17 +156,30 @@ impl GrowthModel<'_> {
 /// more, while `may_grow` allows the job and room is found next to it (see
 /// [`crate::packing::room_for_worker`]). A worker that would take a job
 /// off its only node (or domain) counts the penalty against its gain; when
-/// one worker cannot repay it, the fewest workers that can are weighed as
-/// one step (their gain per GPU), so a job that fills its node still grows
-/// past it once the room would make it faster, and a growth that would slow
-/// the job is never made. Returns the new targets.
+/// one worker cannot repay it, with `model.leap` the fewest workers that
+/// can are weighed as one step (their gain per GPU), so a job that fills its
+/// node still grows past it once the room would make it faster. A growth
+/// that would slow the job is never made. Returns the new targets.
 pub fn grow_by_gain(
+    model: GrowthModel,
+    running: &[RunningJob],
+    target: Vec<u32>,
+    free: &mut crate::types::Capacity,
+    may_grow: impl Fn(&RunningJob) -> bool,
+) -> Vec<u32> {
+    grow_keeping(model, running, target, free, may_grow).0
+}
+
+/// [`grow_by_gain`], with what each job keeps of its throughput after the
+/// penalties its growth pays (1: none).
+fn grow_keeping(
     model: GrowthModel,
     running: &[RunningJob],
     mut target: Vec<u32>,
     free: &mut crate::types::Capacity,
     may_grow: impl Fn(&RunningJob) -> bool,
-) -> Vec<u32> {
+) -> (Vec<u32>, Vec<f64>) {
+    let mut keeps = vec![1.0; running.len()];
     // Nodes each job is on, growth included.
     let mut nodes: Vec<Vec<u32>> = running
         .iter()
@@ -183,7 +206,7 @@ pub fn grow_by_gain(
             let g = (1.0 + gain(model.alpha, target[i])) * kept - 1.0;
             let step = if g > 0.0 {
                 Some((vec![n], g))
-            } else if kept < 1.0 {
+            } else if kept < 1.0 && model.leap {
                 leap(model.alpha, kept, j, target[i], free)
             } else {
                 None
@@ -198,8 +221,11 @@ pub fn grow_by_gain(
             }
         }
         let Some((i, at, _)) = best else {
-            return target;
+            return (target, keeps);
         };
+        if let Some(&n) = at.first() {
+            keeps[i] *= model.kept(&nodes[i], n as u32);
+        }
         for n in at {
             let r = free.free(n).minus(&running[i].worker_request);
             free.set_free(n, r);
@@ -267,17 +293,13 @@ pub fn grow_repaying(
         j.scaled_ms <= j.started_ms || now_ms.saturating_sub(j.scaled_ms) >= restarts.interval_ms
     };
     let before = target.clone();
-    let mut grown = grow_by_gain(model, running, target, free, |j| settled(j) && may_grow(j));
-    for ((job, workers), was) in running.iter().zip(&mut grown).zip(before) {
-        if *workers > was
-            && !repays_restart(
-                model.alpha,
-                job,
-                *workers,
-                restarts.cost_ms,
-                restarts.margin,
-            )
-        {
+    let (mut grown, keeps) =
+        grow_keeping(model, running, target, free, |j| settled(j) && may_grow(j));
+    for (((job, workers), was), kept) in running.iter().zip(&mut grown).zip(before).zip(keeps) {
+        // The time saved counts the penalties the growth pays.
+        let repays = time_saved_keeping(model.alpha, job, *workers, kept)
+            .is_none_or(|saved| saved > restarts.cost_ms * restarts.margin);
+        if *workers > was && !repays {
             *workers = was;
         }
     }
@@ -324,6 +346,7 @@ mod tests {
             cross_node_penalty: p,
             level_penalties: &[],
             view: None,
+            leap: true,
         };
         // (5/4)^0.86 × 0.8 < 1: one worker on node 1 would slow the job...
         let mut one = free.clone();
@@ -376,6 +399,7 @@ mod tests {
             cross_node_penalty: 0.2,
             level_penalties: levels,
             view: Some(&view),
+            leap: true,
         };
         // (3/2)^0.86 ≈ 1.42: a 35 % rack penalty (× 0.65) forbids the
         // growth, a 20 % one (× 0.8) allows it.

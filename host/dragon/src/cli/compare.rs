@@ -5,11 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use indicatif::{MultiProgress, ProgressDrawTarget};
+use rayon::prelude::*;
 
 use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
 use crate::runtime::WasmPolicy;
 use crate::sim::report::{self, Labeled};
-use crate::sim::{Summary, Trace, bound};
+use crate::sim::{SimRun, Summary, Trace, bound};
 
 #[derive(Debug, Args)]
 #[command(
@@ -83,11 +85,16 @@ impl CompareOpts {
         }
         let trace = Trace::load(&self.trace)?;
         let options = self.run.sim_options();
-        let mut runs = Vec::new();
-        for (label, policy) in labeled_policies(&self.policies, &self.run)? {
-            let run = run_with_progress(&trace, &policy, options, &label, None);
-            runs.push((label, run));
-        }
+        // Each policy on a core of its own, with a progress bar each; the
+        // runs come back in the order the policies were named.
+        let bars = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let runs: Vec<(String, SimRun)> = labeled_policies(&self.policies, &self.run)?
+            .par_iter()
+            .map(|(label, policy)| {
+                let run = run_with_progress(&trace, policy, options, label, None, Some(&bars));
+                (label.clone(), run)
+            })
+            .collect();
         let summaries: Vec<Summary> = runs.iter().map(|(_, r)| Summary::of(r)).collect();
         let labeled: Vec<Labeled<'_>> = runs
             .iter()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::policy::PolicyArgs;
 use super::replay::Opened;
@@ -129,9 +129,15 @@ pub(crate) fn run_with_progress(
     options: SimOptions,
     label: &str,
     sink: Option<&mut dyn FnMut(Frame)>,
+    bars: Option<&MultiProgress>,
 ) -> SimRun {
     let bar =
         ProgressBar::with_draw_target(Some(trace.jobs.len() as u64), ProgressDrawTarget::hidden());
+    // Among runs side by side, one line each of the bars drawn together.
+    let bar = match bars {
+        Some(bars) => bars.add(bar),
+        None => bar,
+    };
     if let Ok(style) =
         ProgressStyle::with_template("{prefix:>10} [{bar:24}] {pos}/{len} jobs, t = {msg}")
     {
@@ -143,7 +149,10 @@ pub(crate) fn run_with_progress(
     let terminal = std::io::stderr().is_terminal();
     let progress = |done: u64, _total: u64, now_ms: u64| {
         if !shown.get() && terminal && started.elapsed() > Duration::from_millis(400) {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
+            match bars {
+                Some(bars) => bars.set_draw_target(ProgressDrawTarget::stderr()),
+                None => bar.set_draw_target(ProgressDrawTarget::stderr()),
+            }
             shown.set(true);
         }
         if shown.get() {
@@ -292,7 +301,7 @@ impl SimulateOpts {
         let options = self.run.sim_options();
         let started = Instant::now();
         let run = match &self.record {
-            None => run_with_progress(&trace, &policy, options, &policy.info().name, None),
+            None => run_with_progress(&trace, &policy, options, &policy.info().name, None, None),
             Some(path) => {
                 let info = policy.info();
                 let header = Header {
@@ -317,7 +326,8 @@ impl SimulateOpts {
                         failed = Some(e);
                     }
                 };
-                let run = run_with_progress(&trace, &policy, options, &info.name, Some(&mut sink));
+                let run =
+                    run_with_progress(&trace, &policy, options, &info.name, Some(&mut sink), None);
                 if let Some(e) = failed {
                     return Err(e).context("the recording is incomplete");
                 }

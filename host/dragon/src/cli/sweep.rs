@@ -8,7 +8,6 @@ use clap::Args;
 
 use super::compare::labeled_policies;
 use super::simulate::RunArgs;
-use crate::runtime::Hooks;
 use crate::sim::sweep::{self, SweepOptions};
 use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks};
 
@@ -75,9 +74,9 @@ impl SweepOpts {
             bail!("name at least one policy");
         }
         let loaded = labeled_policies(&self.policies, &self.run)?;
-        let policies: Vec<(String, &dyn Hooks)> = loaded
+        let policies: Vec<(String, &dyn sweep::Instances)> = loaded
             .iter()
-            .map(|(l, p)| (l.clone(), p as &dyn Hooks))
+            .map(|(l, p)| (l.clone(), p as &dyn sweep::Instances))
             .collect();
         let options = SweepOptions {
             loads: self.loads.clone(),

@@ -678,9 +678,9 @@ jobs:
     fn a_sweep_averages_each_policy_per_load_over_the_seeds() {
         let dragon = wasm("dragon", "");
         let baseline = wasm("baseline", "");
-        let policies: Vec<(String, &dyn Hooks)> = vec![
-            ("baseline".into(), &baseline as &dyn Hooks),
-            ("dragon".into(), &dragon as &dyn Hooks),
+        let policies: Vec<(String, &dyn sweep::Instances)> = vec![
+            ("baseline".into(), &baseline as &dyn sweep::Instances),
+            ("dragon".into(), &dragon as &dyn sweep::Instances),
         ];
         let options = sweep::SweepOptions {
             loads: vec![0.5, 1.2],

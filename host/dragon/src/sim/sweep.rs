@@ -2,6 +2,10 @@
 //! loads and seeds, each cell the mean over the seeds, so that a policy is
 //! judged on many traces rather than on the one it was tuned for.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::bound;
@@ -9,7 +13,19 @@ use super::engine::{SimOptions, simulate};
 use super::generate::{GenerateOptions, OptionError, generate};
 use super::metrics::Summary;
 use super::trace::Trace;
-use crate::runtime::Hooks;
+use crate::runtime::{Hooks, WasmPolicy};
+
+/// A policy a sweep can run on several traces at once: every run gets an
+/// instance of its own, made and configured as the policy was.
+pub trait Instances: Sync {
+    fn instance(&self) -> Box<dyn Hooks + '_>;
+}
+
+impl Instances for WasmPolicy {
+    fn instance(&self) -> Box<dyn Hooks + '_> {
+        Box::new(self.twin())
+    }
+}
 
 /// The most traces one sweep generates (loads × seeds): each is simulated
 /// under every policy.
@@ -78,6 +94,9 @@ pub enum SweepError {
     TooMany(usize),
     #[error(transparent)]
     Options(#[from] OptionError),
+    /// A simulation panicked (a bug); the sweep has no result.
+    #[error("a simulation of the sweep panicked")]
+    Panicked,
     /// A generated trace the simulator refuses (a generator bug).
     #[error("{0:#}")]
     Trace(anyhow::Error),
@@ -85,13 +104,15 @@ pub enum SweepError {
 
 /// Simulate each of `policies` (label, policy) on the trace of every load
 /// and seed; one [`Cell`] per load and policy, loads in the order given,
-/// and the [`Bound`] of each load.
+/// and the [`Bound`] of each load. The runs of a load go on every core at
+/// once (each with an instance of its own, so the results are those of one
+/// run at a time); `progress` hears of each trace done, in order.
 ///
 /// # Errors
 /// Too many traces, or options the generator refuses.
 pub fn sweep(
     options: &SweepOptions,
-    policies: &[(String, &dyn Hooks)],
+    policies: &[(String, &dyn Instances)],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<Cell>, Vec<Bound>), SweepError> {
     let traces = options.loads.len().saturating_mul(options.seeds.len());
@@ -101,14 +122,16 @@ pub fn sweep(
     if traces > MAX_TRACES {
         return Err(SweepError::TooMany(traces));
     }
-    let mut cells = Vec::new();
-    let mut bounds = Vec::new();
-    let mut done = 0;
-    for &load in &options.loads {
-        let mut summaries: Vec<Vec<Summary>> = vec![Vec::new(); policies.len()];
-        let mut alone: Vec<f64> = Vec::new();
-        let mut capacity: Vec<f64> = Vec::new();
-        for &seed in &options.seeds {
+    // Every trace of every load, then every run of every trace, all at
+    // once: one batch keeps the cores busy to its end.
+    let points: Vec<(f64, u64)> = options
+        .loads
+        .iter()
+        .flat_map(|&load| options.seeds.iter().map(move |&seed| (load, seed)))
+        .collect();
+    let generated: Vec<(Trace, f64, f64)> = points
+        .par_iter()
+        .map(|&(load, seed)| {
             let o = GenerateOptions {
                 seed,
                 load,
@@ -116,18 +139,60 @@ pub fn sweep(
             };
             let text = generate(&o)?;
             let trace = Trace::parse(&text, &o.command(), false).map_err(SweepError::Trace)?;
-            alone.push(bound::alone(&trace));
-            capacity.push(bound::capacity_aware(&trace));
-            for (i, (_, policy)) in policies.iter().enumerate() {
-                summaries[i].push(Summary::of(&simulate(&trace, *policy, options.sim, None)));
+            let (alone, capacity) = (bound::alone(&trace), bound::capacity_aware(&trace));
+            Ok((trace, alone, capacity))
+        })
+        .collect::<Result<_, SweepError>>()?;
+    let runs: Vec<(usize, usize)> = (0..generated.len())
+        .flat_map(|t| (0..policies.len()).map(move |p| (t, p)))
+        .collect();
+    // A trace is done when its last policy's run is: `progress` hears of
+    // each from here, in the order they finish.
+    let left: Vec<AtomicUsize> = (0..generated.len())
+        .map(|_| AtomicUsize::new(policies.len()))
+        .collect();
+    let (finished, heard) = mpsc::channel::<()>();
+    let summaries = std::thread::scope(|scope| {
+        let work = scope.spawn(|| {
+            runs.par_iter()
+                .map_with(finished, |finished, &(t, p)| {
+                    let policy = policies[p].1.instance();
+                    let summary = Summary::of(&simulate(
+                        &generated[t].0,
+                        policy.as_ref(),
+                        options.sim,
+                        None,
+                    ));
+                    if left[t].fetch_sub(1, Ordering::AcqRel) == 1 {
+                        let _ = finished.send(());
+                    }
+                    summary
+                })
+                .collect::<Vec<Summary>>()
+        });
+        for (done, ()) in heard.iter().enumerate() {
+            progress(done + 1, traces);
+        }
+        work.join()
+    })
+    .map_err(|_| SweepError::Panicked)?;
+    let mut cells = Vec::new();
+    let mut bounds = Vec::new();
+    for (l, &load) in options.loads.iter().enumerate() {
+        let at_load = |t: usize| t / options.seeds.len() == l;
+        let mut by_policy: Vec<Vec<Summary>> = vec![Vec::new(); policies.len()];
+        for (&(t, p), s) in runs.iter().zip(&summaries) {
+            if at_load(t) {
+                by_policy[p].push(s.clone());
             }
-            done += 1;
-            progress(done, traces);
         }
+        let of_load = generated.iter().enumerate().filter(|(t, _)| at_load(*t));
+        let alone: Vec<f64> = of_load.clone().map(|(_, g)| g.1).collect();
+        let capacity: Vec<f64> = of_load.map(|(_, g)| g.2).collect();
         for (i, (label, _)) in policies.iter().enumerate() {
-            cells.push(cell(label, load, &summaries[i], &summaries[0], &capacity));
+            cells.push(cell(label, load, &by_policy[i], &by_policy[0], &capacity));
         }
-        let first: Vec<f64> = summaries[0].iter().map(|s| s.avg_jct_s).collect();
+        let first: Vec<f64> = by_policy[0].iter().map(|s| s.avg_jct_s).collect();
         bounds.push(Bound {
             load,
             avg_jct_s: mean(&alone),
