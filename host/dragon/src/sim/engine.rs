@@ -724,7 +724,10 @@ impl Sim<'_> {
             // Up to the end of the work, or to where the rate changes (a
             // measured job's next epoch), when it is re-rated.
             j.rerate = until < work;
-            let to_go = until.min(work) - done;
+            let to_go = match j.rerate {
+                true => until - done,
+                false => j.remaining,
+            };
             let from = j.restart_until.max(t);
             j.finish_at = from
                 .saturating_add((to_go.max(0.0) / j.rate).ceil() as u64)

@@ -20,16 +20,15 @@
 //! ```
 //!
 //! so the seconds a job needs are `Σ_epochs Δprogress × step_time / gain`.
-//! Here a job keeps its batch size (the workload's, the setting Pollux's
-//! artifact gives Tiresias and Optimus); its per-GPU batch follows from its
-//! replica count as in the artifact, with gradient accumulation past the
-//! largest measured per-GPU batch.
+//! A job either keeps its batch size (the workload's, the setting Pollux's
+//! artifact gives Tiresias and Optimus), its per-GPU batch following from
+//! its replica count as in the artifact, with gradient accumulation past the
+//! largest measured per-GPU batch; or, as an AdaptDL job under Pollux,
+//! picks for each allocation and epoch the batch of the best goodput.
 //!
-//! The simulator's rate is then the job's whole-run time at its submitted
-//! size, packed, over its whole-run time at the current placement. That is
-//! exact for a job that keeps one placement, and for one that moves it
-//! differs from the artifact's epoch-by-epoch stepping only through how the
-//! efficiency of its (slightly rounded) batch size varies across epochs.
+//! The simulator runs a measured job through its progress epoch by epoch:
+//! its rate is the goodput of its placement in its current epoch, and it is
+//! re-rated at each epoch's end, as the artifact steps it.
 //!
 //! Where the artifact interpolates scattered points (a placement it did not
 //! measure, over more than four nodes) through a Delaunay triangulation,
