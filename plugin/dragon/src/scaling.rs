@@ -268,9 +268,10 @@ fn grow_by_gain(
         cross_node_penalty: settings.cross_node_penalty,
         level_penalties: &levels,
         view: Some(view),
-        // Past a penalty no single worker repays only while nothing waits:
-        // then the room would otherwise stay idle.
-        leap: input.waiting.is_empty(),
+        // Past a penalty no single worker repays only once jobs stop
+        // arriving and none waits: the room would otherwise stay idle,
+        // where arrivals would soon need it (and shrink others for it).
+        leap: input.waiting.is_empty() && !arriving(input),
     };
     let restarts = elastic::Restarts {
         cost_ms: settings.restart_cost_s * 1000.0,
@@ -559,13 +560,21 @@ mod tests {
             "{d:?}"
         );
         // Without headroom nor waiting job, job 1 fills its node (4 -> 6)
-        // and then leaves it with two workers at once, which repay the
-        // penalty ((8/6)^0.86 × 0.8 > 1) where one would not.
-        let i = input(1_000, nodes, jobs, vec![]);
+        // but does not leave it while jobs arrive: one worker off it would
+        // not repay the penalty ((7/6)^0.86 × 0.8 < 1).
+        let i = input(1_000, nodes.clone(), jobs.clone(), vec![]);
         let s = Settings {
             headroom_nodes: 0,
             ..Settings::plus()
         };
+        let d = step(&s, &i);
+        assert_eq!(
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
+            vec![(1, 6), (2, 2)],
+            "{d:?}"
+        );
+        // Once they stop, two workers at once repay it ((8/6)^0.86 × 0.8 > 1).
+        let i = input(ARRIVALS_WINDOW_MS + 1_000, nodes, jobs, vec![]);
         let d = step(&s, &i);
         assert_eq!(
             d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>(),
