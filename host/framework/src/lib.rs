@@ -59,6 +59,7 @@ pub use model::{
     TaintEffect, Toleration, TolerationOperator,
 };
 pub use names::{JobKey, NodeName, PodKey, QueueName};
+pub use queue::Flush;
 pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,

@@ -30,6 +30,10 @@ pub(crate) struct Changes {
     /// gate lifted, the job resized), by unit id: a job's, or a pod's when
     /// it is scheduled on its own.
     pub(crate) units: BTreeSet<u64>,
+    /// The policy's scale step ran: what it knows of running jobs moved on,
+    /// so its answers may too. Wakes every waiting unit; recorded only
+    /// where flushes are counted rather than run.
+    pub(crate) policy: bool,
 }
 
 impl Changes {
@@ -56,16 +60,78 @@ struct Entry {
     id: u64,
     attempts: u32,
     /// When the unit may be tried again with no change: the end of its
-    /// backoff, or for a parked unit the end of the longest backoff.
+    /// backoff, or for a parked unit the end of the longest backoff
+    /// (never, when its flushes are counted rather than run).
     retry_ms: u64,
     /// When it was put back: its position among units of equal priority,
     /// as kube-scheduler orders by the time a pod was re-added.
     since_ms: u64,
     /// In the unschedulable pool: a relevant change wakes it early.
     parked: bool,
+    /// Parked after it was found unschedulable, with its flushes counted
+    /// every this many ms rather than run (see [`Flush::Count`]).
+    counted_every_ms: Option<u64>,
     /// Its pods carry required pod affinity or a topology spread, so a pod
     /// placed anywhere may help it.
     wants_placed: bool,
+}
+
+impl Entry {
+    /// The flushes counted rather than run strictly before `now_ms`: each
+    /// would have tried the unit at `since_ms` plus a multiple of the
+    /// period and found it unschedulable again.
+    fn counted(&self, now_ms: u64) -> u64 {
+        match self.counted_every_ms {
+            Some(every) if self.parked && every > 0 && now_ms > self.since_ms => {
+                (now_ms - self.since_ms - 1) / every
+            }
+            _ => 0,
+        }
+    }
+
+    /// Its place in line at `now_ms`.
+    fn since_ms(&self, now_ms: u64) -> u64 {
+        let every = self.counted_every_ms.unwrap_or(0);
+        self.since_ms
+            .saturating_add(self.counted(now_ms).saturating_mul(every))
+    }
+
+    /// Book the flushes counted before `now_ms` as the attempts they stand
+    /// for.
+    fn book_counted(&mut self, now_ms: u64) {
+        let counted = self.counted(now_ms);
+        self.since_ms = self.since_ms(now_ms);
+        self.attempts = self
+            .attempts
+            .saturating_add(u32::try_from(counted).unwrap_or(u32::MAX));
+    }
+}
+
+/// How a parked unit's flush after the longest backoff happens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flush {
+    /// It is tried again, as kube-scheduler flushes its unschedulable
+    /// pool: a watch may miss a change, and a policy's answers may move
+    /// with time.
+    #[default]
+    Run,
+    /// It is not tried: its place in line and its attempts move as if it
+    /// had been tried and found unschedulable again, and it waits for a
+    /// change that could let it fit. For drivers that see every change
+    /// (the simulator): a round then costs what changed, not the queue's
+    /// length.
+    Count,
+}
+
+/// How long a unit waits after an attempt that did not bind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Waits {
+    /// The first backoff after a failure; it doubles with each one.
+    pub(crate) initial_ms: u64,
+    /// The longest backoff, and the period of a parked unit's flush.
+    pub(crate) max_ms: u64,
+    pub(crate) flush: Flush,
 }
 
 /// Units that failed an attempt and are not to be tried in every round, by
@@ -76,14 +142,20 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
+    /// No unit waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Whether `key` may be tried in a round at `now_ms`.
     pub(crate) fn ready(&self, key: &UnitKey, now_ms: u64) -> bool {
         self.entries.get(key).is_none_or(|e| e.retry_ms <= now_ms)
     }
 
-    /// When the unit was last put back, if it was.
-    pub(crate) fn since_ms(&self, key: &UnitKey) -> Option<u64> {
-        self.entries.get(key).map(|e| e.since_ms)
+    /// When the unit was last put back (or counted as put back) before
+    /// `now_ms`, if it was.
+    pub(crate) fn since_ms(&self, key: &UnitKey, now_ms: u64) -> Option<u64> {
+        self.entries.get(key).map(|e| e.since_ms(now_ms))
     }
 
     /// The earliest time after `now_ms` at which a unit becomes ready with
@@ -92,7 +164,7 @@ impl Queue {
         self.entries
             .values()
             .map(|e| e.retry_ms)
-            .filter(|&t| t > now_ms)
+            .filter(|&t| t > now_ms && t != u64::MAX)
             .min()
     }
 
@@ -108,7 +180,7 @@ impl Queue {
 
     /// The unit's attempt at `now_ms` came to `setback`. Backoffs double
     /// from `initial_ms` with each attempt up to `max_ms`; a parked unit is
-    /// flushed back after `max_ms` whatever happens.
+    /// flushed back after `max_ms` whatever happens (see [`Flush`]).
     pub(crate) fn set_back(
         &mut self,
         key: &UnitKey,
@@ -116,7 +188,7 @@ impl Queue {
         setback: Setback,
         wants_placed: bool,
         now_ms: u64,
-        (initial_ms, max_ms): (u64, u64),
+        waits: Waits,
     ) {
         let e = self.entries.entry(key.clone()).or_insert(Entry {
             id,
@@ -124,25 +196,36 @@ impl Queue {
             retry_ms: now_ms,
             since_ms: now_ms,
             parked: false,
+            counted_every_ms: None,
             wants_placed,
         });
+        e.book_counted(now_ms);
         e.wants_placed = wants_placed;
         let wait = match setback {
             Setback::Unschedulable | Setback::Gated => {
+                // A gated unit's flush neither counts an attempt nor moves
+                // it in line: there is nothing to count.
+                let counted = waits.flush == Flush::Count && setback == Setback::Unschedulable;
                 if setback == Setback::Unschedulable {
                     e.attempts = e.attempts.saturating_add(1);
                     e.since_ms = now_ms;
                 }
                 e.parked = true;
-                max_ms
+                e.counted_every_ms = counted.then_some(waits.max_ms);
+                match waits.flush {
+                    Flush::Run => waits.max_ms,
+                    Flush::Count => u64::MAX,
+                }
             }
             Setback::Error => {
                 e.attempts = e.attempts.saturating_add(1);
                 e.since_ms = now_ms;
                 e.parked = false;
-                initial_ms
+                e.counted_every_ms = None;
+                waits
+                    .initial_ms
                     .saturating_mul(1u64 << (e.attempts.max(1) - 1).min(32))
-                    .min(max_ms)
+                    .min(waits.max_ms)
             }
         };
         e.retry_ms = now_ms.saturating_add(wait);
@@ -160,7 +243,9 @@ impl Queue {
             let concerned =
                 changes.room || (changes.placed && e.wants_placed) || changes.units.contains(&e.id);
             if concerned {
+                e.book_counted(now_ms);
                 e.parked = false;
+                e.counted_every_ms = None;
                 e.retry_ms = now_ms;
             }
         }
@@ -171,7 +256,11 @@ impl Queue {
 mod tests {
     use super::*;
 
-    const BACKOFF: (u64, u64) = (1_000, 10_000);
+    const BACKOFF: Waits = Waits {
+        initial_ms: 1_000,
+        max_ms: 10_000,
+        flush: Flush::Run,
+    };
 
     fn pending<'a>(keys: &[&'a UnitKey]) -> BTreeSet<&'a UnitKey> {
         keys.iter().copied().collect()
@@ -229,7 +318,7 @@ mod tests {
         assert!(q.ready(&UnitKey::job("a"), 300));
         assert!(q.ready(&UnitKey::pod("ns/p"), 300));
         assert_eq!(
-            q.since_ms(&UnitKey::job("a")),
+            q.since_ms(&UnitKey::job("a"), 300),
             Some(0),
             "keeps its place in line"
         );
@@ -308,6 +397,53 @@ mod tests {
             1,
         );
         assert!(!q.ready(&UnitKey::job("a"), 1));
+    }
+
+    const COUNTED: Waits = Waits {
+        flush: Flush::Count,
+        ..BACKOFF
+    };
+
+    #[test]
+    fn a_counted_flush_moves_a_unit_in_line_and_counts_its_attempts_as_a_run_one() {
+        let a = UnitKey::job("a");
+        let (mut run, mut count) = (Queue::default(), Queue::default());
+        run.set_back(&a, 1, Setback::Unschedulable, false, 0, BACKOFF);
+        count.set_back(&a, 1, Setback::Unschedulable, false, 0, COUNTED);
+        // The run flushes try it at 10 s and 20 s and find it unschedulable
+        // again; the counted ones are never due.
+        for t in [10_000, 20_000] {
+            assert!(run.ready(&a, t));
+            run.set_back(&a, 1, Setback::Unschedulable, false, t, BACKOFF);
+        }
+        assert!(!count.ready(&a, u64::MAX - 1));
+        assert_eq!(count.next_retry_ms(0), None, "no timer to wait for");
+        for t in [1, 10_000, 10_001, 20_000, 25_000] {
+            assert_eq!(count.since_ms(&a, t), run.since_ms(&a, t), "at {t} ms");
+        }
+        // Woken by room at 25 s: tried with the same place in line, and a
+        // failure then backs off as after the same number of attempts.
+        let room = Changes {
+            room: true,
+            ..Changes::default()
+        };
+        run.wake(&room, 25_000);
+        count.wake(&room, 25_000);
+        assert!(count.ready(&a, 25_000));
+        assert_eq!(count.since_ms(&a, 25_000), Some(20_000));
+        run.set_back(&a, 1, Setback::Error, false, 25_000, BACKOFF);
+        count.set_back(&a, 1, Setback::Error, false, 25_000, COUNTED);
+        assert_eq!(run.next_retry_ms(25_000), Some(33_000), "the fourth attempt");
+        assert_eq!(count.next_retry_ms(25_000), run.next_retry_ms(25_000));
+    }
+
+    #[test]
+    fn a_gated_units_counted_flush_moves_nothing() {
+        let a = UnitKey::job("a");
+        let mut q = Queue::default();
+        q.set_back(&a, 1, Setback::Gated, false, 0, COUNTED);
+        assert_eq!(q.since_ms(&a, 60_000), Some(0));
+        assert!(!q.ready(&a, 60_000));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::queues::{QueueMeter, QueueSummary};
 use super::trace::Trace;
 use crate::framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
-    Release, Role, Scaler, Scheduler, SchedulerConfig, subject,
+    Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, subject,
 };
 use crate::framework::{JobKey, PodKey};
 use crate::record::Frame;
@@ -281,6 +281,7 @@ pub fn simulate_recorded(
 pub fn sim_config() -> SchedulerConfig {
     SchedulerConfig {
         round_budget_ms: 0,
+        flush: Flush::Count,
         ..SchedulerConfig::default()
     }
 }
@@ -575,10 +576,11 @@ impl Sim<'_> {
         // Restarts that ended change what is busy (for the timeline only).
         let restarted = self.full.iter().any(|&i| self.jobs[i].restart_until == t);
 
-        if tick && !self.active.is_empty() {
-            self.scale_step(t);
-        }
-        if self.changed || retry_due {
+        // The policy's scale step wakes the units waiting for a change
+        // (see `Flush::Count`).
+        let stepped = tick && !self.active.is_empty() && self.scale_step(t);
+        let woken = stepped && self.sched.has_waiting_units();
+        if self.changed || retry_due || woken {
             // A preemption's victims leave at once here (no termination
             // grace), so the preemptor takes their room at the same instant
             // (each round preempts for different units; bounded all the same).

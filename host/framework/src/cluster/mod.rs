@@ -162,6 +162,11 @@ impl Cluster {
         self.changes.placed = true;
     }
 
+    /// The policy's scale step ran (see [`Changes::policy`]).
+    pub(crate) fn note_policy_stepped(&mut self) {
+        self.changes.policy = true;
+    }
+
     /// The unit of `job` changed (a member came, went or changed).
     fn note_job(&mut self, job: Option<&JobKey>) {
         if let Some(e) = job.and_then(|j| self.jobs.get(j)) {

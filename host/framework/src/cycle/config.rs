@@ -1,6 +1,7 @@
 //! The framework's settings.
 
 use super::super::breaker::BreakerConfig;
+use crate::queue::{Flush, Waits};
 use crate::scale::ResizeLimits;
 
 /// Framework settings that are not the policy's business.
@@ -16,8 +17,11 @@ pub struct SchedulerConfig {
     /// podMaxBackoffSeconds: 1 s and 10 s).
     pub initial_backoff_ms: u64,
     /// The longest backoff, and the longest an unschedulable unit waits
-    /// for a cluster change before it is tried again anyway.
+    /// for a cluster change before it is flushed back (see `flush`).
     pub max_backoff_ms: u64,
+    /// Whether that flush tries the unit again or only counts the attempt
+    /// (drivers that see every change, as the simulator does).
+    pub flush: Flush,
     /// When repeated policy failures suspend the policy.
     pub breaker: BreakerConfig,
     /// Wall-clock budget of one round's unit attempts, ms (0: none). Units
@@ -48,6 +52,7 @@ impl Default for SchedulerConfig {
             max_permit_wait_ms: 15 * 60 * 1000,
             initial_backoff_ms: 1000,
             max_backoff_ms: 10_000,
+            flush: Flush::Run,
             breaker: BreakerConfig::default(),
             round_budget_ms: 10_000,
             preemption: true,
@@ -59,6 +64,15 @@ impl Default for SchedulerConfig {
 }
 
 impl SchedulerConfig {
+    /// How long the queue keeps a unit that was not bound.
+    pub(crate) fn waits(&self) -> Waits {
+        Waits {
+            initial_ms: self.initial_backoff_ms,
+            max_ms: self.max_backoff_ms,
+            flush: self.flush,
+        }
+    }
+
     /// No backoff: every pending unit is tried in every round (tests that
     /// step rounds by hand).
     pub fn without_backoff() -> SchedulerConfig {

@@ -265,6 +265,11 @@ impl Scheduler {
             .min()
     }
 
+    /// Whether some unit that was tried waits for a change or its backoff.
+    pub fn has_waiting_units(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// Gangs currently waiting in permit, by unit key.
     pub fn waiting_gangs(&self) -> impl Iterator<Item = &UnitKey> {
         self.waiting.keys()
@@ -509,15 +514,9 @@ impl Scheduler {
                 !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty()
             })
         });
-        let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
-        self.queue.set_back(
-            &unit.key,
-            unit.wit.id,
-            setback,
-            wants_placed,
-            now_ms,
-            backoff,
-        );
+        let waits = self.config.waits();
+        self.queue
+            .set_back(&unit.key, unit.wit.id, setback, wants_placed, now_ms, waits);
     }
 
     /// Try `unit` as it is, then with preemption when it fits nowhere.

@@ -33,9 +33,9 @@ impl Scheduler {
             // Like a gang permit rejects: tried again on a change that may
             // help it (its missing members created), not at once.
             if let Some(id) = self.cluster.jobs.get(job).map(|e| e.unit_id) {
-                let backoff = (self.config.initial_backoff_ms, self.config.max_backoff_ms);
+                let waits = self.config.waits();
                 self.queue
-                    .set_back(&key, id, Setback::Unschedulable, false, now_ms, backoff);
+                    .set_back(&key, id, Setback::Unschedulable, false, now_ms, waits);
             }
             report.decisions.push(Decision::TimedOut {
                 unit: key,

@@ -111,7 +111,7 @@ impl Scheduler {
                 let u = &units[i];
                 let entered = self
                     .queue
-                    .since_ms(&u.key)
+                    .since_ms(&u.key, now_ms)
                     .map_or(u.wit.arrival_ms, |t| t.max(u.wit.arrival_ms));
                 (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
             });

@@ -15,6 +15,7 @@ use super::cluster::PodState;
 use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
+use super::queue::Flush;
 use crate::names::{JobKey, PodKey};
 use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 use limits::GrowthRoom;
@@ -235,6 +236,11 @@ impl Scheduler {
         report.breaker = self
             .breaker
             .record(outcome, now_ms, self.wall_now(), &info.name);
+        if checked.is_ok() && self.config().flush == Flush::Count {
+            // Flushes are not run: this is when the policy's answers to
+            // waiting units may have moved on.
+            self.cluster.note_policy_stepped();
+        }
         let checked = checked.map_err(|e| e.to_string());
         let decisions = match checked {
             Ok(d) => d,

@@ -7,7 +7,8 @@ use super::*;
 use crate::framework::PodKey;
 
 impl Sim<'_> {
-    pub(super) fn scale_step(&mut self, t: u64) {
+    /// The scale step at `t`: whether the policy answered.
+    pub(super) fn scale_step(&mut self, t: u64) -> bool {
         self.run.scale_steps += 1;
         self.report_progress();
         let mut io = SimIo;
@@ -16,6 +17,7 @@ impl Sim<'_> {
         if let Some(sink) = self.sink.as_mut() {
             sink(Frame::scale(t, &ops, &Answers::default(), &report.actions));
         }
+        let answered = report.errors.is_empty();
         for e in report.errors {
             self.note_error(e);
         }
@@ -58,6 +60,7 @@ impl Sim<'_> {
                 }
             }
         }
+        answered
     }
 
     /// One scheduling round at `t`: whether it changed anything (more than
