@@ -18,7 +18,7 @@ use crate::sim::{SimRun, Summary, Trace, bound};
     after_help = "With no arguments: the bundled paper-like trace under `baseline` and `dragon`.\n\nExamples:\n  dragon compare\n  dragon compare --trace large --out report/\n  dragon compare --trace my-trace.yaml baseline dragon 'dragon={\"scale_up\": false}'"
 )]
 pub struct CompareOpts {
-    /// A trace file (YAML; JSON or a Pollux workload CSV by extension), or a bundled trace: `paper`, `large`, `deadlock`, Pollux's workloads `pollux-w1` … `pollux-w8` and `pollux-w1-2x` … `pollux-w8-2x`.
+    /// A trace file (YAML; JSON or a Pollux or Philly workload CSV by extension), or a bundled trace: `paper`, `large`, `deadlock`, Pollux's workloads `pollux-w1` … `pollux-w8` and `pollux-w1-2x` … `pollux-w8-2x`, Philly's jobs `philly` (the whole trace; give `--horizon-s` past its 106 days) and `philly-week`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
     /// Policies: a bundled name (`dragon`, `baseline`, `dragon-plus`,

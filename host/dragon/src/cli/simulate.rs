@@ -35,7 +35,7 @@ pub struct SimulateOpts {
     /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
     #[arg(long, default_value = "dragon")]
     pub policy: String,
-    /// A trace file (YAML; JSON or a Pollux workload CSV by extension), or a bundled trace: `paper`, `large`, `deadlock`, Pollux's workloads `pollux-w1` … `pollux-w8` and `pollux-w1-2x` … `pollux-w8-2x`.
+    /// A trace file (YAML; JSON or a Pollux or Philly workload CSV by extension), or a bundled trace: `paper`, `large`, `deadlock`, Pollux's workloads `pollux-w1` … `pollux-w8` and `pollux-w1-2x` … `pollux-w8-2x`, Philly's jobs `philly` (the whole trace; give `--horizon-s` past its 106 days) and `philly-week`.
     #[arg(long, default_value = "paper")]
     pub trace: String,
     /// Instead of a trace, start from the cluster a recording ends with

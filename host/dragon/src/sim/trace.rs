@@ -374,11 +374,7 @@ impl Trace {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read trace {}", path.display()))?;
             if path.extension().is_some_and(|e| e == "csv") {
-                return workloads::pollux(
-                    &text,
-                    &path.display().to_string(),
-                    workloads::Batches::AsGiven,
-                );
+                return workloads::csv(&text, &path.display().to_string());
             }
             let json = path.extension().is_some_and(|e| e == "json");
             return Trace::parse(&text, &path.display().to_string(), json);
@@ -391,7 +387,7 @@ impl Trace {
             None => {
                 let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
                 bail!(
-                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {}; Pollux's workloads pollux-w1 to pollux-w8, at twice the load pollux-w1-2x to pollux-w8-2x, each with -adaptive for jobs that choose their batch size)",
+                    "no trace file `{spec}`, and no bundled trace of that name (bundled: {}; Pollux's workloads pollux-w1 to pollux-w8, at twice the load pollux-w1-2x to pollux-w8-2x, each with -adaptive for jobs that choose their batch size; Philly's jobs philly and philly-week)",
                     names.join(", ")
                 )
             }

@@ -1,15 +1,20 @@
-//! Published workloads as traces: Pollux's evaluation workloads (OSDI'21
-//! artifact, `traces/pollux`), each job a measured model asking for the
-//! replica count the workload gives it, at the workload's batch size (as the
-//! artifact runs them under Tiresias and Optimus) or choosing its batch as
-//! an AdaptDL job does (as under Pollux: the `-adaptive` variants, or a row
-//! with no batch size).
+//! Published workloads as traces.
 //!
-//! The cluster is the artifact's: 16 nodes of 4 GPUs, a scheduling
-//! interval of 60 s and 30 s for each re-allocation. A job asks for its
-//! replicas (one GPU each) and may run between one and as many as its batch
-//! splits over (the artifact's bound for Pollux), so elastic policies may
-//! resize it; rigid ones run it at its size.
+//! Pollux's evaluation workloads (OSDI'21 artifact, `traces/pollux`): each
+//! job a measured model asking for the replica count the workload gives it,
+//! at the workload's batch size (as the artifact runs them under Tiresias
+//! and Optimus) or choosing its batch as an AdaptDL job does (as under
+//! Pollux: the `-adaptive` variants, or a row with no batch size). The
+//! cluster is the artifact's: 16 nodes of 4 GPUs, a scheduling interval of
+//! 60 s and 30 s for each re-allocation. A job asks for its replicas (one
+//! GPU each) and may run between one and as many as its batch splits over
+//! (the artifact's bound for Pollux), so elastic policies may resize it;
+//! rigid ones run it at its size.
+//!
+//! Philly's jobs (`traces/pollux/philly`, the artifact's copy of the
+//! Microsoft trace with its sampling filter): each job rigid at its GPU
+//! count, one GPU per worker, running its recorded time — the trace tells
+//! nothing of how a job would scale.
 
 use anyhow::{Result, anyhow, bail};
 use serde::Deserialize;
@@ -86,6 +91,19 @@ pub const POLLUX: &[(&str, &str)] = &[
     ),
 ];
 
+/// Philly's jobs, one row per job: `time,duration,num_gpus`.
+const PHILLY: &str = include_str!("../../traces/pollux/philly/philly.csv");
+
+/// The bundled cuts of Philly's jobs: `(name, window, multi-GPU jobs only,
+/// nodes of 4 GPUs)`. The whole trace on 320 GPUs (offered load 0.81), and
+/// the multi-GPU jobs of its busiest week (days 63 to 70: 571 jobs) on 256
+/// (0.87).
+const PHILLY_CUTS: &[(&str, Option<(u64, u64)>, bool, u32)] = &[
+    ("philly", None, false, 80),
+    ("philly-week", Some((63 * DAY_S, 70 * DAY_S)), true, 64),
+];
+const DAY_S: u64 = 24 * 3600;
+
 /// The artifact's cluster.
 const NODES: u32 = 16;
 const INTERVAL_S: f64 = 60.0;
@@ -113,8 +131,17 @@ pub enum Batches {
     Adaptive,
 }
 
-/// A bundled workload by name: `pollux-wN[-2x][-adaptive]`.
+/// A bundled workload by name: `pollux-wN[-2x][-adaptive]`, `philly`,
+/// `philly-week`.
 pub fn bundled(name: &str) -> Option<Result<Trace>> {
+    if let Some(&(_, window, multi, nodes)) = PHILLY_CUTS.iter().find(|(n, ..)| *n == name) {
+        let cut = Cut {
+            window,
+            multi_gpu: multi,
+            nodes,
+        };
+        return Some(philly(PHILLY, &format!("bundled trace `{name}`"), cut));
+    }
     let (base, batches) = match name.strip_suffix("-adaptive") {
         Some(base) => (base, Batches::Adaptive),
         None => (name, Batches::AsGiven),
@@ -167,6 +194,90 @@ pub fn pollux(text: &str, origin: &str, batches: Batches) -> Result<Trace> {
     Trace::from_document(doc, origin)
 }
 
+/// Which of Philly's jobs a trace takes, and on what cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Cut {
+    /// Jobs submitted in `[from, to)` seconds since the first (all: `None`),
+    /// their arrivals counted from `from`.
+    pub window: Option<(u64, u64)>,
+    /// Only jobs of more than one GPU.
+    pub multi_gpu: bool,
+    /// Nodes of 4 GPUs.
+    pub nodes: u32,
+}
+
+/// The whole trace on 320 GPUs.
+impl Default for Cut {
+    fn default() -> Self {
+        Cut {
+            window: None,
+            multi_gpu: false,
+            nodes: 80,
+        }
+    }
+}
+
+/// One row of Philly's jobs.
+#[derive(Debug, Deserialize)]
+struct PhillyRow {
+    time: f64,
+    duration: f64,
+    num_gpus: u32,
+}
+
+/// The header of Philly's jobs as bundled.
+pub const PHILLY_HEADER: &str = "time,duration,num_gpus";
+
+/// Philly's jobs (`time,duration,num_gpus`) as a trace of rigid jobs;
+/// `origin` names it in messages.
+///
+/// # Errors
+/// A malformed row, or a job the trace refuses, named by row.
+pub fn philly(text: &str, origin: &str, cut: Cut) -> Result<Trace> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let mut jobs = Vec::new();
+    let from = cut.window.map_or(0.0, |(from, _)| from as f64);
+    for (i, row) in reader.deserialize::<PhillyRow>().enumerate() {
+        let row = row.map_err(|e| anyhow!("{origin}: row {}: {e}", i + 2))?;
+        let inside = cut
+            .window
+            .is_none_or(|(from, to)| (from as f64..to as f64).contains(&row.time));
+        if !inside || (cut.multi_gpu && row.num_gpus < 2) {
+            continue;
+        }
+        if jobs.len() == MAX_JOBS {
+            bail!("{origin}: more than {MAX_JOBS} jobs");
+        }
+        let n = row.num_gpus;
+        jobs.push(json!({
+            "name": format!("philly-{}", i + 1),
+            "arrival_s": row.time - from,
+            "duration_s": row.duration,
+            "workload": format!("{n}gpu"),
+            "workers": {"count": n, "min": n, "max": n,
+                        "cpu": 1, "memory_gib": 4, "gpus": 1},
+        }));
+    }
+    let doc = json!({
+        "description": format!("Philly's jobs (Jeon et al., ATC'19; Pollux's copy and filter): {} rigid jobs on {} nodes x 4 GPUs", jobs.len(), cut.nodes),
+        "model": {"scale_interval_s": INTERVAL_S},
+        "cluster": {"nodes": [{"name_prefix": "gpu", "count": cut.nodes, "cpu": 64, "memory_gib": 256, "gpus": 4}]},
+        "jobs": jobs,
+    });
+    Trace::from_document(doc, origin)
+}
+
+/// A workload CSV, Pollux's or Philly's by its header.
+///
+/// # Errors
+/// As [`pollux`] or [`philly`].
+pub fn csv(text: &str, origin: &str) -> Result<Trace> {
+    match text.lines().next().map(str::trim) {
+        Some(PHILLY_HEADER) => philly(text, origin, Cut::default()),
+        _ => pollux(text, origin, Batches::AsGiven),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +308,53 @@ mod tests {
             "{}",
             first.work_ms
         );
+    }
+
+    #[test]
+    fn philly_loads_whole_and_as_its_busiest_week() {
+        let whole = Trace::load("philly").unwrap_or_else(|e| panic!("{e:#}"));
+        // Pollux's filter (at least 60 s, under 1000 GPU-hours) keeps 74,428
+        // of the trace's 82,247 jobs.
+        assert_eq!(whole.jobs.len(), 74_428);
+        assert_eq!(whole.total_gpus(), 320);
+        let first = &whole.jobs[0];
+        assert_eq!(first.name.as_str(), "philly-1");
+        assert_eq!((first.arrival_ms, first.work_ms), (0, 3_256_045_000.0));
+        assert!(
+            whole
+                .jobs
+                .iter()
+                .all(|j| j.job.min_workers == j.job.workers && j.job.max_workers == j.job.workers)
+        );
+        let week = Trace::load("philly-week").unwrap();
+        assert_eq!((week.jobs.len(), week.total_gpus()), (571, 256));
+        assert!(
+            week.jobs
+                .iter()
+                .all(|j| j.job.workers > 1 && j.arrival_ms < 7 * DAY_S * 1000)
+        );
+    }
+
+    #[test]
+    fn a_csv_is_read_as_pollux_or_philly_by_its_header() {
+        let t = csv("time,duration,num_gpus\n5,60,2\n", "p.csv").unwrap();
+        assert_eq!((t.jobs.len(), t.jobs[0].job.workers), (1, 2));
+        let e = format!(
+            "{:#}",
+            csv("time,duration,num_gpus\n5,-1,2\n", "p.csv").unwrap_err()
+        );
+        assert!(e.contains("p.csv") && e.contains("duration_s"), "{e}");
+        let e = format!(
+            "{:#}",
+            csv("time,duration,num_gpus\n5,60,lots\n", "p.csv").unwrap_err()
+        );
+        assert!(e.contains("p.csv: row 2"), "{e}");
+        let t = csv(
+            "name,time,application,num_replicas,batch_size\na,0,cifar10,2,128\n",
+            "w.csv",
+        )
+        .unwrap();
+        assert_eq!(t.jobs[0].name.as_str(), "a");
     }
 
     #[test]
