@@ -111,6 +111,7 @@ impl Forward {
         let options = SimOptions {
             horizon_ms: self.horizon_ms,
             reclaim: self.reclaim,
+            ..SimOptions::default()
         };
         let run = simulate(&self.trace, policy, options, None);
         let started = run

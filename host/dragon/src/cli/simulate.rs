@@ -101,6 +101,7 @@ impl RunArgs {
         SimOptions {
             horizon_ms: self.horizon_s.saturating_mul(1000),
             reclaim: self.reclaim,
+            ..SimOptions::default()
         }
     }
 }

@@ -28,6 +28,12 @@ pub struct SimOptions {
     /// A queue owed GPUs may preempt borrowers' work (the framework's
     /// `reclaim`).
     pub reclaim: bool,
+    /// Whether a unit parked as unschedulable is tried again when its
+    /// flush is due, as in a cluster, or only after a change that could let
+    /// it fit, its flushes counted (the default: the simulator sees every
+    /// change; the decisions are the same unless the policy's answers move
+    /// with time or with which units a round tries).
+    pub flush: Flush,
 }
 
 impl SimOptions {
@@ -35,6 +41,7 @@ impl SimOptions {
     pub fn config(&self) -> SchedulerConfig {
         SchedulerConfig {
             reclaim: self.reclaim,
+            flush: self.flush,
             ..sim_config()
         }
     }
@@ -48,6 +55,7 @@ impl Default for SimOptions {
         SimOptions {
             horizon_ms: DEFAULT_HORIZON_S * 1000,
             reclaim: false,
+            flush: Flush::Count,
         }
     }
 }

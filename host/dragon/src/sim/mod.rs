@@ -44,6 +44,7 @@ mod tests {
         CallError, ClusterView, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo,
         PolicySource, WasmPolicy, wit,
     };
+    use crate::framework::Flush;
     use crate::sim::speed::Speed;
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {
@@ -350,6 +351,45 @@ jobs:
         let (r, s) = run(&trace, &wasm("dragon", ""));
         assert_eq!(s.preemptions, 0);
         assert!(r.jobs[1].started_ms >= r.jobs[0].finished_ms);
+    }
+
+    #[test]
+    fn counting_flushes_rather_than_running_them_leaves_every_decision_unchanged() {
+        // Every bundled policy but `backfill`, whose answers depend on which
+        // units a round tries (its reservation goes to the first of the
+        // round's units that does not fit).
+        for trace in ["paper", "deadlock", "pollux-w3"] {
+            let trace = Trace::load(trace).unwrap();
+            for name in [
+                "baseline",
+                "dragon",
+                "dragon-plus",
+                "tiresias",
+                "pollux",
+                "fair-share",
+            ] {
+                let run = |flush| {
+                    let options = SimOptions {
+                        flush,
+                        ..SimOptions::default()
+                    };
+                    simulate(&trace, &wasm(name, ""), options, None)
+                };
+                let (ran, counted) = (run(Flush::Run), run(Flush::Count));
+                let at = format!("{name} on {}", trace.origin);
+                assert_eq!(counted.jobs, ran.jobs, "{at}");
+                assert_eq!(counted.timeline, ran.timeline, "{at}");
+                assert_eq!(counted.end_ms, ran.end_ms, "{at}");
+                assert_eq!(counted.scale_steps, ran.scale_steps, "{at}");
+                assert_eq!(counted.preemptions, ran.preemptions, "{at}");
+                assert!(
+                    counted.rounds <= ran.rounds,
+                    "{at}: {} rounds counted, {} run",
+                    counted.rounds,
+                    ran.rounds
+                );
+            }
+        }
     }
 
     #[test]
