@@ -13,8 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::unit::UnitKey;
-
 /// Cluster changes since the last round that may let a waiting unit fit.
 /// The cluster records them as drivers change it; a round consumes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -56,8 +54,6 @@ pub(crate) enum Setback {
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    /// The unit's id (see [`Changes::units`]).
-    id: u64,
     attempts: u32,
     /// When the unit may be tried again with no change: the end of its
     /// backoff, or for a parked unit the end of the longest backoff
@@ -135,10 +131,11 @@ pub(crate) struct Waits {
 }
 
 /// Units that failed an attempt and are not to be tried in every round, by
-/// unit. A unit not here is tried at once.
+/// unit id (a job's, or a lone pod's: see [`Changes::units`]). A unit not
+/// here is tried at once.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
-    entries: BTreeMap<UnitKey, Entry>,
+    entries: BTreeMap<u64, Entry>,
 }
 
 impl Queue {
@@ -148,14 +145,14 @@ impl Queue {
     }
 
     /// Whether `key` may be tried in a round at `now_ms`.
-    pub(crate) fn ready(&self, key: &UnitKey, now_ms: u64) -> bool {
-        self.entries.get(key).is_none_or(|e| e.retry_ms <= now_ms)
+    pub(crate) fn ready(&self, id: u64, now_ms: u64) -> bool {
+        self.entries.get(&id).is_none_or(|e| e.retry_ms <= now_ms)
     }
 
     /// When the unit was last put back (or counted as put back) before
     /// `now_ms`, if it was.
-    pub(crate) fn since_ms(&self, key: &UnitKey, now_ms: u64) -> Option<u64> {
-        self.entries.get(key).map(|e| e.since_ms(now_ms))
+    pub(crate) fn since_ms(&self, id: u64, now_ms: u64) -> Option<u64> {
+        self.entries.get(&id).map(|e| e.since_ms(now_ms))
     }
 
     /// The earliest time after `now_ms` at which a unit becomes ready with
@@ -169,13 +166,13 @@ impl Queue {
     }
 
     /// Forget units that are no longer pending.
-    pub(crate) fn retain(&mut self, pending: &BTreeSet<&UnitKey>) {
-        self.entries.retain(|key, _| pending.contains(key));
+    pub(crate) fn retain(&mut self, pending: &BTreeSet<u64>) {
+        self.entries.retain(|id, _| pending.contains(id));
     }
 
     /// The unit made progress (admitted, bound, waiting in permit).
-    pub(crate) fn settled(&mut self, key: &UnitKey) {
-        self.entries.remove(key);
+    pub(crate) fn settled(&mut self, id: u64) {
+        self.entries.remove(&id);
     }
 
     /// The unit's attempt at `now_ms` came to `setback`. Backoffs double
@@ -183,15 +180,13 @@ impl Queue {
     /// flushed back after `max_ms` whatever happens (see [`Flush`]).
     pub(crate) fn set_back(
         &mut self,
-        key: &UnitKey,
         id: u64,
         setback: Setback,
         wants_placed: bool,
         now_ms: u64,
         waits: Waits,
     ) {
-        let e = self.entries.entry(key.clone()).or_insert(Entry {
-            id,
+        let e = self.entries.entry(id).or_insert(Entry {
             attempts: 0,
             retry_ms: now_ms,
             since_ms: now_ms,
@@ -236,12 +231,14 @@ impl Queue {
         if changes.is_empty() {
             return;
         }
-        for e in self.entries.values_mut() {
+        for (id, e) in &mut self.entries {
             if !e.parked || e.retry_ms <= now_ms {
                 continue;
             }
-            let concerned =
-                changes.room || (changes.placed && e.wants_placed) || changes.units.contains(&e.id);
+            let concerned = changes.room
+                || changes.policy
+                || (changes.placed && e.wants_placed)
+                || changes.units.contains(id);
             if concerned {
                 e.book_counted(now_ms);
                 e.parked = false;
@@ -262,52 +259,21 @@ mod tests {
         flush: Flush::Run,
     };
 
-    fn pending<'a>(keys: &[&'a UnitKey]) -> BTreeSet<&'a UnitKey> {
-        keys.iter().copied().collect()
-    }
-
     #[test]
     fn an_unschedulable_unit_waits_for_a_change_or_the_longest_backoff() {
         let mut q = Queue::default();
-        q.set_back(
-            &UnitKey::job("a"),
-            1,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
-        assert!(
-            !q.ready(&UnitKey::job("a"), 1_000),
-            "not on the first backoff step"
-        );
-        assert!(!q.ready(&UnitKey::job("a"), 9_999));
-        assert!(
-            q.ready(&UnitKey::job("a"), 10_000),
-            "flushed after the longest backoff"
-        );
+        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        assert!(!q.ready(1, 1_000), "not on the first backoff step");
+        assert!(!q.ready(1, 9_999));
+        assert!(q.ready(1, 10_000), "flushed after the longest backoff");
         assert_eq!(q.next_retry_ms(0), Some(10_000));
     }
 
     #[test]
     fn freed_room_wakes_every_parked_unit_at_once() {
         let mut q = Queue::default();
-        q.set_back(
-            &UnitKey::job("a"),
-            1,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
-        q.set_back(
-            &UnitKey::pod("ns/p"),
-            2,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
+        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, false, 0, BACKOFF);
         q.wake(
             &Changes {
                 room: true,
@@ -315,34 +281,16 @@ mod tests {
             },
             300,
         );
-        assert!(q.ready(&UnitKey::job("a"), 300));
-        assert!(q.ready(&UnitKey::pod("ns/p"), 300));
-        assert_eq!(
-            q.since_ms(&UnitKey::job("a"), 300),
-            Some(0),
-            "keeps its place in line"
-        );
+        assert!(q.ready(1, 300));
+        assert!(q.ready(2, 300));
+        assert_eq!(q.since_ms(1, 300), Some(0), "keeps its place in line");
     }
 
     #[test]
     fn a_placed_pod_wakes_only_units_with_pod_affinity_or_spread() {
         let mut q = Queue::default();
-        q.set_back(
-            &UnitKey::job("plain"),
-            1,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
-        q.set_back(
-            &UnitKey::job("affine"),
-            2,
-            Setback::Unschedulable,
-            true,
-            0,
-            BACKOFF,
-        );
+        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, true, 0, BACKOFF);
         q.wake(
             &Changes {
                 placed: true,
@@ -350,33 +298,25 @@ mod tests {
             },
             10,
         );
-        assert!(!q.ready(&UnitKey::job("plain"), 10));
-        assert!(q.ready(&UnitKey::job("affine"), 10));
+        assert!(!q.ready(1, 10));
+        assert!(q.ready(2, 10));
     }
 
     #[test]
     fn a_change_to_a_job_or_pod_wakes_that_unit_alone() {
         let mut q = Queue::default();
-        for (id, key) in [
-            &UnitKey::job("a"),
-            &UnitKey::job("b"),
-            &UnitKey::pod("ns/p"),
-            &UnitKey::pod("ns/q"),
-        ]
-        .iter()
-        .enumerate()
-        {
-            q.set_back(key, id as u64, Setback::Gated, false, 0, BACKOFF);
+        for id in 0..4 {
+            q.set_back(id, Setback::Gated, false, 0, BACKOFF);
         }
         let changes = Changes {
             units: [0, 3].into(),
             ..Changes::default()
         };
         q.wake(&changes, 5);
-        assert!(q.ready(&UnitKey::job("a"), 5));
-        assert!(q.ready(&UnitKey::pod("ns/q"), 5));
-        assert!(!q.ready(&UnitKey::job("b"), 5));
-        assert!(!q.ready(&UnitKey::pod("ns/p"), 5));
+        assert!(q.ready(0, 5));
+        assert!(q.ready(3, 5));
+        assert!(!q.ready(1, 5));
+        assert!(!q.ready(2, 5));
     }
 
     #[test]
@@ -384,7 +324,7 @@ mod tests {
         let mut q = Queue::default();
         let steps: Vec<u64> = (0..6)
             .map(|_| {
-                q.set_back(&UnitKey::job("a"), 1, Setback::Error, false, 0, BACKOFF);
+                q.set_back(1, Setback::Error, false, 0, BACKOFF);
                 q.next_retry_ms(0).unwrap_or(0)
             })
             .collect();
@@ -396,7 +336,7 @@ mod tests {
             },
             1,
         );
-        assert!(!q.ready(&UnitKey::job("a"), 1));
+        assert!(!q.ready(1, 1));
     }
 
     const COUNTED: Waits = Waits {
@@ -406,24 +346,24 @@ mod tests {
 
     #[test]
     fn a_counted_flush_moves_a_unit_in_line_and_counts_its_attempts_as_a_run_one() {
-        let a = UnitKey::job("a");
+        let a = 1;
         let (mut run, mut count) = (Queue::default(), Queue::default());
-        run.set_back(&a, 1, Setback::Unschedulable, false, 0, BACKOFF);
-        count.set_back(&a, 1, Setback::Unschedulable, false, 0, COUNTED);
+        run.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        count.set_back(1, Setback::Unschedulable, false, 0, COUNTED);
         // The run flushes try it at 10 s and 20 s and find it unschedulable
         // again; the counted ones are never due.
         for t in [10_000, 20_000] {
-            assert!(run.ready(&a, t));
-            run.set_back(&a, 1, Setback::Unschedulable, false, t, BACKOFF);
+            assert!(run.ready(a, t));
+            run.set_back(1, Setback::Unschedulable, false, t, BACKOFF);
         }
-        assert!(!count.ready(&a, u64::MAX - 1));
+        assert!(!count.ready(a, u64::MAX - 1));
         assert_eq!(count.next_retry_ms(0), None, "no timer to wait for");
         // In a round at a flush's instant the unit still has the place the
         // flush before gave it.
         for (t, since) in [(1, 0), (10_000, 0), (10_001, 10_000), (20_000, 10_000)] {
-            assert_eq!(count.since_ms(&a, t), Some(since), "at {t} ms");
+            assert_eq!(count.since_ms(a, t), Some(since), "at {t} ms");
         }
-        assert_eq!(count.since_ms(&a, 25_000), run.since_ms(&a, 25_000));
+        assert_eq!(count.since_ms(a, 25_000), run.since_ms(a, 25_000));
         // Woken by room at 25 s: tried with the same place in line, and a
         // failure then backs off as after the same number of attempts.
         let room = Changes {
@@ -432,10 +372,10 @@ mod tests {
         };
         run.wake(&room, 25_000);
         count.wake(&room, 25_000);
-        assert!(count.ready(&a, 25_000));
-        assert_eq!(count.since_ms(&a, 25_000), Some(20_000));
-        run.set_back(&a, 1, Setback::Error, false, 25_000, BACKOFF);
-        count.set_back(&a, 1, Setback::Error, false, 25_000, COUNTED);
+        assert!(count.ready(a, 25_000));
+        assert_eq!(count.since_ms(a, 25_000), Some(20_000));
+        run.set_back(1, Setback::Error, false, 25_000, BACKOFF);
+        count.set_back(1, Setback::Error, false, 25_000, COUNTED);
         assert_eq!(
             run.next_retry_ms(25_000),
             Some(33_000),
@@ -445,46 +385,48 @@ mod tests {
     }
 
     #[test]
-    fn a_gated_units_counted_flush_moves_nothing() {
-        let a = UnitKey::job("a");
+    fn the_policys_scale_step_wakes_every_parked_unit() {
         let mut q = Queue::default();
-        q.set_back(&a, 1, Setback::Gated, false, 0, COUNTED);
-        assert_eq!(q.since_ms(&a, 60_000), Some(0));
-        assert!(!q.ready(&a, 60_000));
+        q.set_back(1, Setback::Unschedulable, false, 0, COUNTED);
+        q.set_back(2, Setback::Gated, false, 0, COUNTED);
+        q.set_back(3, Setback::Error, false, 0, COUNTED);
+        let stepped = Changes {
+            policy: true,
+            ..Changes::default()
+        };
+        q.wake(&stepped, 60_000);
+        assert!(q.ready(1, 60_000) && q.ready(2, 60_000));
+        q.wake(&stepped, 60_500);
+        assert!(q.ready(3, 1_000), "a backoff ends on its own");
+    }
+
+    #[test]
+    fn a_gated_units_counted_flush_moves_nothing() {
+        let a = 1;
+        let mut q = Queue::default();
+        q.set_back(1, Setback::Gated, false, 0, COUNTED);
+        assert_eq!(q.since_ms(a, 60_000), Some(0));
+        assert!(!q.ready(a, 60_000));
     }
 
     #[test]
     fn gated_units_do_not_count_attempts() {
         let mut q = Queue::default();
-        q.set_back(&UnitKey::job("a"), 1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back(&UnitKey::job("a"), 1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back(&UnitKey::job("a"), 1, Setback::Error, false, 0, BACKOFF);
+        q.set_back(1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back(1, Setback::Gated, false, 0, BACKOFF);
+        q.set_back(1, Setback::Error, false, 0, BACKOFF);
         assert_eq!(q.next_retry_ms(0), Some(1_000), "first attempt's backoff");
     }
 
     #[test]
     fn settled_and_vanished_units_leave_the_queue() {
         let mut q = Queue::default();
-        q.set_back(
-            &UnitKey::job("a"),
-            1,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
-        q.set_back(
-            &UnitKey::job("b"),
-            2,
-            Setback::Unschedulable,
-            false,
-            0,
-            BACKOFF,
-        );
-        q.settled(&UnitKey::job("a"));
-        assert!(q.ready(&UnitKey::job("a"), 0));
-        q.retain(&pending(&[&UnitKey::job("a")]));
-        assert!(q.ready(&UnitKey::job("b"), 0));
+        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, false, 0, BACKOFF);
+        q.settled(1);
+        assert!(q.ready(1, 0));
+        q.retain(&[1].into());
+        assert!(q.ready(2, 0));
         assert_eq!(q.next_retry_ms(0), None);
     }
 }

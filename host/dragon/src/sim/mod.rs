@@ -40,11 +40,11 @@ pub use trace::{BUNDLED, Trace, TraceJob};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framework::Flush;
     use crate::runtime::{
         CallError, ClusterView, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo,
         PolicySource, WasmPolicy, wit,
     };
-    use crate::framework::Flush;
     use crate::sim::speed::Speed;
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {

@@ -1,6 +1,7 @@
 //! What the framework and drivers read of the cluster.
 
 use super::*;
+use crate::unit::UnitKey;
 
 impl Cluster {
     /// Every node's resources as columns (see [`Columns`]).
@@ -153,6 +154,14 @@ impl Cluster {
             .flatten()
             .filter_map(|k| self.pods.get(k))
             .map(|e| (&e.pod, e.state))
+    }
+
+    /// The id of the unit `key` names, while its job or pod exists.
+    pub(crate) fn id_of_unit(&self, key: &UnitKey) -> Option<u64> {
+        match key {
+            UnitKey::Job(job) => self.jobs.get(job.as_str()).map(|e| e.unit_id),
+            UnitKey::Pod(pod) => self.pods.get(pod.as_str()).map(|e| e.unit_id),
+        }
     }
 
     /// How many pods of `job` hold a node (bound or reserved).

@@ -303,27 +303,30 @@ impl Scheduler {
         let changes = self.cluster.take_changes();
         self.queue.wake(&changes, now_ms);
         let gangs = policy.info().implements(wit::Hook::Permit);
-        let mut units = self.units(gangs);
         // Units that are no longer pending leave the queue; the others are
         // tried once ready (see `queue`).
-        let pending: std::collections::BTreeSet<&UnitKey> = units.iter().map(|u| &u.key).collect();
+        let (pending, units) = self.units(gangs, now_ms);
         self.queue.retain(&pending);
         // A victim seen pending or gone is forgotten: a copy its controller
         // makes under the same name is not one to wait for.
         let cluster = &self.cluster;
+        let is_pending = |k: &UnitKey| {
+            cluster
+                .id_of_unit(k)
+                .is_some_and(|id| pending.contains(&id))
+        };
         self.preempting.retain(|k, pods| {
             pods.retain(|p| {
                 cluster
                     .pod(p)
                     .is_some_and(|(_, s)| matches!(s, PodState::Bound(_)))
             });
-            pending.contains(k) && !pods.is_empty()
+            is_pending(k) && !pods.is_empty()
         });
-        self.nominated.retain(|k, _| pending.contains(k));
+        self.nominated.retain(|k, _| is_pending(k));
         let nominated = &self.nominated;
         self.held.retain(|k, _| nominated.contains_key(k));
         self.reclaiming.retain(|k, _| nominated.contains_key(k));
-        units.retain(|u| self.queue.ready(&u.key, now_ms));
         let mut to_bind = Vec::new();
         if !units.is_empty() {
             let attempt = Attempting {
@@ -402,7 +405,7 @@ impl Scheduler {
                 attempt = self.schedule_unit(now_ms, fallback, i, unit, to_bind, report);
             }
             match attempt {
-                Attempt::Progress => self.queue.settled(&unit.key),
+                Attempt::Progress => self.queue.settled(unit.wit.id),
                 Attempt::Failed | Attempt::Unfit => {
                     self.set_back(unit, Setback::Unschedulable, now_ms)
                 }
@@ -516,7 +519,7 @@ impl Scheduler {
         });
         let waits = self.config.waits();
         self.queue
-            .set_back(&unit.key, unit.wit.id, setback, wants_placed, now_ms, waits);
+            .set_back(unit.wit.id, setback, wants_placed, now_ms, waits);
     }
 
     /// Try `unit` as it is, then with preemption when it fits nowhere.

@@ -35,7 +35,7 @@ impl Scheduler {
             if let Some(id) = self.cluster.jobs.get(job).map(|e| e.unit_id) {
                 let waits = self.config.waits();
                 self.queue
-                    .set_back(&key, id, Setback::Unschedulable, false, now_ms, waits);
+                    .set_back(id, Setback::Unschedulable, false, now_ms, waits);
             }
             report.decisions.push(Decision::TimedOut {
                 unit: key,

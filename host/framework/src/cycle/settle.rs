@@ -105,7 +105,7 @@ impl Scheduler {
             self.last_admit_ms = now_ms;
             match group.gang {
                 Some(size) => {
-                    self.queue.settled(&unit.key);
+                    self.queue.settled(unit.wit.id);
                     self.admitted(now_ms, unit, size, &group.pods, &mut report);
                 }
                 None => {
@@ -115,7 +115,7 @@ impl Scheduler {
         }
         for (i, any_bound) in lone {
             if any_bound {
-                self.queue.settled(&units[i].key);
+                self.queue.settled(units[i].wit.id);
             } else {
                 self.set_back(&units[i], Setback::Error, now_ms);
             }

@@ -4,13 +4,17 @@
 use super::*;
 
 impl Scheduler {
-    /// Build the pending units. With gangs (the policy has `permit`, or the
-    /// job is [always a gang](Job::always_gang)), a job's pending pods form
-    /// one unit; without (`permit` not implemented), every pod is its own.
-    pub(super) fn units(&self, gangs: bool) -> Vec<UnitPlan> {
+    /// The pending units: the ids of all of them, and the plans of those
+    /// the queue lets be tried at `now_ms` (only those are built: a round
+    /// costs the units it tries, not the queue's length). With gangs (the
+    /// policy has `permit`, or the job is [always a gang](Job::always_gang)),
+    /// a job's pending pods form one unit; without (`permit` not
+    /// implemented), every pod is its own.
+    pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (BTreeSet<u64>, Vec<UnitPlan>) {
         let c = &self.cluster;
         let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
+        let mut pending = BTreeSet::new();
         let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.always_gang());
         for (key, e) in &c.pods {
             if e.state != PodState::Pending || c.is_surplus(&e.pod) {
@@ -20,7 +24,12 @@ impl Scheduler {
                 Some(job) if is_gang(job) => {
                     by_job.entry(job.as_str()).or_default().push(key.as_str())
                 }
-                _ => lone.push(key.as_str()),
+                _ => {
+                    pending.insert(e.unit_id);
+                    if self.queue.ready(e.unit_id, now_ms) {
+                        lone.push(key.as_str());
+                    }
+                }
             }
         }
         let task = |key: &str| {
@@ -34,6 +43,10 @@ impl Scheduler {
         let mut units = Vec::new();
         for (job, mut pods) in by_job {
             let je = &c.jobs[job];
+            pending.insert(je.unit_id);
+            if !self.queue.ready(je.unit_id, now_ms) {
+                continue;
+            }
             pods.sort_by_key(|k| {
                 let p = &c.pods[*k].pod;
                 (p.role.placement_rank(), p.index, p.key.clone())
@@ -91,7 +104,7 @@ impl Scheduler {
                 cap: None,
             });
         }
-        units
+        (pending, units)
     }
 
     /// The policy's queue order, validated; FIFO when the policy does not
@@ -111,7 +124,7 @@ impl Scheduler {
                 let u = &units[i];
                 let entered = self
                     .queue
-                    .since_ms(&u.key, now_ms)
+                    .since_ms(u.wit.id, now_ms)
                     .map_or(u.wit.arrival_ms, |t| t.max(u.wit.arrival_ms));
                 (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
             });
