@@ -74,6 +74,14 @@ pub(crate) struct JobEntry {
     pub(crate) grew: Option<(u32, u64)>,
 }
 
+impl JobEntry {
+    /// Whether `pod` is a worker beyond `job`'s current worker count (see
+    /// [`Cluster::is_surplus`]).
+    pub(crate) fn has_surplus(job: Option<&JobEntry>, pod: &Pod) -> bool {
+        pod.role == Role::Worker && job.is_some_and(|j| pod.index >= j.job.workers)
+    }
+}
+
 /// Bad input from a driver.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClusterError {

@@ -174,12 +174,7 @@ impl Cluster {
     /// A worker pod beyond its job's current worker count: being removed by
     /// a scale-down or an admission below the requested size.
     pub(crate) fn is_surplus(&self, pod: &Pod) -> bool {
-        pod.role == Role::Worker
-            && pod
-                .job
-                .as_ref()
-                .and_then(|j| self.jobs.get(j))
-                .is_some_and(|j| pod.index >= j.job.workers)
+        JobEntry::has_surplus(pod.job.as_ref().and_then(|j| self.jobs.get(j)), pod)
     }
 
     /// Whole-cluster capacity columns for the policy: the kept columns, with

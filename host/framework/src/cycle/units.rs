@@ -2,6 +2,7 @@
 //! and the order they are tried in (`queue-order`, or PrioritySort).
 
 use super::*;
+use crate::cluster::JobEntry;
 
 impl Scheduler {
     /// The pending units: the ids of all of them, and the plans of those
@@ -15,14 +16,27 @@ impl Scheduler {
         let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
         let mut pending = BTreeSet::new();
-        let is_gang = |job: &str| gangs || c.jobs.get(job).is_some_and(|j| j.job.always_gang());
+        // A job's pods sit together in key order (`job-role-index`): its
+        // entry is looked up once per run of them, not once per pod.
+        let mut last: Option<(&JobKey, Option<&JobEntry>)> = None;
         for (key, e) in &c.pods {
-            if e.state != PodState::Pending || c.is_surplus(&e.pod) {
+            if e.state != PodState::Pending {
                 continue;
             }
-            match &e.pod.job {
-                Some(job) if is_gang(job) => {
-                    by_job.entry(job.as_str()).or_default().push(key.as_str())
+            let job = e.pod.job.as_ref().map(|name| match last {
+                Some((seen, entry)) if seen == name => (name, entry),
+                _ => {
+                    let entry = c.jobs.get(name);
+                    last = Some((name, entry));
+                    (name, entry)
+                }
+            });
+            if JobEntry::has_surplus(job.and_then(|(_, entry)| entry), &e.pod) {
+                continue;
+            }
+            match job {
+                Some((name, entry)) if gangs || entry.is_some_and(|j| j.job.always_gang()) => {
+                    by_job.entry(name.as_str()).or_default().push(key.as_str())
                 }
                 _ => {
                     pending.insert(e.unit_id);
