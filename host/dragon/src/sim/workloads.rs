@@ -94,13 +94,26 @@ pub const POLLUX: &[(&str, &str)] = &[
 /// Philly's jobs, one row per job: `time,duration,num_gpus`.
 const PHILLY: &str = include_str!("../../traces/pollux/philly/philly.csv");
 
-/// The bundled cuts of Philly's jobs: `(name, window, multi-GPU jobs only,
-/// nodes of 4 GPUs)`. The whole trace on 320 GPUs (offered load 0.81), and
-/// the multi-GPU jobs of its busiest week (days 63 to 70: 571 jobs) on 256
-/// (0.87).
-const PHILLY_CUTS: &[(&str, Option<(u64, u64)>, bool, u32)] = &[
-    ("philly", None, false, 80),
-    ("philly-week", Some((63 * DAY_S, 70 * DAY_S)), true, 64),
+/// The bundled cuts of Philly's jobs: the whole trace on 320 GPUs (offered
+/// load 0.81), and the multi-GPU jobs of its busiest week (days 63 to 70:
+/// 571 jobs) on 256 (0.88).
+const PHILLY_CUTS: &[(&str, Cut)] = &[
+    (
+        "philly",
+        Cut {
+            window: None,
+            multi_gpu: false,
+            nodes: 80,
+        },
+    ),
+    (
+        "philly-week",
+        Cut {
+            window: Some((63 * DAY_S, 70 * DAY_S)),
+            multi_gpu: true,
+            nodes: 64,
+        },
+    ),
 ];
 const DAY_S: u64 = 24 * 3600;
 
@@ -134,12 +147,7 @@ pub enum Batches {
 /// A bundled workload by name: `pollux-wN[-2x][-adaptive]`, `philly`,
 /// `philly-week`.
 pub fn bundled(name: &str) -> Option<Result<Trace>> {
-    if let Some(&(_, window, multi, nodes)) = PHILLY_CUTS.iter().find(|(n, ..)| *n == name) {
-        let cut = Cut {
-            window,
-            multi_gpu: multi,
-            nodes,
-        };
+    if let Some(&(_, cut)) = PHILLY_CUTS.iter().find(|(n, _)| *n == name) {
         return Some(philly(PHILLY, &format!("bundled trace `{name}`"), cut));
     }
     let (base, batches) = match name.strip_suffix("-adaptive") {
@@ -209,11 +217,7 @@ pub struct Cut {
 /// The whole trace on 320 GPUs.
 impl Default for Cut {
     fn default() -> Self {
-        Cut {
-            window: None,
-            multi_gpu: false,
-            nodes: 80,
-        }
+        PHILLY_CUTS[0].1
     }
 }
 
