@@ -587,7 +587,8 @@ impl Sim<'_> {
         // The policy's scale step wakes the units waiting for a change
         // (see `Flush::Count`).
         let stepped = tick && !self.active.is_empty() && self.scale_step(t);
-        let woken = stepped && self.sched.has_waiting_units();
+        let woken =
+            stepped && self.sched.config().flush == Flush::Count && self.sched.has_waiting_units();
         if self.changed || retry_due || woken {
             // A preemption's victims leave at once here (no termination
             // grace), so the preemptor takes their room at the same instant
