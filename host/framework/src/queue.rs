@@ -5,7 +5,8 @@
 //! a cluster change that could let it fit (room freed, a node added or
 //! grown, its own pods or job changed; see [`Changes`]) or until the longest
 //! backoff has passed, as kube-scheduler's queueing hints and its periodic
-//! flush do. A woken unit is tried in the next round even inside its
+//! flush do (a driver that sees every change may have that flush counted
+//! rather than run: [`Flush::Count`]). A woken unit is tried in the next round even inside its
 //! backoff, as kube-scheduler pops the backoff queue when nothing else is
 //! active: that is what lets a gang start the moment the job blocking it
 //! ends. A unit whose attempt failed for another reason (the policy failed,
