@@ -6,7 +6,7 @@
 
 use std::sync::LazyLock;
 
-use dragon_host::runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
+use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine, WasmPolicy};
 use libfuzzer_sys::fuzz_target;
 
 static ENGINE: LazyLock<PolicyEngine> = LazyLock::new(|| PolicyEngine::new().expect("engine"));

@@ -13,7 +13,7 @@
 use std::sync::LazyLock;
 
 use arbitrary::{Arbitrary, Unstructured};
-use dragon_host::runtime::{
+use dragon_runtime::{
     CallError, ComponentCache, FixedView, Hooks, Limits, LoadOptions, PolicyEngine, PolicySource,
     WasmPolicy, wit,
 };

@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use dragon_host::sim::Trace;
+use dragon_sim::Trace;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

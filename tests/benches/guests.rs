@@ -13,9 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use dragon_host::runtime::{
-    ComponentCache, FixedView, Hooks, LoadOptions, PolicySource, WasmPolicy,
-};
+use dragon_runtime::{ComponentCache, FixedView, Hooks, LoadOptions, PolicySource, WasmPolicy};
 use dragon_tests::engine;
 use dragon_tests::workload::placement;
 

@@ -14,9 +14,9 @@
 use std::sync::LazyLock;
 
 use divan::Bencher;
-use dragon_host::runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
+use dragon_runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_tests::workload::{placement, scale_input};
 use dragon_tests::{Lift, Native, candidates, engine, sdk_view};
 

@@ -15,10 +15,10 @@
 use std::hint::black_box;
 
 use baseline_policy::Baseline;
-use dragon_host::framework::Scheduler;
-use dragon_host::runtime::{FixedView, Hooks, WasmPolicy, wit};
+use dragon_framework::Scheduler;
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
+use dragon_runtime::{FixedView, Hooks, WasmPolicy, wit};
 use dragon_tests::workload::{pending, pending_selected, placement, schedule_all};
 use dragon_tests::{Native, candidates, engine, sdk_view};
 use gungraun::{library_benchmark, library_benchmark_group, main};

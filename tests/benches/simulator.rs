@@ -19,9 +19,9 @@ use std::sync::LazyLock;
 
 use baseline_policy::Baseline;
 use divan::{Bencher, Divan};
-use dragon_host::framework::{Flush, RecordingIo, Scheduler, SchedulerConfig};
-use dragon_host::runtime::WasmPolicy;
-use dragon_host::sim::{SimOptions, Trace, simulate};
+use dragon_framework::{Flush, RecordingIo, Scheduler, SchedulerConfig};
+use dragon_runtime::WasmPolicy;
+use dragon_sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::{cluster, schedule_all, worker_spec};
 use dragon_tests::{Native, add_gang, engine};
 

@@ -24,8 +24,8 @@ use std::sync::LazyLock;
 use baseline_policy::Baseline;
 use divan::counter::ItemsCount;
 use divan::{Bencher, Divan};
-use dragon_host::runtime::{Hooks, WasmPolicy};
 use dragon_policy::Dragon;
+use dragon_runtime::{Hooks, WasmPolicy};
 use dragon_tests::workload::{crowded, in_racks, pending, pending_claiming, preempt, schedule_all};
 use dragon_tests::{Native, engine};
 
@@ -131,7 +131,7 @@ mod larger_gangs_dragon {
 #[divan::bench_group]
 mod recorded_gangs_of_8_dragon {
     use super::*;
-    use dragon_host::record::{FORMAT, Header, Recorder};
+    use dragon_framework::record::{FORMAT, Header, Recorder};
     use dragon_tests::workload::schedule_all_recorded;
 
     fn recorder() -> Recorder {

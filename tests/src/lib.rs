@@ -3,13 +3,13 @@
 //! [`Hooks`] trait (for native-vs-wasm conformance), and loaders for the
 //! bundled components.
 
-use dragon_host::runtime::view::{ClusterView, Delta, JobStats, Seen};
-use dragon_host::runtime::{
+use dragon_policy_sdk::Policy;
+use dragon_policy_sdk::types as sdk;
+use dragon_runtime::view::{ClusterView, Delta, JobStats, Seen};
+use dragon_runtime::{
     CallError, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo, PolicySource,
     WasmPolicy, wit,
 };
-use dragon_policy_sdk::Policy;
-use dragon_policy_sdk::types as sdk;
 
 pub mod lift;
 pub mod ops;
@@ -322,7 +322,7 @@ pub fn hostile(
     engine: &PolicyEngine,
     settings: &str,
     options: LoadOptions,
-) -> Result<WasmPolicy, dragon_host::runtime::LoadError> {
+) -> Result<WasmPolicy, dragon_runtime::LoadError> {
     let options = LoadOptions {
         settings: settings.into(),
         ..options
@@ -383,13 +383,13 @@ pub fn lone_pod_on(n: usize) -> (wit::Placement, wit::Candidates) {
 
 /// Why a round left `unit` pending, as users read it (empty if it did not).
 pub fn unschedulable(
-    decisions: &[dragon_host::framework::Decision],
-    unit: &dragon_host::framework::UnitKey,
+    decisions: &[dragon_framework::Decision],
+    unit: &dragon_framework::UnitKey,
 ) -> String {
     decisions
         .iter()
         .find_map(|d| match d {
-            dragon_host::framework::Decision::Unschedulable { unit: u, reason } if u == unit => {
+            dragon_framework::Decision::Unschedulable { unit: u, reason } if u == unit => {
                 Some(reason.to_string())
             }
             _ => None,
@@ -398,10 +398,10 @@ pub fn unschedulable(
 }
 
 /// A declared gang (a PodGroup's) of exactly `workers` workers.
-pub fn declared_job(name: &str, workers: u32) -> dragon_host::framework::Job {
-    dragon_host::framework::Job {
+pub fn declared_job(name: &str, workers: u32) -> dragon_framework::Job {
+    dragon_framework::Job {
         declared: true,
-        ..dragon_host::framework::Job::gang(name, workers)
+        ..dragon_framework::Job::gang(name, workers)
     }
 }
 
@@ -416,7 +416,7 @@ pub fn add_job(
     min: u32,
     max: u32,
 ) {
-    use dragon_host::spec::TaskSpec;
+    use dragon_sim::spec::TaskSpec;
     let w = TaskSpec {
         count: workers,
         min: Some(min),
@@ -445,15 +445,15 @@ pub fn add_gang(
     cluster: &mut impl Ops,
     name: &str,
     arrival_ms: u64,
-    ps: Option<&dragon_host::spec::TaskSpec>,
-    workers: &dragon_host::spec::TaskSpec,
-) -> dragon_host::framework::Pod {
+    ps: Option<&dragon_sim::spec::TaskSpec>,
+    workers: &dragon_sim::spec::TaskSpec,
+) -> dragon_framework::Pod {
     let jp =
-        dragon_host::spec::job_pods("test", name, arrival_ms, 0, ps, workers).expect("a valid job");
+        dragon_sim::spec::job_pods("test", name, arrival_ms, 0, ps, workers).expect("a valid job");
     let template = jp
         .pods
         .iter()
-        .find(|p| p.role == dragon_host::framework::Role::Worker)
+        .find(|p| p.role == dragon_framework::Role::Worker)
         .cloned()
         .expect("a job has workers");
     cluster.upsert_job(jp.job);
@@ -464,10 +464,10 @@ pub fn add_gang(
 }
 
 /// How many pods of `job` are pending in `s`.
-pub fn pending_pods(s: &dragon_host::framework::Scheduler, job: &str) -> usize {
+pub fn pending_pods(s: &dragon_framework::Scheduler, job: &str) -> usize {
     s.cluster()
         .job_pods(job)
-        .filter(|(_, st)| *st == dragon_host::framework::PodState::Pending)
+        .filter(|(_, st)| *st == dragon_framework::PodState::Pending)
         .count()
 }
 

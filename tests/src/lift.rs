@@ -5,8 +5,8 @@
 //! round trip. The records 0.2 extends (job history, candidates as indices)
 //! are built by the adapter with the cluster at hand.
 
-use dragon_host::runtime::wit;
 use dragon_policy_sdk::types as sdk;
+use dragon_runtime::wit;
 
 /// Convert into the same-shaped type of the other side.
 pub trait Lift<T> {

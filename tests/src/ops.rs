@@ -1,7 +1,7 @@
 //! The cluster changes tests make, as the typed ops drivers make them: on a
 //! cluster being built or on a scheduler's snapshot alike.
 
-use dragon_host::framework::{
+use dragon_framework::{
     Cluster, ClusterError, ClusterOp, DisruptionBudget, Job, Node, Pod, Scheduler,
 };
 

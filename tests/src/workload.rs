@@ -6,13 +6,13 @@
 //! all measure these, so their figures speak of the same work.
 
 use anyhow::Result;
-use dragon_host::framework::{
+use dragon_framework::record::{Frame, Recorder};
+use dragon_framework::{
     Answers, Cluster, Decision, Node, NodeName, PodState, RecordingIo, Resources, Scheduler,
     SchedulerConfig,
 };
-use dragon_host::record::{Frame, Recorder};
-use dragon_host::runtime::{Hooks, wit};
-use dragon_host::spec::{TaskSpec, job_pods};
+use dragon_runtime::{Hooks, wit};
+use dragon_sim::spec::{TaskSpec, job_pods};
 
 use crate::{Ops, add_gang};
 
@@ -81,7 +81,7 @@ pub fn capacity(n: usize) -> wit::Capacity {
 
 /// Every node of `c` as the candidates of a pod, with their columns.
 pub fn all_candidates(c: &Cluster) -> wit::Candidates {
-    use dragon_host::runtime::ClusterView;
+    use dragon_runtime::ClusterView;
     let n = c.node_count();
     let rows: Vec<_> = (0..n).map(|i| c.node(i)).collect();
     wit::Candidates {
@@ -279,7 +279,7 @@ pub fn crowded(nodes: usize) -> Scheduler {
     let mut s = pending(nodes, 0, 0);
     let names: Vec<NodeName> = s.cluster().nodes().iter().map(|n| n.name.clone()).collect();
     for (j, node) in names.iter().enumerate() {
-        let jp = dragon_host::spec::job_pods(
+        let jp = dragon_sim::spec::job_pods(
             "bench",
             &format!("run-{j:05}"),
             j as u64,
@@ -297,7 +297,7 @@ pub fn crowded(nodes: usize) -> Scheduler {
         gpus: 8,
         ..worker_spec(8)
     };
-    let jp = dragon_host::spec::job_pods("bench", "urgent", nodes as u64, 100, None, &urgent)
+    let jp = dragon_sim::spec::job_pods("bench", "urgent", nodes as u64, 100, None, &urgent)
         .expect("a valid job");
     s.upsert_job(jp.job);
     for p in jp.pods {
@@ -337,7 +337,7 @@ pub const RACK: &str = "example.com/rack";
 /// `s` with its nodes split into `racks` racks of consecutive nodes (label
 /// [`RACK`], a topology level) and every job required to stay in one.
 pub fn in_racks(mut s: Scheduler, racks: usize) -> Scheduler {
-    use dragon_host::framework::{ClusterOp, TopologyConstraint};
+    use dragon_framework::{ClusterOp, TopologyConstraint};
     let nodes: Vec<Node> = s.cluster().nodes().to_vec();
     let per_rack = nodes.len().div_ceil(racks.max(1));
     for (i, mut node) in nodes.into_iter().enumerate() {
@@ -361,8 +361,8 @@ pub fn in_racks(mut s: Scheduler, racks: usize) -> Scheduler {
 /// and every worker claiming one device of at least 40 GiB through a claim
 /// of its own: the same placements, with the allocator's work added.
 pub fn pending_claiming(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
-    use dragon_host::framework::ClusterOp;
-    use dragon_host::framework::devices::{
+    use dragon_framework::ClusterOp;
+    use dragon_framework::devices::{
         Attribute, Claim, Device, DeviceClass, Quantity, Request, ResourceSlice,
     };
     const DRIVER: &str = "gpu.example.com";
@@ -401,7 +401,7 @@ pub fn pending_claiming(nodes: usize, jobs: usize, per_job: u32) -> Scheduler {
     }))
     .expect("a class");
     for j in 0..jobs {
-        let jp = dragon_host::spec::job_pods(
+        let jp = dragon_sim::spec::job_pods(
             "bench",
             &format!("job-{j:05}"),
             j as u64,

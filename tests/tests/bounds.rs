@@ -6,12 +6,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use dragon_host::framework::record::{Frame, Replayer};
-use dragon_host::framework::{
+use dragon_framework::record::{Frame, Replayer};
+use dragon_framework::{
     Answers, BreakerChange, BreakerConfig, Cluster, Decision, Node, PodState, RecordingIo,
     Resources, Scheduler, SchedulerConfig,
 };
-use dragon_host::runtime::{
+use dragon_runtime::{
     CallError, ComponentCache, Limits, LoadError, LoadOptions, Observed, Observer, WasmPolicy,
     bounds, wit,
 };
@@ -151,7 +151,7 @@ fn a_million_copies_of_one_pre_filter_size_are_tried_once() {
 
 /// The hostile policy with `settings` and a per-call deadline.
 fn hostile_with_deadline(
-    engine: &dragon_host::runtime::PolicyEngine,
+    engine: &dragon_runtime::PolicyEngine,
     settings: &str,
     deadline_ms: u64,
 ) -> WasmPolicy {

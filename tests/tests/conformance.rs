@@ -2,10 +2,10 @@
 //! hook by hook and through whole scheduling rounds.
 
 use baseline_policy::Baseline;
-use dragon_host::framework::{Cluster, Node, RecordingIo, Resources, Scheduler, SchedulerConfig};
-use dragon_host::runtime::LoadOptions;
-use dragon_host::runtime::{FixedView, Hooks, wit};
+use dragon_framework::{Cluster, Node, RecordingIo, Resources, Scheduler, SchedulerConfig};
 use dragon_policy::Dragon;
+use dragon_runtime::LoadOptions;
+use dragon_runtime::{FixedView, Hooks, wit};
 use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, Native, add_job, bundled, engine, load};
 
 /// A small deterministic generator (no dependency needed for fixtures).
@@ -273,9 +273,7 @@ fn whole_rounds_bind_the_same_pods_natively_and_through_wasm() {
 /// simulates to the same summary, job by job, natively and through wasm.
 #[test]
 fn fair_share_simulates_the_same_natively_and_through_wasm() {
-    use dragon_host::sim::{
-        GenerateOptions, Mix, Racks, SimOptions, Summary, Trace, generate, simulate,
-    };
+    use dragon_sim::{GenerateOptions, Mix, Racks, SimOptions, Summary, Trace, generate, simulate};
     let text = generate(&GenerateOptions {
         seed: 5,
         nodes: 8,
@@ -304,7 +302,7 @@ fn fair_share_simulates_the_same_natively_and_through_wasm() {
         SimOptions::default(),
         None,
     );
-    let json = |r: &dragon_host::sim::SimRun| serde_json::to_string(&Summary::of(r)).unwrap();
+    let json = |r: &dragon_sim::SimRun| serde_json::to_string(&Summary::of(r)).unwrap();
     assert_eq!(json(&native), json(&wasm));
     assert_eq!(native.jobs, wasm.jobs);
 }

@@ -3,15 +3,13 @@
 //! attempt or not at all, devices held by a claim are not given twice, and
 //! what a released gang had chosen is free again.
 
-use dragon_host::framework::devices::{
-    Allocation, Claim, Device, DeviceClass, Request, ResourceSlice,
-};
-use dragon_host::framework::{
+use dragon_framework::devices::{Allocation, Claim, Device, DeviceClass, Request, ResourceSlice};
+use dragon_framework::{
     Cluster, ClusterOp, Decision, Node, Pod, PodState, RecordingIo, Resources, Role, Scheduler,
     SchedulerConfig, UnitKey,
 };
-use dragon_host::framework::{NodeName, PodKey};
-use dragon_host::runtime::Hooks;
+use dragon_framework::{NodeName, PodKey};
+use dragon_runtime::Hooks;
 use dragon_tests::{Ops, bundled, declared_job, engine};
 
 const DRIVER: &str = "gpu.example.com";

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use dragon_host::framework::{
+use dragon_framework::{
     Cluster, Decision, Job, Node, NodeName, PodKey, PodState, RecordingIo, Resources, Scheduler,
     SchedulerConfig, Taint, TaintEffect, UnitKey,
 };
-use dragon_host::runtime::{ClusterView, Hooks, LoadOptions};
+use dragon_runtime::{ClusterView, Hooks, LoadOptions};
 use dragon_tests::{Ops, add_job, bundled, engine, hostile, pending_pods};
 
 fn node(name: &str, gpus: u32) -> Node {
@@ -401,7 +401,7 @@ fn built_in_filters_respect_taints_and_node_selectors() {
     labelled.labels.insert("zone".into(), "z1".into());
     c.add_node(labelled).unwrap();
     c.add_node(node("plain", 8)).unwrap();
-    let mut pod = dragon_host::framework::Pod::new(
+    let mut pod = dragon_framework::Pod::new(
         "p",
         Resources {
             cpu_milli: 1000,
@@ -421,7 +421,7 @@ fn built_in_filters_respect_taints_and_node_selectors() {
 
 /// One worker pod of one GPU, as its own job.
 fn add_gpu_pod(s: &mut Scheduler, name: &str, arrival_ms: u64) -> String {
-    let w = dragon_host::spec::TaskSpec {
+    let w = dragon_sim::spec::TaskSpec {
         count: 1,
         min: None,
         max: None,
@@ -454,7 +454,7 @@ fn bound(d: &[Decision]) -> Vec<&str> {
 
 /// Under the baseline, one node with one GPU: pod x took it in a round at
 /// 0 and pod y waits. Returns (scheduler, policy, x, y).
-fn one_gpu_taken() -> (Scheduler, dragon_host::runtime::WasmPolicy, String, String) {
+fn one_gpu_taken() -> (Scheduler, dragon_runtime::WasmPolicy, String, String) {
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
@@ -556,7 +556,7 @@ fn woken_units_keep_the_order_of_their_last_attempts() {
 
 #[test]
 fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
-    use dragon_host::framework::{LabelSelector, PodAffinityTerm};
+    use dragon_framework::{LabelSelector, PodAffinityTerm};
     let e = engine();
     let base = bundled(&e, "baseline", "");
     let mut s = sched(&[("a", 1)]);
@@ -566,7 +566,7 @@ fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
         n
     })
     .unwrap();
-    let mut follower = dragon_host::framework::Pod::new(
+    let mut follower = dragon_framework::Pod::new(
         "ns/follower",
         Resources {
             cpu_milli: 100,
@@ -588,7 +588,7 @@ fn a_pod_placed_wakes_a_pod_waiting_for_its_affinity() {
     let (d, _) = round(&mut s, 0, &base);
     assert!(bound(&d).is_empty(), "{d:?}");
     // Another scheduler binds the leader: a pod placed, no room freed.
-    let mut leader = dragon_host::framework::Pod::new("ns/leader", Resources::default());
+    let mut leader = dragon_framework::Pod::new("ns/leader", Resources::default());
     leader.namespace = "ns".into();
     leader.labels.insert("app".into(), "leader".into());
     s.add_pod(leader, Some("a")).unwrap();
@@ -674,8 +674,8 @@ fn add_pod_group(s: &mut Scheduler, name: &str, pods: u32, gpus: u32, job: impl 
 }
 
 /// Pod `i` of PodGroup `group`, without a role, asking `gpus` GPUs.
-fn group_pod(group: &str, i: u32, gpus: u32) -> dragon_host::framework::Pod {
-    let mut p = dragon_host::framework::Pod::new(
+fn group_pod(group: &str, i: u32, gpus: u32) -> dragon_framework::Pod {
+    let mut p = dragon_framework::Pod::new(
         format!("{group}-{i}"),
         Resources {
             cpu_milli: 1000,
@@ -800,7 +800,7 @@ fn a_gang_whose_min_resources_are_not_free_is_not_tried_until_they_are() {
     let mut s = sched(&[("a", 4)]);
     add_pod_group(&mut s, "g", 2, 1, |j| {
         j.min_member = 2;
-        j.min_resources = Some(dragon_host::framework::Demand {
+        j.min_resources = Some(dragon_framework::Demand {
             request: Resources {
                 cpu_milli: 0,
                 memory_mib: 0,
@@ -867,7 +867,7 @@ fn a_quorum_of_a_ps_job_includes_its_parameter_server() {
 /// preference, weighed as kube-scheduler weighs it, spreads them.
 #[test]
 fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
-    use dragon_host::framework::{LabelSelector, PodAffinityTerm, WeightedPodAffinityTerm};
+    use dragon_framework::{LabelSelector, PodAffinityTerm, WeightedPodAffinityTerm};
     const HOST: &str = "kubernetes.io/hostname";
     let e = engine();
     let dragon = bundled(&e, "dragon", "");
@@ -879,7 +879,7 @@ fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
             c.add_node(n).unwrap();
         }
         let mut s = Scheduler::new(c, SchedulerConfig::default());
-        let workers = dragon_host::spec::TaskSpec {
+        let workers = dragon_sim::spec::TaskSpec {
             count: 4,
             min: None,
             max: None,
@@ -888,7 +888,7 @@ fn preferred_anti_affinity_between_a_gangs_workers_spreads_them_over_hosts() {
             gpus: 1,
             devices: Vec::new(),
         };
-        let jp = dragon_host::spec::job_pods("test", "j", 0, 0, None, &workers).unwrap();
+        let jp = dragon_sim::spec::job_pods("test", "j", 0, 0, None, &workers).unwrap();
         s.upsert_job(jp.job);
         for mut p in jp.pods {
             p.labels.insert("job".into(), "j".into());

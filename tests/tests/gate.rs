@@ -3,11 +3,11 @@
 //! answers the same question differently, or that is too slow is refused
 //! with the rule it broke.
 
-use dragon_host::framework::gate::{self, Breach, GateLimits};
-use dragon_host::record::Frame;
-use dragon_host::runtime::view::ClusterView;
-use dragon_host::runtime::{CallError, Hooks, LoadOptions, WasmPolicy, wit};
-use dragon_host::sim::{SimOptions, Trace, sim_config, simulate_recorded};
+use dragon_framework::gate::{self, Breach, GateLimits};
+use dragon_framework::record::Frame;
+use dragon_runtime::view::ClusterView;
+use dragon_runtime::{CallError, Hooks, LoadOptions, WasmPolicy, wit};
+use dragon_sim::{SimOptions, Trace, sim_config, simulate_recorded};
 use dragon_tests::{bundled, engine, hostile};
 
 /// The steps of `trace` simulated under `policy`.
@@ -163,7 +163,7 @@ fn a_candidate_slower_than_the_multiple_allows_is_refused() {
 /// mostly answers the framework accepts (sizes within bounds, lists of the
 /// right length), now and then one it must refuse.
 struct Chaotic {
-    info: dragon_host::runtime::PolicyInfo,
+    info: dragon_runtime::PolicyInfo,
     seed: u64,
     /// One answer in this many is one the framework must refuse (0: none).
     invalid_one_in: u64,
@@ -171,9 +171,9 @@ struct Chaotic {
 
 impl Chaotic {
     fn new(seed: u64, invalid_one_in: u64) -> Chaotic {
-        use dragon_host::runtime::wit::Hook;
+        use dragon_runtime::wit::Hook;
         Chaotic {
-            info: dragon_host::runtime::PolicyInfo::native(
+            info: dragon_runtime::PolicyInfo::native(
                 "chaotic",
                 "0",
                 vec![
@@ -219,7 +219,7 @@ impl Dice {
 }
 
 impl Hooks for Chaotic {
-    fn info(&self) -> &dragon_host::runtime::PolicyInfo {
+    fn info(&self) -> &dragon_runtime::PolicyInfo {
         &self.info
     }
     fn queue_order(
@@ -318,7 +318,7 @@ impl Hooks for Chaotic {
 /// (passed, or the rule broken) and never panics.
 #[test]
 fn the_gate_answers_every_candidate_on_every_recording_without_panicking() {
-    use dragon_host::sim::{GenerateOptions, Mix, Racks, generate};
+    use dragon_sim::{GenerateOptions, Mix, Racks, generate};
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
     let e = engine();

@@ -3,11 +3,11 @@
 //! hook and the cause, no gang is left partly bound, and the next round with
 //! a good policy schedules as if nothing had happened.
 
-use dragon_host::framework::{
+use dragon_framework::{
     BreakerChange, Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler,
     SchedulerConfig,
 };
-use dragon_host::runtime::{ComponentCache, Hooks, Limits, LoadOptions, WasmPolicy};
+use dragon_runtime::{ComponentCache, Hooks, Limits, LoadOptions, WasmPolicy};
 use dragon_tests::{add_job, bundled, engine};
 
 const FAULTS: [&str; 6] = [

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use dragon_host::runtime::{
-    ComponentCache, FixedView, Hooks, LoadOptions, PolicySlot, PolicySource,
-};
+use dragon_runtime::{ComponentCache, FixedView, Hooks, LoadOptions, PolicySlot, PolicySource};
 use dragon_tests::{bundled, engine, lone_pod_on};
 
 #[test]

@@ -3,9 +3,9 @@
 //! cluster a policy keeps stays current across changes, traps, topology
 //! levels and queues.
 
-use dragon_host::framework::{Cluster, Node, Pod, Resources};
-use dragon_host::runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy};
-use dragon_host::sim::{SimOptions, Trace, simulate};
+use dragon_framework::{Cluster, Node, Pod, Resources};
+use dragon_runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPolicy};
+use dragon_sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::all_candidates;
 use dragon_tests::{
     BASELINE_V0_1, BASELINE_V0_2, DRAGON_V0_1, DRAGON_V0_2, bundled, engine, hostile, load,
@@ -48,7 +48,7 @@ fn the_host_names_the_version_each_component_was_built_against() {
 /// per-job records and timeline under a policy's 0.1, 0.2 and 0.3 builds.
 #[test]
 fn bundled_traces_simulate_identically_under_every_interface() {
-    for (trace_name, _) in dragon_host::sim::BUNDLED {
+    for (trace_name, _) in dragon_sim::BUNDLED {
         let trace = Trace::load(trace_name).expect("bundled trace");
         for name in ["dragon", "baseline"] {
             let new = simulate(
@@ -57,8 +57,8 @@ fn bundled_traces_simulate_identically_under_every_interface() {
                 SimOptions::default(),
                 None,
             );
-            let json = |r: &dragon_host::sim::SimRun| {
-                serde_json::to_string(&dragon_host::sim::Summary::of(r)).expect("json")
+            let json = |r: &dragon_sim::SimRun| {
+                serde_json::to_string(&dragon_sim::Summary::of(r)).expect("json")
             };
             for v in ["0.1", "0.2"] {
                 let old = simulate(&trace, &built_against(v, name), SimOptions::default(), None);
@@ -80,7 +80,7 @@ fn node(name: &str, gpus: u32, zone: &str) -> Node {
         },
     );
     n.labels
-        .insert(dragon_host::framework::ZONE_LABEL.into(), zone.into());
+        .insert(dragon_framework::ZONE_LABEL.into(), zone.into());
     n
 }
 
@@ -169,7 +169,7 @@ impl dragon_policy_sdk::Policy for Echo {
 
 #[test]
 fn score_is_given_the_pods_preferences_as_kube_weighs_them() {
-    use dragon_host::framework::{
+    use dragon_framework::{
         NodeSelectorTerm, Operator, PreferredTerm, RecordingIo, Requirement, Scheduler,
         SchedulerConfig,
     };
@@ -189,7 +189,7 @@ fn score_is_given_the_pods_preferences_as_kube_weighs_them() {
         weight: 10,
         term: NodeSelectorTerm {
             match_expressions: vec![Requirement {
-                key: dragon_host::framework::ZONE_LABEL.into(),
+                key: dragon_framework::ZONE_LABEL.into(),
                 operator: Operator::In,
                 values: vec!["z2".into()],
             }],

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use dragon_host::runtime::{Failure, FixedView, HookName, Hooks, Limits, LoadOptions, wit};
+use dragon_runtime::{Failure, FixedView, HookName, Hooks, Limits, LoadOptions, wit};
 use dragon_tests::{engine, hostile, lone_pod_on};
 
 fn limits(deadline_ms: u64, memory_bytes: usize) -> LoadOptions {

@@ -1,7 +1,7 @@
 //! Loading policies: good ones load, bad ones are refused with a clear,
 //! distinct message naming the source and the cause.
 
-use dragon_host::runtime::{ComponentCache, LoadError, LoadOptions, PolicySource, WasmPolicy};
+use dragon_runtime::{ComponentCache, LoadError, LoadOptions, PolicySource, WasmPolicy};
 use dragon_tests::{bundled, engine, hostile};
 
 fn load_bytes(origin: &str, bytes: &[u8]) -> Result<WasmPolicy, LoadError> {
@@ -258,7 +258,7 @@ fn a_digest_off_the_allowlist_is_refused_and_one_on_it_loads() {
         "{err}"
     );
     // Any digest of the list is allowed.
-    let digest = dragon_host::runtime::sha256_hex(dragon_bundled::DRAGON);
+    let digest = dragon_runtime::sha256_hex(dragon_bundled::DRAGON);
     let options = LoadOptions {
         sha256: vec!["00".repeat(32), digest.to_uppercase()],
         ..Default::default()

@@ -3,12 +3,12 @@
 //! a time, elastic jobs shrunk first, disruption budgets and
 //! `preemptionPolicy: Never` honoured.
 
-use dragon_host::framework::{
+use dragon_framework::{
     Answers, ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, NodeName,
     PodKey, PodState, Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
 };
-use dragon_host::runtime::Hooks;
-use dragon_host::spec::{TaskSpec, job_pods};
+use dragon_runtime::Hooks;
+use dragon_sim::spec::{TaskSpec, job_pods};
 use dragon_tests::{Ops, bundled, engine};
 
 /// Nodes of 4 GPUs each.
@@ -327,7 +327,7 @@ fn a_disruption_budget_keeps_its_pods_and_another_victim_is_chosen() {
     round(&mut s, 0, &dragon);
     let budget = |job: &str, allowed| DisruptionBudget {
         namespace: "ml".into(),
-        selector: dragon_host::framework::LabelSelector {
+        selector: dragon_framework::LabelSelector {
             match_labels: [("job".to_string(), job.to_string())].into(),
             match_expressions: vec![],
         },
@@ -434,7 +434,7 @@ fn with_preemption_off_nothing_is_evicted() {
 #[test]
 fn a_job_whose_shrink_is_refused_is_evicted_whole_instead() {
     struct NoScale;
-    impl dragon_host::framework::Scaler for NoScale {
+    impl dragon_framework::Scaler for NoScale {
         fn scale(&mut self, job: &str, _: u32, _: &str) -> Result<(), ApiError> {
             Err(ApiError::new(
                 ApiErrorKind::Refused,
@@ -469,7 +469,7 @@ fn a_job_whose_shrink_is_refused_is_evicted_whole_instead() {
 
 /// Two teams on 8 GPUs, each guaranteed 4, with `reclaim` as given.
 fn teams(reclaim: bool) -> Scheduler {
-    let queue = |name: &str| dragon_host::framework::QueueSpec {
+    let queue = |name: &str| dragon_framework::QueueSpec {
         name: name.into(),
         weight: 1.0,
         guaranteed_gpus: 4,
@@ -588,7 +588,7 @@ fn in_a_tree_of_queues_a_team_at_its_guarantee_lends_nothing_and_its_sub_teams_r
     let dragon = bundled(&e, "dragon", "");
     // 12 GPUs: `org` (8: team-a 4, team-b 4), `lab` (4), and `spare`,
     // guaranteed nothing.
-    let queue = |name: &str, gpus: u32, parent: Option<&str>| dragon_host::framework::QueueSpec {
+    let queue = |name: &str, gpus: u32, parent: Option<&str>| dragon_framework::QueueSpec {
         name: name.into(),
         weight: 1.0,
         guaranteed_gpus: gpus,

@@ -15,13 +15,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use dragon_host::framework::{
+use dragon_framework::{
     ApiError, ApiErrorKind, Binder, Cluster, Node, Pod, PodKey, PodState, RecordingIo, Release,
     ResizeLimits, Resources, Role, Scheduler, SchedulerConfig, Taint, TaintEffect, Toleration,
     TolerationOperator, UnitKey,
 };
-use dragon_host::runtime::{Hooks, PolicyEngine, WasmPolicy};
-use dragon_host::spec::{TaskSpec, worker_pod};
+use dragon_runtime::{Hooks, PolicyEngine, WasmPolicy};
+use dragon_sim::spec::{TaskSpec, worker_pod};
 use dragon_tests::{Ops, add_gang, bundled, engine};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -366,7 +366,7 @@ impl Binder for Bindings {
         Ok(Release::Unbound)
     }
 
-    fn evict(&mut self, eviction: &dragon_host::framework::Eviction) -> Result<(), ApiError> {
+    fn evict(&mut self, eviction: &dragon_framework::Eviction) -> Result<(), ApiError> {
         self.anomalies.push(format!(
             "{} evicted: the properties' jobs are all of one priority",
             eviction.victim
@@ -628,7 +628,7 @@ fn drive(sc: &Scenario, policy: &dyn Hooks, checks: Checks) -> Result<Outcome, T
         // A scheduling round.
         let report = s.schedule_round(now, policy, &mut io, &mut scaler);
         for d in &report.decisions {
-            use dragon_host::framework::Decision as D;
+            use dragon_framework::Decision as D;
             match d {
                 D::Admitted { .. } => out.admitted += 1,
                 D::Resized { .. } => out.admitted_below_request += 1,

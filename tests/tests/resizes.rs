@@ -4,13 +4,13 @@
 //! time is rolled back, so no policy can thrash a job or leave it waiting
 //! for workers that cannot join it.
 
-use dragon_host::framework::{
+use dragon_framework::{
     Cluster, Held, Node, RecordingIo, ResizeLimits, Resources, Scheduler, SchedulerConfig,
 };
-use dragon_host::runtime::view::ClusterView;
-use dragon_host::runtime::{CallError, Hooks, PolicyInfo, wit};
-use dragon_host::sim::{SimOptions, Trace, simulate};
-use dragon_host::spec::worker_pod;
+use dragon_runtime::view::ClusterView;
+use dragon_runtime::{CallError, Hooks, PolicyInfo, wit};
+use dragon_sim::spec::worker_pod;
+use dragon_sim::{SimOptions, Trace, simulate};
 use dragon_tests::{Ops, add_gang, add_job, bundled, engine, pending_pods};
 
 /// What a resizing policy does with each running job at each scale step.
@@ -167,7 +167,7 @@ fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_
     let template = s
         .cluster()
         .job_pods("j")
-        .find(|(p, _)| p.index == 0 && p.role == dragon_host::framework::Role::Worker)
+        .find(|(p, _)| p.index == 0 && p.role == dragon_framework::Role::Worker)
         .map(|(p, _)| p.clone())
         .unwrap();
     add_gang(
@@ -175,7 +175,7 @@ fn growth_is_capped_at_the_free_room_and_rolled_back_when_its_workers_find_none_
         "other",
         1_000,
         None,
-        &dragon_host::spec::TaskSpec {
+        &dragon_sim::spec::TaskSpec {
             count: 6,
             min: None,
             max: None,

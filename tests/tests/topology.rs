@@ -4,12 +4,12 @@
 //! (preferred), a clear reason when no domain does, and preemption that
 //! frees one domain and holds it for the preemptor.
 
-use dragon_host::framework::{
+use dragon_framework::{
     Cluster, ClusterOp, Decision, Node, Pod, PodState, RecordingIo, Resources, Scheduler,
     SchedulerConfig, TopologyConstraint, UnitKey,
 };
-use dragon_host::runtime::Hooks;
-use dragon_host::spec::{TaskSpec, job_pods};
+use dragon_runtime::Hooks;
+use dragon_sim::spec::{TaskSpec, job_pods};
 use dragon_tests::{Ops, bundled, engine, unschedulable as reason};
 
 const RACK: &str = "example.com/rack";

@@ -5,15 +5,15 @@
 //! two pods at once, nor attaches more CSI volumes to a node than its
 //! driver allows, counting the pods other schedulers placed.
 
-use dragon_host::framework::volumes::{
+use dragon_framework::volumes::{
     AccessMode, CsiVolume, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
 };
-use dragon_host::framework::{
+use dragon_framework::{
     Cluster, ClusterOp, Decision, Node, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
     Requirement, Resources, Role, Scheduler, SchedulerConfig,
 };
-use dragon_host::framework::{NodeName, PodKey};
-use dragon_host::runtime::Hooks;
+use dragon_framework::{NodeName, PodKey};
+use dragon_runtime::Hooks;
 use dragon_tests::{Ops, bundled, declared_job, engine};
 
 const GI: u64 = 1 << 30;

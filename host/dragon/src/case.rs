@@ -7,12 +7,12 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::framework::{
+use dragon_framework::{
     Cluster, Decision, Pod, RecordingIo, RoundReport, ScaleReport, Scheduler, SchedulerConfig,
     Toleration,
 };
-use crate::runtime::WasmPolicy;
-use crate::spec::{self, NodeGroup, TaskSpec};
+use dragon_runtime::WasmPolicy;
+use dragon_sim::spec::{self, NodeGroup, TaskSpec};
 
 /// The case file.
 #[derive(Debug, Deserialize)]

@@ -6,10 +6,10 @@
 //! `assumeRemainingSeconds` more, waiting ones `assumeDurationSeconds`.
 
 use dragon_framework::Cluster;
-use dragon_host::sim::engine::{SimOptions, simulate};
-use dragon_host::sim::resume::{Assumed, from_cluster};
-use dragon_host::sim::trace::Trace;
 use dragon_runtime::Hooks;
+use dragon_sim::engine::{SimOptions, simulate};
+use dragon_sim::resume::{Assumed, from_cluster};
+use dragon_sim::trace::Trace;
 use serde::Deserialize;
 
 use super::Estimate;

@@ -18,10 +18,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use serde::Serialize;
 
-use dragon_host::framework::{Decision, RecordingIo, Scheduler, SchedulerConfig};
-use dragon_host::runtime::{
-    ComponentCache, Hooks, LoadOptions, PolicySlot, PolicySource, WasmPolicy,
-};
+use dragon_framework::{Decision, RecordingIo, Scheduler, SchedulerConfig};
+use dragon_runtime::{ComponentCache, Hooks, LoadOptions, PolicySlot, PolicySource, WasmPolicy};
 use dragon_tests::workload::{all_candidates, cluster, placement, worker_spec};
 use dragon_tests::{add_gang, engine};
 
@@ -73,7 +71,7 @@ fn swap_to_first_decision(slot: &PolicySlot, file: &Path) -> Result<f64> {
         &LoadOptions::default(),
     )
     .with_context(|| format!("reloading {}", file.display()))?;
-    let view = dragon_host::runtime::FixedView::from_candidates(&cands);
+    let view = dragon_runtime::FixedView::from_candidates(&cands);
     slot.current().score(&pod, &cands, &view)?;
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
@@ -206,7 +204,7 @@ fn snapshot_memory(quick: bool, r: &mut Report) {
 
 /// The snapshot as `dragon`'s view: its memory, and a call with the view
 /// current against one that must first receive every node.
-fn guest_view(c: &dragon_host::framework::Cluster, r: &mut Report) {
+fn guest_view(c: &dragon_framework::Cluster, r: &mut Report) {
     let policy = dragon_tests::bundled(&engine(), "dragon", "");
     let (pod, _) = placement(1);
     let cands = all_candidates(c);

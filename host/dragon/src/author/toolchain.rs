@@ -9,7 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::runtime::ComponentCache;
+use dragon_runtime::ComponentCache;
 
 /// A tool that turns a guest-language project into a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use crate::author::cases::{self, Verdict};
 use crate::author::scaffold::{self, Lang, Sdk};
 use crate::author::{CASES_DIR, COMPONENT_FILE, build};
 use crate::case::Case;
-use crate::runtime::{Limits, PolicySource};
+use dragon_runtime::{Limits, PolicySource};
 
 use super::policy::PolicyArgs;
 
@@ -177,6 +177,6 @@ fn policy_args(policy: &str) -> PolicyArgs {
 
 /// Write `bytes` to `path` so that a reader never sees half of it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::runtime::write_atomically(path, bytes)
+    dragon_runtime::write_atomically(path, bytes)
         .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -9,9 +9,9 @@ use indicatif::{MultiProgress, ProgressDrawTarget};
 use rayon::prelude::*;
 
 use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
-use crate::runtime::WasmPolicy;
-use crate::sim::report::{self, Labeled};
-use crate::sim::{SimRun, Summary, Trace, bound};
+use crate::report::{self, Labeled};
+use dragon_runtime::WasmPolicy;
+use dragon_sim::{SimRun, Summary, Trace, bound};
 
 #[derive(Debug, Args)]
 #[command(

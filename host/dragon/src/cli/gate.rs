@@ -10,8 +10,8 @@ use clap::Args;
 use super::policy::PolicyArgs;
 use super::replay::Opened;
 use super::simulate::{SIM_DEADLINE_MS, load_policy};
-use crate::framework::gate::{self, GateLimits};
-use crate::runtime::Hooks;
+use dragon_framework::gate::{self, GateLimits};
+use dragon_runtime::Hooks;
 
 #[derive(Debug, Args)]
 pub struct GateOpts {

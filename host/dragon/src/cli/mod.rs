@@ -58,7 +58,7 @@ impl Cli {
     }
 }
 
-pub use crate::framework::logging::init as init_logging;
+pub use dragon_framework::logging::init as init_logging;
 
 /// `dragon policy run` saw hook calls fail: the command's output is
 /// complete, and the process exits with [`HookCallsFailed::EXIT_CODE`].

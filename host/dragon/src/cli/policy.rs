@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::case::{Case, Outcome};
-use crate::framework::{BreakerChange, ObjectKey};
-use crate::runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
+use dragon_framework::{BreakerChange, ObjectKey};
+use dragon_runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -227,7 +227,7 @@ impl PolicyCommand {
                         for case in &o.golden {
                             // Read as a recording first: a broken case is
                             // named here rather than refused by the gate.
-                            crate::record::read(case)
+                            dragon_framework::record::read(case)
                                 .with_context(|| "cannot carry a golden case")?;
                             let bytes = std::fs::read(case)
                                 .with_context(|| format!("cannot read {}", case.display()))?;
@@ -260,7 +260,7 @@ pub(crate) fn print_check(policy: &WasmPolicy, json: bool) -> Result<()> {
     let hooks: Vec<&str> = info
         .hooks
         .iter()
-        .map(|h| crate::runtime::hook_name(*h))
+        .map(|h| dragon_runtime::hook_name(*h))
         .collect();
     println!("policy:            {} {}", info.name, info.version);
     println!(

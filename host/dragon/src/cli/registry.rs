@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use dragon_registry::{ComponentWorld, Credentials, PolicyRef, Registry, RegistryOptions};
 
-use crate::runtime::PolicySource;
+use dragon_runtime::PolicySource;
 
 use super::policy::PolicyArgs;
 
@@ -78,7 +78,7 @@ fn checker(policy: &str) -> PolicyArgs {
     PolicyArgs {
         policy: policy.to_string(),
         settings: None,
-        deadline_ms: crate::runtime::Limits::default().deadline_ms,
+        deadline_ms: dragon_runtime::Limits::default().deadline_ms,
         no_cache: false,
     }
 }
@@ -131,7 +131,7 @@ impl PullOpts {
             unreachable!("built as bytes above")
         };
         // A reader sees the old file or the new one, never half a policy.
-        crate::runtime::write_atomically(&self.out, bytes)
+        dragon_runtime::write_atomically(&self.out, bytes)
             .with_context(|| format!("cannot write {}", self.out.display()))?;
         eprintln!("wrote {} from {reference}", self.out.display());
         super::policy::print_check(&policy, self.json)

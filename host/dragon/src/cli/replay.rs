@@ -6,9 +6,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::simulate::{SIM_DEADLINE_MS, load_policy};
-use crate::framework::SchedulerConfig;
-use crate::record::{self, Difference, Recording, Replayer};
-use crate::runtime::{Hooks, WasmPolicy};
+use dragon_framework::SchedulerConfig;
+use dragon_framework::record::{self, Difference, Recording, Replayer};
+use dragon_runtime::{Hooks, WasmPolicy};
 
 #[derive(Debug, Args)]
 #[command(

@@ -11,11 +11,11 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::policy::PolicyArgs;
 use super::replay::Opened;
-use crate::record::{FORMAT, Frame, Header, Recorder, Replayer};
-use crate::runtime::WasmPolicy;
-use crate::sim::report::{self, Labeled};
-use crate::sim::resume::{self, Assumed};
-use crate::sim::{
+use crate::report::{self, Labeled};
+use dragon_framework::record::{FORMAT, Frame, Header, Recorder, Replayer};
+use dragon_runtime::WasmPolicy;
+use dragon_sim::resume::{self, Assumed};
+use dragon_sim::{
     DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate, simulate_recorded,
 };
 

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::compare::labeled_policies;
 use super::simulate::RunArgs;
-use crate::sim::sweep::{self, SweepOptions};
-use crate::sim::{GenerateOptions, Mix, RackConstraint, Racks};
+use crate::sweep::{self, SweepOptions};
+use dragon_sim::{GenerateOptions, Mix, RackConstraint, Racks};
 
 #[derive(Debug, Args)]
 #[command(

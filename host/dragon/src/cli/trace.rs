@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::sim::report::human;
-use crate::sim::{
+use crate::report::human;
+use dragon_sim::{
     BUNDLED, GenerateOptions, Mix, RackConstraint, Racks, Trace, generate, workloads,
 };
 

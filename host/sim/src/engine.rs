@@ -11,14 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::queues::{QueueMeter, QueueSummary};
 use super::trace::Trace;
-use crate::framework::{
+use crate::spec;
+use dragon_framework::record::Frame;
+use dragon_framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
     Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, subject,
 };
-use crate::framework::{JobKey, PodKey};
-use crate::record::Frame;
-use crate::runtime::{Hooks, wit};
-use crate::spec;
+use dragon_framework::{JobKey, PodKey};
+use dragon_runtime::{Hooks, wit};
 
 /// How to run.
 #[derive(Debug, Clone, Copy)]

@@ -1,19 +1,24 @@
-//! The trace-driven cluster simulator behind `dragon simulate`, `dragon
-//! compare` and `dragon trace`. It drives the very framework the Kubernetes
-//! shim drives ([`crate::framework::Scheduler`]), with the policy running
-//! through wasm; only the cluster (binds always succeed, jobs train at the
-//! speed of [`SpeedModel`]) is simulated. `docs/simulator.md` describes the
-//! model and its sources.
+//! The trace-driven cluster simulator: what `dragon simulate`, `compare`,
+//! `sweep` and `trace` run, and what dragon-scheduler plays forward for a
+//! job's estimated start. It drives the very framework dragon-scheduler
+//! drives ([`dragon_framework::Scheduler`]), with the policy running through
+//! wasm; only the cluster (binds always succeed, jobs train at the speed of
+//! [`SpeedModel`] or of their measurements) is simulated.
+//! `docs/simulator.md` describes the model and its sources. Presenting runs
+//! (tables, plots, reports) is the CLI's (`dragon-host`).
 //!
 //! - [`trace`]: the trace format and its validation.
 //! - [`resume`]: a trace that starts from a recorded cluster.
-//! - [`sweep`]: policies over generated traces across loads and seeds.
 //! - [`bound`]: lower bounds on average JCT, alone and capacity-aware.
 //! - [`generate`]: the seeded synthetic-trace generator.
 //! - [`speed`]: how fast a job trains at a given size and placement.
 //! - [`engine`]: the discrete-event loop.
 //! - [`metrics`]: the summary of a run.
-//! - [`report`]: tables, CSV, SVG plots and the HTML report.
+//! - [`measured`], [`workloads`]: jobs whose speed comes from published
+//!   measurements (Pollux's), and the public workloads bundled.
+//! - [`queues`]: what each queue of a trace held and was owed.
+//! - [`spec`]: the shapes users write for nodes and jobs, shared with
+//!   `dragon policy run` cases.
 
 pub mod bound;
 pub mod engine;
@@ -21,10 +26,9 @@ pub mod generate;
 pub mod measured;
 pub mod metrics;
 pub mod queues;
-pub mod report;
 pub mod resume;
+pub mod spec;
 pub mod speed;
-pub mod sweep;
 pub mod trace;
 pub mod workloads;
 
@@ -40,12 +44,12 @@ pub use trace::{BUNDLED, Trace, TraceJob};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::Flush;
-    use crate::runtime::{
+    use crate::speed::Speed;
+    use dragon_framework::Flush;
+    use dragon_runtime::{
         CallError, ClusterView, ComponentCache, Hooks, LoadOptions, PolicyEngine, PolicyInfo,
         PolicySource, WasmPolicy, wit,
     };
-    use crate::sim::speed::Speed;
 
     fn wasm(name: &str, settings: &str) -> WasmPolicy {
         let engine = PolicyEngine::new().unwrap();
@@ -230,8 +234,8 @@ jobs:
         let trace = Trace::parse(DRA, "dra.yaml", false).unwrap();
         assert_eq!(trace.total_gpus(), 16, "devices of the GPU class are GPUs");
         let policy = wasm("dragon", "");
-        let mut frames: Vec<crate::record::Frame> = Vec::new();
-        let mut sink = |f: crate::record::Frame| frames.push(f);
+        let mut frames: Vec<dragon_framework::record::Frame> = Vec::new();
+        let mut sink = |f: dragon_framework::record::Frame| frames.push(f);
         let r = simulate_recorded(&trace, &policy, SimOptions::default(), None, &mut sink);
         let s = Summary::of(&r);
         assert_eq!(s.jobs_completed, 2, "{s:?}");
@@ -239,7 +243,7 @@ jobs:
         let binds: Vec<(String, String)> = frames
             .iter()
             .filter_map(|f| match f {
-                crate::record::Frame::Round { decisions, .. } => {
+                dragon_framework::record::Frame::Round { decisions, .. } => {
                     serde_json::from_str::<Vec<serde_json::Value>>(decisions).ok()
                 }
                 _ => None,
@@ -394,7 +398,7 @@ jobs:
 
     #[test]
     fn a_recorded_run_replays_to_the_same_decisions_through_its_own_policy_only() {
-        use crate::record::{Frame, Recording, replay};
+        use dragon_framework::record::{Frame, Recording, replay};
         // Preemption, admission below the requested size, scale steps.
         for text in [URGENT, TWO_JOBS] {
             let trace = Trace::parse(text, "t.yaml", false).unwrap();
@@ -405,8 +409,8 @@ jobs:
                 simulate_recorded(&trace, &policy, SimOptions::default(), None, &mut sink);
                 assert!(frames.len() > 2, "{name}");
                 let rec = Recording {
-                    header: crate::record::Header {
-                        format: crate::record::FORMAT,
+                    header: dragon_framework::record::Header {
+                        format: dragon_framework::record::FORMAT,
                         source: String::new(),
                         policy: name.into(),
                         origin: name.into(),
@@ -509,12 +513,8 @@ jobs:
                 serde_json::to_string(&s2).unwrap(),
                 "{policy}"
             );
-            assert_eq!(report::jobs_csv(&r1), report::jobs_csv(&r2), "{policy}");
-            assert_eq!(
-                report::timeline_csv(&r1),
-                report::timeline_csv(&r2),
-                "{policy}"
-            );
+            assert_eq!(r1.jobs, r2.jobs, "{policy}");
+            assert_eq!(r1.timeline, r2.timeline, "{policy}");
             assert_eq!(s1.jobs_completed, 40, "{policy}: {s1:?}");
             if policy == "dragon" {
                 assert!(
@@ -541,7 +541,7 @@ jobs:
                 info: PolicyInfo {
                     name: "refuser".into(),
                     version: "0".into(),
-                    interface_version: crate::runtime::INTERFACE_VERSION.into(),
+                    interface_version: dragon_runtime::INTERFACE_VERSION.into(),
                     hooks,
                     origin: "test".into(),
                     sha256: String::new(),
@@ -661,11 +661,11 @@ jobs:
 
     #[test]
     fn a_run_resumed_from_a_recording_starts_with_its_running_jobs_in_place() {
-        use crate::record::Replayer;
+        use dragon_framework::record::Replayer;
         let trace = Trace::load("paper").unwrap();
         let dragon = wasm("dragon", "");
         let mut frames = Vec::new();
-        let mut sink = |f: crate::record::Frame| frames.push(f);
+        let mut sink = |f: dragon_framework::record::Frame| frames.push(f);
         let options = SimOptions {
             horizon_ms: 3_000_000,
             ..SimOptions::default()
@@ -712,92 +712,6 @@ jobs:
             assert_eq!(j.restarts, 0, "{j:?}");
         }
         assert!(after.jobs.iter().all(|j| j.finished_ms.is_some()));
-    }
-
-    #[test]
-    fn a_sweep_averages_each_policy_per_load_over_the_seeds() {
-        let dragon = wasm("dragon", "");
-        let baseline = wasm("baseline", "");
-        let policies: Vec<(String, &dyn sweep::Instances)> = vec![
-            ("baseline".into(), &baseline as &dyn sweep::Instances),
-            ("dragon".into(), &dragon as &dyn sweep::Instances),
-        ];
-        let options = sweep::SweepOptions {
-            loads: vec![0.5, 1.2],
-            seeds: vec![1, 2],
-            generate: GenerateOptions {
-                seed: 0,
-                nodes: 4,
-                gpus_per_node: 4,
-                jobs: 30,
-                load: 1.0,
-                elastic_share: 1.0,
-                mix: Mix::Philly,
-                racks: Default::default(),
-                tiers: false,
-                teams: 0,
-            },
-            sim: SimOptions::default(),
-        };
-        let mut seen = Vec::new();
-        let (cells, bounds) =
-            sweep::sweep(&options, &policies, &mut |d, t| seen.push((d, t))).unwrap();
-        assert_eq!(seen, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
-        let shape: Vec<(f64, &str, u32)> = cells
-            .iter()
-            .map(|c| (c.load, c.policy.as_str(), c.runs))
-            .collect();
-        assert_eq!(
-            shape,
-            vec![
-                (0.5, "baseline", 2),
-                (0.5, "dragon", 2),
-                (1.2, "baseline", 2),
-                (1.2, "dragon", 2)
-            ]
-        );
-        // Each cell is the mean of its seeds' runs, the ratio per seed.
-        let trace = |seed| {
-            let o = GenerateOptions {
-                seed,
-                load: 1.2,
-                ..options.generate.clone()
-            };
-            Trace::parse(&generate(&o).unwrap(), "t", false).unwrap()
-        };
-        let (_, b1) = run(&trace(1), &baseline);
-        let (_, b2) = run(&trace(2), &baseline);
-        let (_, d1) = run(&trace(1), &dragon);
-        let (_, d2) = run(&trace(2), &dragon);
-        let c = &cells[3];
-        assert!((c.avg_jct_s - (d1.avg_jct_s + d2.avg_jct_s) / 2.0).abs() < 1e-9);
-        let ratio = (d1.avg_jct_s / b1.avg_jct_s + d2.avg_jct_s / b2.avg_jct_s) / 2.0;
-        assert!((c.jct_vs_first - ratio).abs() < 1e-9, "{c:?}");
-        assert!((c.p99_wait_s - (d1.p99_wait_s + d2.p99_wait_s) / 2.0).abs() < 1e-9);
-        assert_eq!(cells[2].jct_vs_first, 1.0);
-        // The bounds: alone below capacity-aware, both below every policy's
-        // average JCT at each load.
-        assert_eq!(bounds.len(), 2);
-        for b in &bounds {
-            assert!(b.avg_jct_s <= b.capacity_avg_jct_s, "{b:?}");
-            for c in cells.iter().filter(|c| c.load == b.load) {
-                assert!(b.capacity_avg_jct_s <= c.avg_jct_s, "{b:?} {c:?}");
-                assert!(c.jct_vs_capacity >= 1.0, "{c:?}");
-            }
-        }
-        let table = sweep::table(&cells, &bounds);
-        assert!(table.contains("  all  dragon"), "{table}");
-        assert!(
-            table.lines().last().unwrap().contains("all  (capacity)"),
-            "{table}"
-        );
-
-        let too_many = sweep::SweepOptions {
-            seeds: (0..600).collect(),
-            ..options
-        };
-        let e = sweep::sweep(&too_many, &policies, &mut |_, _| {}).unwrap_err();
-        assert!(e.to_string().contains("1200 traces"), "{e}");
     }
 
     /// A job of a measured model alone takes the time its measurements

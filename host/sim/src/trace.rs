@@ -12,16 +12,16 @@ use super::measured::{self, Batch, MeasuredJob, Measurements};
 use super::queues::QueueSpec;
 use super::speed::{Speed, SpeedModel};
 use super::workloads;
-use crate::framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
-use crate::framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
-use crate::framework::{JobKey, NodeName, PodKey};
 use crate::spec::{self, DeviceClassSpec, NodeGroup, TaskSpec};
+use dragon_framework::devices::{Claim, DeviceClass, Request, ResourceSlice};
+use dragon_framework::{Job, Node, Pod, Preemption, Resources, TopologyConstraint, TopologyMode};
+use dragon_framework::{JobKey, NodeName, PodKey};
 
 /// The traces shipped inside the binary: `(name, YAML)`.
 pub const BUNDLED: &[(&str, &str)] = &[
-    ("paper", include_str!("../../traces/paper.yaml")),
-    ("large", include_str!("../../traces/large.yaml")),
-    ("deadlock", include_str!("../../traces/deadlock.yaml")),
+    ("paper", include_str!("../traces/paper.yaml")),
+    ("large", include_str!("../traces/large.yaml")),
+    ("deadlock", include_str!("../traces/deadlock.yaml")),
 ];
 
 /// Default period of the scale step, seconds.
@@ -181,7 +181,7 @@ impl TraceJob {
     pub fn ps_count(&self) -> u32 {
         self.pods
             .iter()
-            .filter(|p| p.role == crate::framework::Role::Ps)
+            .filter(|p| p.role == dragon_framework::Role::Ps)
             .count() as u32
     }
 }
@@ -226,7 +226,7 @@ fn topology_levels(files: &[LevelFile]) -> Result<Vec<(String, f64)>> {
         }
     }
     let keys: Vec<String> = files.iter().map(|l| l.key.clone()).collect();
-    crate::framework::check_levels(&keys).map_err(|e| anyhow!("model.topology: {e}"))?;
+    dragon_framework::check_levels(&keys).map_err(|e| anyhow!("model.topology: {e}"))?;
     Ok(files.iter().map(|l| (l.key.clone(), l.penalty)).collect())
 }
 
@@ -243,9 +243,9 @@ fn job_topology(
         _ => bail!("{place}.topology: set one of `required` and `preferred`"),
     };
     let known = match levels.is_empty() {
-        true => crate::framework::DEFAULT_LEVELS.contains(&c.key.as_str()),
+        true => dragon_framework::DEFAULT_LEVELS.contains(&c.key.as_str()),
         false => {
-            c.key == crate::framework::HOSTNAME_LEVEL || levels.iter().any(|(k, _)| *k == c.key)
+            c.key == dragon_framework::HOSTNAME_LEVEL || levels.iter().any(|(k, _)| *k == c.key)
         }
     };
     if !known {
@@ -488,7 +488,7 @@ impl Trace {
                 true => slices
                     .iter()
                     .filter_map(|(_, s)| match &s.reach {
-                        Some(crate::framework::devices::Reach::Node(n)) => {
+                        Some(dragon_framework::devices::Reach::Node(n)) => {
                             Some((n.into(), s.devices.len() as u32))
                         }
                         _ => None,
@@ -582,7 +582,7 @@ impl Trace {
                 .pods
                 .iter()
                 .filter(|p| {
-                    p.role != crate::framework::Role::Worker || p.index < jp.job.min_workers
+                    p.role != dragon_framework::Role::Worker || p.index < jp.job.min_workers
                 })
                 .fold(Resources::default(), |a, p| a.plus(p.request));
             if !min_gang.fits_in(total) {
@@ -604,7 +604,7 @@ impl Trace {
                 let mut domains: BTreeMap<&str, Resources> = BTreeMap::new();
                 for n in &nodes {
                     let hostname =
-                        (c.key == crate::framework::HOSTNAME_LEVEL).then_some(n.name.as_str());
+                        (c.key == dragon_framework::HOSTNAME_LEVEL).then_some(n.name.as_str());
                     if let Some(d) = n.labels.get(&c.key).map(String::as_str).or(hostname) {
                         let r = domains.entry(d).or_default();
                         *r = r.plus(capacity(n));

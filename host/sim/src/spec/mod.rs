@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::devices::{Claim, Request};
-use crate::framework::{Job, Node, Pod, Resources, Role};
+use dragon_framework::devices::{Claim, Request};
+use dragon_framework::{Job, Node, Pod, Resources, Role};
 
 pub mod devices;
 
@@ -27,7 +27,7 @@ pub struct NodeGroup {
     pub labels: std::collections::BTreeMap<String, String>,
     /// Taints on every node of the group.
     #[serde(default)]
-    pub taints: Vec<crate::framework::Taint>,
+    pub taints: Vec<dragon_framework::Taint>,
     /// Devices a DRA driver publishes on every node of the group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<DeviceGroup>,

@@ -4,7 +4,7 @@
 //! recreated pending), as a job's controller and the kubelet would.
 
 use super::*;
-use crate::framework::PodKey;
+use dragon_framework::PodKey;
 
 impl Sim<'_> {
     /// The scale step at `t`: whether the policy answered.

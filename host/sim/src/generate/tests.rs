@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::sim::trace::Trace;
+use crate::trace::Trace;
 
 /// GPU-seconds demanded at the requested sizes over the arrival span's.
 fn offered_load(t: &Trace, gpus: f64) -> f64 {
@@ -54,8 +54,8 @@ fn racks_split_the_nodes_and_jobs_that_span_nodes_ask_for_one() {
         let c = j.job.topology.as_ref().map(|c| c.mode);
         let expected = match j.job.max_workers {
             w if w <= 4 => None,
-            w if w <= 12 => Some(crate::framework::TopologyMode::Required),
-            _ => Some(crate::framework::TopologyMode::Preferred),
+            w if w <= 12 => Some(dragon_framework::TopologyMode::Required),
+            _ => Some(dragon_framework::TopologyMode::Preferred),
         };
         assert_eq!(c, expected, "{}", j.name);
     }

@@ -8,12 +8,12 @@ use std::sync::mpsc;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::bound;
-use super::engine::{SimOptions, simulate};
-use super::generate::{GenerateOptions, OptionError, generate};
-use super::metrics::Summary;
-use super::trace::Trace;
-use crate::runtime::{Hooks, WasmPolicy};
+use dragon_runtime::{Hooks, WasmPolicy};
+use dragon_sim::bound;
+use dragon_sim::engine::{SimOptions, simulate};
+use dragon_sim::generate::{GenerateOptions, OptionError, generate};
+use dragon_sim::metrics::Summary;
+use dragon_sim::trace::Trace;
 
 /// A policy a sweep can run on several traces at once: every run gets an
 /// instance of its own, made and configured as the policy was.
@@ -285,7 +285,7 @@ fn fairness_table(cells: &[Cell]) -> String {
 /// bounds, and a last row per policy with its JCT ratios to the first
 /// policy and to the capacity-aware bound averaged over the loads.
 pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
-    use super::report::human;
+    use crate::report::human;
     use std::fmt::Write as _;
     let mut out = format!(
         "{:>5}  {:<12} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>6}\n",
@@ -403,4 +403,112 @@ pub fn table(cells: &[Cell], bounds: &[Bound]) -> String {
     }
     out.push_str(&fairness_table(cells));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dragon_runtime::{ComponentCache, LoadOptions, PolicyEngine, PolicySource};
+    use dragon_sim::{Mix, SimRun};
+
+    fn wasm(name: &str) -> WasmPolicy {
+        WasmPolicy::load(
+            &PolicyEngine::new().unwrap(),
+            &ComponentCache::disabled(),
+            &PolicySource::named_or_file(name),
+            &LoadOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn run(trace: &Trace, policy: &dyn Hooks) -> (SimRun, Summary) {
+        let r = simulate(trace, policy, SimOptions::default(), None);
+        let s = Summary::of(&r);
+        (r, s)
+    }
+
+    #[test]
+    fn a_sweep_averages_each_policy_per_load_over_the_seeds() {
+        let dragon = wasm("dragon");
+        let baseline = wasm("baseline");
+        let policies: Vec<(String, &dyn Instances)> = vec![
+            ("baseline".into(), &baseline as &dyn Instances),
+            ("dragon".into(), &dragon as &dyn Instances),
+        ];
+        let options = SweepOptions {
+            loads: vec![0.5, 1.2],
+            seeds: vec![1, 2],
+            generate: GenerateOptions {
+                seed: 0,
+                nodes: 4,
+                gpus_per_node: 4,
+                jobs: 30,
+                load: 1.0,
+                elastic_share: 1.0,
+                mix: Mix::Philly,
+                racks: Default::default(),
+                tiers: false,
+                teams: 0,
+            },
+            sim: SimOptions::default(),
+        };
+        let mut seen = Vec::new();
+        let (cells, bounds) = sweep(&options, &policies, &mut |d, t| seen.push((d, t))).unwrap();
+        assert_eq!(seen, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
+        let shape: Vec<(f64, &str, u32)> = cells
+            .iter()
+            .map(|c| (c.load, c.policy.as_str(), c.runs))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0.5, "baseline", 2),
+                (0.5, "dragon", 2),
+                (1.2, "baseline", 2),
+                (1.2, "dragon", 2)
+            ]
+        );
+        // Each cell is the mean of its seeds' runs, the ratio per seed.
+        let trace = |seed| {
+            let o = GenerateOptions {
+                seed,
+                load: 1.2,
+                ..options.generate.clone()
+            };
+            Trace::parse(&generate(&o).unwrap(), "t", false).unwrap()
+        };
+        let (_, b1) = run(&trace(1), &baseline);
+        let (_, b2) = run(&trace(2), &baseline);
+        let (_, d1) = run(&trace(1), &dragon);
+        let (_, d2) = run(&trace(2), &dragon);
+        let c = &cells[3];
+        assert!((c.avg_jct_s - (d1.avg_jct_s + d2.avg_jct_s) / 2.0).abs() < 1e-9);
+        let ratio = (d1.avg_jct_s / b1.avg_jct_s + d2.avg_jct_s / b2.avg_jct_s) / 2.0;
+        assert!((c.jct_vs_first - ratio).abs() < 1e-9, "{c:?}");
+        assert!((c.p99_wait_s - (d1.p99_wait_s + d2.p99_wait_s) / 2.0).abs() < 1e-9);
+        assert_eq!(cells[2].jct_vs_first, 1.0);
+        // The bounds: alone below capacity-aware, both below every policy's
+        // average JCT at each load.
+        assert_eq!(bounds.len(), 2);
+        for b in &bounds {
+            assert!(b.avg_jct_s <= b.capacity_avg_jct_s, "{b:?}");
+            for c in cells.iter().filter(|c| c.load == b.load) {
+                assert!(b.capacity_avg_jct_s <= c.avg_jct_s, "{b:?} {c:?}");
+                assert!(c.jct_vs_capacity >= 1.0, "{c:?}");
+            }
+        }
+        let table = table(&cells, &bounds);
+        assert!(table.contains("  all  dragon"), "{table}");
+        assert!(
+            table.lines().last().unwrap().contains("all  (capacity)"),
+            "{table}"
+        );
+
+        let too_many = SweepOptions {
+            seeds: (0..600).collect(),
+            ..options
+        };
+        let e = sweep(&too_many, &policies, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("1200 traces"), "{e}");
+    }
 }

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::engine::SimRun;
-use super::metrics::{Summary, jct_ms, wait_ms};
+use dragon_sim::engine::SimRun;
+use dragon_sim::metrics::{Summary, jct_ms, wait_ms};
 
 mod plots;
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{SpecError, err};
-use crate::framework::devices::{
+use dragon_framework::devices::{
     Attribute, Claim, Device, DeviceClass, GPU_RESOURCE, MAX_DEVICES_PER_CLAIM, Request,
     ResourceSlice,
 };

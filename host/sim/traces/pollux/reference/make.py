@@ -1,6 +1,6 @@
 # Reference values computed by the Pollux artifact's own simulator code
 # (petuum/adaptdl, branch osdi21-artifact, simulator/), for the tests of
-# host/dragon/src/sim/measured.rs. Run from that directory:
+# host/sim/src/measured.rs. Run from that directory:
 #   python3 make.py   (numpy 1.23, pandas 1.5, scipy 1.11, pymoo 0.4.2.2)
 # It writes throughput.csv and alone.csv to the current directory.
 import sys, csv

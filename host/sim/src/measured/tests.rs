@@ -3,8 +3,8 @@
 
 use super::*;
 
-const THROUGHPUT: &str = include_str!("../../../traces/pollux/reference/throughput.csv");
-const ALONE: &str = include_str!("../../../traces/pollux/reference/alone.csv");
+const THROUGHPUT: &str = include_str!("../../traces/pollux/reference/throughput.csv");
+const ALONE: &str = include_str!("../../traces/pollux/reference/alone.csv");
 
 fn model(name: &str) -> Arc<Measurements> {
     Measurements::bundled(name).unwrap_or_else(|| panic!("bundled model {name}"))

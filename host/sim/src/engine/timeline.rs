@@ -2,7 +2,7 @@
 //! queue of the trace held and was owed at that moment.
 
 use super::*;
-use crate::sim::metrics::{jct_ms, wait_ms};
+use crate::metrics::{jct_ms, wait_ms};
 
 impl Sim<'_> {
     pub(super) fn record_point(&mut self) {

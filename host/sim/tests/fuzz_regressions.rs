@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use dragon_host::sim::Trace;
+use dragon_sim::Trace;
 
 fn parse_err(name: &str, text: &str) -> String {
     let started = Instant::now();

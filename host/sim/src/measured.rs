@@ -633,9 +633,9 @@ mod bundled {
         ($name:literal, epochs: $epochs:literal, max_local_bsz: $max:expr, [$($b:literal),*]) => {
             Model {
                 name: $name,
-                placements: include_str!(concat!("../../traces/pollux/models/", $name, "/placements.csv")),
-                scalability: include_str!(concat!("../../traces/pollux/models/", $name, "/scalability.csv")),
-                validation: &[$(($b, include_str!(concat!("../../traces/pollux/models/", $name, "/validation-", $b, ".csv")))),*],
+                placements: include_str!(concat!("../traces/pollux/models/", $name, "/placements.csv")),
+                scalability: include_str!(concat!("../traces/pollux/models/", $name, "/scalability.csv")),
+                validation: &[$(($b, include_str!(concat!("../traces/pollux/models/", $name, "/validation-", $b, ".csv")))),*],
                 epochs: $epochs,
                 max_local_bsz: $max,
             }

@@ -8,8 +8,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{Labeled, human};
-use crate::sim::engine::Point;
-use crate::sim::metrics::jct_ms;
+use dragon_sim::engine::Point;
+use dragon_sim::metrics::jct_ms;
 
 /// The most runs whose time series are overlaid in one chart (and whose
 /// ratios the terminal table shows as columns).

@@ -19,7 +19,7 @@ use anyhow::{Result, bail};
 
 use super::speed::{Speed, SpeedModel};
 use super::trace::{DEFAULT_RESTART_S, DEFAULT_SCALE_INTERVAL_S, DEFAULT_STALL_S, Trace, TraceJob};
-use crate::framework::{Cluster, PodState};
+use dragon_framework::{Cluster, PodState};
 
 /// What a recording does not know about its jobs.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,7 @@ pub struct Assumed {
 impl Assumed {
     /// Time `job` has left at its present size: from its progress and the
     /// time it has run when both are known, else `remaining_ms`.
-    pub fn remaining_of(&self, job: &crate::framework::Job, started_ms: Option<u64>) -> u64 {
+    pub fn remaining_of(&self, job: &dragon_framework::Job, started_ms: Option<u64>) -> u64 {
         let ran = self
             .now_ms
             .zip(started_ms)
@@ -169,7 +169,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
         topology: cluster
             .topology_levels()
             .iter()
-            .filter(|k| k.as_str() != crate::framework::HOSTNAME_LEVEL)
+            .filter(|k| k.as_str() != dragon_framework::HOSTNAME_LEVEL)
             .map(|k| (k.clone(), 0.0))
             .collect(),
         queues: cluster.queues().to_vec(),
@@ -186,7 +186,7 @@ pub fn from_cluster(cluster: &Cluster, origin: &str, assumed: Assumed) -> Result
 #[cfg(test)]
 mod tests {
     use super::Assumed;
-    use crate::framework::Job;
+    use dragon_framework::Job;
 
     #[test]
     fn a_job_reporting_progress_has_left_what_its_pace_so_far_says() {

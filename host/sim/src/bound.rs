@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use super::trace::{Trace, TraceJob};
-use crate::framework::Role;
+use dragon_framework::Role;
 
 /// What the bounds need of one job, ms and GPU-ms.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,7 +89,7 @@ impl Room {
     fn fits_required(&self, key: &str, gpus: u32) -> bool {
         match self.levels.iter().find(|l| l.0 == key) {
             Some(l) => gpus <= l.2,
-            None if key == crate::framework::HOSTNAME_LEVEL => gpus <= self.node_gpus,
+            None if key == dragon_framework::HOSTNAME_LEVEL => gpus <= self.node_gpus,
             None => true,
         }
     }
@@ -101,7 +101,7 @@ fn need(job: &TraceJob, room: &Room) -> Need {
         .job
         .topology
         .as_ref()
-        .filter(|c| c.mode == crate::framework::TopologyMode::Required);
+        .filter(|c| c.mode == dragon_framework::TopologyMode::Required);
     let worker_gpus = job
         .pods
         .iter()

@@ -27,72 +27,72 @@ use super::trace::Trace;
 pub const POLLUX: &[(&str, &str)] = &[
     (
         "pollux-w1",
-        include_str!("../../traces/pollux/workloads/workload-1.csv"),
+        include_str!("../traces/pollux/workloads/workload-1.csv"),
     ),
     (
         "pollux-w2",
-        include_str!("../../traces/pollux/workloads/workload-2.csv"),
+        include_str!("../traces/pollux/workloads/workload-2.csv"),
     ),
     (
         "pollux-w3",
-        include_str!("../../traces/pollux/workloads/workload-3.csv"),
+        include_str!("../traces/pollux/workloads/workload-3.csv"),
     ),
     (
         "pollux-w4",
-        include_str!("../../traces/pollux/workloads/workload-4.csv"),
+        include_str!("../traces/pollux/workloads/workload-4.csv"),
     ),
     (
         "pollux-w5",
-        include_str!("../../traces/pollux/workloads/workload-5.csv"),
+        include_str!("../traces/pollux/workloads/workload-5.csv"),
     ),
     (
         "pollux-w6",
-        include_str!("../../traces/pollux/workloads/workload-6.csv"),
+        include_str!("../traces/pollux/workloads/workload-6.csv"),
     ),
     (
         "pollux-w7",
-        include_str!("../../traces/pollux/workloads/workload-7.csv"),
+        include_str!("../traces/pollux/workloads/workload-7.csv"),
     ),
     (
         "pollux-w8",
-        include_str!("../../traces/pollux/workloads/workload-8.csv"),
+        include_str!("../traces/pollux/workloads/workload-8.csv"),
     ),
     (
         "pollux-w1-2x",
-        include_str!("../../traces/pollux/workloads/workload-1-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-1-2x.csv"),
     ),
     (
         "pollux-w2-2x",
-        include_str!("../../traces/pollux/workloads/workload-2-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-2-2x.csv"),
     ),
     (
         "pollux-w3-2x",
-        include_str!("../../traces/pollux/workloads/workload-3-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-3-2x.csv"),
     ),
     (
         "pollux-w4-2x",
-        include_str!("../../traces/pollux/workloads/workload-4-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-4-2x.csv"),
     ),
     (
         "pollux-w5-2x",
-        include_str!("../../traces/pollux/workloads/workload-5-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-5-2x.csv"),
     ),
     (
         "pollux-w6-2x",
-        include_str!("../../traces/pollux/workloads/workload-6-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-6-2x.csv"),
     ),
     (
         "pollux-w7-2x",
-        include_str!("../../traces/pollux/workloads/workload-7-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-7-2x.csv"),
     ),
     (
         "pollux-w8-2x",
-        include_str!("../../traces/pollux/workloads/workload-8-2x.csv"),
+        include_str!("../traces/pollux/workloads/workload-8-2x.csv"),
     ),
 ];
 
 /// Philly's jobs, one row per job: `time,duration,num_gpus`.
-const PHILLY: &str = include_str!("../../traces/pollux/philly/philly.csv");
+const PHILLY: &str = include_str!("../traces/pollux/philly/philly.csv");
 
 /// The bundled cuts of Philly's jobs: the whole trace on 320 GPUs (offered
 /// load 0.81), and the multi-GPU jobs of its busiest week (days 63 to 70:
@@ -285,7 +285,7 @@ pub fn csv(text: &str, origin: &str) -> Result<Trace> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::speed::Speed;
+    use crate::speed::Speed;
 
     #[test]
     fn every_bundled_workload_loads_with_measured_jobs() {

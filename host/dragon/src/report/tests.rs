@@ -1,6 +1,6 @@
 use super::plots::bucketed;
 use super::*;
-use crate::sim::engine::Point;
+use dragon_sim::engine::Point;
 
 fn p(t_ms: u64, busy: u64) -> Point {
     Point {
