@@ -4,6 +4,7 @@
 //! what a released gang had chosen is free again.
 
 use dragon_framework::devices::{Allocation, Claim, Device, DeviceClass, Request, ResourceSlice};
+use dragon_framework::testing;
 use dragon_framework::{
     Cluster, ClusterOp, Decision, Node, Pod, PodState, RecordingIo, Resources, Role, Scheduler,
     SchedulerConfig, UnitKey,
@@ -23,15 +24,7 @@ fn sched(nodes: &[(&str, usize)]) -> Scheduler {
     let mut c = Cluster::new();
     for (name, devices) in nodes {
         // No GPU advertised: every GPU comes through a slice.
-        c.add_node(Node::new(
-            *name,
-            Resources {
-                cpu_milli: 32_000,
-                memory_mib: 131_072,
-                gpus: 0,
-            },
-        ))
-        .expect("a node");
+        c.add_node(testing::node(name, 0)).expect("a node");
         c.set_resource_slice(&format!("{name}-gpus"), gpus(name, *devices));
     }
     c.set_device_class(DeviceClass {

@@ -4,23 +4,13 @@
 
 use std::collections::BTreeSet;
 
+use dragon_framework::testing::node;
 use dragon_framework::{
-    Cluster, Decision, Job, Node, NodeName, PodKey, PodState, RecordingIo, Resources, Scheduler,
+    Cluster, Decision, Job, NodeName, PodKey, PodState, RecordingIo, Resources, Scheduler,
     SchedulerConfig, Taint, TaintEffect, UnitKey,
 };
 use dragon_runtime::{ClusterView, Hooks, LoadOptions};
 use dragon_tests::{Ops, add_job, bundled, engine, hostile, pending_pods};
-
-fn node(name: &str, gpus: u32) -> Node {
-    Node::new(
-        name,
-        Resources {
-            cpu_milli: 32_000,
-            memory_mib: 131_072,
-            gpus,
-        },
-    )
-}
 
 fn sched(nodes: &[(&str, u32)]) -> Scheduler {
     let mut c = Cluster::new();

@@ -3,10 +3,8 @@
 //! hook and the cause, no gang is left partly bound, and the next round with
 //! a good policy schedules as if nothing had happened.
 
-use dragon_framework::{
-    BreakerChange, Cluster, Decision, Node, PodState, RecordingIo, Resources, Scheduler,
-    SchedulerConfig,
-};
+use dragon_framework::testing;
+use dragon_framework::{BreakerChange, Decision, PodState, RecordingIo, Scheduler};
 use dragon_runtime::{ComponentCache, Hooks, Limits, LoadOptions, WasmPolicy};
 use dragon_tests::{add_job, bundled, engine};
 
@@ -28,16 +26,7 @@ const HOOKS: [&str; 6] = [
 ];
 
 fn scheduler() -> Scheduler {
-    let mut c = Cluster::new();
-    for name in ["a", "b"] {
-        let r = Resources {
-            cpu_milli: 32_000,
-            memory_mib: 131_072,
-            gpus: 4,
-        };
-        c.add_node(Node::new(name, r)).unwrap();
-    }
-    let mut s = Scheduler::new(c, SchedulerConfig::without_backoff());
+    let mut s = testing::scheduler(&[("a", 4), ("b", 4)]);
     add_job(&mut s, "j", 0, 3, 3, 3);
     s
 }

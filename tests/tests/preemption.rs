@@ -3,9 +3,10 @@
 //! a time, elastic jobs shrunk first, disruption budgets and
 //! `preemptionPolicy: Never` honoured.
 
+use dragon_framework::testing;
 use dragon_framework::{
-    Answers, ApiError, ApiErrorKind, Cluster, Decision, DisruptionBudget, Effect, Node, NodeName,
-    PodKey, PodState, Preemption, RecordingIo, Resources, Scheduler, SchedulerConfig, UnitKey,
+    Answers, ApiError, ApiErrorKind, Decision, DisruptionBudget, Effect, NodeName, PodKey,
+    PodState, Preemption, RecordingIo, Scheduler, SchedulerConfig, UnitKey,
 };
 use dragon_runtime::Hooks;
 use dragon_sim::spec::{TaskSpec, job_pods};
@@ -13,16 +14,8 @@ use dragon_tests::{Ops, bundled, engine};
 
 /// Nodes of 4 GPUs each.
 fn sched(nodes: &[&str]) -> Scheduler {
-    let mut c = Cluster::new();
-    for n in nodes {
-        let r = Resources {
-            cpu_milli: 32_000,
-            memory_mib: 131_072,
-            gpus: 4,
-        };
-        c.add_node(Node::new(*n, r)).unwrap();
-    }
-    Scheduler::new(c, SchedulerConfig::without_backoff())
+    let four: Vec<(&str, u32)> = nodes.iter().map(|&n| (n, 4)).collect();
+    testing::scheduler(&four)
 }
 
 /// A job of `workers` one-GPU workers (at least `min`) at `priority`,

@@ -5,11 +5,12 @@
 //! two pods at once, nor attaches more CSI volumes to a node than its
 //! driver allows, counting the pods other schedulers placed.
 
+use dragon_framework::testing;
 use dragon_framework::volumes::{
     AccessMode, CsiVolume, PersistentVolume, StorageClass, VolumeBinding, VolumeClaim, VolumeMode,
 };
 use dragon_framework::{
-    Cluster, ClusterOp, Decision, Node, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
+    Cluster, ClusterOp, Decision, NodeSelector, NodeSelectorTerm, Operator, Pod, RecordingIo,
     Requirement, Resources, Role, Scheduler, SchedulerConfig,
 };
 use dragon_framework::{NodeName, PodKey};
@@ -51,14 +52,7 @@ fn local(name: &str, node: &str) -> PersistentVolume {
 fn sched(nodes: &[&str]) -> Scheduler {
     let mut c = Cluster::new();
     for name in nodes {
-        let mut node = Node::new(
-            *name,
-            Resources {
-                cpu_milli: 32_000,
-                memory_mib: 131_072,
-                gpus: 8,
-            },
-        );
+        let mut node = testing::node(name, 8);
         node.labels
             .insert("kubernetes.io/hostname".into(), name.to_string());
         c.add_node(node).expect("a node");

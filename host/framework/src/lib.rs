@@ -29,6 +29,7 @@ mod selector;
 pub mod shadow;
 pub mod share;
 mod teams;
+pub mod testing;
 mod unit;
 pub mod volumes;
 
