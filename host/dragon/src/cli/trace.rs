@@ -161,7 +161,7 @@ impl TraceCommand {
                 None => {
                     let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
                     bail!(
-                        "no bundled trace `{name}` (bundled: {}, pollux-w1 … pollux-w8, pollux-w1-2x … pollux-w8-2x; Philly's jobs are in traces/pollux/philly)",
+                        "no bundled trace `{name}` (bundled: {}, pollux-w1 … pollux-w8, pollux-w1-2x … pollux-w8-2x; Philly's jobs, `philly` and `philly-week`, are in host/sim/traces/pollux/philly)",
                         names.join(", ")
                     )
                 }
