@@ -4,6 +4,31 @@
 //! simulator, the shim) feed the snapshot, send the calls a round or a
 //! scale step plans, and settle their answers through one path
 //! (`Scheduler::settle_round`, `settle_effects`, `settle_scale`).
+//!
+//! What a driver feeds:
+//! - `model`: nodes, pods and jobs; `names`, [`key`](ObjectKey): what they
+//!   are keyed by; `constraints`, `selector`, [`quantity`]: what a pod asks
+//!   of a node; [`devices`], [`volumes`]: Dynamic Resource Allocation and
+//!   PersistentVolumes; `teams`: queues that share the cluster.
+//! - `cluster`: the snapshot drivers change only through typed ops
+//!   ([`ClusterOp`]), and the view a policy reads.
+//!
+//! What decides:
+//! - `cycle`: one round (queue order, pre-filter, built-in filters and the
+//!   policy's, score, reserve, permit; preemption and reclaim), planned as a
+//!   [`PlannedRound`]; `queue`: which pending units a round tries and when
+//!   they are tried again; `unit`: a gang or a lone pod.
+//! - `filters`, `preferences`: kube-scheduler's built-in filters and soft
+//!   constraints; `scale`: the periodic scale step and its resize limits.
+//! - `breaker`: a policy that keeps failing is suspended.
+//!
+//! How it is driven and checked:
+//! - `io`, `drive`: the calls a decision needs and the synchronous driver
+//!   that makes them; [`record`]: recordings and replay; [`gate`]: the check
+//!   before a policy swap; [`shadow`]: a candidate deciding beside the
+//!   serving policy; [`share`]: what each queue got of its guarantee;
+//!   [`logging`]: log set-up for both binaries; [`testing`]: fixtures for
+//!   tests outside the crate.
 
 mod breaker;
 mod cluster;

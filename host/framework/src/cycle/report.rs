@@ -226,7 +226,7 @@ impl RoundReport {
     }
 }
 
-/// A round decided and not yet bound (see [`Scheduler::plan_round`]). Its
+/// A round decided and not yet bound (see [`Scheduler::plan_round`](crate::Scheduler::plan_round)). Its
 /// pods are reserved until it is settled.
 #[derive(Debug)]
 #[must_use = "a planned round holds reservations until it is settled"]

@@ -196,7 +196,7 @@ impl Scheduler {
 
     /// Decide the scale step at `now_ms`: the policy's answer, checked
     /// whole against each job's bounds, as [`ScaleReport::requests`] for the
-    /// driver to apply (each reported with [`Scheduler::scaled`]).
+    /// driver to apply (each reported with `Scheduler::scaled`).
     pub fn plan_scale(&mut self, now_ms: u64, policy: &dyn Hooks) -> ScaleReport {
         let mut report = ScaleReport {
             now_ms,
