@@ -42,3 +42,4 @@ pub mod shadow;
 pub mod snapshot;
 pub mod taps;
 pub mod translate;
+pub mod watch;

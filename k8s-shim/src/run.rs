@@ -1,7 +1,7 @@
-//! Wiring: watches feed the scheduling loop; HTTP serves metrics and
-//! health; a Lease decides which replica acts.
+//! Wiring: the policy loaded and followed, watches feeding the scheduling
+//! loop ([`crate::watch`]), HTTP serving metrics and health, and a Lease
+//! deciding which replica acts.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,32 +10,22 @@ use anyhow::{Context, Result};
 use dragon_runtime::{
     ComponentCache, LoadOptions, PolicyEngine, PolicySlot, PolicySource, WasmPolicy,
 };
-use futures::StreamExt;
-use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1 as resource;
-use k8s_openapi::api::storage::v1::{
-    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
-};
-use kube::api::{Api, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
+use kube::Client;
+use kube::api::Api;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::{Config, OnPolicyError};
 use crate::fence::{Fence, Fenced};
 use crate::flight::{FlightRecorder, Run};
-use crate::key::key_of;
-use crate::kube_io::{KubeIo, podgroup_resource};
+use crate::kube_io::KubeIo;
 use crate::leader::Election;
 use crate::metrics::{Metrics, Reload};
 use crate::oci_policy::OciPolicy;
 use crate::reload::{Gate, Reloader, Watched};
-use crate::scheduling::{Kind, Loop, Msg, Parts};
+use crate::scheduling::{Loop, Msg, Parts};
 use crate::shadow::ShadowFeed;
-use crate::snapshot::{Event, GroupApi, PodGroup, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::taps::Taps;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as NativePodGroup;
 
 /// Build a client from `--kubeconfig`, else the usual inference
 /// (`$KUBECONFIG`, `~/.kube/config`, in-cluster).
@@ -69,125 +59,6 @@ pub fn client_from(mut config: kube::Config) -> Result<Client> {
             crate::retry::RetryAfter::default(),
         ))
         .build())
-}
-
-/// Forward one resource's watch into `tx`, translating objects with `to_event`.
-fn spawn_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    kind: Kind,
-    tx: UnboundedSender<Msg>,
-    to_event: fn(K) -> Event,
-    key_of: fn(&K) -> String,
-) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    tokio::spawn(async move {
-        // client-go's reflector backoff (800 ms doubling to 30 s, with
-        // jitter, reset after 2 min of health): a restarted API server is
-        // not met by every watch of every replica at once.
-        let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut listing: Option<BTreeSet<String>> = None;
-        while let Some(item) = stream.next().await {
-            let msg = match item {
-                Ok(watcher::Event::Init) => {
-                    listing = Some(BTreeSet::new());
-                    continue;
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    if let Some(l) = listing.as_mut() {
-                        l.insert(key_of(&obj));
-                    }
-                    Msg::Event(to_event(obj))
-                }
-                Ok(watcher::Event::InitDone) => Msg::Listed {
-                    kind,
-                    keys: listing.take().unwrap_or_default(),
-                },
-                Ok(watcher::Event::Apply(obj)) => Msg::Event(to_event(obj)),
-                Ok(watcher::Event::Delete(obj)) => Msg::Event(match kind {
-                    Kind::Node => Event::NodeGone(key_of(&obj)),
-                    Kind::Pod => Event::PodGone(key_of(&obj)),
-                    Kind::Group | Kind::NativeGroup => Event::GroupGone(key_of(&obj)),
-                    Kind::Claim => Event::ClaimGone(key_of(&obj)),
-                    Kind::Volume => Event::VolumeGone(key_of(&obj)),
-                    Kind::StorageClass => Event::StorageClassGone(key_of(&obj)),
-                    Kind::CsiNode => Event::CsiNodeGone(key_of(&obj)),
-                    Kind::CsiDriver => Event::CsiDriverGone(key_of(&obj)),
-                    Kind::StorageCapacity => Event::StorageCapacityGone(key_of(&obj)),
-                    Kind::VolumeAttachment => Event::VolumeAttachmentGone(key_of(&obj)),
-                    Kind::Budget => Event::BudgetGone(key_of(&obj)),
-                    Kind::ResourceSlice => Event::ResourceSliceGone(key_of(&obj)),
-                    Kind::DeviceClass => Event::DeviceClassGone(key_of(&obj)),
-                    Kind::ResourceClaim => Event::ResourceClaimGone(key_of(&obj)),
-                    Kind::DeviceTaintRule => Event::DeviceTaintRuleGone(key_of(&obj)),
-                }),
-                Err(e) => {
-                    tracing::warn!(?kind, "watch error (retrying after a backoff): {e}");
-                    continue;
-                }
-            };
-            if tx.send(msg).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-fn podgroup(obj: DynamicObject) -> Event {
-    let key = key_of(&obj);
-    let spec = crate::translate::podgroup_spec(&key, obj.data.get("spec"));
-    let created_ms = crate::translate::created_ms(&obj.metadata);
-    Event::Group(PodGroup {
-        key,
-        spec,
-        annotations: obj.metadata.annotations.clone().unwrap_or_default(),
-        created_ms,
-        api: GroupApi::SchedulerPlugins,
-        priority: None,
-    })
-}
-
-fn native_podgroup(pg: NativePodGroup) -> Event {
-    let (spec, priority) = crate::translate::native_podgroup_spec(&pg);
-    Event::Group(PodGroup {
-        key: key_of(&pg),
-        spec: Ok(spec),
-        annotations: pg.metadata.annotations.clone().unwrap_or_default(),
-        created_ms: crate::translate::created_ms(&pg.metadata),
-        api: GroupApi::Native,
-        priority,
-    })
-}
-
-/// Whether to watch `K`, a resource (`plural`) of `group_version`: the API
-/// server serves it (an API version or feature gate may be off) and this
-/// scheduler may list it (an older ClusterRole may not allow it: then it
-/// schedules without it, doing `without`, rather than wait forever for a
-/// list that is refused).
-async fn serves<K>(client: &Client, group_version: &str, plural: &str, without: &str) -> bool
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let served = match client.list_api_group_resources(group_version).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == plural),
-        Err(_) => false,
-    };
-    if !served {
-        return false;
-    }
-    let api = Api::<K>::all(client.clone());
-    match api.list(&kube::api::ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            tracing::warn!(
-                "not allowed to list {group_version} {plural} ({}); {without} until the ClusterRole allows it",
-                e.message
-            );
-            false
-        }
-        // Served and listable, or a passing error the watch will retry.
-        _ => true,
-    }
 }
 
 /// Where a policy comes from: a bundled name, a file, or a registry.
@@ -473,172 +344,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         (None, None)
     };
 
-    spawn_watch(
-        Api::<core::Node>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Node,
-        tx.clone(),
-        |n| Event::Node(Box::new(n)),
-        |n| n.name_any(),
-    );
-    spawn_watch(
-        Api::<core::Pod>::all(client.clone()),
-        // Finished pods too: they free their node, and count in their
-        // PodGroup's status.
-        watcher::Config::default(),
-        Kind::Pod,
-        tx.clone(),
-        |p| Event::Pod(Box::new(p)),
-        key_of,
-    );
-    spawn_watch(
-        Api::<DynamicObject>::all_with(client.clone(), &podgroup_resource()),
-        watcher::Config::default(),
-        Kind::Group,
-        tx.clone(),
-        podgroup,
-        key_of,
-    );
-    spawn_watch(
-        Api::<core::PersistentVolumeClaim>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Claim,
-        tx.clone(),
-        |c| Event::Claim(Box::new(c)),
-        key_of,
-    );
-    spawn_watch(
-        Api::<StorageClass>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::StorageClass,
-        tx.clone(),
-        |c| Event::StorageClass(Box::new(c)),
-        |c| c.name_any(),
-    );
-    spawn_watch(
-        Api::<CSINode>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::CsiNode,
-        tx.clone(),
-        |n| Event::CsiNode(Box::new(n)),
-        |n| n.name_any(),
-    );
-    spawn_watch(
-        Api::<CSIDriver>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::CsiDriver,
-        tx.clone(),
-        |d| Event::CsiDriver(Box::new(d)),
-        |d| d.name_any(),
-    );
-    spawn_watch(
-        Api::<CSIStorageCapacity>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::StorageCapacity,
-        tx.clone(),
-        |c| Event::StorageCapacity(Box::new(c)),
-        key_of,
-    );
-    spawn_watch(
-        Api::<VolumeAttachment>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::VolumeAttachment,
-        tx.clone(),
-        |a| Event::VolumeAttachment(Box::new(a)),
-        |a| a.name_any(),
-    );
-    spawn_watch(
-        Api::<core::PersistentVolume>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Volume,
-        tx.clone(),
-        |v| Event::Volume(Box::new(v)),
-        |v| v.name_any(),
-    );
-    spawn_watch(
-        Api::<PodDisruptionBudget>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Budget,
-        tx.clone(),
-        |b| Event::Budget(Box::new(b)),
-        key_of,
-    );
-    // Devices (`resource.k8s.io/v1`, served by default since 1.34).
-    let devices = serves::<resource::ResourceSlice>(
-        &client,
-        "resource.k8s.io/v1",
-        "resourceslices",
-        "pods claiming devices wait",
-    )
-    .await;
-    if devices {
-        spawn_watch(
-            Api::<resource::ResourceSlice>::all(client.clone()),
-            watcher::Config::default(),
-            Kind::ResourceSlice,
-            tx.clone(),
-            |s| Event::ResourceSlice(Box::new(s)),
-            |s| s.name_any(),
-        );
-        spawn_watch(
-            Api::<resource::DeviceClass>::all(client.clone()),
-            watcher::Config::default(),
-            Kind::DeviceClass,
-            tx.clone(),
-            |c| Event::DeviceClass(Box::new(c)),
-            |c| c.name_any(),
-        );
-        spawn_watch(
-            Api::<resource::ResourceClaim>::all(client.clone()),
-            watcher::Config::default(),
-            Kind::ResourceClaim,
-            tx.clone(),
-            |c| Event::ResourceClaim(Box::new(c)),
-            key_of,
-        );
-    } else {
-        tracing::info!("resource.k8s.io/v1 is not served: pods claiming devices wait, named");
-    }
-    // DeviceTaintRules (GA in 1.37, served beside the rest).
-    let taint_rules = devices
-        && serves::<resource::DeviceTaintRule>(
-            &client,
-            "resource.k8s.io/v1",
-            "devicetaintrules",
-            "devices are tainted by their slices only",
-        )
-        .await;
-    if taint_rules {
-        spawn_watch(
-            Api::<resource::DeviceTaintRule>::all(client.clone()),
-            watcher::Config::default(),
-            Kind::DeviceTaintRule,
-            tx.clone(),
-            |r| Event::DeviceTaintRule(Box::new(r)),
-            |r| r.name_any(),
-        );
-    }
-    let native = serves::<NativePodGroup>(
-        &client,
-        "scheduling.k8s.io/v1beta1",
-        "podgroups",
-        "gangs come from scheduler-plugins PodGroups only",
-    )
-    .await;
-    if native {
-        spawn_watch(
-            Api::<NativePodGroup>::all(client.clone()),
-            watcher::Config::default(),
-            Kind::NativeGroup,
-            tx.clone(),
-            native_podgroup,
-            key_of,
-        );
-    } else {
-        tracing::info!(
-            "scheduling.k8s.io/v1beta1 PodGroups are not served (feature gate GenericWorkload); gangs come from scheduler-plugins PodGroups only"
-        );
-    }
+    let unlisted = crate::watch::spawn_all(&client, &tx).await;
     let stop = tx;
 
     let io = Arc::new(Fenced::new(
@@ -678,19 +384,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
         scale_interval: Duration::from_secs_f64(config.scale_interval_seconds),
         leading: !config.leader_election.enabled,
         // Nothing to list of an API the server does not serve.
-        unlisted: {
-            let mut unlisted = BTreeSet::new();
-            if !native {
-                unlisted.insert(Kind::NativeGroup);
-            }
-            if !devices {
-                unlisted.extend([Kind::ResourceSlice, Kind::DeviceClass, Kind::ResourceClaim]);
-            }
-            if !taint_rules {
-                unlisted.insert(Kind::DeviceTaintRule);
-            }
-            unlisted
-        },
+        unlisted,
         taps: Taps { recorder, shadow },
         estimates: config.estimates,
     });
