@@ -166,9 +166,10 @@ impl Queue {
             .min()
     }
 
-    /// Forget units that are no longer pending.
-    pub(crate) fn retain(&mut self, pending: &BTreeSet<u64>) {
-        self.entries.retain(|id, _| pending.contains(id));
+    /// Forget units that are no longer pending (`pending`: sorted ids).
+    pub(crate) fn retain(&mut self, pending: &[u64]) {
+        self.entries
+            .retain(|id, _| pending.binary_search(id).is_ok());
     }
 
     /// The unit made progress (admitted, bound, waiting in permit).
@@ -426,7 +427,7 @@ mod tests {
         q.set_back(2, Setback::Unschedulable, false, 0, BACKOFF);
         q.settled(1);
         assert!(q.ready(1, 0));
-        q.retain(&[1].into());
+        q.retain(&[1]);
         assert!(q.ready(2, 0));
         assert_eq!(q.next_retry_ms(0), None);
     }

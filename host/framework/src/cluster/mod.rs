@@ -72,9 +72,28 @@ pub(crate) struct JobEntry {
     /// The policy's last growth of it, while its new workers may still
     /// wait: (workers before, when).
     pub(crate) grew: Option<(u32, u64)>,
+    /// Its workers holding a node (reserved or bound), kept as pods come,
+    /// go and move: `job-stats` is asked for it per unit and round.
+    pub(crate) placed_workers: u32,
 }
 
 impl JobEntry {
+    /// One of its pods starts (`add`) or stops holding a node at `now_ms`:
+    /// the GPUs it holds (its attained service) and its placed workers
+    /// follow.
+    fn holds(&mut self, pod: &Pod, add: bool, now_ms: u64) {
+        if pod.request.gpus > 0 {
+            self.service.hold(pod.request.gpus, add, now_ms);
+        }
+        if pod.role == Role::Worker {
+            self.placed_workers = if add {
+                self.placed_workers.saturating_add(1)
+            } else {
+                self.placed_workers.saturating_sub(1)
+            };
+        }
+    }
+
     /// Whether `pod` is a worker beyond `job`'s current worker count (see
     /// [`Cluster::is_surplus`]).
     pub(crate) fn has_surplus(job: Option<&JobEntry>, pod: &Pod) -> bool {
@@ -293,7 +312,7 @@ impl Cluster {
             if e.state.node() == Some(i) {
                 e.state = PodState::Pending;
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
-                    j.service.hold(e.pod.request.gpus, false, now);
+                    j.holds(&e.pod, false, now);
                 }
                 self.affine.note(&e.pod, false);
                 if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
@@ -351,6 +370,7 @@ impl Cluster {
                     service: Service::default(),
                     restarts: Default::default(),
                     grew: None,
+                    placed_workers: 0,
                 },
             );
         }
@@ -658,11 +678,9 @@ impl Cluster {
             );
         }
         if old.is_some() != state.node().is_some()
-            && pod.request.gpus > 0
             && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
         {
-            j.service
-                .hold(pod.request.gpus, state.node().is_some(), self.clock_ms);
+            j.holds(pod, state.node().is_some(), self.clock_ms);
         }
         for n in [old, state.node()].into_iter().flatten() {
             self.sync_columns(n);
@@ -677,17 +695,6 @@ impl Cluster {
             if let Some(i) = self.node_by_name(&name) {
                 self.sync_columns(i);
             }
-        }
-    }
-
-    /// A pod of `job` starts (`add`) or stops holding `gpus` GPUs.
-    fn serve(&mut self, job: Option<&str>, gpus: u32, add: bool) {
-        if gpus == 0 {
-            return;
-        }
-        let now = self.clock_ms;
-        if let Some(e) = job.and_then(|j| self.jobs.get_mut(j)) {
-            e.service.hold(gpus, add, now);
         }
     }
 
@@ -724,7 +731,9 @@ impl Cluster {
             pod,
             add,
         );
-        self.serve(pod.job.as_deref(), pod.request.gpus, add);
+        if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
+            j.holds(pod, add, self.clock_ms);
+        }
         self.sync_columns(i);
     }
 

@@ -8,7 +8,7 @@ use dragon_runtime::view::{ClusterView, JobStats, NOTHING, NodeRow, QueueRow, ne
 use dragon_runtime::wit;
 
 use crate::cluster::Cluster;
-use crate::model::{Node, Role};
+use crate::model::Node;
 
 /// The topology labels a node row carries.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -184,15 +184,11 @@ impl ClusterView for Cluster {
         let Some(e) = self.job_by_unit(unit) else {
             return JobStats::default();
         };
-        let placed_workers = self
-            .job_pods(&e.job.name)
-            .filter(|(p, s)| p.role == Role::Worker && s.node().is_some())
-            .count() as u32;
         JobStats {
             attained_gpu_ms: e.service.attained(now_ms),
             running_ms: e.started_ms.map_or(0, |s| now_ms.saturating_sub(s)),
             restarts: e.service.restarts,
-            placed_workers,
+            placed_workers: e.placed_workers,
             requested_workers: e.job.workers,
             progress_permille: e.job.progress_permille,
             queue: self.queue_of(&e.job),
@@ -270,7 +266,7 @@ impl ClusterView for Scoring<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Pod, Resources};
+    use crate::model::{Pod, Resources, Role};
     use crate::{Cluster, PodState};
     use dragon_runtime::view::Delta;
 
@@ -346,5 +342,49 @@ mod tests {
         assert_eq!(s.attained_gpu_ms, 14_000);
         assert_eq!(s.placed_workers, 1);
         assert_eq!(s.requested_workers, 2);
+    }
+
+    #[test]
+    fn placed_workers_follow_reservations_binds_removals_and_lost_nodes() {
+        let mut c = cluster();
+        c.upsert_job(crate::fixtures::job("j", 3));
+        let unit = c.job_unit("j").unwrap();
+        let pod = |name: &str, role: Role, i: u32| {
+            let mut p = Pod::new(format!("j-{name}-{i}"), gpus(1));
+            p.job = Some("j".into());
+            p.role = role;
+            p.index = i;
+            p
+        };
+        // The kept count, checked against a walk over the job's pods.
+        let placed = |c: &Cluster| {
+            let kept = c.job_stats(0, unit).placed_workers;
+            let walked = c
+                .job_pods("j")
+                .filter(|(p, s)| p.role == Role::Worker && s.node().is_some())
+                .count();
+            assert_eq!(kept as usize, walked);
+            kept
+        };
+        // Workers added already bound count; a parameter server does not.
+        c.add_pod(pod("worker", Role::Worker, 0), Some("a")).unwrap();
+        c.add_pod(pod("ps", Role::Ps, 0), Some("a")).unwrap();
+        c.add_pod(pod("worker", Role::Worker, 1), None).unwrap();
+        c.add_pod(pod("worker", Role::Worker, 2), None).unwrap();
+        assert_eq!(placed(&c), 1);
+        // Reserved counts, and binding a reserved pod does not count twice.
+        c.set_state("j-worker-1", PodState::Reserved(1));
+        assert_eq!(placed(&c), 2);
+        c.set_state("j-worker-1", PodState::Bound(1));
+        assert_eq!(placed(&c), 2);
+        c.set_state("j-worker-2", PodState::Reserved(2));
+        c.set_state("j-worker-2", PodState::Pending);
+        assert_eq!(placed(&c), 2, "an unreserved pod is pending again");
+        // Node `a` goes: its worker is pending again.
+        c.remove_node("a").unwrap();
+        assert_eq!(placed(&c), 1);
+        c.remove_pod("j-worker-1").unwrap();
+        c.remove_pod("j-worker-0").unwrap();
+        assert_eq!(placed(&c), 0);
     }
 }

@@ -313,7 +313,7 @@ impl Scheduler {
         let is_pending = |k: &UnitKey| {
             cluster
                 .id_of_unit(k)
-                .is_some_and(|id| pending.contains(&id))
+                .is_some_and(|id| pending.binary_search(&id).is_ok())
         };
         self.preempting.retain(|k, pods| {
             pods.retain(|p| {

@@ -11,41 +11,58 @@ impl Scheduler {
     /// policy has `permit`, or the job is [always a gang](Job::always_gang)),
     /// a job's pending pods form one unit; without (`permit` not
     /// implemented), every pod is its own.
-    pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (BTreeSet<u64>, Vec<UnitPlan>) {
+    pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (Vec<u64>, Vec<UnitPlan>) {
         let c = &self.cluster;
-        let mut by_job: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        // The pending pods of each job the queue lets be tried, with their
+        // placement order `(rank, index, key)`, read as they are walked
+        // rather than looked up to sort. Units that are not ready are only
+        // counted as pending: a round costs little for each of them.
+        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<(u8, u32, &str)>)> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
-        let mut pending = BTreeSet::new();
+        let mut pending = Vec::new();
         // A job's pods sit together in key order (`job-role-index`): its
-        // entry is looked up once per run of them, not once per pod.
-        let mut last: Option<(&JobKey, Option<&JobEntry>)> = None;
+        // entry and whether it is ready are looked up once per run of them,
+        // not once per pod.
+        let mut last: Option<(&JobKey, Option<&JobEntry>, bool)> = None;
         for (key, e) in &c.pods {
             if e.state != PodState::Pending {
                 continue;
             }
             let job = e.pod.job.as_ref().map(|name| match last {
-                Some((seen, entry)) if seen == name => (name, entry),
+                Some((seen, entry, ready)) if seen == name => (name, entry, ready),
                 _ => {
                     let entry = c.jobs.get(name);
-                    last = Some((name, entry));
-                    (name, entry)
+                    let ready = entry.is_some_and(|j| self.queue.ready(j.unit_id, now_ms));
+                    last = Some((name, entry, ready));
+                    (name, entry, ready)
                 }
             });
-            if JobEntry::has_surplus(job.and_then(|(_, entry)| entry), &e.pod) {
+            if JobEntry::has_surplus(job.and_then(|(_, entry, _)| entry), &e.pod) {
                 continue;
             }
             match job {
-                Some((name, entry)) if gangs || entry.is_some_and(|j| j.job.always_gang()) => {
-                    by_job.entry(name.as_str()).or_default().push(key.as_str())
+                Some((name, Some(entry), ready)) if gangs || entry.job.always_gang() => {
+                    if pending.last() != Some(&entry.unit_id) {
+                        pending.push(entry.unit_id);
+                    }
+                    if ready {
+                        by_job.entry(name.as_str()).or_insert((entry, Vec::new())).1.push((
+                            e.pod.role.placement_rank(),
+                            e.pod.index,
+                            key.as_str(),
+                        ))
+                    }
                 }
                 _ => {
-                    pending.insert(e.unit_id);
+                    pending.push(e.unit_id);
                     if self.queue.ready(e.unit_id, now_ms) {
                         lone.push(key.as_str());
                     }
                 }
             }
         }
+        pending.sort_unstable();
+        pending.dedup();
         let task = |key: &str| {
             let p = &c.pods[key].pod;
             wit::Task {
@@ -55,16 +72,9 @@ impl Scheduler {
             }
         };
         let mut units = Vec::new();
-        for (job, mut pods) in by_job {
-            let je = &c.jobs[job];
-            pending.insert(je.unit_id);
-            if !self.queue.ready(je.unit_id, now_ms) {
-                continue;
-            }
-            pods.sort_by_key(|k| {
-                let p = &c.pods[*k].pod;
-                (p.role.placement_rank(), p.index, p.key.clone())
-            });
+        for (job, (je, mut pods)) in by_job {
+            // Keys are unique: an unstable sort orders them as a stable one.
+            pods.sort_unstable();
             let running = c
                 .job_pods(job)
                 .filter(|(_, s)| matches!(s, PodState::Bound(_)))
@@ -77,13 +87,13 @@ impl Scheduler {
                     arrival_ms: je.job.arrival_ms,
                     priority: je.job.priority,
                     gang: true,
-                    tasks: pods.iter().map(|k| task(k)).collect(),
+                    tasks: pods.iter().map(|&(_, _, k)| task(k)).collect(),
                     workers: je.job.workers,
                     min_workers: je.job.min_workers,
                     max_workers: je.job.max_workers,
                     running,
                 },
-                pods: pods.iter().map(|&k| PodKey::from(k)).collect(),
+                pods: pods.iter().map(|&(_, _, k)| PodKey::from(k)).collect(),
                 within: None,
                 cap: None,
             });
@@ -134,7 +144,8 @@ impl Scheduler {
         // (re-)entered the queue.
         let fifo = || {
             let mut o: Vec<usize> = (0..units.len()).collect();
-            o.sort_by_key(|&i| {
+            // Each key once: the time it entered is a look-up in the queue.
+            o.sort_by_cached_key(|&i| {
                 let u = &units[i];
                 let entered = self
                     .queue
