@@ -75,6 +75,9 @@ pub(crate) struct JobEntry {
     /// Its workers holding a node (reserved or bound), kept as pods come,
     /// go and move: `job-stats` is asked for it per unit and round.
     pub(crate) placed_workers: u32,
+    /// Its pending pods that are not surplus: whether it is a pending
+    /// unit, known without walking its pods (a round asks of every job).
+    pub(crate) pending_members: u32,
 }
 
 impl JobEntry {
@@ -90,6 +93,17 @@ impl JobEntry {
                 self.placed_workers.saturating_add(1)
             } else {
                 self.placed_workers.saturating_sub(1)
+            };
+        }
+    }
+
+    /// One of its pods becomes (`add`) or stops being pending.
+    fn pending(&mut self, pod: &Pod, add: bool) {
+        if !JobEntry::has_surplus(Some(self), pod) {
+            self.pending_members = if add {
+                self.pending_members.saturating_add(1)
+            } else {
+                self.pending_members.saturating_sub(1)
             };
         }
     }
@@ -313,6 +327,7 @@ impl Cluster {
                 e.state = PodState::Pending;
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
                     j.holds(&e.pod, false, now);
+                    j.pending(&e.pod, true);
                 }
                 self.affine.note(&e.pod, false);
                 if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
@@ -352,11 +367,16 @@ impl Cluster {
         if let Some(c) = &job.topology {
             let _ = self.domains.track(&c.key, &self.nodes);
         }
-        if let Some(e) = self.jobs.get_mut(&job.name) {
+        let name = job.name.clone();
+        if let Some(e) = self.jobs.get_mut(&name) {
             if e.job != job {
                 self.changes.units.insert(e.unit_id);
             }
+            let resized = e.job.workers != job.workers;
             e.job = job;
+            if resized {
+                self.count_pending_members(&name);
+            }
         } else {
             let unit_id = self.unit_id();
             self.unit_jobs.insert(unit_id, job.name.clone());
@@ -371,8 +391,39 @@ impl Cluster {
                     restarts: Default::default(),
                     grew: None,
                     placed_workers: 0,
+                    pending_members: 0,
                 },
             );
+        }
+    }
+
+    /// Set `job`'s worker count (a resize by the framework).
+    pub(crate) fn set_workers(&mut self, job: &str, workers: u32) {
+        let Some(e) = self.jobs.get_mut(job) else {
+            return;
+        };
+        if e.job.workers != workers {
+            e.job.workers = workers;
+            self.count_pending_members(job);
+        }
+    }
+
+    /// Count `job`'s pending members anew: which of its pods are surplus
+    /// moved with its worker count.
+    fn count_pending_members(&mut self, job: &str) {
+        let Some(e) = self.jobs.get(job) else {
+            return;
+        };
+        let members = self
+            .by_job
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
+            .filter(|p| p.state == PodState::Pending && !JobEntry::has_surplus(Some(e), &p.pod))
+            .count();
+        if let Some(e) = self.jobs.get_mut(job) {
+            e.pending_members = u32::try_from(members).unwrap_or(u32::MAX);
         }
     }
 
@@ -477,6 +528,11 @@ impl Cluster {
         };
         self.note_job(pod.job.as_ref());
         let unit_id = self.unit_id();
+        if state == PodState::Pending
+            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
+        {
+            j.pending(&pod, true);
+        }
         if let Some(job) = &pod.job {
             self.by_job
                 .entry(job.clone())
@@ -521,6 +577,11 @@ impl Cluster {
         if let Some(n) = e.state.node() {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
+        }
+        if e.state == PodState::Pending
+            && let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
+        {
+            j.pending(&e.pod, false);
         }
         if e.pod.uses_devices() {
             self.devices.unchoose(key);
@@ -657,8 +718,14 @@ impl Cluster {
                 self.volumes.use_volumes(key, n, &e.pod.volumes, true);
             }
         }
+        let was_pending = e.state == PodState::Pending;
         e.state = state;
         let pod = &e.pod;
+        if was_pending != (state == PodState::Pending)
+            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
+        {
+            j.pending(pod, !was_pending);
+        }
         if let Some(n) = old {
             account(
                 &mut self.used[n],

@@ -89,3 +89,48 @@ fn the_capacity_columns_follow_every_change() {
     assert_eq!((cap.alloc_gpus[1], cap.free_gpus[1]), (0, 0));
     assert_eq!((cap.alloc_gpus[0], cap.free_gpus[0]), (4, 2));
 }
+
+#[test]
+fn a_jobs_pending_members_follow_pods_states_and_its_size() {
+    let mut c = Cluster::new();
+    c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
+    c.upsert_job(crate::fixtures::job("j", 3));
+    let worker = |i: u32| Pod {
+        job: Some("j".into()),
+        role: Role::Worker,
+        index: i,
+        ..Pod::new(format!("j-worker-{i}"), r(1000, 1024, 1))
+    };
+    // The kept count, checked against a walk over the job's pods.
+    let members = |c: &Cluster| {
+        let kept = c.jobs["j"].pending_members;
+        let walked = c
+            .job_pods("j")
+            .filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p))
+            .count();
+        assert_eq!(kept as usize, walked);
+        kept
+    };
+    for i in 0..4 {
+        c.add_pod(worker(i), None).unwrap();
+    }
+    assert_eq!(members(&c), 3, "worker 3 is beyond the job's size");
+    c.set_state("j-worker-0", PodState::Reserved(0));
+    c.set_state("j-worker-0", PodState::Bound(0));
+    assert_eq!(members(&c), 2);
+    let mut grown = crate::fixtures::job("j", 4);
+    grown.max_workers = 4;
+    c.upsert_job(grown);
+    assert_eq!(members(&c), 3, "grown: worker 3 is a member");
+    c.set_workers("j", 2);
+    assert_eq!(
+        members(&c),
+        1,
+        "shrunk: only worker 1 is pending and a member"
+    );
+    c.remove_node("a").unwrap();
+    assert_eq!(members(&c), 2, "worker 0 lost its node");
+    c.remove_pod("j-worker-1").unwrap();
+    c.remove_pod("j-worker-3").unwrap();
+    assert_eq!(members(&c), 1);
+}

@@ -367,7 +367,8 @@ mod tests {
             kept
         };
         // Workers added already bound count; a parameter server does not.
-        c.add_pod(pod("worker", Role::Worker, 0), Some("a")).unwrap();
+        c.add_pod(pod("worker", Role::Worker, 0), Some("a"))
+            .unwrap();
         c.add_pod(pod("ps", Role::Ps, 0), Some("a")).unwrap();
         c.add_pod(pod("worker", Role::Worker, 1), None).unwrap();
         c.add_pod(pod("worker", Role::Worker, 2), None).unwrap();

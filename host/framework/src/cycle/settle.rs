@@ -241,9 +241,7 @@ impl Scheduler {
             }
             ScaleCause::Admission => {
                 let (job, workers) = (&request.job, request.workers);
-                if let Some(e) = self.cluster.jobs.get_mut(job) {
-                    e.job.workers = workers;
-                }
+                self.cluster.set_workers(job, workers);
                 let surplus: Vec<PodKey> = self
                     .cluster
                     .job_pods(job)

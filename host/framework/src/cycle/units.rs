@@ -24,8 +24,30 @@ impl Scheduler {
         // entry and whether it is ready are looked up once per run of them,
         // not once per pod.
         let mut last: Option<(&JobKey, Option<&JobEntry>, bool)> = None;
+        if gangs {
+            // Every job is a gang: the jobs say how many pending members
+            // each has, so only the ready ones' pods are looked at.
+            for (name, entry) in &c.jobs {
+                if entry.pending_members == 0 {
+                    continue;
+                }
+                pending.push(entry.unit_id);
+                if !self.queue.ready(entry.unit_id, now_ms) {
+                    continue;
+                }
+                let members = c
+                    .job_pods(name)
+                    .filter(|(p, s)| {
+                        *s == PodState::Pending && !JobEntry::has_surplus(Some(entry), p)
+                    })
+                    .map(|(p, _)| (p.role.placement_rank(), p.index, p.key.as_str()))
+                    .collect();
+                by_job.insert(name.as_str(), (entry, members));
+            }
+        }
         for (key, e) in &c.pods {
-            if e.state != PodState::Pending {
+            // With gangs, a job's pods were found through their job.
+            if e.state != PodState::Pending || (gangs && e.pod.job.is_some()) {
                 continue;
             }
             let job = e.pod.job.as_ref().map(|name| match last {
@@ -46,11 +68,11 @@ impl Scheduler {
                         pending.push(entry.unit_id);
                     }
                     if ready {
-                        by_job.entry(name.as_str()).or_insert((entry, Vec::new())).1.push((
-                            e.pod.role.placement_rank(),
-                            e.pod.index,
-                            key.as_str(),
-                        ))
+                        by_job
+                            .entry(name.as_str())
+                            .or_insert((entry, Vec::new()))
+                            .1
+                            .push((e.pod.role.placement_rank(), e.pod.index, key.as_str()))
                     }
                 }
                 _ => {

@@ -385,8 +385,8 @@ impl Scheduler {
             return false;
         };
         let shrink = workers < e.job.workers;
-        e.job.workers = workers;
         e.scaled_ms = Some(now_ms);
+        self.cluster.set_workers(job, workers);
         if shrink {
             self.last_scale_down_ms = now_ms;
         }
