@@ -156,6 +156,17 @@ impl Cluster {
             .map(|e| (&e.pod, e.state))
     }
 
+    /// Pods of `job` (any state) but its surplus workers, by key: its
+    /// members at its current size.
+    pub(crate) fn job_members<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> impl Iterator<Item = (&'a Pod, PodState)> + 'a {
+        let entry = self.jobs.get(job);
+        self.job_pods(job)
+            .filter(move |(p, _)| !JobEntry::has_surplus(entry, p))
+    }
+
     /// The id of the unit `key` names, while its job or pod exists.
     pub(crate) fn id_of_unit(&self, key: &UnitKey) -> Option<u64> {
         match key {

@@ -174,11 +174,7 @@ impl Scheduler {
             && unit.wit.running == 0
             && !self.waiting.contains_key(&unit.key)
         {
-            let present = self
-                .cluster
-                .job_pods(job)
-                .filter(|(p, _)| !self.cluster.is_surplus(p))
-                .count() as u32;
+            let present = self.cluster.job_members(job).count() as u32;
             let min_member = self.cluster.job(job).map(|j| j.min_member).unwrap_or(0);
             if present < min_member {
                 report.decisions.push(Decision::Unschedulable {
@@ -268,11 +264,7 @@ impl Scheduler {
         // Permit for the gang: reservations so far plus this round's.
         let job = unit.job.clone().unwrap_or_default();
         let reserved = self.reserved_of(&unit.key).len() as u32;
-        let present = self
-            .cluster
-            .job_pods(&job)
-            .filter(|(p, _)| !self.cluster.is_surplus(p))
-            .count() as u32;
+        let present = self.cluster.job_members(&job).count() as u32;
         let min_member = self.cluster.job(&job).map(|j| j.min_member).unwrap_or(0);
         let since = self.waiting.get(&unit.key).map(|w| w.since_ms);
         let gang = wit::GangState {

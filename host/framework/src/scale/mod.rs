@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::breaker::Outcome;
-use super::cluster::PodState;
+use super::cluster::{JobEntry, PodState};
 use super::cycle::{Scheduler, invalid};
 use super::io::{ApiError, ApiErrorKind, ScaleCause, ScaleRequest};
 use super::model::Role;
@@ -84,7 +84,7 @@ impl Scheduler {
             let mut worker_request = None;
             let mut pending = false;
             for (p, s) in c.job_pods(name) {
-                if c.is_surplus(p) {
+                if JobEntry::has_surplus(Some(e), p) {
                     continue;
                 }
                 match s {
@@ -129,18 +129,19 @@ impl Scheduler {
         let c = &self.cluster;
         let mut out: Vec<wit::WaitingJob> = Vec::new();
         for (name, e) in &c.jobs {
-            if e.started_ms.is_some() {
+            // Its pending members are counted as pods move: only a job
+            // with some is walked.
+            if e.started_ms.is_some() || e.pending_members == 0 {
                 continue;
             }
             let mut pods: Vec<_> = c
                 .job_pods(name)
-                .filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p))
-                .map(|(p, _)| p)
+                .filter(|(p, s)| *s == PodState::Pending && !JobEntry::has_surplus(Some(e), p))
+                .map(|(p, _)| (p.role.placement_rank(), p.index, p.key.as_str(), p))
                 .collect();
-            if pods.is_empty() {
-                continue;
-            }
-            pods.sort_by_key(|p| (p.role.placement_rank(), p.index, p.key.clone()));
+            // Keys are unique: an unstable sort orders them as a stable one.
+            pods.sort_unstable_by_key(|&(rank, index, key, _)| (rank, index, key));
+            let pods: Vec<_> = pods.into_iter().map(|(_, _, _, p)| p).collect();
             out.push(wit::WaitingJob {
                 id: e.unit_id,
                 arrival_ms: e.job.arrival_ms,
@@ -308,10 +309,8 @@ impl Scheduler {
                 continue;
             };
             let waiting = c
-                .job_pods(name)
-                .filter(|(p, s)| {
-                    *s == PodState::Pending && p.role == Role::Worker && !c.is_surplus(p)
-                })
+                .job_members(name)
+                .filter(|(p, s)| *s == PodState::Pending && p.role == Role::Worker)
                 .count();
             if waiting == 0 {
                 done.push(name.clone());
