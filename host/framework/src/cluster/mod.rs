@@ -411,16 +411,9 @@ impl Cluster {
     /// Count `job`'s pending members anew: which of its pods are surplus
     /// moved with its worker count.
     fn count_pending_members(&mut self, job: &str) {
-        let Some(e) = self.jobs.get(job) else {
-            return;
-        };
         let members = self
-            .by_job
-            .get(job)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.pods.get(k))
-            .filter(|p| p.state == PodState::Pending && !JobEntry::has_surplus(Some(e), &p.pod))
+            .job_members(job)
+            .filter(|(_, s)| *s == PodState::Pending)
             .count();
         if let Some(e) = self.jobs.get_mut(job) {
             e.pending_members = u32::try_from(members).unwrap_or(u32::MAX);
