@@ -411,10 +411,7 @@ impl Cluster {
     /// Count `job`'s pending members anew: which of its pods are surplus
     /// moved with its worker count.
     fn count_pending_members(&mut self, job: &str) {
-        let members = self
-            .job_members(job)
-            .filter(|(_, s)| *s == PodState::Pending)
-            .count();
+        let members = self.pending_members(job).count();
         if let Some(e) = self.jobs.get_mut(job) {
             e.pending_members = u32::try_from(members).unwrap_or(u32::MAX);
         }

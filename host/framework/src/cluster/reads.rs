@@ -167,6 +167,16 @@ impl Cluster {
             .filter(move |(p, _)| !JobEntry::has_surplus(entry, p))
     }
 
+    /// `job`'s members that wait to be placed, by key.
+    pub(crate) fn pending_members<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.job_members(job)
+            .filter(|(_, s)| *s == PodState::Pending)
+            .map(|(p, _)| p)
+    }
+
     /// The id of the unit `key` names, while its job or pod exists.
     pub(crate) fn id_of_unit(&self, key: &UnitKey) -> Option<u64> {
         match key {

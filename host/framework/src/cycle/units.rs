@@ -36,11 +36,8 @@ impl Scheduler {
                     continue;
                 }
                 let members = c
-                    .job_pods(name)
-                    .filter(|(p, s)| {
-                        *s == PodState::Pending && !JobEntry::has_surplus(Some(entry), p)
-                    })
-                    .map(|(p, _)| (p.role.placement_rank(), p.index, p.key.as_str()))
+                    .pending_members(name)
+                    .map(|p| (p.role.placement_rank(), p.index, p.key.as_str()))
                     .collect();
                 by_job.insert(name.as_str(), (entry, members));
             }

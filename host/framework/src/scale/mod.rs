@@ -135,9 +135,8 @@ impl Scheduler {
                 continue;
             }
             let mut pods: Vec<_> = c
-                .job_pods(name)
-                .filter(|(p, s)| *s == PodState::Pending && !JobEntry::has_surplus(Some(e), p))
-                .map(|(p, _)| (p.role.placement_rank(), p.index, p.key.as_str(), p))
+                .pending_members(name)
+                .map(|p| (p.role.placement_rank(), p.index, p.key.as_str(), p))
                 .collect();
             // Keys are unique: an unstable sort orders them as a stable one.
             pods.sort_unstable_by_key(|&(rank, index, key, _)| (rank, index, key));
