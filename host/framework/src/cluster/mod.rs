@@ -367,14 +367,14 @@ impl Cluster {
         if let Some(c) = &job.topology {
             let _ = self.domains.track(&c.key, &self.nodes);
         }
-        let name = job.name.clone();
-        if let Some(e) = self.jobs.get_mut(&name) {
+        if let Some(e) = self.jobs.get_mut(&job.name) {
             if e.job != job {
                 self.changes.units.insert(e.unit_id);
             }
             let resized = e.job.workers != job.workers;
             e.job = job;
             if resized {
+                let name = e.job.name.clone();
                 self.count_pending_members(&name);
             }
         } else {

@@ -35,10 +35,7 @@ impl Scheduler {
                 if !self.queue.ready(entry.unit_id, now_ms) {
                     continue;
                 }
-                let members = c
-                    .pending_members(name)
-                    .map(|p| (p.role.placement_rank(), p.index, p.key.as_str()))
-                    .collect();
+                let members = c.pending_members(name).map(Pod::placement_order).collect();
                 by_job.insert(name.as_str(), (entry, members));
             }
         }
@@ -60,7 +57,8 @@ impl Scheduler {
                 continue;
             }
             match job {
-                Some((name, Some(entry), ready)) if gangs || entry.job.always_gang() => {
+                // (With gangs, pods of a job were skipped above.)
+                Some((name, Some(entry), ready)) if entry.job.always_gang() => {
                     if pending.last() != Some(&entry.unit_id) {
                         pending.push(entry.unit_id);
                     }
@@ -69,7 +67,7 @@ impl Scheduler {
                             .entry(name.as_str())
                             .or_insert((entry, Vec::new()))
                             .1
-                            .push((e.pod.role.placement_rank(), e.pod.index, key.as_str()))
+                            .push(e.pod.placement_order())
                     }
                 }
                 _ => {
@@ -92,7 +90,8 @@ impl Scheduler {
         };
         let mut units = Vec::new();
         for (job, (je, mut pods)) in by_job {
-            // Keys are unique: an unstable sort orders them as a stable one.
+            // No two pods share a place: an unstable sort orders them as a
+            // stable one.
             pods.sort_unstable();
             let running = c
                 .job_pods(job)

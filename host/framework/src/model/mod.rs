@@ -348,6 +348,12 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// Its place in its gang's placement order (role, then index; the key
+    /// breaks ties, so no two pods share one).
+    pub(crate) fn placement_order(&self) -> (u8, u32, &str) {
+        (self.role.placement_rank(), self.index, self.key.as_str())
+    }
+
     /// Whether the pod may hold devices: it claims some, or asks for GPUs
     /// or other extended resources that devices may serve.
     pub(crate) fn uses_devices(&self) -> bool {

@@ -134,13 +134,10 @@ impl Scheduler {
             if e.started_ms.is_some() || e.pending_members == 0 {
                 continue;
             }
-            let mut pods: Vec<_> = c
-                .pending_members(name)
-                .map(|p| (p.role.placement_rank(), p.index, p.key.as_str(), p))
-                .collect();
-            // Keys are unique: an unstable sort orders them as a stable one.
-            pods.sort_unstable_by_key(|&(rank, index, key, _)| (rank, index, key));
-            let pods: Vec<_> = pods.into_iter().map(|(_, _, _, p)| p).collect();
+            let mut pods: Vec<_> = c.pending_members(name).collect();
+            // No two pods share a place: an unstable sort orders them as a
+            // stable one.
+            pods.sort_unstable_by_key(|p| p.placement_order());
             out.push(wit::WaitingJob {
                 id: e.unit_id,
                 arrival_ms: e.job.arrival_ms,
@@ -308,8 +305,8 @@ impl Scheduler {
                 continue;
             };
             let waiting = c
-                .job_members(name)
-                .filter(|(p, s)| *s == PodState::Pending && p.role == Role::Worker)
+                .pending_members(name)
+                .filter(|p| p.role == Role::Worker)
                 .count();
             if waiting == 0 {
                 done.push(name.clone());
