@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::cluster::JobEntry;
+use crate::model::PlacementOrder;
 
 impl Scheduler {
     /// The pending units: the ids of all of them, and the plans of those
@@ -14,10 +15,10 @@ impl Scheduler {
     pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (Vec<u64>, Vec<UnitPlan>) {
         let c = &self.cluster;
         // The pending pods of each job the queue lets be tried, with their
-        // placement order `(rank, index, key)`, read as they are walked
+        // placement order, read as they are walked
         // rather than looked up to sort. Units that are not ready are only
         // counted as pending: a round costs little for each of them.
-        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<(u8, u32, &str)>)> = BTreeMap::new();
+        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<PlacementOrder>)> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
         let mut pending = Vec::new();
         // A job's pods sit together in key order (`job-role-index`): its

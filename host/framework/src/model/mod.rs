@@ -297,6 +297,10 @@ impl Role {
     }
 }
 
+/// A pod's place in its gang's placement order: its role's rank, its
+/// index, its key.
+pub(crate) type PlacementOrder<'a> = (u8, u32, &'a str);
+
 /// A pod.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
@@ -350,7 +354,7 @@ pub struct Pod {
 impl Pod {
     /// Its place in its gang's placement order (role, then index; the key
     /// breaks ties, so no two pods share one).
-    pub(crate) fn placement_order(&self) -> (u8, u32, &str) {
+    pub(crate) fn placement_order(&self) -> PlacementOrder<'_> {
         (self.role.placement_rank(), self.index, self.key.as_str())
     }
 
