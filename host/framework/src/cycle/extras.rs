@@ -138,6 +138,7 @@ impl Scheduler {
                     },
                     within: None,
                     cap: None,
+                    gated: unit.gated,
                 };
                 match self.place_among(now_ms, policy, &one, None, None) {
                     Ok(pods) => {

@@ -109,6 +109,9 @@ pub(crate) struct UnitPlan {
     /// At most this many of its pods now: its quorum, while another gang
     /// waits for one (see `extras`).
     pub(crate) cap: Option<usize>,
+    /// Some pod of it carried a scheduling gate when the round read it:
+    /// only then are its pods looked up for their gates.
+    pub(crate) gated: bool,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds

@@ -18,7 +18,7 @@ impl Scheduler {
         // placement order, read as they are walked
         // rather than looked up to sort. Units that are not ready are only
         // counted as pending: a round costs little for each of them.
-        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<PlacementOrder>)> = BTreeMap::new();
+        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<PlacementOrder>, bool)> = BTreeMap::new();
         let mut lone: Vec<&str> = Vec::new();
         let mut pending = Vec::new();
         // A job's pods sit together in key order (`job-role-index`): its
@@ -29,15 +29,20 @@ impl Scheduler {
             // Every job is a gang: the jobs say how many pending members
             // each has, so only the ready ones' pods are looked at.
             for (name, entry) in &c.jobs {
-                if entry.pending_members == 0 {
+                if entry.counts.pending_members == 0 {
                     continue;
                 }
                 pending.push(entry.unit_id);
                 if !self.queue.ready(entry.unit_id, now_ms) {
                     continue;
                 }
-                let members = c.pending_members(name).map(Pod::placement_order).collect();
-                by_job.insert(name.as_str(), (entry, members));
+                let mut gated = false;
+                let members = c
+                    .pending_members(name)
+                    .inspect(|p| gated |= !p.scheduling_gates.is_empty())
+                    .map(Pod::placement_order)
+                    .collect();
+                by_job.insert(name.as_str(), (entry, members, gated));
             }
         }
         for (key, e) in &c.pods {
@@ -64,11 +69,12 @@ impl Scheduler {
                         pending.push(entry.unit_id);
                     }
                     if ready {
-                        by_job
-                            .entry(name.as_str())
-                            .or_insert((entry, Vec::new()))
-                            .1
-                            .push(e.pod.placement_order())
+                        let (_, pods, gated) =
+                            by_job
+                                .entry(name.as_str())
+                                .or_insert((entry, Vec::new(), false));
+                        pods.push(e.pod.placement_order());
+                        *gated |= !e.pod.scheduling_gates.is_empty();
                     }
                 }
                 _ => {
@@ -90,14 +96,11 @@ impl Scheduler {
             }
         };
         let mut units = Vec::new();
-        for (job, (je, mut pods)) in by_job {
+        for (job, (je, mut pods, gated)) in by_job {
             // No two pods share a place: an unstable sort orders them as a
             // stable one.
             pods.sort_unstable();
-            let running = c
-                .job_pods(job)
-                .filter(|(_, s)| matches!(s, PodState::Bound(_)))
-                .count() as u32;
+            let running = je.counts.bound;
             units.push(UnitPlan {
                 key: UnitKey::job(job),
                 job: Some(job.into()),
@@ -115,6 +118,7 @@ impl Scheduler {
                 pods: pods.iter().map(|&(_, _, k)| PodKey::from(k)).collect(),
                 within: None,
                 cap: None,
+                gated,
             });
         }
         for key in lone {
@@ -145,6 +149,7 @@ impl Scheduler {
                 pods: vec![key.into()],
                 within: None,
                 cap: None,
+                gated: !e.pod.scheduling_gates.is_empty(),
             });
         }
         (pending, units)
