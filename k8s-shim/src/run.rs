@@ -70,6 +70,45 @@ struct Resolved {
     oci: Option<(OciPolicy, String)>,
 }
 
+/// A policy slot and where its policy comes from: what follows it.
+struct Followed {
+    slot: Arc<PolicySlot>,
+    source: PolicySource,
+    /// A settings file watched beside the policy's.
+    settings_file: Option<PathBuf>,
+    /// For a registry: its poller and the digest now served.
+    oci: Option<(OciPolicy, String)>,
+}
+
+impl Followed {
+    /// Swap what the file watch or the registry's poller finds into the
+    /// slot, through `gate` (one path for the serving and the shadow
+    /// policy).
+    ///
+    /// # Errors
+    /// The files cannot be watched.
+    fn follow(self, options: LoadOptions, gate: Option<Gate>, metrics: Arc<Metrics>) -> Result<()> {
+        let watched = Watched {
+            source: self.source.clone(),
+            settings_file: self.settings_file,
+        };
+        let reloader = Arc::new(Reloader::new(
+            self.slot,
+            self.source,
+            options,
+            gate,
+            metrics,
+        ));
+        if watched.any() {
+            crate::reload::spawn(watched, reloader.clone())?;
+        }
+        if let Some((oci, digest)) = self.oci {
+            oci.spawn(digest, reloader);
+        }
+        Ok(())
+    }
+}
+
 /// # Errors
 /// The reference or the registry settings are invalid.
 async fn policy_source(
@@ -200,24 +239,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
             limits: config.reload_gate.limits(),
         })
     };
-    let watched = Watched {
-        source: source.clone(),
-        settings_file: config.settings_file.clone(),
-    };
-    let reloader = Arc::new(Reloader::new(
-        slot.clone(),
+    Followed {
+        slot: slot.clone(),
         source,
-        options.clone(),
-        gate(),
-        metrics.clone(),
-    ));
-    if watched.any() {
-        crate::reload::spawn(watched, reloader.clone())
-            .context("cannot watch the policy and settings files for changes")?;
+        settings_file: config.settings_file.clone(),
+        oci,
     }
-    if let Some((oci, digest)) = oci {
-        oci.spawn(digest, reloader);
-    }
+    .follow(options, gate(), metrics.clone())
+    .context("cannot watch the policy and settings files for changes")?;
     let shadow = match &config.shadow_policy {
         None => None,
         Some(spec) => {
@@ -246,24 +275,14 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 }
                 Ok((shadow_slot, source, oci)) => {
                     let shadow_slot = Arc::new(shadow_slot);
-                    let watched = Watched {
-                        source: source.clone(),
-                        settings_file: None,
-                    };
-                    let reloader = Arc::new(Reloader::new(
-                        shadow_slot.clone(),
+                    Followed {
+                        slot: shadow_slot.clone(),
                         source,
-                        options.clone(),
-                        gate(),
-                        metrics.clone(),
-                    ));
-                    if watched.any() {
-                        crate::reload::spawn(watched, reloader.clone())
-                            .context("cannot watch the shadow policy file for changes")?;
+                        settings_file: None,
+                        oci,
                     }
-                    if let Some((oci, digest)) = oci {
-                        oci.spawn(digest, reloader);
-                    }
+                    .follow(options, gate(), metrics.clone())
+                    .context("cannot watch the shadow policy file for changes")?;
                     tracing::info!(shadow = %shadow_slot.current().info().name, "a shadow policy decides beside the serving one");
                     Some(
                         ShadowFeed::spawn(
