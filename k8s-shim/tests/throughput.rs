@@ -33,7 +33,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -41,7 +40,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::json;
 
 /// The label on our nodes, and the pods' nodeSelector.
@@ -557,66 +556,36 @@ struct Watched {
     moved: Vec<String>,
 }
 
-struct PodWatch {
-    state: Arc<Mutex<Watched>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl PodWatch {
-    async fn start(client: &Client, ns: &str) -> PodWatch {
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        let state = Arc::new(Mutex::new(Watched::default()));
-        let st = state.clone();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut ready = Some(ready_tx);
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(item) = stream.next().await {
-                let now = Instant::now();
-                let pod = match item {
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(());
-                        }
-                        continue;
-                    }
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                    _ => continue,
-                };
-                let (Some(name), Some(node)) = (
-                    pod.metadata.name.clone(),
-                    pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty()),
-                ) else {
-                    continue;
-                };
-                let mut st = st.lock().unwrap();
-                match st.bound.get(&name) {
-                    Some((n, _)) if *n != node => st.moved.push(name),
-                    Some(_) => {}
-                    None => {
-                        st.bound.insert(name, (node, now));
-                    }
-                }
+/// The namespace's pods as they are bound.
+async fn watch_binds(client: &Client, ns: &str) -> PodWatch<Watched> {
+    let on = |st: &mut Watched, event: watcher::Event<Pod>| {
+        let now = Instant::now();
+        let pod = match event {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => p,
+            _ => return,
+        };
+        let (Some(name), Some(node)) = (
+            pod.metadata.name.clone(),
+            pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty()),
+        ) else {
+            return;
+        };
+        match st.bound.get(&name) {
+            Some((n, _)) if *n != node => st.moved.push(name),
+            Some(_) => {}
+            None => {
+                st.bound.insert(name, (node, now));
             }
-        });
-        tokio::time::timeout(Duration::from_secs(60), ready_rx)
-            .await
-            .expect("the pod watch did not start")
-            .unwrap();
-        PodWatch { state, task }
-    }
-
-    fn count(&self) -> usize {
-        self.state.lock().unwrap().bound.len()
-    }
+        }
+    };
+    let (watch, ready) = PodWatch::start(client, ns, Duration::from_secs(60), on).await;
+    assert!(ready, "the pod watch did not start");
+    watch
 }
 
-impl Drop for PodWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+/// How many pods were seen bound.
+fn bound_count(watch: &PodWatch<Watched>) -> usize {
+    watch.state.lock().unwrap().bound.len()
 }
 
 // ---------------------------------------------------------------------------
@@ -724,7 +693,7 @@ async fn run(ns: &str, spec: RunSpec, pods: usize, after: Clean) -> Outcome {
         Sched::Kube => "default-scheduler".to_string(),
         Sched::Dragon(_) => s.scheduler_name(),
     };
-    let watch = PodWatch::start(&s.client, &s.name).await;
+    let watch = watch_binds(&s.client, &s.name).await;
     let mut sched = None;
     if spec.mode == Mode::Stream {
         sched = Some(block(|| Running::start(&spec, &s)));
@@ -770,7 +739,7 @@ async fn run(ns: &str, spec: RunSpec, pods: usize, after: Clean) -> Outcome {
     // Wait for every pod to be bound.
     let limit = Duration::from_secs(120 + pods as u64 / 10);
     loop {
-        let n = watch.count();
+        let n = bound_count(&watch);
         if n >= pods {
             break;
         }
@@ -837,7 +806,7 @@ async fn run(ns: &str, spec: RunSpec, pods: usize, after: Clean) -> Outcome {
 
 /// Per gang: (first member created → all bound, last member created → all
 /// bound), seconds.
-fn gang_seconds(watch: &PodWatch, created: &[Instant], size: usize) -> Vec<(f64, f64)> {
+fn gang_seconds(watch: &PodWatch<Watched>, created: &[Instant], size: usize) -> Vec<(f64, f64)> {
     let st = watch.state.lock().unwrap();
     created
         .chunks(size)
@@ -859,7 +828,7 @@ fn gang_seconds(watch: &PodWatch, created: &[Instant], size: usize) -> Vec<(f64,
 }
 
 /// Correctness: every pod bound exactly once, to one node, none over capacity.
-async fn check(s: &Scenario, spec: &RunSpec, sched: &Running, watch: &PodWatch, n: usize) {
+async fn check(s: &Scenario, spec: &RunSpec, sched: &Running, watch: &PodWatch<Watched>, n: usize) {
     let who = spec.scheduler();
     let moved = watch.state.lock().unwrap().moved.clone();
     assert!(

@@ -182,16 +182,30 @@ impl MonitorState {
 /// where it was bound, when it died, and how long each registered gang was
 /// partly bound.
 pub struct Monitor {
-    state: std::sync::Arc<Mutex<MonitorState>>,
+    watch: PodWatch<MonitorState>,
+}
+
+/// A watch of one namespace's pods feeding a state of the test's own,
+/// stopped when dropped.
+pub struct PodWatch<S> {
+    pub state: std::sync::Arc<Mutex<S>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Monitor {
-    pub async fn start(s: &Scenario) -> Monitor {
+impl<S: Default + Send + 'static> PodWatch<S> {
+    /// Start watching `ns`, each event given to `on` with the state; the
+    /// watch is returned once its first list is done, or after `wait`
+    /// (`false`: it was not done by then).
+    pub async fn start(
+        client: &Client,
+        ns: &str,
+        wait: Duration,
+        mut on: impl FnMut(&mut S, kube::runtime::watcher::Event<Pod>) + Send + 'static,
+    ) -> (PodWatch<S>, bool) {
         use futures::StreamExt;
         use kube::runtime::{WatchStreamExt, watcher};
-        let state = std::sync::Arc::new(Mutex::new(MonitorState::default()));
-        let api: Api<Pod> = Api::namespaced(s.client.clone(), &s.name);
+        let state = std::sync::Arc::new(Mutex::new(S::default()));
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let st = state.clone();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
@@ -199,40 +213,55 @@ impl Monitor {
             let mut stream = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .boxed();
-            let mut listing: Option<std::collections::BTreeSet<String>> = None;
             while let Some(item) = stream.next().await {
-                let mut st = st.lock().unwrap();
-                match item {
-                    Ok(watcher::Event::Init) => listing = Some(Default::default()),
-                    Ok(watcher::Event::InitApply(p)) => {
-                        if let (Some(l), Some(uid)) = (listing.as_mut(), p.metadata.uid.clone()) {
-                            l.insert(uid);
-                        }
-                        st.update(&p, false);
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        // What vanished while the watch was down is gone.
-                        let listed = listing.take().unwrap_or_default();
-                        let now = Instant::now();
-                        for (uid, seen) in st.pods.iter_mut() {
-                            if !listed.contains(uid) && !seen.gone {
-                                seen.gone = true;
-                                seen.dying_at.get_or_insert(now);
-                            }
-                        }
-                        st.recompute(now);
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    Ok(watcher::Event::Apply(p)) => st.update(&p, false),
-                    Ok(watcher::Event::Delete(p)) => st.update(&p, true),
-                    Err(_) => {}
+                let Ok(event) = item else { continue };
+                let listed = matches!(event, watcher::Event::InitDone);
+                on(&mut st.lock().unwrap(), event);
+                if listed && let Some(tx) = ready.take() {
+                    let _ = tx.send(());
                 }
             }
         });
-        let _ = tokio::time::timeout(Duration::from_secs(30), ready_rx).await;
-        Monitor { state, task }
+        let ready = matches!(tokio::time::timeout(wait, ready_rx).await, Ok(Ok(())));
+        (PodWatch { state, task }, ready)
+    }
+}
+
+impl<S> Drop for PodWatch<S> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Monitor {
+    pub async fn start(s: &Scenario) -> Monitor {
+        use kube::runtime::watcher::Event;
+        let mut listing: Option<std::collections::BTreeSet<String>> = None;
+        let on = move |st: &mut MonitorState, event: Event<Pod>| match event {
+            Event::Init => listing = Some(Default::default()),
+            Event::InitApply(p) => {
+                if let (Some(l), Some(uid)) = (listing.as_mut(), p.metadata.uid.clone()) {
+                    l.insert(uid);
+                }
+                st.update(&p, false);
+            }
+            Event::InitDone => {
+                // What vanished while the watch was down is gone.
+                let listed = listing.take().unwrap_or_default();
+                let now = Instant::now();
+                for (uid, seen) in st.pods.iter_mut() {
+                    if !listed.contains(uid) && !seen.gone {
+                        seen.gone = true;
+                        seen.dying_at.get_or_insert(now);
+                    }
+                }
+                st.recompute(now);
+            }
+            Event::Apply(p) => st.update(&p, false),
+            Event::Delete(p) => st.update(&p, true),
+        };
+        let (watch, _) = PodWatch::start(&s.client, &s.name, Duration::from_secs(30), on).await;
+        Monitor { watch }
     }
 
     /// Wait until the monitor has seen every pod of the namespace as it is
@@ -240,7 +269,7 @@ impl Monitor {
     pub async fn catch_up(&self, s: &Scenario) {
         until(60, "the pod monitor to catch up", || async {
             let pods = s.pods().await;
-            let st = self.state.lock().unwrap();
+            let st = self.watch.state.lock().unwrap();
             pods.iter().all(|p| {
                 let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
                 p.metadata
@@ -255,7 +284,7 @@ impl Monitor {
 
     /// Track gang `name` of `size` pods.
     pub fn gang(&self, name: &str, size: usize) {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.watch.state.lock().unwrap();
         st.gangs.insert(
             name.to_string(),
             GangWatch {
@@ -269,7 +298,7 @@ impl Monitor {
     /// The longest time gang `name` was partly bound, counting only time
     /// after `since`.
     pub fn max_partial(&self, name: &str, since: Instant) -> Duration {
-        let st = self.state.lock().unwrap();
+        let st = self.watch.state.lock().unwrap();
         let now = Instant::now();
         st.gangs
             .get(name)
@@ -288,18 +317,19 @@ impl Monitor {
 
     /// How many times gang `name` was partly bound.
     pub fn partial_windows(&self, name: &str) -> usize {
-        let st = self.state.lock().unwrap();
+        let st = self.watch.state.lock().unwrap();
         st.gangs.get(name).map_or(0, |g| g.windows.len())
     }
 
     /// Every incarnation seen so far.
     pub fn seen(&self) -> Vec<Seen> {
-        self.state.lock().unwrap().pods.values().cloned().collect()
+        self.watch.state.lock().unwrap().pods.values().cloned().collect()
     }
 
     /// Incarnations of pod `name` that were bound.
     pub fn bound_incarnations(&self, name: &str) -> usize {
-        self.state
+        self.watch
+            .state
             .lock()
             .unwrap()
             .pods
@@ -314,8 +344,3 @@ impl Monitor {
     }
 }
 
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
