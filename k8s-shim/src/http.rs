@@ -38,7 +38,7 @@ pub async fn spawn(
             get(move || {
                 let m = m2.clone();
                 async move {
-                    let now = crate::scheduling::now_ms();
+                    let now = crate::clock::now_ms();
                     match m.health.check(now, stuck_after.as_millis() as u64) {
                         Ok(()) => (StatusCode::OK, "ok".to_string()),
                         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_string()),

@@ -18,6 +18,7 @@
 //! - [`run`]: the wiring (watches, the loop, leader election).
 
 pub mod apply;
+mod clock;
 pub mod cluster_io;
 pub mod config;
 pub mod fence;

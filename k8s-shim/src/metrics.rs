@@ -526,7 +526,7 @@ impl Metrics {
             log.pop_front();
         }
         log.push_back(crate::insight::ReloadRecord {
-            at_ms: crate::scheduling::now_ms(),
+            at_ms: crate::clock::now_ms(),
             result: result.as_str().to_string(),
             detail,
         });

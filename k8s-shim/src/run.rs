@@ -216,7 +216,7 @@ pub async fn run(config: Config, kubeconfig: Option<PathBuf>) -> Result<()> {
                 scheduling: config.scheduling,
                 policy: config.policy.clone(),
                 fallback: fallback_name.into(),
-                started_ms: crate::scheduling::now_ms(),
+                started_ms: crate::clock::now_ms(),
             };
             match FlightRecorder::open(config.recording.clone(), run) {
                 Ok(r) => {

@@ -13,7 +13,7 @@ mod teller;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use dragon_framework::record::Frame;
 use dragon_framework::share::{HOUR_MS, QueueMeter};
@@ -25,6 +25,7 @@ use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
+use crate::clock::now_ms;
 use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;
 use crate::insight::{EstimateConfig, Question, Stories};
@@ -123,13 +124,6 @@ impl Kind {
 
 /// How many kinds are watched: scheduling starts once each is listed.
 const KINDS: usize = Kind::ALL.len();
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// What the loop is built from.
 pub struct Parts<I> {
