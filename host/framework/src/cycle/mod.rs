@@ -15,6 +15,7 @@ mod report;
 mod sample;
 mod settle;
 mod units;
+mod victims;
 
 #[cfg(test)]
 mod tests;

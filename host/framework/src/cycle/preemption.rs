@@ -31,6 +31,8 @@ use crate::names::PodKey;
 use crate::unit::UnitKey;
 use dragon_runtime::{CallError, Hooks};
 
+use super::victims::{Candidate, VictimCost};
+
 /// At most this many of the least important units are considered as
 /// victims (each costs one dry run of the placement).
 pub(crate) const MAX_CANDIDATES: usize = 128;
@@ -38,44 +40,6 @@ pub(crate) const MAX_CANDIDATES: usize = 128;
 /// At most this many domains are searched for a unit that must stay in
 /// one (each search costs O(log n + k) dry runs over one domain's nodes).
 pub(crate) const MAX_DOMAINS: usize = 16;
-
-/// How much a set of victims hurts, least first.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct VictimCost {
-    evicts: bool,
-    worst_priority: i32,
-    units: usize,
-    pods: usize,
-}
-
-impl VictimCost {
-    fn of(victims: &[Candidate]) -> VictimCost {
-        VictimCost {
-            evicts: victims.iter().any(|v| v.shrink.is_none()),
-            worst_priority: victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN),
-            units: victims.len(),
-            pods: victims.iter().map(|v| v.pods.len()).sum(),
-        }
-    }
-}
-
-/// Work that could give up its room.
-#[derive(Debug, Clone)]
-pub(crate) struct Candidate {
-    pub(crate) key: UnitKey,
-    pub(crate) priority: i32,
-    /// When it started, ms: of equal priority, the one that started last
-    /// loses least and goes first.
-    started_ms: u64,
-    /// The pods it gives up, with their nodes.
-    pub(crate) pods: Vec<(PodKey, usize)>,
-    /// For an elastic job shrunk rather than evicted: its workers before
-    /// and after.
-    pub(crate) shrink: Option<(u32, u32)>,
-    /// Another queue it is taken from, which borrows beyond its guarantee
-    /// (see `reclaim`).
-    pub(crate) queue: Option<String>,
-}
 
 /// What a search for room came to.
 #[derive(Debug)]

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use super::preemption::Candidate;
+use super::victims::Candidate;
 use super::{Scheduler, UnitPlan};
 use crate::cluster::PodState;
 use crate::unit::UnitKey;
