@@ -11,7 +11,7 @@ use crate::author::{CASES_DIR, COMPONENT_FILE, build};
 use crate::case::Case;
 use dragon_runtime::{Limits, PolicySource};
 
-use super::policy::PolicyArgs;
+use super::load::PolicyArgs;
 
 #[derive(Debug, Args)]
 pub struct NewOpts {
@@ -75,7 +75,7 @@ impl BuildOpts {
         if !self.json {
             println!("wrote {} ({} bytes)", out.display(), bytes.len());
         }
-        super::policy::print_check(&policy, self.json)
+        super::load::print_check(&policy, self.json)
     }
 }
 

@@ -8,7 +8,8 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressDrawTarget};
 use rayon::prelude::*;
 
-use super::simulate::{RunArgs, load_policy, run_with_progress, write, write_figures};
+use super::load::load_policy;
+use super::simulate::{RunArgs, run_with_progress, write, write_figures};
 use crate::report::{self, Labeled};
 use dragon_runtime::WasmPolicy;
 use dragon_sim::{SimRun, Summary, Trace, bound};

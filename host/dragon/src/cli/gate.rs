@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::policy::PolicyArgs;
-use super::replay::Opened;
-use super::simulate::{SIM_DEADLINE_MS, load_policy};
+use super::load::Opened;
+use super::load::PolicyArgs;
+use super::load::{SIM_DEADLINE_MS, load_policy};
 use dragon_framework::gate::{self, GateLimits};
 use dragon_runtime::Hooks;
 

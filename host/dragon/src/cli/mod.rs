@@ -3,6 +3,7 @@
 mod author;
 mod compare;
 mod gate;
+mod load;
 mod policy;
 mod registry;
 mod replay;

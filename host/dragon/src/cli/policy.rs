@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
+use super::load::{PolicyArgs, print_check};
 use crate::case::{Case, Outcome};
 use dragon_framework::{BreakerChange, ObjectKey};
-use dragon_runtime::{ComponentCache, Limits, LoadOptions, PolicyEngine, PolicySource, WasmPolicy};
+use dragon_runtime::WasmPolicy;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -113,61 +114,6 @@ fn golden_key(path: &Path) -> Result<String> {
     Ok(format!("policy.golden.{case}.rec"))
 }
 
-/// Where the policy comes from and how it is configured.
-#[derive(Debug, Args)]
-pub struct PolicyArgs {
-    /// A `.wasm` policy component, or `dragon` / `baseline` for a bundled one.
-    pub policy: String,
-    /// Policy settings: inline JSON or a JSON file.
-    #[arg(long)]
-    pub settings: Option<String>,
-    /// Per-call deadline, ms.
-    #[arg(long, default_value_t = Limits::default().deadline_ms)]
-    pub deadline_ms: u64,
-    /// Do not use the compiled-policy cache.
-    #[arg(long)]
-    pub no_cache: bool,
-}
-
-impl PolicyArgs {
-    pub(crate) fn load(&self) -> Result<WasmPolicy> {
-        self.load_with("")
-    }
-
-    /// Load with `--settings`, else with `fallback` (a case's settings).
-    pub(crate) fn load_with(&self, fallback: &str) -> Result<WasmPolicy> {
-        let settings = match self.settings.as_deref() {
-            Some(arg) => super::read_settings(Some(arg))?,
-            None => fallback.to_string(),
-        };
-        self.load_source(&PolicySource::named_or_file(&self.policy), settings)
-    }
-
-    /// Load `source` with these limits and cache choice.
-    pub(crate) fn load_source(
-        &self,
-        source: &PolicySource,
-        settings: String,
-    ) -> Result<WasmPolicy> {
-        let engine = PolicyEngine::new()
-            .map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
-        let cache = if self.no_cache {
-            ComponentCache::disabled()
-        } else {
-            ComponentCache::from_env()
-        };
-        let options = LoadOptions {
-            settings,
-            limits: Limits {
-                deadline_ms: self.deadline_ms,
-                ..Limits::default()
-            },
-            sha256: Vec::new(),
-        };
-        Ok(WasmPolicy::load(&engine, &cache, source, &options)?)
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct CheckOpts {
     #[command(flatten)]
@@ -248,48 +194,6 @@ impl PolicyCommand {
 
 fn check(o: CheckOpts) -> Result<()> {
     print_check(&o.policy.load()?, o.json)
-}
-
-/// What `policy check` prints of a loaded policy.
-pub(crate) fn print_check(policy: &WasmPolicy, json: bool) -> Result<()> {
-    let info = policy.info();
-    if json {
-        println!("{}", serde_json::to_string_pretty(info)?);
-        return Ok(());
-    }
-    let hooks: Vec<&str> = info
-        .hooks
-        .iter()
-        .map(|h| dragon_runtime::hook_name(*h))
-        .collect();
-    println!("policy:            {} {}", info.name, info.version);
-    println!(
-        "interface:         dragon:scheduler@{}",
-        info.interface_version
-    );
-    println!("hooks:             {}", hooks.join(", "));
-    println!("source:            {}", info.origin);
-    println!("size:              {} bytes", info.size_bytes);
-    println!("sha256:            {}", info.sha256);
-    println!(
-        "compile:           {:.1} ms{}",
-        info.compile_ms,
-        if info.cached {
-            " (from the compiled-policy cache)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "settings:          {}",
-        if info.settings.is_empty() {
-            "(defaults)"
-        } else {
-            &info.settings
-        }
-    );
-    println!("ok");
-    Ok(())
 }
 
 fn run(o: RunOpts) -> Result<()> {

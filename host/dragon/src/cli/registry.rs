@@ -9,7 +9,7 @@ use dragon_registry::{ComponentWorld, Credentials, PolicyRef, Registry, Registry
 
 use dragon_runtime::PolicySource;
 
-use super::policy::PolicyArgs;
+use super::load::PolicyArgs;
 
 /// How to reach the registry.
 #[derive(Debug, Args)]
@@ -134,7 +134,7 @@ impl PullOpts {
         dragon_runtime::write_atomically(&self.out, bytes)
             .with_context(|| format!("cannot write {}", self.out.display()))?;
         eprintln!("wrote {} from {reference}", self.out.display());
-        super::policy::print_check(&policy, self.json)
+        super::load::print_check(&policy, self.json)
     }
 }
 

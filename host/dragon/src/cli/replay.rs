@@ -1,11 +1,11 @@
 //! `dragon replay`: a recording's rounds run again.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::simulate::{SIM_DEADLINE_MS, load_policy};
+use super::load::{Opened, SIM_DEADLINE_MS, load_policy};
 use dragon_framework::SchedulerConfig;
 use dragon_framework::record::{self, Difference, Recording, Replayer};
 use dragon_runtime::{Hooks, WasmPolicy};
@@ -40,62 +40,6 @@ pub struct ReplayOpts {
 
 /// At most this many characters of a step's decisions are shown.
 const SHOWN_CHARS: usize = 400;
-
-/// A recording opened for a command: read (a torn last record skipped
-/// with a warning), with its framework settings and its fallback policy
-/// loaded.
-pub(crate) struct Opened {
-    pub rec: Recording,
-    pub config: SchedulerConfig,
-    pub fallback: Option<WasmPolicy>,
-}
-
-impl Opened {
-    /// # Errors
-    /// The file is not a readable recording, or what it names cannot be
-    /// loaded; `doing` says what it was opened for.
-    pub(crate) fn at(path: &Path, doing: &str) -> Result<Opened> {
-        let rec = record::read(path).with_context(|| format!("cannot {doing}"))?;
-        if let Some(torn) = &rec.torn {
-            eprintln!(
-                "warning: {}: the last record was cut short and is skipped ({torn})",
-                path.display()
-            );
-        }
-        let config: SchedulerConfig = serde_json::from_str(&rec.header.config)
-            .with_context(|| format!("{}: the recorded framework settings", path.display()))?;
-        let fallback = match rec.header.fallback.as_str() {
-            "" => None,
-            name => Some(
-                load_policy(name, None, SIM_DEADLINE_MS, false)
-                    .with_context(|| format!("cannot load the recorded fallback `{name}`"))?,
-            ),
-        };
-        Ok(Opened {
-            rec,
-            config,
-            fallback,
-        })
-    }
-
-    /// The policy the recording was made with, from `copy` or else from
-    /// where it was loaded then (a path or a bundled name), with its
-    /// recorded settings.
-    ///
-    /// # Errors
-    /// It cannot be loaded from there.
-    pub(crate) fn recorded_policy(&self, copy: Option<&str>) -> Result<WasmPolicy> {
-        let h = &self.rec.header;
-        let spec = copy.unwrap_or(&h.origin);
-        let settings = Some(h.settings.as_str()).filter(|s| !s.is_empty());
-        load_policy(spec, settings, SIM_DEADLINE_MS, false)
-            .with_context(|| format!("cannot load the recorded policy `{spec}`"))
-    }
-
-    pub(crate) fn fallback(&self) -> Option<&dyn Hooks> {
-        self.fallback.as_ref().map(|f| f as &dyn Hooks)
-    }
-}
 
 impl ReplayOpts {
     pub fn run(self) -> Result<()> {

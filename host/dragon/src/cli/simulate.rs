@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::policy::PolicyArgs;
-use super::replay::Opened;
+use super::load::Opened;
+use super::load::{SIM_DEADLINE_MS, load_policy};
 use crate::report::{self, Labeled};
 use dragon_framework::record::{FORMAT, Frame, Header, Recorder, Replayer};
 use dragon_runtime::WasmPolicy;
@@ -18,10 +18,6 @@ use dragon_sim::resume::{self, Assumed};
 use dragon_sim::{
     DEFAULT_HORIZON_S, SimOptions, SimRun, Summary, Trace, simulate, simulate_recorded,
 };
-
-/// Per-call deadline in simulations. Generous: a call that times out is an
-/// error that depends on the machine, and simulations must be reproducible.
-pub(crate) const SIM_DEADLINE_MS: u64 = 10_000;
 
 /// The longest work `--from-recording` may assume of a job, seconds (as a
 /// trace's durations).
@@ -104,22 +100,6 @@ impl RunArgs {
             ..SimOptions::default()
         }
     }
-}
-
-/// Load a policy for a simulation.
-pub(crate) fn load_policy(
-    policy: &str,
-    settings: Option<&str>,
-    deadline_ms: u64,
-    no_cache: bool,
-) -> Result<WasmPolicy> {
-    PolicyArgs {
-        policy: policy.to_string(),
-        settings: settings.map(str::to_string),
-        deadline_ms,
-        no_cache,
-    }
-    .load()
 }
 
 /// Run with a progress bar on stderr once the run takes more than a moment
