@@ -323,7 +323,14 @@ impl Monitor {
 
     /// Every incarnation seen so far.
     pub fn seen(&self) -> Vec<Seen> {
-        self.watch.state.lock().unwrap().pods.values().cloned().collect()
+        self.watch
+            .state
+            .lock()
+            .unwrap()
+            .pods
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Incarnations of pod `name` that were bound.
@@ -343,4 +350,3 @@ impl Monitor {
         self.seen().into_iter().filter(|s| s.rebound).collect()
     }
 }
-

@@ -72,39 +72,63 @@ pub(crate) struct JobEntry {
     /// The policy's last growth of it, while its new workers may still
     /// wait: (workers before, when).
     pub(crate) grew: Option<(u32, u64)>,
-    /// Its workers holding a node (reserved or bound), kept as pods come,
-    /// go and move: `job-stats` is asked for it per unit and round.
-    pub(crate) placed_workers: u32,
-    /// Its pending pods that are not surplus: whether it is a pending
-    /// unit, known without walking its pods (a round asks of every job).
+    /// How many of its pods there are, hold a node, are bound or wait, kept
+    /// as pods come, go and move: rounds, permit and `job-stats` ask per
+    /// unit, and a walk over the job's pods costs a look-up per pod.
+    pub(crate) counts: JobCounts,
+}
+
+/// A job's pods counted by where they stand (see [`JobEntry::moved`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct JobCounts {
+    /// Its pods that are not surplus workers (its members at its size).
+    pub(crate) members: u32,
+    /// Its members that wait to be placed: whether it is a pending unit.
     pub(crate) pending_members: u32,
+    /// Its pods holding a node (reserved or bound), of any role.
+    pub(crate) placed: u32,
+    /// Its workers holding a node.
+    pub(crate) placed_workers: u32,
+    /// Its pods bound to a node.
+    pub(crate) bound: u32,
+}
+
+/// One more (`add`) or one fewer.
+fn step(count: &mut u32, add: bool) {
+    *count = if add {
+        count.saturating_add(1)
+    } else {
+        count.saturating_sub(1)
+    };
 }
 
 impl JobEntry {
-    /// One of its pods starts (`add`) or stops holding a node at `now_ms`:
-    /// the GPUs it holds (its attained service) and its placed workers
-    /// follow.
-    fn holds(&mut self, pod: &Pod, add: bool, now_ms: u64) {
-        if pod.request.gpus > 0 {
-            self.service.hold(pod.request.gpus, add, now_ms);
+    /// One of its pods moved from `from` to `to` (`None`: not there) at
+    /// `now_ms`: its counts and the GPUs it holds (its attained service)
+    /// follow. Whether the pod is a member is read at its current size.
+    fn moved(&mut self, pod: &Pod, from: Option<PodState>, to: Option<PodState>, now_ms: u64) {
+        let member = !JobEntry::has_surplus(Some(self), pod);
+        let c = &mut self.counts;
+        if member && from.is_some() != to.is_some() {
+            step(&mut c.members, to.is_some());
         }
-        if pod.role == Role::Worker {
-            self.placed_workers = if add {
-                self.placed_workers.saturating_add(1)
-            } else {
-                self.placed_workers.saturating_sub(1)
-            };
+        let pending = |s: Option<PodState>| s == Some(PodState::Pending);
+        if member && pending(from) != pending(to) {
+            step(&mut c.pending_members, pending(to));
         }
-    }
-
-    /// One of its pods becomes (`add`) or stops being pending.
-    fn pending(&mut self, pod: &Pod, add: bool) {
-        if !JobEntry::has_surplus(Some(self), pod) {
-            self.pending_members = if add {
-                self.pending_members.saturating_add(1)
-            } else {
-                self.pending_members.saturating_sub(1)
-            };
+        let holds = |s: Option<PodState>| s.and_then(PodState::node).is_some();
+        if holds(from) != holds(to) {
+            step(&mut c.placed, holds(to));
+            if pod.role == Role::Worker {
+                step(&mut c.placed_workers, holds(to));
+            }
+            if pod.request.gpus > 0 {
+                self.service.hold(pod.request.gpus, holds(to), now_ms);
+            }
+        }
+        let bound = |s: Option<PodState>| matches!(s, Some(PodState::Bound(_)));
+        if bound(from) != bound(to) {
+            step(&mut c.bound, bound(to));
         }
     }
 
@@ -324,11 +348,10 @@ impl Cluster {
         let now = self.clock_ms;
         for e in self.pods.values_mut() {
             if e.state.node() == Some(i) {
-                e.state = PodState::Pending;
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
-                    j.holds(&e.pod, false, now);
-                    j.pending(&e.pod, true);
+                    j.moved(&e.pod, Some(e.state), Some(PodState::Pending), now);
                 }
+                e.state = PodState::Pending;
                 self.affine.note(&e.pod, false);
                 if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
                     *n -= 1;
@@ -375,7 +398,7 @@ impl Cluster {
             e.job = job;
             if resized {
                 let name = e.job.name.clone();
-                self.count_pending_members(&name);
+                self.count_members(&name);
             }
         } else {
             let unit_id = self.unit_id();
@@ -390,8 +413,7 @@ impl Cluster {
                     service: Service::default(),
                     restarts: Default::default(),
                     grew: None,
-                    placed_workers: 0,
-                    pending_members: 0,
+                    counts: JobCounts::default(),
                 },
             );
         }
@@ -404,16 +426,19 @@ impl Cluster {
         };
         if e.job.workers != workers {
             e.job.workers = workers;
-            self.count_pending_members(job);
+            self.count_members(job);
         }
     }
 
-    /// Count `job`'s pending members anew: which of its pods are surplus
-    /// moved with its worker count.
-    fn count_pending_members(&mut self, job: &str) {
-        let members = self.pending_members(job).count();
+    /// Count `job`'s members and pending members anew: which of its pods
+    /// are surplus moved with its worker count.
+    fn count_members(&mut self, job: &str) {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let members = count(self.job_members(job).count());
+        let pending = count(self.pending_members(job).count());
         if let Some(e) = self.jobs.get_mut(job) {
-            e.pending_members = u32::try_from(members).unwrap_or(u32::MAX);
+            e.counts.members = members;
+            e.counts.pending_members = pending;
         }
     }
 
@@ -518,10 +543,8 @@ impl Cluster {
         };
         self.note_job(pod.job.as_ref());
         let unit_id = self.unit_id();
-        if state == PodState::Pending
-            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
-        {
-            j.pending(&pod, true);
+        if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
+            j.moved(&pod, None, Some(state), self.clock_ms);
         }
         if let Some(job) = &pod.job {
             self.by_job
@@ -568,10 +591,8 @@ impl Cluster {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
         }
-        if e.state == PodState::Pending
-            && let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
-        {
-            j.pending(&e.pod, false);
+        if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
+            j.moved(&e.pod, Some(e.state), None, self.clock_ms);
         }
         if e.pod.uses_devices() {
             self.devices.unchoose(key);
@@ -708,13 +729,11 @@ impl Cluster {
                 self.volumes.use_volumes(key, n, &e.pod.volumes, true);
             }
         }
-        let was_pending = e.state == PodState::Pending;
+        let before = e.state;
         e.state = state;
         let pod = &e.pod;
-        if was_pending != (state == PodState::Pending)
-            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
-        {
-            j.pending(pod, !was_pending);
+        if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
+            j.moved(pod, Some(before), Some(state), self.clock_ms);
         }
         if let Some(n) = old {
             account(
@@ -733,11 +752,6 @@ impl Cluster {
                 pod,
                 true,
             );
-        }
-        if old.is_some() != state.node().is_some()
-            && let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j))
-        {
-            j.holds(pod, state.node().is_some(), self.clock_ms);
         }
         for n in [old, state.node()].into_iter().flatten() {
             self.sync_columns(n);
@@ -788,9 +802,6 @@ impl Cluster {
             pod,
             add,
         );
-        if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
-            j.holds(pod, add, self.clock_ms);
-        }
         self.sync_columns(i);
     }
 

@@ -187,9 +187,13 @@ impl Cluster {
 
     /// How many pods of `job` hold a node (bound or reserved).
     pub(crate) fn job_placed(&self, job: &str) -> usize {
-        self.job_pods(job)
-            .filter(|(_, s)| s.node().is_some())
-            .count()
+        self.jobs.get(job).map_or(0, |e| e.counts.placed as usize)
+    }
+
+    /// How many of `job`'s pods are members at its size (not surplus
+    /// workers), in any state.
+    pub(crate) fn member_count(&self, job: &str) -> u32 {
+        self.jobs.get(job).map_or(0, |e| e.counts.members)
     }
 
     /// A worker pod beyond its job's current worker count: being removed by

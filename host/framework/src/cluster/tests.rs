@@ -91,7 +91,7 @@ fn the_capacity_columns_follow_every_change() {
 }
 
 #[test]
-fn a_jobs_pending_members_follow_pods_states_and_its_size() {
+fn a_jobs_counts_follow_its_pods_states_and_its_size() {
     let mut c = Cluster::new();
     c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
     c.upsert_job(crate::fixtures::job("j", 3));
@@ -101,15 +101,11 @@ fn a_jobs_pending_members_follow_pods_states_and_its_size() {
         index: i,
         ..Pod::new(format!("j-worker-{i}"), r(1000, 1024, 1))
     };
-    // The kept count, checked against a walk over the job's pods.
+    // The kept counts, checked against a walk over the job's pods.
     let members = |c: &Cluster| {
-        let kept = c.jobs["j"].pending_members;
-        let walked = c
-            .job_pods("j")
-            .filter(|(p, s)| *s == PodState::Pending && !c.is_surplus(p))
-            .count();
-        assert_eq!(kept as usize, walked);
-        kept
+        let kept = c.jobs["j"].counts;
+        assert_eq!(kept, walked_counts(c, "j"));
+        kept.pending_members
     };
     for i in 0..4 {
         c.add_pod(worker(i), None).unwrap();
@@ -133,4 +129,19 @@ fn a_jobs_pending_members_follow_pods_states_and_its_size() {
     c.remove_pod("j-worker-1").unwrap();
     c.remove_pod("j-worker-3").unwrap();
     assert_eq!(members(&c), 1);
+}
+
+/// `job`'s counts found by a walk over its pods: what the kept ones must
+/// always equal.
+pub(crate) fn walked_counts(c: &Cluster, job: &str) -> super::JobCounts {
+    let pods: Vec<_> = c.job_pods(job).collect();
+    let count =
+        |f: &dyn Fn(&Pod, PodState) -> bool| pods.iter().filter(|(p, s)| f(p, *s)).count() as u32;
+    super::JobCounts {
+        members: count(&|p, _| !c.is_surplus(p)),
+        pending_members: count(&|p, s| s == PodState::Pending && !c.is_surplus(p)),
+        placed: count(&|_, s| s.node().is_some()),
+        placed_workers: count(&|p, s| p.role == Role::Worker && s.node().is_some()),
+        bound: count(&|_, s| matches!(s, PodState::Bound(_))),
+    }
 }

@@ -188,7 +188,7 @@ impl ClusterView for Cluster {
             attained_gpu_ms: e.service.attained(now_ms),
             running_ms: e.started_ms.map_or(0, |s| now_ms.saturating_sub(s)),
             restarts: e.service.restarts,
-            placed_workers: e.placed_workers,
+            placed_workers: e.counts.placed_workers,
             requested_workers: e.job.workers,
             progress_permille: e.job.progress_permille,
             queue: self.queue_of(&e.job),
@@ -345,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn placed_workers_follow_reservations_binds_removals_and_lost_nodes() {
+    fn a_jobs_counts_follow_reservations_binds_removals_and_lost_nodes() {
         let mut c = cluster();
         c.upsert_job(crate::fixtures::job("j", 3));
         let unit = c.job_unit("j").unwrap();
@@ -358,13 +358,11 @@ mod tests {
         };
         // The kept count, checked against a walk over the job's pods.
         let placed = |c: &Cluster| {
-            let kept = c.job_stats(0, unit).placed_workers;
-            let walked = c
-                .job_pods("j")
-                .filter(|(p, s)| p.role == Role::Worker && s.node().is_some())
-                .count();
-            assert_eq!(kept as usize, walked);
-            kept
+            assert_eq!(
+                c.jobs["j"].counts,
+                super::super::tests::walked_counts(c, "j")
+            );
+            c.job_stats(0, unit).placed_workers
         };
         // Workers added already bound count; a parameter server does not.
         c.add_pod(pod("worker", Role::Worker, 0), Some("a"))

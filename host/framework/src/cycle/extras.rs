@@ -138,6 +138,8 @@ impl Scheduler {
                     },
                     within: None,
                     cap: None,
+                    gated: unit.gated,
+                    wants_placed: unit.wants_placed,
                 };
                 match self.place_among(now_ms, policy, &one, None, None) {
                     Ok(pods) => {

@@ -110,6 +110,12 @@ pub(crate) struct UnitPlan {
     /// At most this many of its pods now: its quorum, while another gang
     /// waits for one (see `extras`).
     pub(crate) cap: Option<usize>,
+    /// Some pod of it carried a scheduling gate when the round read it:
+    /// only then are its pods looked up for their gates.
+    pub(crate) gated: bool,
+    /// Some pod of it has required pod affinity or a topology spread, so a
+    /// pod placed anywhere may help it: the queue wakes it when one is.
+    pub(crate) wants_placed: bool,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds
@@ -513,14 +519,9 @@ impl Scheduler {
 
     /// Put `unit` back in the queue after an attempt that did not bind it.
     fn set_back(&mut self, unit: &UnitPlan, setback: Setback, now_ms: u64) {
-        let wants_placed = unit.pods.iter().any(|k| {
-            self.cluster.pod(k).is_some_and(|(p, _)| {
-                !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty()
-            })
-        });
         let waits = self.config.waits();
         self.queue
-            .set_back(unit.wit.id, setback, wants_placed, now_ms, waits);
+            .set_back(unit.wit.id, setback, unit.wants_placed, now_ms, waits);
     }
 
     /// Try `unit` as it is, then with preemption when it fits nowhere.

@@ -19,7 +19,7 @@ impl Scheduler {
             };
             let job = key.job_name().unwrap_or_default();
             let held = self.cluster.job_placed(job);
-            let present = self.cluster.job_members(job).count();
+            let present = self.cluster.member_count(job);
             let min_member = self.cluster.job(job).map_or(0, |j| j.min_member);
             let limit = match w.group_timeout {
                 true => "its scheduleTimeoutSeconds",

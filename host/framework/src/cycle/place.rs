@@ -137,13 +137,16 @@ impl Scheduler {
         // Pre-enqueue (Kubernetes' SchedulingGates): a gated pod is not
         // tried, and a gang with a gated member waits whole for the gate to
         // go, since binding its other members would leave it half placed.
-        let gated: Vec<(PodKey, Vec<String>)> = unit
-            .pods
-            .iter()
-            .filter_map(|k| self.cluster.pod(k))
-            .filter(|(p, _)| !p.scheduling_gates.is_empty())
-            .map(|(p, _)| (p.key.clone(), p.scheduling_gates.clone()))
-            .collect();
+        let gated: Vec<(PodKey, Vec<String>)> = match unit.gated {
+            true => unit
+                .pods
+                .iter()
+                .filter_map(|k| self.cluster.pod(k))
+                .filter(|(p, _)| !p.scheduling_gates.is_empty())
+                .map(|(p, _)| (p.key.clone(), p.scheduling_gates.clone()))
+                .collect(),
+            false => Vec::new(),
+        };
         if !gated.is_empty() {
             report.decisions.push(Decision::Unschedulable {
                 unit: unit.key.clone(),
@@ -174,7 +177,7 @@ impl Scheduler {
             && unit.wit.running == 0
             && !self.waiting.contains_key(&unit.key)
         {
-            let present = self.cluster.job_members(job).count() as u32;
+            let present = self.cluster.member_count(job);
             let min_member = self.cluster.job(job).map(|j| j.min_member).unwrap_or(0);
             if present < min_member {
                 report.decisions.push(Decision::Unschedulable {
@@ -264,7 +267,7 @@ impl Scheduler {
         // Permit for the gang: reservations so far plus this round's.
         let job = unit.job.clone().unwrap_or_default();
         let reserved = self.reserved_of(&unit.key).len() as u32;
-        let present = self.cluster.job_members(&job).count() as u32;
+        let present = self.cluster.member_count(&job);
         let min_member = self.cluster.job(&job).map(|j| j.min_member).unwrap_or(0);
         let since = self.waiting.get(&unit.key).map(|w| w.since_ms);
         let gang = wit::GangState {
@@ -537,7 +540,10 @@ impl Scheduler {
         // Dense by node index: read once per candidate per task.
         let mut siblings = vec![0u32; self.cluster.nodes().len()];
         let mut sibling_nodes = Vec::new();
-        if let Some(job) = &unit.job {
+        // (A new gang has none: its pods are not walked.)
+        if let Some(job) = &unit.job
+            && self.cluster.job_placed(job) > 0
+        {
             for (_, s) in self.cluster.job_pods(job) {
                 if let Some(n) = s.node() {
                     if siblings[n] == 0 {

@@ -2,8 +2,19 @@
 //! and the order they are tried in (`queue-order`, or PrioritySort).
 
 use super::*;
-use crate::cluster::JobEntry;
-use crate::model::PlacementOrder;
+use crate::cluster::{JobEntry, PodEntry};
+
+/// Whether any of `pods` carries a scheduling gate, and whether any has
+/// required pod affinity or a topology spread (a pod placed anywhere may
+/// help it): read once as the round builds its unit.
+fn flags<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> (bool, bool) {
+    pods.into_iter().fold((false, false), |(gated, wants), p| {
+        (
+            gated || !p.scheduling_gates.is_empty(),
+            wants || !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty(),
+        )
+    })
+}
 
 impl Scheduler {
     /// The pending units: the ids of all of them, and the plans of those
@@ -14,12 +25,12 @@ impl Scheduler {
     /// implemented), every pod is its own.
     pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (Vec<u64>, Vec<UnitPlan>) {
         let c = &self.cluster;
-        // The pending pods of each job the queue lets be tried, with their
-        // placement order, read as they are walked
-        // rather than looked up to sort. Units that are not ready are only
-        // counted as pending: a round costs little for each of them.
-        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<PlacementOrder>)> = BTreeMap::new();
-        let mut lone: Vec<&str> = Vec::new();
+        // The pending pods of each job the queue lets be tried, as they are
+        // walked: the plans are built from them, with no look-up by key.
+        // Units that are not ready are only counted as pending: a round
+        // costs little for each of them.
+        let mut by_job: BTreeMap<&str, (&JobEntry, Vec<&Pod>)> = BTreeMap::new();
+        let mut lone: Vec<(&PodEntry, Option<&JobEntry>)> = Vec::new();
         let mut pending = Vec::new();
         // A job's pods sit together in key order (`job-role-index`): its
         // entry and whether it is ready are looked up once per run of them,
@@ -29,18 +40,18 @@ impl Scheduler {
             // Every job is a gang: the jobs say how many pending members
             // each has, so only the ready ones' pods are looked at.
             for (name, entry) in &c.jobs {
-                if entry.pending_members == 0 {
+                if entry.counts.pending_members == 0 {
                     continue;
                 }
                 pending.push(entry.unit_id);
                 if !self.queue.ready(entry.unit_id, now_ms) {
                     continue;
                 }
-                let members = c.pending_members(name).map(Pod::placement_order).collect();
+                let members = c.pending_members(name).collect();
                 by_job.insert(name.as_str(), (entry, members));
             }
         }
-        for (key, e) in &c.pods {
+        for e in c.pods.values() {
             // With gangs, a job's pods were found through their job.
             if e.state != PodState::Pending || (gangs && e.pod.job.is_some()) {
                 continue;
@@ -54,7 +65,8 @@ impl Scheduler {
                     (name, entry, ready)
                 }
             });
-            if JobEntry::has_surplus(job.and_then(|(_, entry, _)| entry), &e.pod) {
+            let entry = job.and_then(|(_, entry, _)| entry);
+            if JobEntry::has_surplus(entry, &e.pod) {
                 continue;
             }
             match job {
@@ -68,36 +80,30 @@ impl Scheduler {
                             .entry(name.as_str())
                             .or_insert((entry, Vec::new()))
                             .1
-                            .push(e.pod.placement_order())
+                            .push(&e.pod);
                     }
                 }
                 _ => {
                     pending.push(e.unit_id);
                     if self.queue.ready(e.unit_id, now_ms) {
-                        lone.push(key.as_str());
+                        lone.push((e, entry));
                     }
                 }
             }
         }
         pending.sort_unstable();
         pending.dedup();
-        let task = |key: &str| {
-            let p = &c.pods[key].pod;
-            wit::Task {
-                role: p.role.to_wit(),
-                index: p.index,
-                request: c.task_request(p),
-            }
+        let task = |p: &Pod| wit::Task {
+            role: p.role.to_wit(),
+            index: p.index,
+            request: c.task_request(p),
         };
         let mut units = Vec::new();
         for (job, (je, mut pods)) in by_job {
             // No two pods share a place: an unstable sort orders them as a
             // stable one.
-            pods.sort_unstable();
-            let running = c
-                .job_pods(job)
-                .filter(|(_, s)| matches!(s, PodState::Bound(_)))
-                .count() as u32;
+            pods.sort_unstable_by_key(|p| p.placement_order());
+            let (gated, wants_placed) = flags(pods.iter().copied());
             units.push(UnitPlan {
                 key: UnitKey::job(job),
                 job: Some(job.into()),
@@ -106,45 +112,45 @@ impl Scheduler {
                     arrival_ms: je.job.arrival_ms,
                     priority: je.job.priority,
                     gang: true,
-                    tasks: pods.iter().map(|&(_, _, k)| task(k)).collect(),
+                    tasks: pods.iter().map(|p| task(p)).collect(),
                     workers: je.job.workers,
                     min_workers: je.job.min_workers,
                     max_workers: je.job.max_workers,
-                    running,
+                    running: je.counts.bound,
                 },
-                pods: pods.iter().map(|&(_, _, k)| PodKey::from(k)).collect(),
+                pods: pods.iter().map(|p| p.key.clone()).collect(),
                 within: None,
                 cap: None,
+                gated,
+                wants_placed,
             });
         }
-        for key in lone {
-            let e = &c.pods[key];
+        for (e, job) in lone {
             // A pod of a job scheduled on its own (a policy without gangs)
             // still tells the policy what job it belongs to.
-            let (workers, min, max) = e
-                .pod
-                .job
-                .as_ref()
-                .and_then(|j| c.jobs.get(j))
+            let (workers, min, max) = job
                 .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
                 .unwrap_or((0, 0, 0));
+            let (gated, wants_placed) = flags([&e.pod]);
             units.push(UnitPlan {
-                key: UnitKey::pod(key),
+                key: UnitKey::Pod(e.pod.key.clone()),
                 job: None,
                 wit: wit::Unit {
                     id: e.unit_id,
                     arrival_ms: e.pod.arrival_ms,
                     priority: e.pod.priority,
                     gang: false,
-                    tasks: vec![task(key)],
+                    tasks: vec![task(&e.pod)],
                     workers,
                     min_workers: min,
                     max_workers: max,
                     running: 0,
                 },
-                pods: vec![key.into()],
+                pods: vec![e.pod.key.clone()],
                 within: None,
                 cap: None,
+                gated,
+                wants_placed,
             });
         }
         (pending, units)

@@ -131,7 +131,7 @@ impl Scheduler {
         for (name, e) in &c.jobs {
             // Its pending members are counted as pods move: only a job
             // with some is walked.
-            if e.started_ms.is_some() || e.pending_members == 0 {
+            if e.started_ms.is_some() || e.counts.pending_members == 0 {
                 continue;
             }
             let mut pods: Vec<_> = c.pending_members(name).collect();
