@@ -290,32 +290,25 @@ impl Measurements {
         if let Some(line) = self.lines.get(&(nodes, replicas)) {
             return along(line, b);
         }
-        let between = |lo: Option<(u32, (f64, f64))>, hi: Option<(u32, (f64, f64))>, x: u32| {
-            let ((x0, y0), (x1, y1)) = (lo?, hi?);
-            let w = f64::from(x - x0) / f64::from(x1 - x0);
-            Some((y0.0 + w * (y1.0 - y0.0), y0.1 + w * (y1.1 - y0.1)))
-        };
         let at = |k: &(u32, u32)| along(&self.lines[k], b);
-        let same_r = |k: &&(u32, u32)| k.1 == replicas;
-        let lo = self
-            .lines
-            .keys()
-            .filter(same_r)
-            .filter(|k| k.0 < nodes)
-            .last();
-        let hi = self.lines.keys().filter(same_r).find(|k| k.0 > nodes);
-        if let Some(v) = between(lo.map(|k| (k.0, at(k))), hi.map(|k| (k.0, at(k))), nodes) {
+        // Between the nearest measured placements below and above along one
+        // axis (nodes with the replicas fixed, or replicas with the nodes
+        // fixed), linearly; `None` without one on each side.
+        let bracket =
+            |axis: fn(&(u32, u32)) -> u32, fixed: fn(&(u32, u32)) -> u32, x: u32, keep: u32| {
+                let on_line = self.lines.keys().filter(|k| fixed(k) == keep);
+                let lo = on_line.clone().filter(|k| axis(k) < x).last()?;
+                let hi = on_line.clone().find(|k| axis(k) > x)?;
+                let ((x0, y0), (x1, y1)) = ((axis(lo), at(lo)), (axis(hi), at(hi)));
+                let w = f64::from(x - x0) / f64::from(x1 - x0);
+                Some((y0.0 + w * (y1.0 - y0.0), y0.1 + w * (y1.1 - y0.1)))
+            };
+        let nodes_of = |k: &(u32, u32)| k.0;
+        let replicas_of = |k: &(u32, u32)| k.1;
+        if let Some(v) = bracket(nodes_of, replicas_of, nodes, replicas) {
             return v;
         }
-        let same_n = |k: &&(u32, u32)| k.0 == nodes;
-        let lo = self
-            .lines
-            .keys()
-            .filter(same_n)
-            .filter(|k| k.1 < replicas)
-            .last();
-        let hi = self.lines.keys().filter(same_n).find(|k| k.1 > replicas);
-        if let Some(v) = between(lo.map(|k| (k.1, at(k))), hi.map(|k| (k.1, at(k))), replicas) {
+        if let Some(v) = bracket(replicas_of, nodes_of, replicas, nodes) {
             return v;
         }
         let nearest = self

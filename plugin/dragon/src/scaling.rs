@@ -2,7 +2,9 @@
 //! starves, grow them when the cluster has been idle.
 
 use dragon_policy_sdk::elastic::{self, job_by_job, least_loss_order};
-use dragon_policy_sdk::packing::{pack, reserve, room_for_worker, shrink_until_fits, tasks_at};
+use dragon_policy_sdk::packing::{
+    admit_at_min, pack, reserve, room_for_worker, shrink_until_fits, tasks_at,
+};
 use dragon_policy_sdk::types::*;
 
 use crate::settings::Settings;
@@ -24,6 +26,13 @@ pub fn decide(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<Scale
     Vec::new()
 }
 
+/// A waiting job's place in line, smallest first when so set: the
+/// settings' queue key over the GPUs its tasks ask for.
+fn waiting_key(settings: &Settings, w: &WaitingJob) -> (std::cmp::Reverse<i32>, u32, u64, u64) {
+    let gpus = w.unit.tasks.iter().map(|t| t.request.gpus).sum();
+    settings.queue_key(w.unit.priority, gpus, w.arrival_ms, w.id)
+}
+
 /// Shrink running jobs (in running order, never below `min`, never the PS or
 /// worker 0; a StatefulSet-like workload removes the highest-index worker)
 /// until the starving head of the queue fits at its `min`. If even shrinking
@@ -35,10 +44,10 @@ fn shrink_for_starving_head(
     nodes: &Capacity,
 ) -> Option<Vec<ScaleDecision>> {
     let head = if settings.smallest_first {
-        input.waiting.iter().min_by_key(|w| {
-            let gpus = w.unit.tasks.iter().map(|t| t.request.gpus).sum();
-            settings.queue_key(w.unit.priority, gpus, w.arrival_ms, w.id)
-        })?
+        input
+            .waiting
+            .iter()
+            .min_by_key(|w| waiting_key(settings, w))?
     } else {
         input.waiting.first()?
     };
@@ -86,34 +95,18 @@ fn shrink_for_every_starving(
 ) -> Option<Vec<ScaleDecision>> {
     let mut order: Vec<&WaitingJob> = input.waiting.iter().collect();
     if settings.smallest_first {
-        order.sort_by_key(|w| {
-            let gpus = w.unit.tasks.iter().map(|t| t.request.gpus).sum();
-            settings.queue_key(w.unit.priority, gpus, w.arrival_ms, w.id)
-        });
+        order.sort_by_key(|w| waiting_key(settings, w));
     }
     let mut jobs = input.running.clone();
     let mut free = nodes.clone();
-    let mut admitted = Vec::new();
-    for w in order {
-        if input.now_ms.saturating_sub(w.arrival_ms) < settings.starvation_ms() {
-            continue;
-        }
-        let need = tasks_at(&w.unit, w.unit.min_workers);
-        if pack(&need, &free).is_none() {
-            let victims = victims(settings, &jobs);
-            let Some((target, after)) = shrink_until_fits(&need, &free, &jobs, victims) else {
-                continue;
-            };
-            for (j, t) in jobs.iter_mut().zip(target) {
-                j.workers = t;
-            }
-            free = after;
-            admitted.push(w.id);
-        }
-        // Its room stays its own for the next round.
-        reserve(&need, &mut free);
-    }
-    let ids = admitted
+    let starved = order
+        .into_iter()
+        .filter(|w| input.now_ms.saturating_sub(w.arrival_ms) >= settings.starvation_ms());
+    let admission = admit_at_min(starved, &mut jobs, &mut free, |jobs| {
+        victims(settings, jobs)
+    });
+    let ids = admission
+        .shrunk_for
         .iter()
         .map(u64::to_string)
         .collect::<Vec<_>>()

@@ -17,7 +17,7 @@
 //! admitted as requested or at `min`; FIFO with skipping; pods consolidated.
 
 use dragon_policy_sdk::elastic::{GrowthModel, Restarts, grow_repaying, least_loss_order};
-use dragon_policy_sdk::packing::{consolidating_score, pack, reserve, shrink_until_fits, tasks_at};
+use dragon_policy_sdk::packing::{admit_at_min, consolidating_score};
 use dragon_policy_sdk::types::*;
 use dragon_policy_sdk::{Policy, Refusal, export_policy, policy, rules};
 use serde::Deserialize;
@@ -122,28 +122,12 @@ impl Policy for Pollux {
         // The jobs as the step resizes them: `workers` is the target so far.
         let mut jobs = input.running.clone();
         let mut free = view.capacity().clone();
-        let mut all_admitted = true;
-        for w in &input.waiting {
-            let need = tasks_at(&w.unit, w.unit.min_workers);
-            if pack(&need, &free).is_none() {
-                let order = least_loss_order(a, &jobs);
-                match shrink_until_fits(&need, &free, &jobs, order) {
-                    Some((target, after)) => {
-                        for (j, t) in jobs.iter_mut().zip(target) {
-                            j.workers = t;
-                        }
-                        free = after;
-                    }
-                    None => {
-                        all_admitted = false;
-                        continue;
-                    }
-                }
-            }
-            // The next round admits it into this room.
-            reserve(&need, &mut free);
-        }
-        if all_admitted {
+        // Each waiting job's room at its minimum is reserved for the next
+        // round, by shrinking where a worker costs least.
+        let admission = admit_at_min(&input.waiting, &mut jobs, &mut free, |jobs| {
+            least_loss_order(a, jobs)
+        });
+        if admission.all {
             // One power law, no placement term (see the module's note).
             let model = GrowthModel {
                 alpha: a,

@@ -4,7 +4,9 @@
 //! a gang fits (now, or once some room is freed).
 
 use crate::helpers::Runs;
-use crate::types::{Candidates, Capacity, Resources, Role, RunningJob, Task, Unit, View};
+use crate::types::{
+    Candidates, Capacity, Resources, Role, RunningJob, Task, Unit, View, WaitingJob,
+};
 
 /// Where each task of a job would go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +149,51 @@ pub fn shrink_until_fits(
     None
 }
 
+/// What [`admit_at_min`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// The waiting jobs that running jobs gave up workers for, by id.
+    pub shrunk_for: Vec<u64>,
+    /// Whether every waiting job found room at its minimum.
+    pub all: bool,
+}
+
+/// Room at its minimum for each of `waiting` in turn. Where one does not
+/// fit in `free`, the running `jobs` give up workers in the order
+/// `victims` gives for their sizes so far, until it does
+/// ([`shrink_until_fits`]); one that shrinking cannot fit is skipped. The
+/// room of each job that fits is reserved in `free`, so the next round
+/// admits it there, and the jobs' `workers` become the sizes they are
+/// shrunk to.
+pub fn admit_at_min<'a>(
+    waiting: impl IntoIterator<Item = &'a WaitingJob>,
+    jobs: &mut [RunningJob],
+    free: &mut Capacity,
+    mut victims: impl FnMut(&[RunningJob]) -> Vec<usize>,
+) -> Admission {
+    let mut admission = Admission {
+        all: true,
+        ..Admission::default()
+    };
+    for w in waiting {
+        let need = tasks_at(&w.unit, w.unit.min_workers);
+        if pack(&need, free).is_none() {
+            let order = victims(jobs);
+            let Some((target, after)) = shrink_until_fits(&need, free, jobs, order) else {
+                admission.all = false;
+                continue;
+            };
+            for (j, t) in jobs.iter_mut().zip(target) {
+                j.workers = t;
+            }
+            *free = after;
+            admission.shrunk_for.push(w.id);
+        }
+        reserve(&need, free);
+    }
+    admission
+}
+
 /// Take the room of `tasks`, packed as [`pack`] packs them, out of `free`
 /// (nothing when they do not fit).
 pub fn reserve(tasks: &[Task], free: &mut Capacity) {
@@ -207,6 +254,27 @@ mod tests {
         assert_eq!(partial(&unit), None);
         unit.tasks.retain(|t| t.role != Role::Worker || t.index < 2);
         assert!(partial(&unit).unwrap().contains("2 of them"));
+    }
+
+    #[test]
+    fn waiting_jobs_get_room_at_their_minimum_in_turn_by_shrinking_where_needed() {
+        // Job 1 runs 6 workers (down to 2) on the one node; 2 GPUs are free.
+        let mut jobs = vec![running_job(1, 6, 2, 8, 0)];
+        let mut free = capacity(&[(32_000, 128_000, 2)]);
+        let (fits, shrinks, too_big) = (
+            waiting_job(10, 0, 4, 2),
+            waiting_job(11, 0, 4, 3),
+            waiting_job(12, 0, 4, 4),
+        );
+        let admission = admit_at_min([&fits, &shrinks, &too_big], &mut jobs, &mut free, |jobs| {
+            vec![0; jobs[0].workers as usize]
+        });
+        // The first fits as it is; the second takes 3 of job 1's workers;
+        // the third would need one more than job 1 can give.
+        assert_eq!(admission.shrunk_for, vec![11]);
+        assert!(!admission.all);
+        assert_eq!(jobs[0].workers, 3);
+        assert_eq!(free.free(0).gpus, 0, "both rooms reserved");
     }
 
     #[test]
