@@ -269,7 +269,7 @@ impl Monitor {
     pub async fn catch_up(&self, s: &Scenario) {
         until(60, "the pod monitor to catch up", || async {
             let pods = s.pods().await;
-            let st = self.watch.state.lock().unwrap();
+            let st = self.state();
             pods.iter().all(|p| {
                 let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
                 p.metadata
@@ -284,7 +284,7 @@ impl Monitor {
 
     /// Track gang `name` of `size` pods.
     pub fn gang(&self, name: &str, size: usize) {
-        let mut st = self.watch.state.lock().unwrap();
+        let mut st = self.state();
         st.gangs.insert(
             name.to_string(),
             GangWatch {
@@ -298,7 +298,7 @@ impl Monitor {
     /// The longest time gang `name` was partly bound, counting only time
     /// after `since`.
     pub fn max_partial(&self, name: &str, since: Instant) -> Duration {
-        let st = self.watch.state.lock().unwrap();
+        let st = self.state();
         let now = Instant::now();
         st.gangs
             .get(name)
@@ -317,32 +317,27 @@ impl Monitor {
 
     /// How many times gang `name` was partly bound.
     pub fn partial_windows(&self, name: &str) -> usize {
-        let st = self.watch.state.lock().unwrap();
+        let st = self.state();
         st.gangs.get(name).map_or(0, |g| g.windows.len())
     }
 
     /// Every incarnation seen so far.
     pub fn seen(&self) -> Vec<Seen> {
-        self.watch
-            .state
-            .lock()
-            .unwrap()
-            .pods
-            .values()
-            .cloned()
-            .collect()
+        self.state().pods.values().cloned().collect()
     }
 
     /// Incarnations of pod `name` that were bound.
     pub fn bound_incarnations(&self, name: &str) -> usize {
-        self.watch
-            .state
-            .lock()
-            .unwrap()
-            .pods
+        let st = self.state();
+        st.pods
             .values()
             .filter(|s| s.name == name && s.node.is_some())
             .count()
+    }
+
+    /// What the watch has seen so far, locked.
+    fn state(&self) -> MutexGuard<'_, MonitorState> {
+        self.watch.state.lock().unwrap()
     }
 
     /// Incarnations seen bound to two nodes.
