@@ -433,9 +433,13 @@ impl Cluster {
     /// Count `job`'s members and pending members anew: which of its pods
     /// are surplus moved with its worker count.
     fn count_members(&mut self, job: &str) {
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let members = count(self.job_members(job).count());
-        let pending = count(self.pending_members(job).count());
+        let (mut members, mut pending) = (0u32, 0u32);
+        for (_, state) in self.job_members(job) {
+            members = members.saturating_add(1);
+            if state == PodState::Pending {
+                pending = pending.saturating_add(1);
+            }
+        }
         if let Some(e) = self.jobs.get_mut(job) {
             e.counts.members = members;
             e.counts.pending_members = pending;

@@ -42,16 +42,21 @@ impl Cluster {
         self.devices.gpus_on(&node.name)
     }
 
-    /// What a policy sees `pod` request: its own requests, and the GPUs
-    /// its claims ask of the GPU class.
-    pub(crate) fn task_request(&self, pod: &Pod) -> dragon_runtime::wit::Resources {
-        let mut r = pod.request.to_wit();
+    /// `pod` as a policy sees it in a unit: its role, its index, and what
+    /// it requests (its own requests, and the GPUs its claims ask of the
+    /// GPU class).
+    pub(crate) fn task(&self, pod: &Pod) -> dragon_runtime::wit::Task {
+        let mut request = pod.request.to_wit();
         if !pod.claims.is_empty() {
-            r.gpus = r
+            request.gpus = request
                 .gpus
                 .saturating_add(self.devices.claimed_gpus(&pod.claims));
         }
-        r
+        dragon_runtime::wit::Task {
+            role: pod.role.to_wit(),
+            index: pod.index,
+            request,
+        }
     }
 
     /// Requests of the pods on node `i`.

@@ -137,15 +137,15 @@ impl Scheduler {
         // Pre-enqueue (Kubernetes' SchedulingGates): a gated pod is not
         // tried, and a gang with a gated member waits whole for the gate to
         // go, since binding its other members would leave it half placed.
-        let gated: Vec<(PodKey, Vec<String>)> = match unit.gated {
-            true => unit
-                .pods
+        let gated: Vec<(PodKey, Vec<String>)> = if unit.gated {
+            unit.pods
                 .iter()
                 .filter_map(|k| self.cluster.pod(k))
                 .filter(|(p, _)| !p.scheduling_gates.is_empty())
                 .map(|(p, _)| (p.key.clone(), p.scheduling_gates.clone()))
-                .collect(),
-            false => Vec::new(),
+                .collect()
+        } else {
+            Vec::new()
         };
         if !gated.is_empty() {
             report.decisions.push(Decision::Unschedulable {

@@ -93,11 +93,6 @@ impl Scheduler {
         }
         pending.sort_unstable();
         pending.dedup();
-        let task = |p: &Pod| wit::Task {
-            role: p.role.to_wit(),
-            index: p.index,
-            request: c.task_request(p),
-        };
         let mut units = Vec::new();
         for (job, (je, mut pods)) in by_job {
             // No two pods share a place: an unstable sort orders them as a
@@ -112,7 +107,7 @@ impl Scheduler {
                     arrival_ms: je.job.arrival_ms,
                     priority: je.job.priority,
                     gang: true,
-                    tasks: pods.iter().map(|p| task(p)).collect(),
+                    tasks: pods.iter().map(|p| c.task(p)).collect(),
                     workers: je.job.workers,
                     min_workers: je.job.min_workers,
                     max_workers: je.job.max_workers,
@@ -140,7 +135,7 @@ impl Scheduler {
                     arrival_ms: e.pod.arrival_ms,
                     priority: e.pod.priority,
                     gang: false,
-                    tasks: vec![task(&e.pod)],
+                    tasks: vec![c.task(&e.pod)],
                     workers,
                     min_workers: min,
                     max_workers: max,

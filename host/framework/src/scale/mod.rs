@@ -146,14 +146,7 @@ impl Scheduler {
                     arrival_ms: e.job.arrival_ms,
                     priority: e.job.priority,
                     gang: true,
-                    tasks: pods
-                        .iter()
-                        .map(|p| wit::Task {
-                            role: p.role.to_wit(),
-                            index: p.index,
-                            request: c.task_request(p),
-                        })
-                        .collect(),
+                    tasks: pods.iter().map(|p| c.task(p)).collect(),
                     workers: e.job.workers,
                     min_workers: e.job.min_workers,
                     max_workers: e.job.max_workers,
