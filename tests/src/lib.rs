@@ -83,6 +83,7 @@ fn follow(view: &mut sdk::View, seen: &mut Option<Seen>, cluster: &dyn ClusterVi
                         allocatable: row.allocatable.lift(),
                         free: row.free.lift(),
                         open: row.open,
+                        gpu_type: cluster.gpu_type(index).map(str::to_string),
                     },
                 }
             })
@@ -191,6 +192,7 @@ pub fn scale_input(i: &wit::ScaleInput, cluster: &dyn ClusterView) -> sdk::Scale
                 worker_nodes: j.worker_nodes.clone(),
                 ps_nodes: j.ps_nodes.clone(),
                 stats: stats(cluster.job_stats(now, j.id)),
+                speedup: cluster.speedup(j.id).to_vec(),
             })
             .collect(),
         waiting: i
@@ -200,6 +202,7 @@ pub fn scale_input(i: &wit::ScaleInput, cluster: &dyn ClusterView) -> sdk::Scale
                 id: w.id,
                 arrival_ms: w.arrival_ms,
                 unit: unit(&w.unit, cluster, now),
+                speedup: cluster.speedup(w.id).to_vec(),
             })
             .collect(),
         last_admit_ms: i.last_admit_ms,
@@ -285,6 +288,11 @@ pub const BASELINE_V0_1: &[u8] = include_bytes!("../fixtures/interface-0.1/basel
 pub const DRAGON_V0_2: &[u8] = include_bytes!("../fixtures/interface-0.2/dragon.wasm");
 /// The bundled `baseline` as built against interface 0.2.
 pub const BASELINE_V0_2: &[u8] = include_bytes!("../fixtures/interface-0.2/baseline.wasm");
+/// The bundled `dragon` as built against interface 0.3 (see
+/// `tests/fixtures/interface-0.3`).
+pub const DRAGON_V0_3: &[u8] = include_bytes!("../fixtures/interface-0.3/dragon.wasm");
+/// The bundled `baseline` as built against interface 0.3.
+pub const BASELINE_V0_3: &[u8] = include_bytes!("../fixtures/interface-0.3/baseline.wasm");
 
 /// A fresh engine (each test gets its own epoch ticker).
 pub fn engine() -> PolicyEngine {

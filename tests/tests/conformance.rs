@@ -6,7 +6,9 @@ use dragon_framework::{Cluster, Node, RecordingIo, Resources, Scheduler, Schedul
 use dragon_policy::Dragon;
 use dragon_runtime::LoadOptions;
 use dragon_runtime::{FixedView, Hooks, wit};
-use dragon_tests::{BASELINE_V0_1, DRAGON_V0_1, Native, add_job, bundled, engine, load};
+use dragon_tests::{
+    BASELINE_V0_1, BASELINE_V0_3, DRAGON_V0_1, DRAGON_V0_3, Native, add_job, bundled, engine, load,
+};
 
 /// A small deterministic generator (no dependency needed for fixtures).
 struct Lcg(u64);
@@ -196,14 +198,19 @@ fn baseline_hooks_agree_natively_and_through_wasm() {
     check_hooks(&Native::<Baseline>::new(""), &bundled(&e, "baseline", ""));
 }
 
-/// Components built against interface 0.1 decide as the same policies
-/// built against 0.2, on the same corpus.
+/// Components built against interfaces 0.1 and 0.3 decide as the same
+/// policies built against 0.4, on the same corpus.
 #[test]
-fn interface_0_1_builds_agree_with_0_2_builds_hook_by_hook() {
+fn earlier_interface_builds_agree_with_the_current_builds_hook_by_hook() {
     let e = engine();
-    for (name, bytes) in [("dragon", DRAGON_V0_1), ("baseline", BASELINE_V0_1)] {
+    for (name, bytes, version) in [
+        ("dragon", DRAGON_V0_1, "0.1.0"),
+        ("baseline", BASELINE_V0_1, "0.1.0"),
+        ("dragon", DRAGON_V0_3, "0.3.0"),
+        ("baseline", BASELINE_V0_3, "0.3.0"),
+    ] {
         let old = load(&e, name, bytes, &LoadOptions::default());
-        assert_eq!(old.info().interface_version, "0.1.0");
+        assert_eq!(old.info().interface_version, version);
         check_hooks(&old, &bundled(&e, name, ""));
     }
 }

@@ -1,5 +1,5 @@
-//! Policies built against interfaces 0.1 and 0.2 keep loading and deciding
-//! exactly as the same policies built against 0.3, and the view of the
+//! Policies built against interfaces 0.1, 0.2 and 0.3 keep loading and
+//! deciding exactly as the same policies built against 0.4, and the view of the
 //! cluster a policy keeps stays current across changes, traps, topology
 //! levels and queues.
 
@@ -8,7 +8,8 @@ use dragon_runtime::{FixedView, Hooks, INTERFACE_VERSIONS, LoadOptions, WasmPoli
 use dragon_sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::all_candidates;
 use dragon_tests::{
-    BASELINE_V0_1, BASELINE_V0_2, DRAGON_V0_1, DRAGON_V0_2, bundled, engine, hostile, load,
+    BASELINE_V0_1, BASELINE_V0_2, BASELINE_V0_3, DRAGON_V0_1, DRAGON_V0_2, DRAGON_V0_3, bundled,
+    engine, hostile, load,
 };
 
 /// The bundled policy `name` as built against an earlier interface.
@@ -16,8 +17,10 @@ fn built_against(version: &str, name: &str) -> WasmPolicy {
     let bytes = match (version, name) {
         ("0.1", "dragon") => DRAGON_V0_1,
         ("0.1", _) => BASELINE_V0_1,
-        (_, "dragon") => DRAGON_V0_2,
-        _ => BASELINE_V0_2,
+        ("0.2", "dragon") => DRAGON_V0_2,
+        ("0.2", _) => BASELINE_V0_2,
+        (_, "dragon") => DRAGON_V0_3,
+        _ => BASELINE_V0_3,
     };
     load(
         &engine(),
@@ -29,9 +32,9 @@ fn built_against(version: &str, name: &str) -> WasmPolicy {
 
 #[test]
 fn the_host_names_the_version_each_component_was_built_against() {
-    assert_eq!(INTERFACE_VERSIONS, ["0.1.0", "0.2.0", "0.3.0"]);
+    assert_eq!(INTERFACE_VERSIONS, ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]);
     for name in ["dragon", "baseline"] {
-        for v in ["0.1", "0.2"] {
+        for v in ["0.1", "0.2", "0.3"] {
             assert_eq!(
                 built_against(v, name).info().interface_version,
                 format!("{v}.0")
@@ -39,13 +42,14 @@ fn the_host_names_the_version_each_component_was_built_against() {
         }
         assert_eq!(
             bundled(&engine(), name, "").info().interface_version,
-            "0.3.0"
+            "0.4.0"
         );
     }
 }
 
 /// Every bundled trace gives the same `dragon simulate --json` summary,
-/// per-job records and timeline under a policy's 0.1, 0.2 and 0.3 builds.
+/// per-job records and timeline under a policy's 0.1, 0.2, 0.3 and 0.4
+/// builds.
 #[test]
 fn bundled_traces_simulate_identically_under_every_interface() {
     for (trace_name, _) in dragon_sim::BUNDLED {
@@ -60,7 +64,7 @@ fn bundled_traces_simulate_identically_under_every_interface() {
             let json = |r: &dragon_sim::SimRun| {
                 serde_json::to_string(&dragon_sim::Summary::of(r)).expect("json")
             };
-            for v in ["0.1", "0.2"] {
+            for v in ["0.1", "0.2", "0.3"] {
                 let old = simulate(&trace, &built_against(v, name), SimOptions::default(), None);
                 assert_eq!(json(&old), json(&new), "{name} {v} on {trace_name}");
                 assert_eq!(old.jobs, new.jobs, "{name} {v} on {trace_name}");
@@ -84,7 +88,7 @@ fn node(name: &str, gpus: u32, zone: &str) -> Node {
     n
 }
 
-/// The view a 0.3 instance keeps follows each change the cluster logs, and
+/// The view a 0.4 instance keeps follows each change the cluster logs, and
 /// a trap (which discards the instance) is followed by the whole view sent
 /// again: scores after either equal those a fresh instance gives.
 #[test]

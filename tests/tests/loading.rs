@@ -56,7 +56,7 @@ fn both_bundled_policies_load_and_report_their_interface_version() {
     for name in ["dragon", "baseline"] {
         let p = bundled(&e, name, "");
         assert_eq!(p.info().name, name);
-        assert_eq!(p.info().interface_version, "0.3.0");
+        assert_eq!(p.info().interface_version, "0.4.0");
         assert!(!p.info().hooks.is_empty());
     }
 }
@@ -99,7 +99,7 @@ fn a_truncated_component_is_invalid() {
 
 #[test]
 fn a_component_built_against_another_interface_version_is_refused_naming_the_served_ones() {
-    for v in ["0.4.0", "1.0.0"] {
+    for v in ["0.5.0", "1.0.0"] {
         let err = load_bytes("future.wasm", &component_at_version(v))
             .err()
             .unwrap();
@@ -108,7 +108,7 @@ fn a_component_built_against_another_interface_version_is_refused_naming_the_ser
         assert!(
             msg.contains(&format!("dragon:scheduler@{v}"))
                 && msg.contains(
-                    "dragon:scheduler@0.1.0, dragon:scheduler@0.2.0, dragon:scheduler@0.3.0"
+                    "dragon:scheduler@0.1.0, dragon:scheduler@0.2.0, dragon:scheduler@0.3.0, dragon:scheduler@0.4.0"
                 ),
             "{msg}"
         );

@@ -37,7 +37,7 @@ fn policy_check_accepts_every_bundled_policy_and_prints_the_interface_version() 
             "{out}"
         );
         assert!(
-            out.contains("interface:         dragon:scheduler@0.3.0"),
+            out.contains("interface:         dragon:scheduler@0.4.0"),
             "{out}"
         );
         assert!(out.contains("compile:"), "{out}");

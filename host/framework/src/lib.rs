@@ -64,7 +64,7 @@ pub use cluster::topology::{
     DEFAULT_LEVELS, HOSTNAME_LEVEL, LevelsError, MAX_LEVELS, TopologyConstraint, TopologyMode,
     check_levels,
 };
-pub use cluster::view::{HOST_LABEL, RACK_LABEL, ZONE_LABEL};
+pub use cluster::view::{GPU_PRODUCT, HOST_LABEL, RACK_LABEL, ZONE_LABEL};
 pub use cluster::{Cluster, ClusterError, PodState};
 pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
@@ -81,8 +81,8 @@ pub use io::{
 };
 pub use key::{NotNamespaced, ObjectKey};
 pub use model::{
-    Demand, DisruptionBudget, Job, Node, Pod, Preemption, Resources, Role, Scalars, Taint,
-    TaintEffect, Toleration, TolerationOperator,
+    BadSpeedup, Demand, DisruptionBudget, Job, MAX_SPEEDUP_ENTRIES, Node, Pod, Preemption,
+    Resources, Role, Scalars, Speedup, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 pub use names::{JobKey, NodeName, PodKey, QueueName};
 pub use queue::Flush;

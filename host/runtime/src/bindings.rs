@@ -1,5 +1,5 @@
 //! Host bindings generated from each interface version the host serves
-//! (`wit/v0.1`, `wit/v0.2`, `wit/v0.3`).
+//! (`wit/v0.1` to `wit/v0.4`).
 
 /// `dragon:scheduler@0.1.0`: its shapes are also the framework's own (see
 /// [`wit`]), so a 0.1 policy is called with them as they are.
@@ -27,6 +27,16 @@ pub mod v0_3 {
     wasmtime::component::bindgen!({
         world: "scheduling-policy",
         path: "../../wit/v0.3",
+        additional_derives: [PartialEq],
+    });
+}
+
+/// `dragon:scheduler@0.4.0`: 0.3 with GPU types and speed-ups (see
+/// `adapt`).
+pub mod v0_4 {
+    wasmtime::component::bindgen!({
+        world: "scheduling-policy",
+        path: "../../wit/v0.4",
         additional_derives: [PartialEq],
     });
 }

@@ -6,10 +6,10 @@ use super::error::LoadError;
 use sha2::{Digest, Sha256};
 
 /// The newest interface version this host implements: what the SDK builds.
-pub const INTERFACE_VERSION: &str = "0.3.0";
+pub const INTERFACE_VERSION: &str = "0.4.0";
 
 /// Every interface version this host serves, oldest first.
-pub const INTERFACE_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+pub const INTERFACE_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 
 /// An interface version the host serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum Interface {
     /// `dragon:scheduler@0.3.x`: 0.2 with topology levels, queues and each
     /// job's queue in the view.
     V0_3,
+    /// `dragon:scheduler@0.4.x`: 0.3 with each node's GPU type and each
+    /// job's speed-up in the scale step.
+    V0_4,
 }
 
 const POLICY_EXPORT: &str = "dragon:scheduler/policy";
@@ -97,6 +100,7 @@ pub fn interface(found: &str) -> Option<Interface> {
         (0, 1) => Some(Interface::V0_1),
         (0, 2) => Some(Interface::V0_2),
         (0, 3) => Some(Interface::V0_3),
+        (0, 4) => Some(Interface::V0_4),
         _ => None,
     }
 }
@@ -213,10 +217,11 @@ mod tests {
         assert_eq!(interface("0.1.99"), Some(Interface::V0_1));
         assert_eq!(interface("0.2.0-rc.1"), Some(Interface::V0_2));
         assert_eq!(interface("0.3.1"), Some(Interface::V0_3));
-        assert_eq!(interface("0.4.0"), None);
+        assert_eq!(interface("0.4.2"), Some(Interface::V0_4));
+        assert_eq!(interface("0.5.0"), None);
         assert_eq!(interface("1.2.0"), None);
         assert_eq!(interface("0.2"), None, "not semver");
         assert_eq!(interface(""), None);
-        assert_eq!(interface(INTERFACE_VERSION), Some(Interface::V0_3));
+        assert_eq!(interface(INTERFACE_VERSION), Some(Interface::V0_4));
     }
 }

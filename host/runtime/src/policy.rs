@@ -8,7 +8,7 @@ use wasmtime::component::HasSelf;
 use wasmtime::{Store, Trap};
 
 use super::adapt;
-use super::bindings::{v0_1, v0_2, v0_3, wit};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4, wit};
 use super::bounds::{self, LogBudget};
 use super::cache::ComponentCache;
 use super::engine::{PolicyEngine, TICK};
@@ -38,6 +38,7 @@ enum Pre {
     V0_1(v0_1::SchedulingPolicyPre<HostState>),
     V0_2(v0_2::SchedulingPolicyPre<HostState>),
     V0_3(v0_3::SchedulingPolicyPre<HostState>),
+    V0_4(v0_4::SchedulingPolicyPre<HostState>),
 }
 
 /// An instance's exports, per interface version.
@@ -45,6 +46,7 @@ enum Bindings {
     V0_1(v0_1::SchedulingPolicy),
     V0_2(v0_2::SchedulingPolicy),
     V0_3(v0_3::SchedulingPolicy),
+    V0_4(v0_4::SchedulingPolicy),
 }
 
 struct Live {
@@ -71,6 +73,9 @@ impl Live {
             Bindings::V0_3(b) => b
                 .dragon_scheduler_policy()
                 .call_configure(&mut self.store, settings),
+            Bindings::V0_4(b) => b
+                .dragon_scheduler_policy()
+                .call_configure(&mut self.store, settings),
         }
     }
 
@@ -95,40 +100,49 @@ impl Live {
         self.seen = Some(delta.seen);
         Ok(r)
     }
-
-    /// [`Live::with_changes`] for a 0.3 instance, the queues going with the
-    /// changes when `queues` and they differ from what the instance last
-    /// received. (New topology levels come with a new change log, so the
-    /// view starts over with them.)
-    fn with_changes_v3<R>(
-        &mut self,
-        view: &dyn ClusterView,
-        queues: bool,
-        f: impl FnOnce(
-            &mut Store<HostState>,
-            &v0_3::SchedulingPolicy,
-            &v0_3::dragon::scheduler::types::Changes,
-        ) -> wasmtime::Result<R>,
-    ) -> wasmtime::Result<R> {
-        let Bindings::V0_3(b) = &self.bindings else {
-            unreachable!("0.3 changes go to 0.3 instances only");
-        };
-        let delta = Delta::since(view, self.seen);
-        let known = self.queues.as_ref().filter(|_| !delta.reset);
-        let rows = queues.then(|| view.queues());
-        let send = rows.filter(|r| known != Some(r));
-        let changes = adapt::v3::changes(view, &delta, send.as_deref());
-        let r = f(&mut self.store, b, &changes)?;
-        self.seen = Some(delta.seen);
-        if delta.reset {
-            self.queues = None;
-        }
-        if send.is_some() {
-            self.queues = send;
-        }
-        Ok(r)
-    }
 }
+
+/// [`Live::with_changes`] for a 0.3 or 0.4 instance, the queues going with
+/// the changes when `queues` and they differ from what the instance last
+/// received. (New topology levels come with a new change log, so the view
+/// starts over with them.)
+macro_rules! with_levelled_changes {
+    ($name:ident, $v:ident, $variant:ident, $adapt:ident) => {
+        impl Live {
+            fn $name<R>(
+                &mut self,
+                view: &dyn ClusterView,
+                queues: bool,
+                f: impl FnOnce(
+                    &mut Store<HostState>,
+                    &$v::SchedulingPolicy,
+                    &$v::dragon::scheduler::types::Changes,
+                ) -> wasmtime::Result<R>,
+            ) -> wasmtime::Result<R> {
+                let Bindings::$variant(b) = &self.bindings else {
+                    unreachable!("changes go to instances of their version only");
+                };
+                let delta = Delta::since(view, self.seen);
+                let known = self.queues.as_ref().filter(|_| !delta.reset);
+                let rows = queues.then(|| view.queues());
+                let send = rows.filter(|r| known != Some(r));
+                let changes = adapt::$adapt::changes(view, &delta, send.as_deref());
+                let r = f(&mut self.store, b, &changes)?;
+                self.seen = Some(delta.seen);
+                if delta.reset {
+                    self.queues = None;
+                }
+                if send.is_some() {
+                    self.queues = send;
+                }
+                Ok(r)
+            }
+        }
+    };
+}
+
+with_levelled_changes!(with_changes_v3, v0_3, V0_3, v3);
+with_levelled_changes!(with_changes_v4, v0_4, V0_4, v4);
 
 /// A policy component, compiled, validated and configured, with one reused
 /// instance. A call that fails discards the instance (its state may be
@@ -285,6 +299,10 @@ impl WasmPolicy {
                     HostState,
                     HasSelf<HostState>,
                 >(&mut linker, |s| s),
+                Interface::V0_4 => v0_4::SchedulingPolicy::add_to_linker::<
+                    HostState,
+                    HasSelf<HostState>,
+                >(&mut linker, |s| s),
             };
             let linked = linked.and_then(|()| match world.wasi {
                 true => wasi::add_to_linker(&mut linker),
@@ -301,6 +319,7 @@ impl WasmPolicy {
                         Interface::V0_1 => Pre::V0_1(v0_1::SchedulingPolicyPre::new(pre)?),
                         Interface::V0_2 => Pre::V0_2(v0_2::SchedulingPolicyPre::new(pre)?),
                         Interface::V0_3 => Pre::V0_3(v0_3::SchedulingPolicyPre::new(pre)?),
+                        Interface::V0_4 => Pre::V0_4(v0_4::SchedulingPolicyPre::new(pre)?),
                     })
                 })
                 .map_err(|e| LoadError::Instantiate {
@@ -343,6 +362,10 @@ impl WasmPolicy {
                         .dragon_scheduler_policy()
                         .call_metadata(&mut live.store)
                         .map(adapt::v3::info),
+                    Bindings::V0_4(b) => b
+                        .dragon_scheduler_policy()
+                        .call_metadata(&mut live.store)
+                        .map(adapt::v4::info),
                 })
                 .map_err(smoke)?;
             let (name, version, hooks) = checked_metadata(origin, metadata)?;
@@ -468,6 +491,7 @@ impl WasmPolicy {
             Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
             Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
             Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
+            Pre::V0_4(pre) => pre.instantiate(&mut store).map(Bindings::V0_4),
         }
         .map_err(|e| CallError {
             policy: self.info.name.clone(),
@@ -606,6 +630,13 @@ impl Hooks for WasmPolicy {
                         .call_queue_order(s, changes, now_ms, &units)
                 })
             }
+            Bindings::V0_4(_) => {
+                let units = adapt::v4::queued(units, view, now_ms);
+                live.with_changes_v4(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_queue_order(s, changes, now_ms, &units)
+                })
+            }
         })
     }
 
@@ -636,6 +667,14 @@ impl Hooks for WasmPolicy {
                     b.dragon_scheduler_policy()
                         .call_pre_filter(s, changes, now_ms, &unit)
                         .map(adapt::v3::pre_filter_result)
+                })
+            }
+            Bindings::V0_4(_) => {
+                let unit = adapt::v4::unit(unit, view, now_ms);
+                live.with_changes_v4(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_pre_filter(s, changes, now_ms, &unit)
+                        .map(adapt::v4::pre_filter_result)
                 })
             }
         })
@@ -670,6 +709,17 @@ impl Hooks for WasmPolicy {
                     adapt::v3::candidates(nodes, view),
                 );
                 live.with_changes_v3(view, false, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_filter(s, changes, &pod, &candidates)
+                        .map(Err)
+                })
+            }
+            Bindings::V0_4(_) => {
+                let (pod, candidates) = (
+                    adapt::v4::placement(pod, view),
+                    adapt::v4::candidates(nodes, view),
+                );
+                live.with_changes_v4(view, false, |s, b, changes| {
                     b.dragon_scheduler_policy()
                         .call_filter(s, changes, &pod, &candidates)
                         .map(Err)
@@ -715,6 +765,16 @@ impl Hooks for WasmPolicy {
                         .call_score(s, changes, &pod, &candidates)
                 })
             }
+            Bindings::V0_4(_) => {
+                let (pod, candidates) = (
+                    adapt::v4::placement(pod, view),
+                    adapt::v4::candidates(nodes, view),
+                );
+                live.with_changes_v4(view, false, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_score(s, changes, &pod, &candidates)
+                })
+            }
         })
     }
 
@@ -733,6 +793,10 @@ impl Hooks for WasmPolicy {
                 .dragon_scheduler_policy()
                 .call_permit(&mut live.store, now_ms, adapt::v3::gang(gang))
                 .map(adapt::v3::permit_result),
+            Bindings::V0_4(b) => b
+                .dragon_scheduler_policy()
+                .call_permit(&mut live.store, now_ms, adapt::v4::gang(gang))
+                .map(adapt::v4::permit_result),
         })
     }
 
@@ -760,6 +824,14 @@ impl Hooks for WasmPolicy {
                     b.dragon_scheduler_policy()
                         .call_scale(s, changes, &input)
                         .map(adapt::v3::decisions)
+                })
+            }
+            Bindings::V0_4(_) => {
+                let input = adapt::v4::scale_input(input, view);
+                live.with_changes_v4(view, true, |s, b, changes| {
+                    b.dragon_scheduler_policy()
+                        .call_scale(s, changes, &input)
+                        .map(adapt::v4::decisions)
                 })
             }
         })

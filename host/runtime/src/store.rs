@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::adapt;
-use super::bindings::{v0_1, v0_2, v0_3, wit};
+use super::bindings::{v0_1, v0_2, v0_3, v0_4, wit};
 use super::bounds::{self, LogBudget};
 use super::limits::Limiter;
 use super::wasi::Sandbox;
@@ -28,6 +28,7 @@ pub(crate) struct HostState {
 impl v0_1::dragon::scheduler::types::Host for HostState {}
 impl v0_2::dragon::scheduler::types::Host for HostState {}
 impl v0_3::dragon::scheduler::types::Host for HostState {}
+impl v0_4::dragon::scheduler::types::Host for HostState {}
 
 impl v0_1::dragon::scheduler::host::Host for HostState {
     fn log(&mut self, level: wit::Level, message: String) {
@@ -44,6 +45,12 @@ impl v0_2::dragon::scheduler::host::Host for HostState {
 impl v0_3::dragon::scheduler::host::Host for HostState {
     fn log(&mut self, level: v0_3::dragon::scheduler::types::Level, message: String) {
         self.log_line(adapt::v3::level(level), message);
+    }
+}
+
+impl v0_4::dragon::scheduler::host::Host for HostState {
+    fn log(&mut self, level: v0_4::dragon::scheduler::types::Level, message: String) {
+        self.log_line(adapt::v4::level(level), message);
     }
 }
 

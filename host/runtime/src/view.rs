@@ -101,6 +101,16 @@ pub trait ClusterView {
     fn queues(&self) -> Vec<QueueRow> {
         Vec::new()
     }
+    /// Node `index`'s GPU type (its `nvidia.com/gpu.product` label), if
+    /// it has one.
+    fn gpu_type(&self, _index: u32) -> Option<&str> {
+        None
+    }
+    /// How fast the job behind unit `unit` trains by worker count, as
+    /// interface 0.4's `speedup` describes it (empty: not known).
+    fn speedup(&self, _unit: u64) -> &[u32] {
+        &[]
+    }
 }
 
 /// A fresh id for a change log.

@@ -391,11 +391,21 @@ impl Measurements {
             .map_or(self.epochs.saturating_sub(1), |e| e - 1)
     }
 
-    /// Progress per second of a job during `epoch` at `split` with
-    /// `placement` GPUs per node: Pollux's goodput.
+    /// Goodput of `split` on `placement` during `epoch`.
     fn goodput(&self, placement: &[u32], split: LocalBatch, epoch: usize) -> f64 {
         let replicas: u32 = placement.iter().sum();
-        let (step, sync) = self.step_time(placement, split.atomic_bsz);
+        self.goodput_at(
+            replicas,
+            split,
+            self.step_time(placement, split.atomic_bsz),
+            epoch,
+        )
+    }
+
+    /// Goodput of `split` over `replicas` whose step and sync times are
+    /// `times`, during `epoch`.
+    fn goodput_at(&self, replicas: u32, split: LocalBatch, times: (f64, f64), epoch: usize) -> f64 {
+        let (step, sync) = times;
         let per_step = step + (step - sync) * f64::from(split.accum_steps);
         let batch = f64::from(replicas.max(1))
             * f64::from(split.atomic_bsz)
@@ -411,15 +421,17 @@ impl Measurements {
         gain / per_step
     }
 
-    /// The split of the batch a job of `batch` runs at on `placement`
-    /// during `epoch`: the fixed batch's, or for an adaptive job the one of
-    /// the largest goodput among 50 batch sizes spaced geometrically from
-    /// the smallest it may run to the largest measured (the artifact's
-    /// search, here over the measured goodput rather than a fitted one).
-    fn chosen(&self, placement: &[u32], batch: Batch, epoch: usize) -> LocalBatch {
+    /// The splits a job of `batch` may run on `placement`, each with its
+    /// step and sync times (which no epoch changes): the fixed batch's, or
+    /// for an adaptive job those of 50 batch sizes spaced geometrically
+    /// from the smallest it may run to the largest measured (the artifact's
+    /// search, here over the measured goodput rather than a fitted one),
+    /// else the smallest alone.
+    fn splits(&self, placement: &[u32], batch: Batch) -> Vec<(LocalBatch, (f64, f64))> {
         let replicas: u32 = placement.iter().sum::<u32>().max(1);
-        let fixed = match batch {
-            Batch::Fixed(b) => return self.local_batch(b, replicas),
+        let timed = |s: LocalBatch| (s, self.step_time(placement, s.atomic_bsz));
+        let smallest = match batch {
+            Batch::Fixed(b) => return vec![timed(self.local_batch(b, replicas))],
             Batch::Adaptive => self.split(
                 f64::from(self.init_batch_size.max(self.min_local_bsz * replicas)),
                 replicas,
@@ -429,19 +441,46 @@ impl Measurements {
         let lo = f64::from(self.init_batch_size.max(self.min_local_bsz * replicas));
         let hi = f64::from(self.max_batch_size);
         if lo >= hi {
-            return fixed;
+            return vec![timed(smallest)];
         }
         const CANDIDATES: u32 = 50;
         let ratio = (hi / lo).powf(1.0 / f64::from(CANDIDATES - 1));
-        (0..CANDIDATES)
+        let splits: Vec<_> = (0..CANDIDATES)
             .map(|i| self.split(lo * ratio.powi(i as i32), replicas, false))
             .filter(|s| (self.min_local_bsz..=self.max_local_bsz).contains(&s.atomic_bsz))
-            .map(|s| (s, self.goodput(placement, s, epoch)))
+            .map(timed)
+            .collect();
+        match splits.is_empty() {
+            true => vec![timed(smallest)],
+            false => splits,
+        }
+    }
+
+    /// Of `splits` (from [`Measurements::splits`], never empty) over
+    /// `replicas`, the one of the largest goodput during `epoch` (the first
+    /// on a tie), with that goodput.
+    fn best_of(
+        &self,
+        replicas: u32,
+        splits: &[(LocalBatch, (f64, f64))],
+        epoch: usize,
+    ) -> (LocalBatch, f64) {
+        splits
+            .iter()
+            .map(|&(s, times)| (s, self.goodput_at(replicas, s, times, epoch)))
             .fold(None, |best: Option<(LocalBatch, f64)>, (s, g)| match best {
                 Some((_, b)) if b >= g => best,
                 _ => Some((s, g)),
             })
-            .map_or(fixed, |(s, _)| s)
+            .expect("a job has a split to run")
+    }
+
+    /// The split of the batch a job of `batch` runs at on `placement`
+    /// during `epoch` (see [`Measurements::splits`]).
+    fn chosen(&self, placement: &[u32], batch: Batch, epoch: usize) -> LocalBatch {
+        let replicas: u32 = placement.iter().sum::<u32>().max(1);
+        self.best_of(replicas, &self.splits(placement, batch), epoch)
+            .0
     }
 
     /// Progress per second of a job of `batch` on `placement` once it has
@@ -450,19 +489,28 @@ impl Measurements {
     pub fn rate(&self, batch: Batch, placement: &[u32], done: f64) -> (f64, f64) {
         let epoch = self.epoch_at(done);
         (
-            self.chosen_goodput(&canonical(placement), batch, epoch),
+            self.chosen_goodput(&canonical(placement), batch, epoch, &mut None),
             self.progress(epoch + 1),
         )
     }
 
     /// The goodput of the batch chosen on `placement` (its smallest
-    /// rotation) during `epoch`.
-    fn chosen_goodput(&self, placement: &[u32], batch: Batch, epoch: usize) -> f64 {
+    /// rotation) during `epoch`; `splits` holds the placement's splits
+    /// once some epoch needed them, for the next.
+    fn chosen_goodput(
+        &self,
+        placement: &[u32],
+        batch: Batch,
+        epoch: usize,
+        splits: &mut Option<Vec<(LocalBatch, (f64, f64))>>,
+    ) -> f64 {
         let key = (placement.to_vec(), batch, epoch);
         if let Some(&g) = lock(&self.goodputs).get(&key) {
             return g;
         }
-        let g = self.goodput(placement, self.chosen(placement, batch, epoch), epoch);
+        let replicas: u32 = placement.iter().sum::<u32>().max(1);
+        let splits = splits.get_or_insert_with(|| self.splits(placement, batch));
+        let g = self.best_of(replicas, splits, epoch).1;
         lock(&self.goodputs).insert(key, g);
         g
     }
@@ -475,13 +523,23 @@ impl Measurements {
         if let Some(&t) = lock(&self.run_times).get(&key) {
             return t;
         }
+        let mut splits = None;
         let t = (0..self.epochs)
             .map(|e| {
-                (self.progress(e + 1) - self.progress(e)) / self.chosen_goodput(&key.0, batch, e)
+                (self.progress(e + 1) - self.progress(e))
+                    / self.chosen_goodput(&key.0, batch, e, &mut splits)
             })
             .sum();
         lock(&self.run_times).insert(key, t);
         t
+    }
+
+    /// A job of `batch`'s whole-run goodput with 1 to `most` workers
+    /// packed onto nodes of [`GPUS_PER_NODE`] (progress per second alone).
+    pub fn goodputs_by_size(&self, batch: Batch, most: u32) -> Vec<f64> {
+        (1..=most)
+            .map(|w| 1.0 / self.run_time_s(batch, &packed(w, GPUS_PER_NODE)))
+            .collect()
     }
 
     /// The most replicas a job of total batch `batch` can use: one sample

@@ -24,6 +24,8 @@
 
 use serde::Serialize;
 
+use dragon_framework::{MAX_SPEEDUP_ENTRIES, Speedup};
+
 use super::measured::{self, MeasuredJob};
 
 /// How a job's speed is known.
@@ -93,6 +95,21 @@ impl Speed {
             Speed::Measured(job) => {
                 job.run_time_s(&measured::packed(requested, measured::GPUS_PER_NODE))
                     / job.run_time_s(&measured::packed(workers, per_node))
+            }
+        }
+    }
+
+    /// What a job of this speed reports as its speed-up with 1 to `most`
+    /// workers packed: a measured job's (an AdaptDL job measures its own
+    /// goodput, as Pollux's agent does), over its whole run; nothing for a
+    /// modelled one, whose curve a policy is left to assume.
+    pub fn reported_speedup(&self, most: u32) -> Speedup {
+        match self {
+            Speed::Modelled(_) => Speedup::default(),
+            Speed::Measured(job) => {
+                let most = most.min(MAX_SPEEDUP_ENTRIES as u32);
+                let goodputs = job.model.goodputs_by_size(job.batch, most);
+                Speedup::from_goodputs(&goodputs).unwrap_or_default()
             }
         }
     }

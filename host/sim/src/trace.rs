@@ -553,6 +553,7 @@ impl Trace {
             for pod in &mut jp.pods {
                 pod.preemption = j.preemption;
             }
+            jp.job.speedup = speed.reported_speedup(jp.job.max_workers);
             if let Some(t) = &j.topology {
                 jp.job.topology = Some(job_topology(&place, t, &levels)?);
             }

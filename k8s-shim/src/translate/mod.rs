@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use crate::key::{ObjectKey, object_key};
 use dragon_framework::JobKey;
 use dragon_framework::{
-    Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Taint, TaintEffect,
-    Toleration, TolerationOperator, TopologyConstraint,
+    Constraints, Demand, DisruptionBudget, Job, Node, Pod, Preemption, Role, Speedup, Taint,
+    TaintEffect, Toleration, TolerationOperator, TopologyConstraint,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
@@ -55,6 +55,9 @@ pub const MAX_WORKERS: &str = "dragon.dev/max-workers";
 /// workloads that report it, a hint policies may use (interface 0.2's
 /// `progress-permille`).
 pub const PROGRESS: &str = "dragon.dev/progress";
+/// A pod group's goodput by worker count, as the job measures it:
+/// `g1,g2,…` with 1, 2, … workers, in any unit (see [`Speedup`]).
+pub const SPEEDUP: &str = "dragon.dev/speedup";
 /// The workload whose `/scale` sets the worker count, on a PodGroup:
 /// `apps/v1/statefulsets/NAME` or `GROUP/VERSION/PLURAL/NAME`.
 pub const SCALE_TARGET: &str = "dragon.dev/scale-target";
@@ -556,6 +559,13 @@ pub fn job(
             )),
         })
         .transpose()?;
+    // Figures past the most workers the job may have are never asked for.
+    let speedup = annotations
+        .get(SPEEDUP)
+        .map(|v| Speedup::parse(v).map(|s| s.truncated(max.max(1))))
+        .transpose()
+        .map_err(|e| err(&object, format!("{SPEEDUP}: {e}")))?
+        .unwrap_or_default();
     let annotated =
         topology::from_annotations(annotations, (topology::REQUIRED, topology::PREFERRED))
             .map_err(|m| err(&object, m.to_string()))?;
@@ -587,6 +597,7 @@ pub fn job(
         topology,
         // The driver assigns the queue from its configuration.
         queue: None,
+        speedup,
     })
 }
 

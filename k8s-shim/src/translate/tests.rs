@@ -175,6 +175,28 @@ fn podgroup_progress_is_a_fraction_kept_in_thousandths() {
 }
 
 #[test]
+fn podgroup_speedup_is_kept_relative_to_one_worker_up_to_its_most_workers() {
+    let at = |v: &str| {
+        let ann = BTreeMap::from([
+            (SPEEDUP.to_string(), v.to_string()),
+            (MAX_WORKERS.to_string(), "3".to_string()),
+        ]);
+        job("ml/train", &PodGroupSpec::default(), &ann, 0, 2)
+    };
+    // Samples per second with 1..=4 workers; the job may have 3.
+    let j = at("100, 190, 270, 330").unwrap();
+    assert_eq!(j.speedup.as_milli(), [1000, 1900, 2700]);
+    assert!(at("").unwrap().speedup.is_empty());
+    for bad in ["1,fast", "1,0", "1,-3"] {
+        let e = at(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("podgroup ml/train") && e.contains(SPEEDUP),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn effective_requests_follow_init_containers_sidecars_overhead_and_every_name() {
     // Sum of containers 1 cpu + sidecar 0.5; the init container needs
     // 2 cpu with the sidecar started before it running: 2.5 > 1.5.

@@ -99,6 +99,7 @@ mod tests {
                     gpus: 4,
                 },
                 open: true,
+                gpu_type: None,
             })
             .collect();
         let c = Candidates {

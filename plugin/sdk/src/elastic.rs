@@ -383,6 +383,7 @@ mod tests {
                 allocatable: free.allocatable(i),
                 free: free.free(i),
                 open: true,
+                gpu_type: None,
             })
             .collect();
         let view = crate::types::View::with_levels(

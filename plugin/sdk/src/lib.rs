@@ -33,11 +33,11 @@
 extern crate self as dragon_policy_sdk;
 
 pub mod bindings {
-    //! Bindings generated from `wit/v0.3/scheduler.wit`. Policy authors
+    //! Bindings generated from `wit/v0.4/scheduler.wit`. Policy authors
     //! rarely need this module: [`crate::types`] re-exports the shapes.
     wit_bindgen::generate!({
         world: "scheduling-policy",
-        path: "../../wit/v0.3",
+        path: "../../wit/v0.4",
         pub_export_macro: true,
         export_macro_name: "__export_scheduling_policy",
         default_bindings_module: "dragon_policy_sdk::bindings",
@@ -64,9 +64,9 @@ pub use policy::{NoSettings, Policy, Refusal};
 pub use glue::{__policy_call, __policy_call_mut, __policy_view, __refused};
 
 /// The interface version this SDK builds policies against.
-pub const INTERFACE_VERSION: &str = "0.3.0";
+pub const INTERFACE_VERSION: &str = "0.4.0";
 
-/// The shapes a policy receives and returns (see `wit/v0.3/scheduler.wit`
+/// The shapes a policy receives and returns (see `wit/v0.4/scheduler.wit`
 /// for every field's meaning), and the view of the cluster it keeps.
 pub mod types {
     pub use crate::bindings::dragon::scheduler::types::*;

@@ -98,6 +98,7 @@ pub fn view_of(c: &Capacity) -> View {
             allocatable: c.allocatable(i),
             free: c.free(i),
             open: true,
+            gpu_type: None,
         })
         .collect();
     View::of(&nodes)
@@ -118,6 +119,7 @@ pub fn running_job(id: u64, workers: u32, min: u32, max: u32, node: u32) -> Runn
         worker_nodes: vec![node; workers as usize],
         ps_nodes: vec![node],
         stats: JobStats::NONE,
+        speedup: Vec::new(),
     }
 }
 
@@ -131,5 +133,6 @@ pub fn waiting_job(id: u64, arrival_ms: u64, workers: u32, min: u32) -> WaitingJ
         id,
         arrival_ms,
         unit,
+        speedup: Vec::new(),
     }
 }

@@ -112,7 +112,8 @@ impl Capacity {
 }
 
 /// Every node of the cluster, by index: resources as [`Capacity`] columns,
-/// whether it is open to new pods, and its domain at every topology level
+/// whether it is open to new pods, its GPU type, and its domain at every
+/// topology level
 /// as interned ids (0 when the node lacks the level's label); and the
 /// queues (teams) sharing the cluster, as they stood at the last call that
 /// carried them.
@@ -120,6 +121,8 @@ impl Capacity {
 pub struct View {
     capacity: Capacity,
     open: Vec<bool>,
+    /// Each node's GPU type (its `nvidia.com/gpu.product` label).
+    gpu_types: Vec<Option<String>>,
     /// The levels' label keys, widest first, the hostname last.
     levels: Vec<String>,
     /// Node `i`'s domain at level `l` is `domains[i * levels.len() + l]`.
@@ -150,7 +153,7 @@ impl View {
                 .enumerate()
                 .map(|(i, n)| crate::types::NodeChange {
                     index: i as u32,
-                    node: *n,
+                    node: n.clone(),
                 })
                 .collect(),
             levels: levels.iter().map(|l| l.to_string()).collect(),
@@ -171,6 +174,7 @@ impl View {
         let width = self.levels.len();
         self.capacity.resize(n);
         self.open.resize(n, false);
+        self.gpu_types.resize(n, None);
         self.domains.resize(n * width, 0);
         for (k, c) in changes.nodes.iter().enumerate() {
             let i = c.index as usize;
@@ -180,6 +184,7 @@ impl View {
             self.capacity.set_allocatable(i, c.node.allocatable);
             self.capacity.set_free(i, c.node.free);
             self.open[i] = c.node.open;
+            self.gpu_types[i].clone_from(&c.node.gpu_type);
             let row = &mut self.domains[i * width..(i + 1) * width];
             let sent = changes.domains.get(k * width..(k + 1) * width);
             match sent {
@@ -226,6 +231,7 @@ impl View {
             allocatable: self.allocatable(i),
             free: self.free(i),
             open: self.open[i],
+            gpu_type: self.gpu_types[i].clone(),
         }
     }
 
@@ -233,6 +239,12 @@ impl View {
     pub fn open(&self, i: impl Into<NodeIndex>) -> bool {
         let i = i.into().get();
         self.open[i]
+    }
+
+    /// Node `i`'s GPU type (its `nvidia.com/gpu.product` label), if it
+    /// has one.
+    pub fn gpu_type(&self, i: impl Into<NodeIndex>) -> Option<&str> {
+        self.gpu_types[i.into().get()].as_deref()
     }
 
     /// The topology levels' label keys, widest first, the hostname last.
@@ -283,6 +295,7 @@ mod tests {
             allocatable: r,
             free: r,
             open: true,
+            gpu_type: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! `dragon policy new`: a ready policy project, outside any clone.
 //!
 //! The SDK reaches the project as source: this binary carries the SDK it
-//! was built with (`plugin/sdk`, `plugin/sdk-macros`, `wit/v0.3`) and
+//! was built with (`plugin/sdk`, `plugin/sdk-macros`, `wit/v0.4`) and
 //! writes it under `dragon-sdk/`, in the layout of Dragon's repository, so
 //! the project builds with nothing but Rust and the crates.io registry.
 //! `--sdk PATH` points the project at a clone's `plugin/sdk` instead.
@@ -32,7 +32,7 @@ pub enum Sdk {
 }
 
 /// Where the written SDK sits in a project, in the repository's layout
-/// (the SDK finds its WIT at `../../wit/v0.3`).
+/// (the SDK finds its WIT at `../../wit/v0.4`).
 const EMBEDDED_SDK_DIR: &str = "dragon-sdk";
 
 /// The SDK's files as they are in the repository, by path from its root.
@@ -91,8 +91,8 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../../../plugin/sdk-macros/src/lib.rs"),
     ),
     (
-        "wit/v0.3/scheduler.wit",
-        include_str!("../../../../wit/v0.3/scheduler.wit"),
+        "wit/v0.4/scheduler.wit",
+        include_str!("../../../../wit/v0.4/scheduler.wit"),
     ),
 ];
 
@@ -298,7 +298,7 @@ fn javascript_files(name: &str) -> Files {
 fn wit_file() -> (PathBuf, String) {
     let wit = SDK_SOURCES
         .iter()
-        .find(|(p, _)| *p == "wit/v0.3/scheduler.wit")
+        .find(|(p, _)| *p == "wit/v0.4/scheduler.wit")
         .map_or("", |(_, text)| text);
     (
         Path::new(super::WIT_DIR).join("scheduler.wit"),
@@ -463,7 +463,7 @@ mod tests {
             "plugin/sdk/src",
             "plugin/sdk/src/fair",
             "plugin/sdk-macros/src",
-            "wit/v0.3",
+            "wit/v0.4",
         ];
         for dir in dirs {
             for entry in std::fs::read_dir(repo().join(dir)).unwrap() {

@@ -207,7 +207,23 @@ impl ClusterView for Cluster {
     fn queues(&self) -> Vec<QueueRow> {
         self.queue_rows()
     }
+
+    fn gpu_type(&self, index: u32) -> Option<&str> {
+        self.nodes()
+            .get(index as usize)?
+            .labels
+            .get(GPU_PRODUCT)
+            .map(String::as_str)
+    }
+
+    fn speedup(&self, unit: u64) -> &[u32] {
+        self.job_by_unit(unit)
+            .map_or(&[], |e| e.job.speedup.as_milli())
+    }
 }
+
+/// The node label naming a node's GPU type (NVIDIA GPU feature discovery's).
+pub const GPU_PRODUCT: &str = "nvidia.com/gpu.product";
 
 /// The cluster as one `score` call sees it: with the preferences of the pod
 /// being placed among its candidates.
@@ -260,6 +276,12 @@ impl ClusterView for Scoring<'_> {
     }
     fn queues(&self) -> Vec<QueueRow> {
         self.cluster.queue_rows()
+    }
+    fn gpu_type(&self, index: u32) -> Option<&str> {
+        self.cluster.gpu_type(index)
+    }
+    fn speedup(&self, unit: u64) -> &[u32] {
+        self.cluster.speedup(unit)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::selector::{LabelSelector, Labels};
 use dragon_runtime::wit;
 
 mod constraints;
+mod speedup;
 mod topology;
 mod volumes;
 
@@ -17,6 +18,7 @@ pub use constraints::{
     ALL_HOST_IPS, Constraints, HostPort, PodAffinityTerm, PreferredTerm, SpreadConstraint,
     WeightedPodAffinityTerm,
 };
+pub use speedup::{BadSpeedup, MAX_SPEEDUP_ENTRIES, Speedup};
 pub use topology::{TopologyConstraint, TopologyMode};
 pub use volumes::{CsiVolume, InlineDisk, PodVolumes};
 
@@ -470,6 +472,12 @@ pub struct Job {
     /// The queue (team) it belongs to; none: no queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueName>,
+    /// How fast it trains by worker count, when it reports that (a
+    /// PodGroup's `dragon.dev/speedup` annotation) or its model gives it:
+    /// entry `i` is its goodput with `i + 1` workers on as few nodes as hold
+    /// them, in thousandths of its goodput with one (see [`Speedup`]).
+    #[serde(default, skip_serializing_if = "Speedup::is_empty")]
+    pub speedup: Speedup,
 }
 
 impl Job {
@@ -492,6 +500,7 @@ impl Job {
             progress_permille: None,
             topology: None,
             queue: None,
+            speedup: Speedup::default(),
         }
     }
 

@@ -1,11 +1,12 @@
-//! Calling a policy built against interface 0.2 or 0.3 with the
+//! Calling a policy built against interface 0.2, 0.3 or 0.4 with the
 //! framework's shapes: node rows go out as changes to the policy's view,
-//! jobs gain their history (and, in 0.3, their queue), and answers come
-//! back in the framework's shapes.
+//! jobs gain their history (and, from 0.3, their queue; in 0.4, their
+//! speed-up), and answers come back in the framework's shapes.
 
 mod shapes;
 pub(crate) mod v2;
 pub(crate) mod v3;
+pub(crate) mod v4;
 
 /// Why a list of refused positions is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

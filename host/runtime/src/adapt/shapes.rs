@@ -1,10 +1,12 @@
-//! The conversions interfaces 0.2 and 0.3 share: every shape but the node
-//! row, the job's history and the changes is the same in both, so one body
-//! serves each version's generated types (`v` in the module that expands
-//! it; `stats` is that module's own).
+//! The conversions interfaces 0.2, 0.3 and 0.4 share: every shape but the
+//! node row, the job's history, the changes and 0.4's speed-ups is the same
+//! in each, so one body serves each version's generated types (`v` in the
+//! module that expands it; `stats` is that module's own).
 
 macro_rules! shared_shapes {
-    () => {
+    // `speedup`: the function giving a job's speed-up by unit id (0.4's
+    // running and waiting jobs carry it; earlier versions have no field).
+    ($($speedup:ident)?) => {
         fn resources(r: wit::Resources) -> v::Resources {
             v::Resources {
                 cpu_milli: r.cpu_milli,
@@ -100,6 +102,7 @@ macro_rules! shared_shapes {
                         worker_nodes: j.worker_nodes.clone(),
                         ps_nodes: j.ps_nodes.clone(),
                         stats: stats(view.job_stats(now, j.id)),
+                        $(speedup: $speedup(view, j.id),)?
                     })
                     .collect(),
                 waiting: i
@@ -109,6 +112,7 @@ macro_rules! shared_shapes {
                         id: w.id,
                         arrival_ms: w.arrival_ms,
                         unit: unit(&w.unit, view, now),
+                        $(speedup: $speedup(view, w.id),)?
                     })
                     .collect(),
                 last_admit_ms: i.last_admit_ms,
@@ -183,3 +187,75 @@ macro_rules! shared_shapes {
 }
 
 pub(crate) use shared_shapes;
+
+/// The conversions interfaces 0.3 and 0.4 share beyond [`shared_shapes`]:
+/// the changes with topology levels and queues, the queue and the job's
+/// history with its queue (`gpu_type`: the function giving a node's GPU
+/// type by index, which 0.4's node row carries).
+macro_rules! levelled_shapes {
+    ($($gpu_type:ident)?) => {
+        /// The rows `delta` names, the levels when it resets the view, and the
+        /// queues when `queues` is given.
+        pub(crate) fn changes(
+            view: &dyn ClusterView,
+            delta: &Delta,
+            queues: Option<&[QueueRow]>,
+        ) -> v::Changes {
+            let mut domains = Vec::with_capacity(delta.indices.len() * view.levels().len());
+            v::Changes {
+                reset: delta.reset,
+                count: delta.count,
+                nodes: delta
+                    .indices
+                    .iter()
+                    .map(|&index| {
+                        let row = view.node(index);
+                        view.domains(index, &mut domains);
+                        v::NodeChange {
+                            index,
+                            node: v::Node {
+                                allocatable: resources(row.allocatable),
+                                free: resources(row.free),
+                                open: row.open,
+                                $(gpu_type: $gpu_type(view, index),)?
+                            },
+                        }
+                    })
+                    .collect(),
+                domains,
+                levels: if delta.reset {
+                    view.levels().to_vec()
+                } else {
+                    Vec::new()
+                },
+                queues: queues.map(|rows| rows.iter().map(queue).collect()),
+            }
+        }
+
+        fn queue(q: &QueueRow) -> v::Queue {
+            v::Queue {
+                name: q.name.clone(),
+                parent: q.parent,
+                weight_milli: q.weight_milli,
+                guaranteed_gpus: q.guaranteed_gpus,
+                borrowing_limit_gpus: q.borrowing_limit_gpus,
+                used_gpus: q.used_gpus,
+                demand_gpus: q.demand_gpus,
+            }
+        }
+
+        fn stats(s: JobStats) -> v::JobStats {
+            v::JobStats {
+                attained_gpu_ms: s.attained_gpu_ms,
+                running_ms: s.running_ms,
+                restarts: s.restarts,
+                placed_workers: s.placed_workers,
+                requested_workers: s.requested_workers,
+                progress_permille: s.progress_permille,
+                queue: s.queue,
+            }
+        }
+    };
+}
+
+pub(crate) use levelled_shapes;

@@ -215,3 +215,29 @@ fn the_epoch_follows_progress() {
     let (_, until) = c.rate(Batch::Fixed(2048), &[4, 2], c.progress(3) + 1.0);
     assert_eq!(until, c.progress(4));
 }
+
+/// What a measured job reports as its speed-up is its whole run's goodput
+/// by size, relative to one worker (`Speed::reported_speedup`).
+#[test]
+fn a_measured_job_reports_its_whole_runs_speedup() {
+    let imagenet = model("imagenet");
+    let job = crate::speed::Speed::Measured(MeasuredJob {
+        model: imagenet.clone(),
+        batch: Batch::Adaptive,
+    });
+    let s = job.reported_speedup(16);
+    assert_eq!(s.as_milli().len(), 16);
+    assert_eq!(s.as_milli()[0], 1000);
+    for w in [2, 5, 16] {
+        let whole = imagenet.run_time_s(Batch::Adaptive, &packed(1, GPUS_PER_NODE))
+            / imagenet.run_time_s(Batch::Adaptive, &packed(w, GPUS_PER_NODE));
+        let reported = f64::from(s.as_milli()[w as usize - 1]) / 1000.0;
+        assert!(
+            (reported - whole).abs() < 1e-3,
+            "{w}: {reported} vs {whole}"
+        );
+    }
+    assert!(s.as_milli()[15] > 4000, "{s:?}");
+    let modelled = crate::speed::Speed::Modelled(crate::speed::SpeedModel::DEFAULT);
+    assert!(modelled.reported_speedup(16).is_empty());
+}
