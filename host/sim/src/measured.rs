@@ -392,6 +392,7 @@ impl Measurements {
     }
 
     /// Goodput of `split` on `placement` during `epoch`.
+    #[cfg(test)]
     fn goodput(&self, placement: &[u32], split: LocalBatch, epoch: usize) -> f64 {
         let replicas: u32 = placement.iter().sum();
         self.goodput_at(
@@ -477,6 +478,7 @@ impl Measurements {
 
     /// The split of the batch a job of `batch` runs at on `placement`
     /// during `epoch` (see [`Measurements::splits`]).
+    #[cfg(test)]
     fn chosen(&self, placement: &[u32], batch: Batch, epoch: usize) -> LocalBatch {
         let replicas: u32 = placement.iter().sum::<u32>().max(1);
         self.best_of(replicas, &self.splits(placement, batch), epoch)

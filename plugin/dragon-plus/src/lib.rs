@@ -1,11 +1,13 @@
 //! `dragon-plus`: DRAGON's gangs, admission and locality with the scale step
 //! of [`Settings::plus`] — idle room handed at once to the job whose
-//! throughput gains most from it (only where the time saved repays the
-//! restart, and off a job's node only where the workers that leave it beat
-//! the cross-node penalty), workers taken from the jobs that lose least as
-//! soon as a waiting job does not fit (for every one that shrinking can
-//! fit, in queue order), growth that leaves waiting jobs their room and,
-//! while jobs arrive, the two emptiest nodes free, and new gangs placed
+//! throughput gains most from it per hour of work it has left (only where
+//! the time saved repays the restart, and off a job's node only where the
+//! workers that leave it beat the cross-node penalty; by the speed-up the
+//! job reports where it reports one), workers taken from the jobs that
+//! lose least for the most work left as soon as a waiting job does not fit
+//! (for every one that shrinking can fit, in queue order), growth that
+//! leaves waiting jobs their room and, while jobs arrive and some job's
+//! speed-up is a guess, the two emptiest nodes free, and new gangs placed
 //! where they have room to grow. `docs/dragon.md` has the rules and
 //! `docs/results.md` what they buy. Every setting of `dragon` applies.
 

@@ -1,7 +1,7 @@
 //! Load-aware scaling: shrink running jobs when the head of the queue
 //! starves, grow them when the cluster has been idle.
 
-use dragon_policy_sdk::elastic::{self, job_by_job, least_loss_order};
+use dragon_policy_sdk::elastic::{self, job_by_job, least_loss_order_by};
 use dragon_policy_sdk::packing::{
     admit_at_min, pack, reserve, room_for_worker, shrink_until_fits, tasks_at,
 };
@@ -140,7 +140,7 @@ fn victims(settings: &Settings, running: &[RunningJob]) -> Vec<usize> {
         jobs.sort_by_key(|&i| std::cmp::Reverse(running[i].stats.attained_gpu_ms));
         job_by_job(running, jobs)
     } else if settings.shrink_least_loss {
-        least_loss_order(settings.scaling_exponent, running)
+        least_loss_order_by(settings.scaling_exponent, running, settings.favour_short)
     } else {
         job_by_job(running, 0..running.len())
     }
@@ -170,7 +170,7 @@ fn grow_when_idle(settings: &Settings, input: &ScaleInput, view: &View) -> Vec<S
     for w in &input.waiting {
         reserve(&tasks_at(&w.unit, w.unit.min_workers), &mut free);
     }
-    if arriving(input) {
+    if arriving(input) && guessing(input) {
         keep_headroom(settings.headroom_nodes, &mut free);
     }
     let target = if settings.grow_by_gain {
@@ -206,6 +206,20 @@ fn arriving(input: &ScaleInput) -> bool {
     let since = input.now_ms.saturating_sub(ARRIVALS_WINDOW_MS);
     input.waiting.iter().any(|w| w.arrival_ms >= since)
         || input.running.iter().any(|r| r.arrival_ms >= since)
+}
+
+/// Whether some job that could grow reports no speed-up, so what a worker
+/// buys it is a guess (the power law): only then is headroom worth the
+/// GPUs it idles. Where every such job reports its figures, growth buys
+/// what they say and an idle GPU is a measured loss (on Pollux's
+/// workloads, where every job reports, two nodes of headroom cost 19 % of
+/// the average completion time; on the generated mixes, where none does,
+/// they save up to 3 % at high load).
+fn guessing(input: &ScaleInput) -> bool {
+    input
+        .running
+        .iter()
+        .any(|j| j.workers < j.max_workers && j.speedup.is_empty())
 }
 
 /// Leave the `n` emptiest nodes out of growth (by free GPUs, the lowest
@@ -265,6 +279,7 @@ fn grow_by_gain(
         // arriving and none waits: the room would otherwise stay idle,
         // where arrivals would soon need it (and shrink others for it).
         leap: input.waiting.is_empty() && !arriving(input),
+        favour_short: settings.favour_short,
     };
     let restarts = elastic::Restarts {
         cost_ms: settings.restart_cost_s * 1000.0,
@@ -359,6 +374,51 @@ mod tests {
             16,
             "then onto the idle nodes"
         );
+    }
+
+    #[test]
+    fn no_headroom_is_kept_once_every_job_that_could_grow_reports_its_speedup() {
+        // As above, while jobs arrive; but the job reports that it scales
+        // linearly to 16: the idle nodes are a measured loss.
+        let mut nodes = capacity(&[(64_000, 512_000, 8); 3]);
+        nodes.free_gpus = vec![4, 8, 8];
+        let mut job = running(1, 4, 1, 16, vec![0; 4]);
+        job.speedup = (1..=16).map(|w| w * 1000).collect();
+        let d = step(&Settings::plus(), &input(60_000, nodes, vec![job], vec![]));
+        assert_eq!(d.first().map(|d| d.workers), Some(16), "{d:?}");
+    }
+
+    #[test]
+    fn growth_goes_first_to_the_job_with_the_least_work_left() {
+        // One 8-GPU node, 2 GPUs idle; two 3-worker jobs alike but for
+        // their progress: one a tenth of its way, one nine tenths.
+        let mut nodes = capacity(&[(64_000, 512_000, 8)]);
+        nodes.free_gpus = vec![2];
+        let mut early = running(1, 3, 1, 5, vec![0; 3]);
+        let mut late = running(2, 3, 1, 5, vec![0; 3]);
+        for (j, p) in [(&mut early, 100), (&mut late, 900)] {
+            j.stats.progress_permille = Some(p);
+            j.stats.running_ms = 3_600_000;
+            j.arrival_ms = 0;
+        }
+        let settings = Settings {
+            headroom_nodes: 0,
+            ..Settings::plus()
+        };
+        let at = ARRIVALS_WINDOW_MS + 60_000;
+        let grew = |s: &Settings| {
+            let d = step(
+                s,
+                &input(at, nodes.clone(), vec![early.clone(), late.clone()], vec![]),
+            );
+            d.iter().map(|d| (d.id, d.workers)).collect::<Vec<_>>()
+        };
+        assert_eq!(grew(&settings), [(2, 5)], "the late job takes both");
+        let even = Settings {
+            favour_short: false,
+            ..settings
+        };
+        assert_eq!(grew(&even), [(1, 4), (2, 4)], "without, one each");
     }
 
     #[test]

@@ -51,7 +51,8 @@ pub struct Settings {
     /// [0, 1): with `grow_by_gain`, a worker that would take a job off its
     /// only node must gain more than this.
     pub cross_node_penalty: f64,
-    /// Nodes left out of growth, the emptiest: room for the next arrival.
+    /// Nodes left out of growth, the emptiest: room for the next arrival,
+    /// while jobs arrive and some job that could grow reports no speed-up.
     pub headroom_nodes: u32,
     /// Order the queue (within a priority) by the GPUs a unit asks for,
     /// fewest first, then by submission time; the scale step's starving
@@ -82,6 +83,10 @@ pub struct Settings {
     /// make room, the others skipped (so a wide job the cluster cannot fit
     /// at once does not hold the small ones behind it).
     pub shrink_for_every_starving: bool,
+    /// With `grow_by_gain`, weigh each job's gain by the work it has left
+    /// (from its progress): room goes first to the jobs that would finish
+    /// soonest, as shortest-remaining-first does.
+    pub favour_short: bool,
 }
 
 impl Default for Settings {
@@ -110,6 +115,7 @@ impl Default for Settings {
             level_penalties: std::collections::BTreeMap::new(),
             room_to_grow: false,
             shrink_for_every_starving: false,
+            favour_short: false,
         }
     }
 }
@@ -154,11 +160,14 @@ impl Settings {
 
     /// The settings of `dragon-plus`: DRAGON's rules with growth by marginal
     /// gain that repays its restart and leaves a job's node only where the
-    /// workers that leave it beat the penalty, shrinking where it costs
-    /// least as soon as a waiting job does not fit (every one that shrinking
-    /// can fit, in queue order), growth at once that leaves waiting jobs
-    /// their room and the two emptiest nodes free while jobs arrive, and new
-    /// gangs placed where they have room to grow.
+    /// workers that leave it beat the penalty, weighed by how soon each job
+    /// would finish, shrinking where it costs least (the jobs with the most
+    /// work left first) as soon as a waiting job does not fit (every one
+    /// that shrinking can fit, in queue order), growth at once that leaves
+    /// waiting jobs their room and the two emptiest nodes free while jobs
+    /// arrive (and some job's speed-up is a guess), and new gangs placed
+    /// where they have room to grow. A job that reports its speed-up is
+    /// weighed by its figures, not the power law.
     pub fn plus() -> Settings {
         Settings {
             starvation_threshold_s: 0.0,
@@ -169,6 +178,7 @@ impl Settings {
             headroom_nodes: 2,
             room_to_grow: true,
             shrink_for_every_starving: true,
+            favour_short: true,
             ..Settings::default()
         }
     }

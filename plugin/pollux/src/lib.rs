@@ -135,6 +135,7 @@ impl Policy for Pollux {
                 level_penalties: &[],
                 view: None,
                 leap: false,
+                favour_short: false,
             };
             let restarts = Restarts {
                 cost_ms: s.restart_cost_s * 1000.0,

@@ -1,22 +1,94 @@
-//! Weighing a resize of an elastic job under the power-law throughput model
-//! `throughput ∝ workers^α` (sub-linear for `α < 1`): what one more worker
-//! gains, what one fewer loses, and whether a resize repays its restart.
+//! Weighing a resize of an elastic job: what one more worker gains, what
+//! one fewer loses, and whether a resize repays its restart — by the
+//! speed-up the job reports where it reports one (interface 0.4), else
+//! under the power-law throughput model `throughput ∝ workers^α`
+//! (sub-linear for `α < 1`).
 
 use crate::types::RunningJob;
 
-/// Relative throughput gained by one more worker at `w` workers.
+/// How a job's throughput grows with its workers: the speed-up it reports
+/// (`speedup`, thousandths of its goodput with one worker, packed), else
+/// the power law `workers^α`. Past the last figure reported, the power law
+/// carries on from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Curve<'a> {
+    alpha: f64,
+    reported: &'a [u32],
+}
+
+impl<'a> Curve<'a> {
+    /// The power law alone.
+    pub fn power(alpha: f64) -> Curve<'static> {
+        Curve {
+            alpha,
+            reported: &[],
+        }
+    }
+
+    /// `job`'s: what it reports, else the power law.
+    pub fn of(alpha: f64, job: &'a RunningJob) -> Curve<'a> {
+        Curve::with(alpha, &job.speedup)
+    }
+
+    /// The figures `reported` (interface 0.4's `speedup`), else the power
+    /// law.
+    pub fn with(alpha: f64, reported: &'a [u32]) -> Curve<'a> {
+        Curve { alpha, reported }
+    }
+
+    /// Whether the job reports its speed-up: it already counts what
+    /// crossing nodes costs it, so no assumed penalty should.
+    pub fn is_reported(&self) -> bool {
+        !self.reported.is_empty()
+    }
+
+    /// Throughput at `w` workers relative to one (reported figures only).
+    fn reported_speed(&self, w: u32) -> f64 {
+        let w = w.max(1);
+        let n = self.reported.len() as u32;
+        match self.reported.get(w as usize - 1) {
+            Some(&m) => f64::from(m) / 1000.0,
+            None => {
+                let last = f64::from(self.reported[n as usize - 1]) / 1000.0;
+                last * (f64::from(w) / f64::from(n)).powf(self.alpha)
+            }
+        }
+    }
+
+    /// Throughput at `to` workers relative to at `from`.
+    pub fn ratio(&self, from: u32, to: u32) -> f64 {
+        if self.is_reported() {
+            return self.reported_speed(to) / self.reported_speed(from);
+        }
+        (f64::from(to.max(1)) / f64::from(from.max(1))).powf(self.alpha)
+    }
+
+    /// Relative throughput gained by one more worker at `w` workers.
+    pub fn gain(&self, w: u32) -> f64 {
+        let w = w.max(1);
+        self.ratio(w, w + 1) - 1.0
+    }
+
+    /// Share of throughput lost by giving up one worker at `w` workers (1
+    /// at one worker: the job would stop).
+    pub fn loss(&self, w: u32) -> f64 {
+        if w <= 1 {
+            return 1.0;
+        }
+        1.0 - self.ratio(w, w - 1)
+    }
+}
+
+/// Relative throughput gained by one more worker at `w` workers, by the
+/// power law.
 pub fn gain(alpha: f64, w: u32) -> f64 {
-    let w = f64::from(w.max(1));
-    ((w + 1.0) / w).powf(alpha) - 1.0
+    Curve::power(alpha).gain(w)
 }
 
 /// Share of throughput lost by giving up one worker at `w` workers (1 at
-/// one worker: the job would stop).
+/// one worker: the job would stop), by the power law.
 pub fn loss(alpha: f64, w: u32) -> f64 {
-    if w <= 1 {
-        return 1.0;
-    }
-    1.0 - (f64::from(w - 1) / f64::from(w)).powf(alpha)
+    Curve::power(alpha).loss(w)
 }
 
 /// Time left of `job` at its current size, ms, from its progress and the
@@ -36,7 +108,8 @@ pub fn remaining_ms(job: &RunningJob) -> Option<u64> {
 }
 
 /// Time a resize of `job` to `workers` saves on its remaining work, ms
-/// (negative for a shrink); `None` without an estimate of its time left.
+/// (negative for a shrink), by its curve (see [`Curve::of`]); `None`
+/// without an estimate of its time left.
 pub fn time_saved_ms(alpha: f64, job: &RunningJob, workers: u32) -> Option<f64> {
     time_saved_keeping(alpha, job, workers, 1.0)
 }
@@ -45,7 +118,7 @@ pub fn time_saved_ms(alpha: f64, job: &RunningJob, workers: u32) -> Option<f64> 
 /// throughput (a penalty for spanning more nodes or domains).
 fn time_saved_keeping(alpha: f64, job: &RunningJob, workers: u32, kept: f64) -> Option<f64> {
     let left = remaining_ms(job)? as f64;
-    let speedup = (f64::from(workers.max(1)) / f64::from(job.workers.max(1))).powf(alpha) * kept;
+    let speedup = Curve::of(alpha, job).ratio(job.workers, workers) * kept;
     Some(left * (1.0 - 1.0 / speedup))
 }
 
@@ -80,12 +153,24 @@ pub fn job_by_job(running: &[RunningJob], jobs: impl IntoIterator<Item = usize>)
 
 /// The order to take workers from `running` in, one entry per worker (an
 /// index into `running`, each job down to its `min`, never below one):
-/// always from the job that loses the least throughput by giving one up —
-/// the widest first — and among equals the one with the most attained
+/// always from the job that loses the least throughput by giving one up
+/// (by its curve, see [`Curve::of`]; under the power law the widest
+/// first) — and among equals the one with the most attained
 /// GPU-time (the likeliest to run longest, as least-attained-service
 /// scheduling reasons).
 pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
+    least_loss_order_by(alpha, running, false)
+}
+
+/// [`least_loss_order`], with `favour_short` each job's loss weighed by
+/// how soon it would finish (see [`GrowthModel::favour_short`]): workers
+/// come first from the jobs with the most work left.
+pub fn least_loss_order_by(alpha: f64, running: &[RunningJob], favour_short: bool) -> Vec<usize> {
     let floor = |j: &RunningJob| j.min_workers.max(1);
+    let weigh = |j: &RunningJob, loss: f64| match favour_short {
+        true => loss / left_hours(j),
+        false => loss,
+    };
     let mut left: Vec<u32> = running.iter().map(|j| j.workers).collect();
     let mut order = Vec::new();
     loop {
@@ -94,8 +179,8 @@ pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
             .enumerate()
             .filter(|(i, j)| left[*i] > floor(j))
             .min_by(|(a, ja), (b, jb)| {
-                loss(alpha, left[*a])
-                    .total_cmp(&loss(alpha, left[*b]))
+                weigh(ja, Curve::of(alpha, ja).loss(left[*a]))
+                    .total_cmp(&weigh(jb, Curve::of(alpha, jb).loss(left[*b])))
                     .then(jb.stats.attained_gpu_ms.cmp(&ja.stats.attained_gpu_ms))
                     .then(a.cmp(b))
             })
@@ -108,13 +193,29 @@ pub fn least_loss_order(alpha: f64, running: &[RunningJob]) -> Vec<usize> {
     }
 }
 
-/// How growth weighs a worker.
+/// An hour, ms.
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// The least time left [`GrowthModel::favour_short`] weighs a job by, h:
+/// a job about to end is not made infinitely deserving.
+const MIN_LEFT_H: f64 = 0.05;
+
+/// Hours of work `job` has left at its size, as [`GrowthModel::favour_short`]
+/// weighs it: at least [`MIN_LEFT_H`], and an hour while it reports no
+/// progress.
+fn left_hours(job: &RunningJob) -> f64 {
+    remaining_ms(job)
+        .map_or(1.0, |ms| ms as f64 / HOUR_MS)
+        .max(MIN_LEFT_H)
+}
+
+/// How growth weighs a worker (each job by its curve, see [`Curve::of`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GrowthModel<'a> {
-    /// `α` of `throughput ∝ workers^α`.
+    /// `α` of `throughput ∝ workers^α`, for jobs that report no speed-up.
     pub alpha: f64,
-    /// Share of throughput a job loses once it spans more than one node
-    /// (0: placement does not matter).
+    /// Share of throughput a job that reports no speed-up loses once it
+    /// spans more than one node (0: placement does not matter).
     pub cross_node_penalty: f64,
     /// The same for wider domains: per topology level (its position in the
     /// view's levels), the share a job loses once growth takes it out of
@@ -126,15 +227,22 @@ pub struct GrowthModel<'a> {
     /// worker cannot (see [`grow_by_gain`]); without it a job never grows
     /// past a penalty one worker cannot repay.
     pub leap: bool,
+    /// Weigh each job's gain by how soon it would finish: a worker goes to
+    /// the job whose gain per GPU per hour of work left is largest (the
+    /// shortest-remaining rule, which lowers the average completion time);
+    /// a job that reports no progress yet counts as an hour from its end.
+    pub favour_short: bool,
 }
 
 impl GrowthModel<'_> {
     /// What a job on `nodes` keeps of its throughput if a worker goes to
     /// node `to`: the product over levels of (1 − penalty) where the job
-    /// is in one domain of the level and `to` is outside it.
-    fn kept(&self, nodes: &[u32], to: u32) -> f64 {
+    /// is in one domain of the level and `to` is outside it (a job whose
+    /// `curve` is reported pays no assumed penalty for leaving its node:
+    /// its figures count that).
+    fn kept(&self, curve: Curve, nodes: &[u32], to: u32) -> f64 {
         let mut kept = 1.0;
-        if nodes.len() == 1 && nodes[0] != to {
+        if nodes.len() == 1 && nodes[0] != to && !curve.is_reported() {
             kept *= 1.0 - self.cross_node_penalty;
         }
         let (Some(view), Some(&first)) = (self.view, nodes.first()) else {
@@ -202,12 +310,13 @@ fn grow_keeping(
                 closed[i] = true;
                 continue;
             };
-            let kept = model.kept(&nodes[i], n as u32);
-            let g = (1.0 + gain(model.alpha, target[i])) * kept - 1.0;
+            let curve = Curve::of(model.alpha, j);
+            let kept = model.kept(curve, &nodes[i], n as u32);
+            let g = (1.0 + curve.gain(target[i])) * kept - 1.0;
             let step = if g > 0.0 {
                 Some((vec![n], g))
             } else if kept < 1.0 && model.leap {
-                leap(model.alpha, kept, j, target[i], free)
+                leap(curve, kept, j, target[i], free)
             } else {
                 None
             };
@@ -215,7 +324,10 @@ fn grow_keeping(
                 closed[i] = true;
                 continue;
             };
-            let per_gpu = g / (at.len() as f64 * f64::from(j.worker_request.gpus.max(1)));
+            let mut per_gpu = g / (at.len() as f64 * f64::from(j.worker_request.gpus.max(1)));
+            if model.favour_short {
+                per_gpu /= left_hours(j);
+            }
             if best.as_ref().is_none_or(|(_, _, b)| per_gpu > *b) {
                 best = Some((i, at, per_gpu));
             }
@@ -224,7 +336,7 @@ fn grow_keeping(
             return (target, keeps);
         };
         if let Some(&n) = at.first() {
-            keeps[i] *= model.kept(&nodes[i], n as u32);
+            keeps[i] *= model.kept(Curve::of(model.alpha, &running[i]), &nodes[i], n as u32);
         }
         for n in at {
             let r = free.free(n).minus(&running[i].worker_request);
@@ -242,7 +354,7 @@ fn grow_keeping(
 /// make it faster: where they go and their gain; `None` when its `max` or
 /// the room in `free` stops short of that.
 fn leap(
-    alpha: f64,
+    curve: Curve,
     kept: f64,
     job: &RunningJob,
     workers: u32,
@@ -250,13 +362,12 @@ fn leap(
 ) -> Option<(Vec<usize>, f64)> {
     let mut room = free.clone();
     let mut at = Vec::new();
-    let w = f64::from(workers.max(1));
     while workers + (at.len() as u32) < job.max_workers {
         let n = crate::packing::room_for_worker(job, &room)?;
         let r = room.free(n).minus(&job.worker_request);
         room.set_free(n, r);
         at.push(n);
-        let g = ((w + at.len() as f64) / w).powf(alpha) * kept - 1.0;
+        let g = curve.ratio(workers, workers + at.len() as u32) * kept - 1.0;
         if g > 0.0 {
             return Some((at, g));
         }
@@ -312,6 +423,45 @@ mod tests {
     use crate::testing::running_job;
 
     #[test]
+    fn a_reported_speedup_replaces_the_power_law_and_carries_on_past_its_end() {
+        // Linear to 4 (one node), then crossing to a second node costs:
+        // 5 workers are slower than 4.
+        let figures = [1000, 2000, 3000, 4000, 3600, 4300];
+        let c = Curve::with(0.5, &figures);
+        assert!(c.is_reported());
+        assert!((c.gain(1) - 1.0).abs() < 1e-12);
+        assert!(c.gain(4) < 0.0, "leaving the node slows it");
+        assert!((c.ratio(4, 6) - 4.3 / 4.0).abs() < 1e-12);
+        // Past the figures: the power law from the last one.
+        assert!((c.ratio(6, 24) - 2.0).abs() < 1e-12);
+        assert!((c.loss(2) - 0.5).abs() < 1e-12);
+        assert_eq!(Curve::power(0.86).gain(3), gain(0.86, 3));
+    }
+
+    #[test]
+    fn shrinking_takes_from_the_job_that_loses_least_by_what_it_reports() {
+        // Both at 4 workers: job 0 scales linearly, job 1 barely at all.
+        let mut linear = running_job(1, 4, 1, 4, 0);
+        linear.speedup = vec![1000, 2000, 3000, 4000];
+        let mut flat = running_job(2, 4, 1, 4, 1);
+        flat.speedup = vec![1000, 1100, 1150, 1180];
+        let order = least_loss_order(0.86, &[linear.clone(), flat.clone()]);
+        assert_eq!(&order[..3], [1, 1, 1], "{order:?}");
+        // One worker more saves the linear job a quarter... of its time
+        // left, the flat one almost nothing.
+        for j in [&mut linear, &mut flat] {
+            j.stats.progress_permille = Some(500);
+            j.stats.running_ms = 1_000_000;
+        }
+        let saved = |j: &RunningJob, w| time_saved_ms(0.86, j, w).unwrap();
+        assert!(
+            (saved(&linear, 2) + 1_000_000.0).abs() < 1e-6,
+            "halving doubles its time"
+        );
+        assert!(saved(&flat, 2) > -120_000.0, "{}", saved(&flat, 2));
+    }
+
+    #[test]
     fn gains_fall_and_losses_rise_as_jobs_narrow() {
         assert!(gain(0.86, 1) > gain(0.86, 2) && gain(0.86, 2) > gain(0.86, 8));
         assert!((gain(1.0, 1) - 1.0).abs() < 1e-12);
@@ -347,6 +497,7 @@ mod tests {
             level_penalties: &[],
             view: None,
             leap: true,
+            favour_short: false,
         };
         // (5/4)^0.86 × 0.8 < 1: one worker on node 1 would slow the job...
         let mut one = free.clone();
@@ -401,6 +552,7 @@ mod tests {
             level_penalties: levels,
             view: Some(&view),
             leap: true,
+            favour_short: false,
         };
         // (3/2)^0.86 ≈ 1.42: a 35 % rack penalty (× 0.65) forbids the
         // growth, a 20 % one (× 0.8) allows it.
