@@ -543,32 +543,7 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
     )
     .await;
     s.pod("big-ps-0", Some(("big", "ps", 0)), 0, None).await;
-    let sts = json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": "big-worker", "namespace": s.name},
-        "spec": {
-            "replicas": 4, "serviceName": "big", "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"job": "big"}},
-            "template": {
-                "metadata": {"labels": {"job": "big", "scheduling.x-k8s.io/pod-group": "big", "dragon.dev/role": "worker"}},
-                "spec": {
-                    "schedulerName": s.scheduler_name(),
-                    "nodeSelector": {"dragon-e2e": s.name},
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [{"name": "c", "image": "fake",
-                        "resources": {"requests": {"cpu": "100m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]
-                }
-            }
-        }
-    });
-    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
-        Api::namespaced(s.client.clone(), &s.name);
-    sets.create(
-        &PostParams::default(),
-        &serde_json::from_value(sts).unwrap(),
-    )
-    .await
-    .unwrap();
+    let sets = s.role_set("big-worker", "big", "worker", 4, 1).await;
     until(90, "the elastic job running with 4 workers", || async {
         bound(&s.placement("big-").await) == 5
     })
@@ -603,6 +578,68 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
         big.keys()
             .all(|k| k == "big-worker-0" || k == "big-worker-1"),
         "worker 0 kept, highest removed: {big:?}"
+    );
+    s.cleanup().await;
+}
+
+/// A job that reports its speed-up on its PodGroup (`dragon.dev/speedup`)
+/// is grown by what a worker buys it: of two elastic jobs alike but for
+/// their figures, dragon-plus gives the idle GPUs to the one that scales,
+/// through its `/scale`, and leaves the other at its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_gpus_go_to_the_job_whose_reported_speedup_gains_most() {
+    let _g = serial();
+    let s = Scenario::new("goodput").await;
+    s.node("a", 8).await;
+    let _sched = Scheduler::start(
+        &s,
+        "dragon-plus",
+        "scaleIntervalSeconds: 1
+",
+    );
+    let mut sets = None;
+    // Samples per second with 1 to 6 workers.
+    for (name, speedup) in [
+        ("flat", "100,104,107,109,110,111"),
+        ("lin", "100,200,300,400,500,600"),
+    ] {
+        s.podgroup(
+            name,
+            2,
+            json!({"dragon.dev/min-workers": "2", "dragon.dev/max-workers": "6",
+                   "dragon.dev/scale-target": format!("apps/v1/statefulsets/{name}-worker"),
+                   "dragon.dev/speedup": speedup}),
+        )
+        .await;
+        sets = Some(
+            s.role_set(&format!("{name}-worker"), name, "worker", 2, 1)
+                .await,
+        );
+    }
+    let sets = sets.expect("sets");
+    let replicas = |name: &'static str| {
+        let sets = sets.clone();
+        async move {
+            sets.get(&format!("{name}-worker"))
+                .await
+                .ok()
+                .and_then(|s| s.spec.replicas)
+        }
+    };
+    until(
+        90,
+        "the job that scales grown to its max through /scale",
+        || async { replicas("lin").await == Some(6) },
+    )
+    .await;
+    until(90, "its new workers bound", || async {
+        bound(&s.placement("lin-worker-").await) == 6
+    })
+    .await;
+    assert_eq!(
+        replicas("flat").await,
+        Some(2),
+        "the flat job keeps its size"
     );
     s.cleanup().await;
 }

@@ -788,37 +788,51 @@ impl Scenario {
     /// `NAME-ps-0`, `NAME-worker-I`; the index is the StatefulSet ordinal.
     pub async fn gang_sets(&self, name: &str, workers: u32, gpus: u32) {
         self.podgroup(name, workers + 1, json!({})).await;
+        self.role_set(&format!("{name}-ps"), name, "ps", 1, 0).await;
+        self.role_set(&format!("{name}-worker"), name, "worker", workers, gpus)
+            .await;
+    }
+
+    /// A StatefulSet `set` of `replicas` pods of role `role` in gang
+    /// `group`, with `gpus` GPUs each (Parallel: all pods at once; pods
+    /// `SET-I`, the index the ordinal); the namespace's StatefulSets.
+    pub async fn role_set(
+        &self,
+        set: &str,
+        group: &str,
+        role: &str,
+        replicas: u32,
+        gpus: u32,
+    ) -> Api<k8s_openapi::api::apps::v1::StatefulSet> {
         let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
             Api::namespaced(self.client.clone(), &self.name);
-        for (role, replicas, gpus) in [("ps", 1, 0), ("worker", workers, gpus)] {
-            let set = format!("{name}-{role}");
-            let sts = json!({
-                "apiVersion": "apps/v1", "kind": "StatefulSet",
-                "metadata": {"name": set, "namespace": self.name},
-                "spec": {
-                    "replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": {"dragon-set": set}},
-                    "template": {
-                        "metadata": {"labels": {"dragon-set": set, "scheduling.x-k8s.io/pod-group": name, "dragon.dev/role": role}},
-                        "spec": {
-                            "schedulerName": self.scheduler_name(),
-                            "nodeSelector": {"dragon-e2e": self.name},
-                            "terminationGracePeriodSeconds": 0,
-                            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-                            "containers": [{"name": "c", "image": "fake",
-                                "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
-                                              "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
-                        }
+        let sts = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": set, "namespace": self.name},
+            "spec": {
+                "replicas": replicas, "serviceName": group, "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {"dragon-set": set}},
+                "template": {
+                    "metadata": {"labels": {"dragon-set": set, "scheduling.x-k8s.io/pod-group": group, "dragon.dev/role": role}},
+                    "spec": {
+                        "schedulerName": self.scheduler_name(),
+                        "nodeSelector": {"dragon-e2e": self.name},
+                        "terminationGracePeriodSeconds": 0,
+                        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                        "containers": [{"name": "c", "image": "fake",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": gpus.to_string()},
+                                          "limits": {"nvidia.com/gpu": gpus.to_string()}}}]
                     }
                 }
-            });
-            sets.create(
-                &PostParams::default(),
-                &serde_json::from_value(sts).unwrap(),
-            )
-            .await
-            .unwrap();
-        }
+            }
+        });
+        sets.create(
+            &PostParams::default(),
+            &serde_json::from_value(sts).unwrap(),
+        )
+        .await
+        .unwrap();
+        sets
     }
 
     /// Pods of the namespace whose name starts with `prefix` that are bound
