@@ -188,6 +188,9 @@ pub struct Cluster {
     journal: Option<Vec<ClusterOp>>,
     /// Each node's topology labels, interned.
     topology: Vec<Topology>,
+    /// Each node's GPU type (its [`view::GPU_PRODUCT`] label), read once
+    /// per node change rather than from its labels per row sent.
+    gpu_types: Vec<Option<String>>,
     interned: Interned,
     /// The configured topology levels and each node's domain at each.
     domains: Domains,
@@ -261,6 +264,7 @@ impl Cluster {
             if self.gone[i] {
                 self.gone[i] = false;
                 self.topology[i] = self.interned.topology(&node);
+                self.gpu_types[i] = view::gpu_type_of(&node);
                 self.domains.set_node(i, &node);
                 self.nodes[i] = node;
                 self.sync_columns(i);
@@ -274,6 +278,7 @@ impl Cluster {
         let i = self.nodes.len();
         self.node_index.insert(node.name.clone(), i);
         self.topology.push(self.interned.topology(&node));
+        self.gpu_types.push(view::gpu_type_of(&node));
         self.domains.set_node(i, &node);
         self.nodes.push(node);
         self.gone.push(false);
@@ -294,6 +299,7 @@ impl Cluster {
             self.changes.room = true;
         }
         self.topology[i] = self.interned.topology(&node);
+        self.gpu_types[i] = view::gpu_type_of(&node);
         if self.nodes[i].labels != node.labels {
             self.domains.set_node(i, &node);
         }
@@ -795,6 +801,11 @@ impl Cluster {
 
     pub(crate) fn topology(&self, i: usize) -> Topology {
         self.topology.get(i).copied().unwrap_or_default()
+    }
+
+    /// Node `i`'s GPU type, if it has one.
+    pub(crate) fn node_gpu_type(&self, i: usize) -> Option<&str> {
+        self.gpu_types.get(i)?.as_deref()
     }
 
     /// `pod` starts (`add`) or stops holding room on node `i`.

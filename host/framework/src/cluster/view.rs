@@ -209,11 +209,7 @@ impl ClusterView for Cluster {
     }
 
     fn gpu_type(&self, index: u32) -> Option<&str> {
-        self.nodes()
-            .get(index as usize)?
-            .labels
-            .get(GPU_PRODUCT)
-            .map(String::as_str)
+        self.node_gpu_type(index as usize)
     }
 
     fn speedup(&self, unit: u64) -> &[u32] {
@@ -224,6 +220,11 @@ impl ClusterView for Cluster {
 
 /// The node label naming a node's GPU type (NVIDIA GPU feature discovery's).
 pub const GPU_PRODUCT: &str = "nvidia.com/gpu.product";
+
+/// `node`'s GPU type: its [`GPU_PRODUCT`] label.
+pub(crate) fn gpu_type_of(node: &Node) -> Option<String> {
+    node.labels.get(GPU_PRODUCT).cloned()
+}
 
 /// The cluster as one `score` call sees it: with the preferences of the pod
 /// being placed among its candidates.
@@ -308,6 +309,26 @@ mod tests {
             c.add_node(n).unwrap();
         }
         c
+    }
+
+    #[test]
+    fn a_nodes_gpu_type_follows_its_label_and_a_jobs_speedup_its_unit() {
+        let mut c = cluster();
+        assert_eq!(c.gpu_type(0), None);
+        let mut a = c.nodes()[0].clone();
+        a.labels.insert(GPU_PRODUCT.into(), "NVIDIA-A100-SXM4-80GB".into());
+        c.update_node(a.clone()).unwrap();
+        assert_eq!(c.gpu_type(0), Some("NVIDIA-A100-SXM4-80GB"));
+        assert_eq!(c.gpu_type(1), None);
+        a.labels.remove(GPU_PRODUCT);
+        c.update_node(a).unwrap();
+        assert_eq!(c.gpu_type(0), None);
+        let mut job = crate::Job::gang("ml/j", 2);
+        job.speedup = crate::Speedup::parse("1,1.8").unwrap();
+        c.upsert_job(job);
+        let unit = c.job_unit("ml/j").expect("the job's unit");
+        assert_eq!(c.speedup(unit), [1000, 1800]);
+        assert!(c.speedup(u64::MAX).is_empty());
     }
 
     #[test]
