@@ -316,7 +316,8 @@ mod tests {
         let mut c = cluster();
         assert_eq!(c.gpu_type(0), None);
         let mut a = c.nodes()[0].clone();
-        a.labels.insert(GPU_PRODUCT.into(), "NVIDIA-A100-SXM4-80GB".into());
+        a.labels
+            .insert(GPU_PRODUCT.into(), "NVIDIA-A100-SXM4-80GB".into());
         c.update_node(a.clone()).unwrap();
         assert_eq!(c.gpu_type(0), Some("NVIDIA-A100-SXM4-80GB"));
         assert_eq!(c.gpu_type(1), None);
