@@ -543,7 +543,7 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
     )
     .await;
     s.pod("big-ps-0", Some(("big", "ps", 0)), 0, None).await;
-    let sets = s.role_set("big-worker", "big", "worker", 4, 1).await;
+    s.role_set("big-worker", "big", "worker", 4, 1).await;
     until(90, "the elastic job running with 4 workers", || async {
         bound(&s.placement("big-").await) == 5
     })
@@ -562,11 +562,7 @@ async fn a_starving_job_shrinks_a_running_statefulset_through_scale_then_runs() 
         .await;
     }
     until(60, "the StatefulSet shrunk to 2 through /scale", || async {
-        sets.get("big-worker")
-            .await
-            .ok()
-            .and_then(|s| s.spec.replicas)
-            == Some(2)
+        s.replicas("big-worker").await == Some(2)
     })
     .await;
     until(90, "the waiting job bound", || async {
@@ -597,7 +593,6 @@ async fn idle_gpus_go_to_the_job_whose_reported_speedup_gains_most() {
         "scaleIntervalSeconds: 1
 ",
     );
-    let mut sets = None;
     // Samples per second with 1 to 6 workers.
     for (name, speedup) in [
         ("flat", "100,104,107,109,110,111"),
@@ -611,25 +606,13 @@ async fn idle_gpus_go_to_the_job_whose_reported_speedup_gains_most() {
                    "dragon.dev/speedup": speedup}),
         )
         .await;
-        sets = Some(
-            s.role_set(&format!("{name}-worker"), name, "worker", 2, 1)
-                .await,
-        );
+        s.role_set(&format!("{name}-worker"), name, "worker", 2, 1)
+            .await;
     }
-    let sets = sets.expect("sets");
-    let replicas = |name: &'static str| {
-        let sets = sets.clone();
-        async move {
-            sets.get(&format!("{name}-worker"))
-                .await
-                .ok()
-                .and_then(|s| s.spec.replicas)
-        }
-    };
     until(
         90,
         "the job that scales grown to its max through /scale",
-        || async { replicas("lin").await == Some(6) },
+        || async { s.replicas("lin-worker").await == Some(6) },
     )
     .await;
     until(90, "its new workers bound", || async {
@@ -637,7 +620,7 @@ async fn idle_gpus_go_to_the_job_whose_reported_speedup_gains_most() {
     })
     .await;
     assert_eq!(
-        replicas("flat").await,
+        s.replicas("flat-worker").await,
         Some(2),
         "the flat job keeps its size"
     );

@@ -795,17 +795,9 @@ impl Scenario {
 
     /// A StatefulSet `set` of `replicas` pods of role `role` in gang
     /// `group`, with `gpus` GPUs each (Parallel: all pods at once; pods
-    /// `SET-I`, the index the ordinal); the namespace's StatefulSets.
-    pub async fn role_set(
-        &self,
-        set: &str,
-        group: &str,
-        role: &str,
-        replicas: u32,
-        gpus: u32,
-    ) -> Api<k8s_openapi::api::apps::v1::StatefulSet> {
-        let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
-            Api::namespaced(self.client.clone(), &self.name);
+    /// `SET-I`, the index the ordinal).
+    pub async fn role_set(&self, set: &str, group: &str, role: &str, replicas: u32, gpus: u32) {
+        let sets = self.stateful_sets();
         let sts = json!({
             "apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": set, "namespace": self.name},
@@ -832,7 +824,17 @@ impl Scenario {
         )
         .await
         .unwrap();
-        sets
+    }
+
+    /// The replicas StatefulSet `set` asks for now (what `/scale` sets);
+    /// `None` while it cannot be read.
+    pub async fn replicas(&self, set: &str) -> Option<i32> {
+        let read = self.stateful_sets().get(set).await.ok()?;
+        read.spec.replicas
+    }
+
+    fn stateful_sets(&self) -> Api<k8s_openapi::api::apps::v1::StatefulSet> {
+        Api::namespaced(self.client.clone(), &self.name)
     }
 
     /// Pods of the namespace whose name starts with `prefix` that are bound
