@@ -85,7 +85,7 @@ pub use model::{
     Resources, Role, Scalars, Speedup, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 pub use names::{JobKey, NodeName, PodKey, QueueName};
-pub use queue::Flush;
+pub use queue::{Flush, Wake};
 pub use scale::{Held, HeldResize, ResizeLimits, ScaleAction, ScaleReport};
 pub use selector::{
     LabelSelector, Labels, NODE_NAME_FIELD, NodeSelector, NodeSelectorTerm, Operator, Requirement,

@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::model::Resources;
+
 /// Cluster changes since the last round that may let a waiting unit fit.
 /// The cluster records them as drivers change it; a round consumes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,6 +73,9 @@ struct Entry {
     /// Its pods carry required pod affinity or a topology spread, so a pod
     /// placed anywhere may help it.
     wants_placed: bool,
+    /// Found unschedulable, and woken since by nothing of its own: what
+    /// it needs before an attempt can place anything (see [`Wake::Fits`]).
+    need: Option<Need>,
 }
 
 impl Entry {
@@ -102,6 +107,46 @@ impl Entry {
             .attempts
             .saturating_add(u32::try_from(counted).unwrap_or(u32::MAX));
     }
+
+    /// An attempt at `now_ms` found it unschedulable: it goes to the back
+    /// of its priority and counts one more attempt.
+    fn book_unschedulable(&mut self, now_ms: u64) {
+        self.attempts = self.attempts.saturating_add(1);
+        self.since_ms = now_ms;
+    }
+}
+
+/// What a unit found unschedulable needs before an attempt can place it:
+/// room for as many pods as the fewest it can start with, unless it may
+/// preempt.
+/// Kept for units whose drivers [wake](Wake::Fits) them only then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Need {
+    /// The least of each resource any of its pods asks for.
+    pub(crate) request: Resources,
+    /// The fewest pods an attempt at it places.
+    pub(crate) pods: u32,
+    /// Its priority: what it could preempt.
+    pub(crate) priority: i32,
+}
+
+/// Which changes wake a parked unit that was found unschedulable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Wake {
+    /// Any that may help (room freed anywhere, the policy's scale step),
+    /// as kube-scheduler requeues every unschedulable pod when an assigned
+    /// pod is deleted; the attempt then finds whether it fits.
+    #[default]
+    Any,
+    /// Only those after which the nodes have room for as many of its
+    /// smallest pod as it needs to start, or it may preempt: otherwise the attempt it would get is
+    /// counted as made and failed, with no call to the policy and its last
+    /// reason kept. In a round, a unit found unschedulable before is not
+    /// tried either while the room left cannot hold that many. For
+    /// drivers whose rounds follow every change (the simulator): a round
+    /// then costs the units that could fit, not the queue's length.
+    Fits,
 }
 
 /// How a parked unit's flush after the longest backoff happens.
@@ -179,12 +224,13 @@ impl Queue {
 
     /// The unit's attempt at `now_ms` came to `setback`. Backoffs double
     /// from `initial_ms` with each attempt up to `max_ms`; a parked unit is
-    /// flushed back after `max_ms` whatever happens (see [`Flush`]).
+    /// flushed back after `max_ms` whatever happens (see [`Flush`]). `need`:
+    /// what it needs to fit, kept when it was found unschedulable.
     pub(crate) fn set_back(
         &mut self,
         id: u64,
         setback: Setback,
-        wants_placed: bool,
+        (wants_placed, need): (bool, Option<Need>),
         now_ms: u64,
         waits: Waits,
     ) {
@@ -195,17 +241,18 @@ impl Queue {
             parked: false,
             counted_every_ms: None,
             wants_placed,
+            need: None,
         });
         e.book_counted(now_ms);
         e.wants_placed = wants_placed;
+        e.need = need.filter(|_| setback == Setback::Unschedulable);
         let wait = match setback {
             Setback::Unschedulable | Setback::Gated => {
                 // A gated unit's flush neither counts an attempt nor moves
                 // it in line: there is nothing to count.
                 let counted = waits.flush == Flush::Count && setback == Setback::Unschedulable;
                 if setback == Setback::Unschedulable {
-                    e.attempts = e.attempts.saturating_add(1);
-                    e.since_ms = now_ms;
+                    e.book_unschedulable(now_ms);
                 }
                 e.parked = true;
                 e.counted_every_ms = counted.then_some(waits.max_ms);
@@ -215,8 +262,7 @@ impl Queue {
                 }
             }
             Setback::Error => {
-                e.attempts = e.attempts.saturating_add(1);
-                e.since_ms = now_ms;
+                e.book_unschedulable(now_ms);
                 e.parked = false;
                 e.counted_every_ms = None;
                 waits
@@ -228,8 +274,24 @@ impl Queue {
         e.retry_ms = now_ms.saturating_add(wait);
     }
 
-    /// Wake the parked units `changes` may help: they are ready at `now_ms`.
-    pub(crate) fn wake(&mut self, changes: &Changes, now_ms: u64) {
+    /// What the unit needs to fit, if it was found unschedulable and
+    /// nothing of its own changed since.
+    pub(crate) fn need(&self, id: u64) -> Option<Need> {
+        self.entries.get(&id).and_then(|e| e.need)
+    }
+
+    /// Wake the parked units `changes` may help: they are ready at
+    /// `now_ms`. A unit that was found unschedulable and that `hopeless`
+    /// says still cannot be placed (changes elsewhere only) stays parked,
+    /// its attempt counted as made and failed at `now_ms` (see
+    /// [`Wake::Fits`]).
+    pub(crate) fn wake(
+        &mut self,
+        changes: &Changes,
+        now_ms: u64,
+        waits: Waits,
+        mut hopeless: impl FnMut(&Need) -> bool,
+    ) {
         if changes.is_empty() {
             return;
         }
@@ -237,16 +299,25 @@ impl Queue {
             if !e.parked || e.retry_ms <= now_ms {
                 continue;
             }
-            let concerned = changes.room
-                || changes.policy
-                || (changes.placed && e.wants_placed)
-                || changes.units.contains(id);
-            if concerned {
-                e.book_counted(now_ms);
-                e.parked = false;
-                e.counted_every_ms = None;
-                e.retry_ms = now_ms;
+            let own = changes.units.contains(id);
+            let concerned =
+                own || changes.room || changes.policy || (changes.placed && e.wants_placed);
+            if !concerned {
+                continue;
             }
+            e.book_counted(now_ms);
+            if own {
+                e.need = None;
+            } else if e.need.as_ref().is_some_and(&mut hopeless) {
+                e.book_unschedulable(now_ms);
+                if e.counted_every_ms.is_none() {
+                    e.retry_ms = now_ms.saturating_add(waits.max_ms);
+                }
+                continue;
+            }
+            e.parked = false;
+            e.counted_every_ms = None;
+            e.retry_ms = now_ms;
         }
     }
 }
@@ -264,7 +335,7 @@ mod tests {
     #[test]
     fn an_unschedulable_unit_waits_for_a_change_or_the_longest_backoff() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(1, Setback::Unschedulable, (false, None), 0, BACKOFF);
         assert!(!q.ready(1, 1_000), "not on the first backoff step");
         assert!(!q.ready(1, 9_999));
         assert!(q.ready(1, 10_000), "flushed after the longest backoff");
@@ -274,14 +345,16 @@ mod tests {
     #[test]
     fn freed_room_wakes_every_parked_unit_at_once() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back(2, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(1, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, (false, None), 0, BACKOFF);
         q.wake(
             &Changes {
                 room: true,
                 ..Changes::default()
             },
             300,
+            BACKOFF,
+            |_| false,
         );
         assert!(q.ready(1, 300));
         assert!(q.ready(2, 300));
@@ -291,14 +364,16 @@ mod tests {
     #[test]
     fn a_placed_pod_wakes_only_units_with_pod_affinity_or_spread() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back(2, Setback::Unschedulable, true, 0, BACKOFF);
+        q.set_back(1, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, (true, None), 0, BACKOFF);
         q.wake(
             &Changes {
                 placed: true,
                 ..Changes::default()
             },
             10,
+            BACKOFF,
+            |_| false,
         );
         assert!(!q.ready(1, 10));
         assert!(q.ready(2, 10));
@@ -308,13 +383,13 @@ mod tests {
     fn a_change_to_a_job_or_pod_wakes_that_unit_alone() {
         let mut q = Queue::default();
         for id in 0..4 {
-            q.set_back(id, Setback::Gated, false, 0, BACKOFF);
+            q.set_back(id, Setback::Gated, (false, None), 0, BACKOFF);
         }
         let changes = Changes {
             units: [0, 3].into(),
             ..Changes::default()
         };
-        q.wake(&changes, 5);
+        q.wake(&changes, 5, BACKOFF, |_| false);
         assert!(q.ready(0, 5));
         assert!(q.ready(3, 5));
         assert!(!q.ready(1, 5));
@@ -326,7 +401,7 @@ mod tests {
         let mut q = Queue::default();
         let steps: Vec<u64> = (0..6)
             .map(|_| {
-                q.set_back(1, Setback::Error, false, 0, BACKOFF);
+                q.set_back(1, Setback::Error, (false, None), 0, BACKOFF);
                 q.next_retry_ms(0).unwrap_or(0)
             })
             .collect();
@@ -337,6 +412,8 @@ mod tests {
                 ..Changes::default()
             },
             1,
+            BACKOFF,
+            |_| false,
         );
         assert!(!q.ready(1, 1));
     }
@@ -350,13 +427,13 @@ mod tests {
     fn a_counted_flush_moves_a_unit_in_line_and_counts_its_attempts_as_a_run_one() {
         let a = 1;
         let (mut run, mut count) = (Queue::default(), Queue::default());
-        run.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
-        count.set_back(1, Setback::Unschedulable, false, 0, COUNTED);
+        run.set_back(1, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        count.set_back(1, Setback::Unschedulable, (false, None), 0, COUNTED);
         // The run flushes try it at 10 s and 20 s and find it unschedulable
         // again; the counted ones are never due.
         for t in [10_000, 20_000] {
             assert!(run.ready(a, t));
-            run.set_back(1, Setback::Unschedulable, false, t, BACKOFF);
+            run.set_back(1, Setback::Unschedulable, (false, None), t, BACKOFF);
         }
         assert!(!count.ready(a, u64::MAX - 1));
         assert_eq!(count.next_retry_ms(0), None, "no timer to wait for");
@@ -372,12 +449,12 @@ mod tests {
             room: true,
             ..Changes::default()
         };
-        run.wake(&room, 25_000);
-        count.wake(&room, 25_000);
+        run.wake(&room, 25_000, BACKOFF, |_| false);
+        count.wake(&room, 25_000, BACKOFF, |_| false);
         assert!(count.ready(a, 25_000));
         assert_eq!(count.since_ms(a, 25_000), Some(20_000));
-        run.set_back(1, Setback::Error, false, 25_000, BACKOFF);
-        count.set_back(1, Setback::Error, false, 25_000, COUNTED);
+        run.set_back(1, Setback::Error, (false, None), 25_000, BACKOFF);
+        count.set_back(1, Setback::Error, (false, None), 25_000, COUNTED);
         assert_eq!(
             run.next_retry_ms(25_000),
             Some(33_000),
@@ -389,24 +466,63 @@ mod tests {
     #[test]
     fn the_policys_scale_step_wakes_every_parked_unit() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Unschedulable, false, 0, COUNTED);
-        q.set_back(2, Setback::Gated, false, 0, COUNTED);
-        q.set_back(3, Setback::Error, false, 0, COUNTED);
+        q.set_back(1, Setback::Unschedulable, (false, None), 0, COUNTED);
+        q.set_back(2, Setback::Gated, (false, None), 0, COUNTED);
+        q.set_back(3, Setback::Error, (false, None), 0, COUNTED);
         let stepped = Changes {
             policy: true,
             ..Changes::default()
         };
-        q.wake(&stepped, 60_000);
+        q.wake(&stepped, 60_000, BACKOFF, |_| false);
         assert!(q.ready(1, 60_000) && q.ready(2, 60_000));
-        q.wake(&stepped, 60_500);
+        q.wake(&stepped, 60_500, BACKOFF, |_| false);
         assert!(q.ready(3, 1_000), "a backoff ends on its own");
+    }
+
+    #[test]
+    fn a_unit_room_cannot_help_stays_parked_with_its_attempt_counted_until_its_own_change() {
+        let need = Need {
+            request: Resources {
+                gpus: 1,
+                ..Resources::default()
+            },
+            pods: 1,
+            priority: 0,
+        };
+        let mut q = Queue::default();
+        for id in [1, 2] {
+            q.set_back(id, Setback::Unschedulable, (false, Some(need)), 0, COUNTED);
+        }
+        let room = Changes {
+            room: true,
+            ..Changes::default()
+        };
+        q.wake(&room, 500, COUNTED, |_| true);
+        assert!(!q.ready(1, 500), "no room for it: still parked");
+        assert_eq!(q.since_ms(1, 500), Some(500), "as if tried at 500");
+        assert_eq!(
+            q.next_retry_ms(500),
+            None,
+            "nothing to wait for but a change"
+        );
+        let own = Changes {
+            units: [1].into(),
+            ..Changes::default()
+        };
+        q.wake(&own, 600, COUNTED, |_| true);
+        assert!(q.ready(1, 600), "its own change wakes it whatever the room");
+        assert_eq!(q.need(1), None, "and what it needed is not known now");
+        assert_eq!(q.need(2), Some(need));
+        // A unit set back for another reason keeps no need.
+        q.set_back(2, Setback::Gated, (false, Some(need)), 700, COUNTED);
+        assert_eq!(q.need(2), None);
     }
 
     #[test]
     fn a_gated_units_counted_flush_moves_nothing() {
         let a = 1;
         let mut q = Queue::default();
-        q.set_back(1, Setback::Gated, false, 0, COUNTED);
+        q.set_back(1, Setback::Gated, (false, None), 0, COUNTED);
         assert_eq!(q.since_ms(a, 60_000), Some(0));
         assert!(!q.ready(a, 60_000));
     }
@@ -414,17 +530,17 @@ mod tests {
     #[test]
     fn gated_units_do_not_count_attempts() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back(1, Setback::Gated, false, 0, BACKOFF);
-        q.set_back(1, Setback::Error, false, 0, BACKOFF);
+        q.set_back(1, Setback::Gated, (false, None), 0, BACKOFF);
+        q.set_back(1, Setback::Gated, (false, None), 0, BACKOFF);
+        q.set_back(1, Setback::Error, (false, None), 0, BACKOFF);
         assert_eq!(q.next_retry_ms(0), Some(1_000), "first attempt's backoff");
     }
 
     #[test]
     fn settled_and_vanished_units_leave_the_queue() {
         let mut q = Queue::default();
-        q.set_back(1, Setback::Unschedulable, false, 0, BACKOFF);
-        q.set_back(2, Setback::Unschedulable, false, 0, BACKOFF);
+        q.set_back(1, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, (false, None), 0, BACKOFF);
         q.settled(1);
         assert!(q.ready(1, 0));
         q.retain(&[1]);

@@ -15,7 +15,7 @@ use crate::spec;
 use dragon_framework::record::Frame;
 use dragon_framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
-    Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, subject,
+    Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, Wake, subject,
 };
 use dragon_framework::{JobKey, PodKey};
 use dragon_runtime::{Hooks, wit};
@@ -34,6 +34,11 @@ pub struct SimOptions {
     /// change; the decisions are the same unless the policy's answers move
     /// with time or with which units a round tries).
     pub flush: Flush,
+    /// Whether freed room wakes every parked unit, as in a cluster, or
+    /// only those it could fit, the others' attempts counted (the
+    /// default: the same decisions, with no call made for a unit that
+    /// could not fit).
+    pub wake: Wake,
 }
 
 impl SimOptions {
@@ -42,6 +47,7 @@ impl SimOptions {
         SchedulerConfig {
             reclaim: self.reclaim,
             flush: self.flush,
+            wake: self.wake,
             ..sim_config()
         }
     }
@@ -56,6 +62,7 @@ impl Default for SimOptions {
             horizon_ms: DEFAULT_HORIZON_S * 1000,
             reclaim: false,
             flush: Flush::Count,
+            wake: Wake::Fits,
         }
     }
 }
@@ -290,6 +297,7 @@ pub fn sim_config() -> SchedulerConfig {
     SchedulerConfig {
         round_budget_ms: 0,
         flush: Flush::Count,
+        wake: Wake::Fits,
         ..SchedulerConfig::default()
     }
 }

@@ -482,6 +482,16 @@ impl Cluster {
         self.changes.room |= self.budgets.remove(name).is_some();
     }
 
+    /// The lowest priority of a pending pod, if any is pending: a walk over
+    /// the pods, for the rare round that needs it.
+    pub(crate) fn lowest_pending_priority(&self) -> Option<i32> {
+        self.pods
+            .values()
+            .filter(|e| e.state == PodState::Pending)
+            .map(|e| e.pod.priority)
+            .min()
+    }
+
     /// Whether some pod holding a node has a priority below `priority`.
     pub(crate) fn holds_below(&self, priority: i32) -> bool {
         self.priorities

@@ -50,6 +50,28 @@ impl Columns {
         .fold(u64::from(self.free_pods[n]), u64::min)
     }
 
+    /// Whether the nodes, open or not, have room for `count` pods asking
+    /// `r` by these columns: every filter checks this much, so where they
+    /// have not, no placement of that many such pods passes (whatever
+    /// their tolerations, selectors, volumes or devices).
+    pub(crate) fn room_for(&self, r: Resources, count: u32) -> bool {
+        let per_node = |n: usize| {
+            [
+                u64::from(self.free_gpus[n]).checked_div(u64::from(r.gpus)),
+                self.free_cpu_milli[n].checked_div(r.cpu_milli),
+                self.free_memory_mib[n].checked_div(r.memory_mib),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(u64::from(self.free_pods[n]), u64::min)
+        };
+        let mut room = 0u64;
+        (0..self.free_gpus.len()).any(|n| {
+            room += per_node(n);
+            room >= u64::from(count)
+        })
+    }
+
     pub(super) fn set(
         &mut self,
         i: usize,

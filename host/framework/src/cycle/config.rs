@@ -1,7 +1,7 @@
 //! The framework's settings.
 
 use super::super::breaker::BreakerConfig;
-use crate::queue::{Flush, Waits};
+use crate::queue::{Flush, Waits, Wake};
 use crate::scale::ResizeLimits;
 
 /// Framework settings that are not the policy's business.
@@ -22,6 +22,10 @@ pub struct SchedulerConfig {
     /// Whether that flush tries the unit again or only counts the attempt
     /// (drivers that see every change, as the simulator does).
     pub flush: Flush,
+    /// Which changes wake a unit found unschedulable: any that may help
+    /// (kube-scheduler's), or only those after which it could fit (drivers
+    /// whose rounds follow every change, as the simulator's do).
+    pub wake: Wake,
     /// When repeated policy failures suspend the policy.
     pub breaker: BreakerConfig,
     /// Wall-clock budget of one round's unit attempts, ms (0: none). Units
@@ -53,6 +57,7 @@ impl Default for SchedulerConfig {
             initial_backoff_ms: 1000,
             max_backoff_ms: 10_000,
             flush: Flush::Run,
+            wake: Wake::Any,
             breaker: BreakerConfig::default(),
             round_budget_ms: 10_000,
             preemption: true,

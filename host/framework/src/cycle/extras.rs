@@ -140,6 +140,7 @@ impl Scheduler {
                     cap: None,
                     gated: unit.gated,
                     wants_placed: unit.wants_placed,
+                    least: unit.least,
                 };
                 match self.place_among(now_ms, policy, &one, None, None) {
                     Ok(pods) => {

@@ -6,6 +6,7 @@ mod budget;
 mod config;
 mod domain;
 mod extras;
+mod hope;
 mod permit;
 mod place;
 mod preemption;
@@ -116,6 +117,8 @@ pub(crate) struct UnitPlan {
     /// Some pod of it has required pod affinity or a topology spread, so a
     /// pod placed anywhere may help it: the queue wakes it when one is.
     pub(crate) wants_placed: bool,
+    /// The least of each resource its pods ask for (see `hope`).
+    pub(crate) least: crate::model::Resources,
 }
 
 /// The framework: a snapshot plus the state that lives between rounds
@@ -308,7 +311,15 @@ impl Scheduler {
         self.cluster.set_clock(now_ms);
         self.expire_waits(now_ms, &mut report);
         let changes = self.cluster.take_changes();
-        self.queue.wake(&changes, now_ms);
+        let passes_over = self.passes_over(policy);
+        let (cluster, config) = (&self.cluster, &self.config);
+        let mut seen = hope::RoomSeen::default();
+        let mut lowest = None;
+        let mut lowest_pending =
+            || *lowest.get_or_insert_with(|| cluster.lowest_pending_priority());
+        self.queue.wake(&changes, now_ms, config.waits(), |need| {
+            passes_over && hope::hopeless(cluster, config, need, &mut seen, &mut lowest_pending)
+        });
         let gangs = policy.info().implements(wit::Hook::Permit);
         // Units that are no longer pending leave the queue; the others are
         // tried once ready (see `queue`).
@@ -376,6 +387,8 @@ impl Scheduler {
         }
         let order = self.order(now_ms, policy, units, report);
         let share_extras = self.shares_extras(units);
+        let passes_over = !share_extras && self.passes_over(policy);
+        let mut seen = hope::RoomSeen::default();
         let mut deferred = Vec::new();
         for (position, &i) in order.iter().enumerate() {
             let untried = order.len() - position;
@@ -403,6 +416,10 @@ impl Scheduler {
                 }
                 None => &units[i],
             };
+            if passes_over && self.passed_over(unit, &mut seen) {
+                self.set_back(unit, Setback::Unschedulable, now_ms);
+                continue;
+            }
             let mut attempt = self.guarded_attempt(now_ms, policy, i, unit, to_bind, report);
             if let (Attempt::PolicyFailed { .. }, Some(fallback)) = (attempt, fallback) {
                 report.decisions.push(Decision::FellBack {
@@ -411,6 +428,8 @@ impl Scheduler {
                 });
                 attempt = self.schedule_unit(now_ms, fallback, i, unit, to_bind, report);
             }
+            // It may have taken room, or given back an earlier round's.
+            seen.forget();
             match attempt {
                 Attempt::Progress => self.queue.settled(unit.wit.id),
                 Attempt::Failed | Attempt::Unfit => {
@@ -520,8 +539,9 @@ impl Scheduler {
     /// Put `unit` back in the queue after an attempt that did not bind it.
     fn set_back(&mut self, unit: &UnitPlan, setback: Setback, now_ms: u64) {
         let waits = self.config.waits();
+        let traits = (unit.wants_placed, self.need(unit));
         self.queue
-            .set_back(unit.wit.id, setback, unit.wants_placed, now_ms, waits);
+            .set_back(unit.wit.id, setback, traits, now_ms, waits);
     }
 
     /// Try `unit` as it is, then with preemption when it fits nowhere.

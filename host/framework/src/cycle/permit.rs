@@ -27,11 +27,13 @@ impl Scheduler {
             };
             self.unreserve_job(&key);
             // Like a gang permit rejects: tried again on a change that may
-            // help it (its missing members created), not at once.
+            // help it (its missing members created), not at once. Room it
+            // lacked is not what it waited for: nothing is kept to pass it
+            // over by.
             if let Some(id) = self.cluster.jobs.get(job).map(|e| e.unit_id) {
                 let waits = self.config.waits();
                 self.queue
-                    .set_back(id, Setback::Unschedulable, false, now_ms, waits);
+                    .set_back(id, Setback::Unschedulable, (false, None), now_ms, waits);
             }
             report.decisions.push(Decision::TimedOut {
                 unit: key,

@@ -364,3 +364,160 @@ fn on_a_large_cluster_a_pod_looks_at_a_share_of_the_nodes_and_a_gang_at_its_own_
     let seen = policy.candidates.into_inner().unwrap();
     assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), [1000]);
 }
+
+/// A policy without gangs whose `pre-filter` lets every unit through and
+/// counts how often it was asked.
+struct Counting {
+    info: PolicyInfo,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Hooks for Counting {
+    fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    fn pre_filter(
+        &self,
+        _now_ms: u64,
+        _unit: &wit::Unit,
+        _capacity: &wit::Capacity,
+        _view: &dyn dragon_runtime::ClusterView,
+    ) -> Result<wit::PreFilterResult, CallError> {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(wit::PreFilterResult::Proceed(Vec::new()))
+    }
+}
+
+fn counting(hooks: Vec<wit::Hook>) -> Counting {
+    Counting {
+        info: PolicyInfo::native("counting", "0.1.0", hooks),
+        asked: Default::default(),
+    }
+}
+
+/// One round at `now_ms` with every bind succeeding: the pods bound.
+fn bound_at(s: &mut Scheduler, now_ms: u64, policy: &dyn Hooks) -> Vec<PodKey> {
+    let planned = s.plan_round(now_ms, policy, None, &mut Unbounded);
+    let n = planned.binds().len();
+    let report = s.settle_round(planned, vec![Ok(()); n]);
+    report
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bound { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A 4-GPU node held whole by a pod placed elsewhere, under `wake`, with
+/// `pods` pending.
+fn full_node(wake: crate::Wake, jobs: &[Job], pods: Vec<Pod>) -> Scheduler {
+    let config = SchedulerConfig {
+        flush: crate::Flush::Count,
+        wake,
+        ..SchedulerConfig::default()
+    };
+    let mut s = Scheduler::new(Cluster::new(), config);
+    let room = Resources {
+        cpu_milli: 64_000,
+        memory_mib: 256_000,
+        gpus: 4,
+    };
+    s.apply(ClusterOp::AddNode(Node::new("n", room))).unwrap();
+    s.apply(ClusterOp::AddPod {
+        pod: Pod::new("holder", gpus(4)),
+        node: Some("n".into()),
+    })
+    .unwrap();
+    for j in jobs {
+        s.apply(ClusterOp::UpsertJob(j.clone())).unwrap();
+    }
+    for pod in pods {
+        s.apply(ClusterOp::AddPod { pod, node: None }).unwrap();
+    }
+    s
+}
+
+#[test]
+fn a_unit_with_no_room_is_passed_over_without_the_policy_until_room_could_fit_it() {
+    use crate::Wake;
+    let asked = |p: &Counting| p.asked.load(std::sync::atomic::Ordering::Relaxed);
+    for wake in [Wake::Any, Wake::Fits] {
+        let policy = counting(vec![wit::Hook::PreFilter]);
+        let mut s = full_node(wake, &[], vec![Pod::new("p", gpus(1))]);
+        assert!(bound_at(&mut s, 0, &policy).is_empty());
+        assert_eq!(asked(&policy), 1, "{wake:?}: tried on arrival");
+        // Room elsewhere that cannot hold it: a node without GPUs.
+        s.apply(ClusterOp::AddNode(Node::new("cpu", gpus(0))))
+            .unwrap();
+        assert!(bound_at(&mut s, 1_000, &policy).is_empty());
+        let again = match wake {
+            Wake::Any => 2,
+            Wake::Fits => 1,
+        };
+        assert_eq!(
+            asked(&policy),
+            again,
+            "{wake:?}: after a change that cannot help"
+        );
+        // Its attempt was counted all the same: it keeps its place behind
+        // a pod that arrived before that change.
+        let since = s
+            .queue
+            .since_ms(s.cluster.pods[&PodKey::from("p")].unit_id, 1_000);
+        assert_eq!(since, Some(1_000), "{wake:?}");
+        // The holder leaves: it fits and is placed.
+        s.remove_pod("holder").unwrap();
+        assert_eq!(
+            bound_at(&mut s, 2_000, &policy),
+            [PodKey::from("p")],
+            "{wake:?}"
+        );
+    }
+}
+
+#[test]
+fn a_gang_is_woken_only_when_the_room_holds_its_quorum() {
+    use crate::Wake;
+    let (j, pods) = elastic("g", 3, 3);
+    let policy = counting(vec![wit::Hook::PreFilter, wit::Hook::Permit]);
+    let asked = || policy.asked.load(std::sync::atomic::Ordering::Relaxed);
+    let mut s = full_node(Wake::Fits, &[j], pods);
+    assert!(bound_at(&mut s, 0, &policy).is_empty());
+    assert_eq!(asked(), 1);
+    // Two GPUs free: not enough for three members.
+    s.remove_pod("holder").unwrap();
+    s.apply(ClusterOp::AddPod {
+        pod: Pod::new("half", gpus(2)),
+        node: Some("n".into()),
+    })
+    .unwrap();
+    assert!(bound_at(&mut s, 1_000, &policy).is_empty());
+    assert_eq!(asked(), 1, "passed over with room for two");
+    s.remove_pod("half").unwrap();
+    assert_eq!(bound_at(&mut s, 2_000, &policy).len(), 3);
+    assert_eq!(asked(), 2);
+}
+
+#[test]
+fn a_unit_that_may_preempt_is_always_tried() {
+    use crate::Wake;
+    let policy = counting(vec![wit::Hook::PreFilter]);
+    let mut urgent = Pod::new("urgent", gpus(1));
+    urgent.priority = 10;
+    let mut s = full_node(Wake::Fits, &[], vec![urgent]);
+    // The holder (priority 0) is a victim: the attempt preempts it.
+    let planned = s.plan_round(0, &policy, None, &mut Unbounded);
+    assert!(
+        planned
+            .report
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Preempting { .. })),
+        "{:?}",
+        planned.report.decisions
+    );
+}

@@ -4,15 +4,31 @@
 use super::*;
 use crate::cluster::{JobEntry, PodEntry};
 
-/// Whether any of `pods` carries a scheduling gate, and whether any has
-/// required pod affinity or a topology spread (a pod placed anywhere may
-/// help it): read once as the round builds its unit.
-fn flags<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> (bool, bool) {
-    pods.into_iter().fold((false, false), |(gated, wants), p| {
-        (
-            gated || !p.scheduling_gates.is_empty(),
-            wants || !p.constraints.pod_affinity.is_empty() || !p.constraints.spread.is_empty(),
-        )
+/// What a round reads of a unit's pods once, as it builds the unit.
+struct Flags {
+    /// Some pod carries a scheduling gate.
+    gated: bool,
+    /// Some pod has required pod affinity or a topology spread: a pod
+    /// placed anywhere may help it.
+    wants_placed: bool,
+    /// The least of each resource the pods ask for.
+    least: crate::model::Resources,
+}
+
+fn flags<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Flags {
+    let mut pods = pods.into_iter();
+    let first = pods.next();
+    let start = Flags {
+        gated: false,
+        wants_placed: false,
+        least: first.map(|p| p.request).unwrap_or_default(),
+    };
+    first.into_iter().chain(pods).fold(start, |f, p| Flags {
+        gated: f.gated || !p.scheduling_gates.is_empty(),
+        wants_placed: f.wants_placed
+            || !p.constraints.pod_affinity.is_empty()
+            || !p.constraints.spread.is_empty(),
+        least: f.least.least(p.request),
     })
 }
 
@@ -98,7 +114,11 @@ impl Scheduler {
             // No two pods share a place: an unstable sort orders them as a
             // stable one.
             pods.sort_unstable_by_key(|p| p.placement_order());
-            let (gated, wants_placed) = flags(pods.iter().copied());
+            let Flags {
+                gated,
+                wants_placed,
+                least,
+            } = flags(pods.iter().copied());
             units.push(UnitPlan {
                 key: UnitKey::job(job),
                 job: Some(job.into()),
@@ -118,6 +138,7 @@ impl Scheduler {
                 cap: None,
                 gated,
                 wants_placed,
+                least,
             });
         }
         for (e, job) in lone {
@@ -126,7 +147,11 @@ impl Scheduler {
             let (workers, min, max) = job
                 .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
                 .unwrap_or((0, 0, 0));
-            let (gated, wants_placed) = flags([&e.pod]);
+            let Flags {
+                gated,
+                wants_placed,
+                least,
+            } = flags([&e.pod]);
             units.push(UnitPlan {
                 key: UnitKey::Pod(e.pod.key.clone()),
                 job: None,
@@ -146,6 +171,7 @@ impl Scheduler {
                 cap: None,
                 gated,
                 wants_placed,
+                least,
             });
         }
         (pending, units)

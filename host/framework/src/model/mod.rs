@@ -29,7 +29,7 @@ pub use volumes::{CsiVolume, InlineDisk, PodVolumes};
 pub type Scalars = BTreeMap<String, u64>;
 
 /// An amount of resources, in the units the WIT interface uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// CPU, millicores.
@@ -72,6 +72,15 @@ impl Resources {
     }
 
     /// `self` fits in `free`.
+    /// The least of each resource of the two.
+    pub fn least(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.min(o.cpu_milli),
+            memory_mib: self.memory_mib.min(o.memory_mib),
+            gpus: self.gpus.min(o.gpus),
+        }
+    }
+
     pub fn fits_in(self, free: Resources) -> bool {
         self.cpu_milli <= free.cpu_milli
             && self.memory_mib <= free.memory_mib
