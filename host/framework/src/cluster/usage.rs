@@ -35,9 +35,14 @@ impl Columns {
     /// open), after `taken` is set aside. A resource the pod does not ask
     /// for limits nothing.
     pub(crate) fn room(&self, n: usize, r: Resources, taken: Resources) -> u64 {
-        if !self.open[n] {
-            return 0;
+        match self.open[n] {
+            true => self.free_room(n, r, taken),
+            false => 0,
         }
+    }
+
+    /// [`Columns::room`], open or not.
+    fn free_room(&self, n: usize, r: Resources, taken: Resources) -> u64 {
         let free = |have: u64, less: u64| have.saturating_sub(less);
         [
             free(u64::from(self.free_gpus[n]), u64::from(taken.gpus))
@@ -55,19 +60,9 @@ impl Columns {
     /// have not, no placement of that many such pods passes (whatever
     /// their tolerations, selectors, volumes or devices).
     pub(crate) fn room_for(&self, r: Resources, count: u32) -> bool {
-        let per_node = |n: usize| {
-            [
-                u64::from(self.free_gpus[n]).checked_div(u64::from(r.gpus)),
-                self.free_cpu_milli[n].checked_div(r.cpu_milli),
-                self.free_memory_mib[n].checked_div(r.memory_mib),
-            ]
-            .into_iter()
-            .flatten()
-            .fold(u64::from(self.free_pods[n]), u64::min)
-        };
         let mut room = 0u64;
         (0..self.free_gpus.len()).any(|n| {
-            room += per_node(n);
+            room += self.free_room(n, r, Resources::default());
             room >= u64::from(count)
         })
     }
