@@ -108,9 +108,9 @@ impl Entry {
             .saturating_add(u32::try_from(counted).unwrap_or(u32::MAX));
     }
 
-    /// An attempt at `now_ms` found it unschedulable: it goes to the back
-    /// of its priority and counts one more attempt.
-    fn book_unschedulable(&mut self, now_ms: u64) {
+    /// An attempt at `now_ms` did not place it: it goes to the back of its
+    /// priority and counts one more attempt.
+    fn book_attempt(&mut self, now_ms: u64) {
         self.attempts = self.attempts.saturating_add(1);
         self.since_ms = now_ms;
     }
@@ -118,8 +118,8 @@ impl Entry {
 
 /// What a unit found unschedulable needs before an attempt can place it:
 /// room for as many pods as the fewest it can start with, unless it may
-/// preempt.
-/// Kept for units whose drivers [wake](Wake::Fits) them only then.
+/// preempt. Kept for units whose drivers [wake](Wake::Fits) them only
+/// then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Need {
     /// The least of each resource any of its pods asks for.
@@ -140,12 +140,13 @@ pub enum Wake {
     #[default]
     Any,
     /// Only those after which the nodes have room for as many of its
-    /// smallest pod as it needs to start, or it may preempt: otherwise the attempt it would get is
-    /// counted as made and failed, with no call to the policy and its last
-    /// reason kept. In a round, a unit found unschedulable before is not
-    /// tried either while the room left cannot hold that many. For
-    /// drivers whose rounds follow every change (the simulator): a round
-    /// then costs the units that could fit, not the queue's length.
+    /// smallest pod as it needs to start, or it may preempt: otherwise the
+    /// attempt it would get is counted as made and failed, with no call to
+    /// the policy and its last reason kept. In a round, a unit found
+    /// unschedulable before is not tried either while the room left cannot
+    /// hold that many. For drivers whose rounds follow every change (the
+    /// simulator): a round then costs the units that could fit, not the
+    /// queue's length.
     Fits,
 }
 
@@ -252,7 +253,7 @@ impl Queue {
                 // it in line: there is nothing to count.
                 let counted = waits.flush == Flush::Count && setback == Setback::Unschedulable;
                 if setback == Setback::Unschedulable {
-                    e.book_unschedulable(now_ms);
+                    e.book_attempt(now_ms);
                 }
                 e.parked = true;
                 e.counted_every_ms = counted.then_some(waits.max_ms);
@@ -262,7 +263,7 @@ impl Queue {
                 }
             }
             Setback::Error => {
-                e.book_unschedulable(now_ms);
+                e.book_attempt(now_ms);
                 e.parked = false;
                 e.counted_every_ms = None;
                 waits
@@ -309,7 +310,7 @@ impl Queue {
             if own {
                 e.need = None;
             } else if e.need.as_ref().is_some_and(&mut hopeless) {
-                e.book_unschedulable(now_ms);
+                e.book_attempt(now_ms);
                 if e.counted_every_ms.is_none() {
                     e.retry_ms = now_ms.saturating_add(waits.max_ms);
                 }
