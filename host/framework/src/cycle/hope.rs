@@ -2,9 +2,10 @@
 //! unschedulable, for which the nodes do not have room for as many of its
 //! smallest pod as the fewest it can start with, and which cannot preempt,
 //! would only be found unschedulable again: every filter checks the room
-//! first, and the policy can narrow a placement but never widen it. Its attempt is counted as made and failed, with its last reason
-//! kept and no call to the policy, so a round costs the units that could
-//! fit rather than the queue's length.
+//! first, and the policy can narrow a placement but never widen it. Its
+//! attempt is counted as made and failed, with its last reason kept and no
+//! call to the policy, so a round costs the units that could fit rather
+//! than the queue's length.
 
 use super::*;
 use crate::model::Resources;
@@ -27,7 +28,7 @@ impl RoomSeen {
         room
     }
 
-    /// Room was taken: what was seen may no longer hold.
+    /// Room was taken or given back: what was seen may no longer hold.
     pub(super) fn forget(&mut self) {
         self.0.clear();
     }
