@@ -357,6 +357,28 @@ jobs:
         assert!(r.jobs[1].started_ms >= r.jobs[0].finished_ms);
     }
 
+    /// The bundled policies whose answers do not depend on which units a
+    /// round tries (`backfill` reserves room for the first of them that
+    /// does not fit).
+    const ALL_BUT_BACKFILL: [&str; 6] = [
+        "baseline",
+        "dragon",
+        "dragon-plus",
+        "tiresias",
+        "pollux",
+        "fair-share",
+    ];
+
+    /// Two runs of one trace and policy decided alike: the same jobs, the
+    /// same timeline, end, scale steps and preemptions.
+    fn assert_same_decisions(a: &SimRun, b: &SimRun, at: &str) {
+        assert_eq!(a.jobs, b.jobs, "{at}");
+        assert_eq!(a.timeline, b.timeline, "{at}");
+        assert_eq!(a.end_ms, b.end_ms, "{at}");
+        assert_eq!(a.scale_steps, b.scale_steps, "{at}");
+        assert_eq!(a.preemptions, b.preemptions, "{at}");
+    }
+
     #[test]
     fn counting_flushes_rather_than_running_them_leaves_every_decision_unchanged() {
         // Every bundled policy but `backfill`, whose answers depend on which
@@ -364,14 +386,7 @@ jobs:
         // round's units that does not fit).
         for trace in ["paper", "deadlock", "pollux-w3"] {
             let trace = Trace::load(trace).unwrap();
-            for name in [
-                "baseline",
-                "dragon",
-                "dragon-plus",
-                "tiresias",
-                "pollux",
-                "fair-share",
-            ] {
+            for name in ALL_BUT_BACKFILL {
                 let run = |flush| {
                     let options = SimOptions {
                         flush,
@@ -381,11 +396,7 @@ jobs:
                 };
                 let (ran, counted) = (run(Flush::Run), run(Flush::Count));
                 let at = format!("{name} on {}", trace.origin);
-                assert_eq!(counted.jobs, ran.jobs, "{at}");
-                assert_eq!(counted.timeline, ran.timeline, "{at}");
-                assert_eq!(counted.end_ms, ran.end_ms, "{at}");
-                assert_eq!(counted.scale_steps, ran.scale_steps, "{at}");
-                assert_eq!(counted.preemptions, ran.preemptions, "{at}");
+                assert_same_decisions(&counted, &ran, &at);
                 assert!(
                     counted.rounds <= ran.rounds,
                     "{at}: {} rounds counted, {} run",
@@ -407,14 +418,7 @@ jobs:
         let traces =
             ["paper", "deadlock", "pollux-w3", "philly-week"].map(|t| Trace::load(t).unwrap());
         for trace in traces.iter().chain([&urgent]) {
-            for name in [
-                "baseline",
-                "dragon",
-                "dragon-plus",
-                "tiresias",
-                "pollux",
-                "fair-share",
-            ] {
+            for name in ALL_BUT_BACKFILL {
                 let run = |wake| {
                     let options = SimOptions {
                         wake,
@@ -424,12 +428,8 @@ jobs:
                 };
                 let (any, fits) = (run(Wake::Any), run(Wake::Fits));
                 let at = format!("{name} on {}", trace.origin);
-                assert_eq!(fits.jobs, any.jobs, "{at}");
-                assert_eq!(fits.timeline, any.timeline, "{at}");
-                assert_eq!(fits.end_ms, any.end_ms, "{at}");
+                assert_same_decisions(&fits, &any, &at);
                 assert_eq!(fits.rounds, any.rounds, "{at}");
-                assert_eq!(fits.scale_steps, any.scale_steps, "{at}");
-                assert_eq!(fits.preemptions, any.preemptions, "{at}");
             }
         }
     }

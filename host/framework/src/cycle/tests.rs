@@ -52,7 +52,17 @@ fn member(job: &str, role: Role, index: u32) -> Pod {
 
 /// One roomy node of `node_gpus` GPUs, `jobs`, and `pods` pending.
 fn scheduler(node_gpus: u32, jobs: &[Job], pods: Vec<Pod>) -> Scheduler {
-    let mut s = Scheduler::new(Cluster::new(), SchedulerConfig::without_backoff());
+    scheduler_with(SchedulerConfig::without_backoff(), node_gpus, jobs, pods)
+}
+
+/// [`scheduler`] with the framework settings `config`.
+fn scheduler_with(
+    config: SchedulerConfig,
+    node_gpus: u32,
+    jobs: &[Job],
+    pods: Vec<Pod>,
+) -> Scheduler {
+    let mut s = Scheduler::new(Cluster::new(), config);
     let room = Resources {
         cpu_milli: 64_000,
         memory_mib: 256_000,
@@ -420,24 +430,12 @@ fn full_node(wake: crate::Wake, jobs: &[Job], pods: Vec<Pod>) -> Scheduler {
         wake,
         ..SchedulerConfig::default()
     };
-    let mut s = Scheduler::new(Cluster::new(), config);
-    let room = Resources {
-        cpu_milli: 64_000,
-        memory_mib: 256_000,
-        gpus: 4,
-    };
-    s.apply(ClusterOp::AddNode(Node::new("n", room))).unwrap();
+    let mut s = scheduler_with(config, 4, jobs, pods);
     s.apply(ClusterOp::AddPod {
         pod: Pod::new("holder", gpus(4)),
         node: Some("n".into()),
     })
     .unwrap();
-    for j in jobs {
-        s.apply(ClusterOp::UpsertJob(j.clone())).unwrap();
-    }
-    for pod in pods {
-        s.apply(ClusterOp::AddPod { pod, node: None }).unwrap();
-    }
     s
 }
 
