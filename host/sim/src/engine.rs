@@ -15,7 +15,7 @@ use crate::spec;
 use dragon_framework::record::Frame;
 use dragon_framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
-    Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, Wake, subject,
+    Flush, GPU_PRODUCT, Release, Role, Scaler, Scheduler, SchedulerConfig, Wake, subject,
 };
 use dragon_framework::{JobKey, PodKey};
 use dragon_runtime::{Hooks, wit};
@@ -733,12 +733,17 @@ impl Sim<'_> {
             let nodes = pods.keys().copied().collect::<BTreeSet<_>>();
             j.record.max_nodes = j.record.max_nodes.max(nodes.len() as u32);
             let crossing = crossing_penalty(&self.trace.topology, self.sched.cluster(), &nodes);
+            let nodes_of = self.sched.cluster().nodes();
+            let gpu_types: Vec<Option<&str>> = pods
+                .keys()
+                .map(|&n| nodes_of[n].labels.get(GPU_PRODUCT).map(String::as_str))
+                .collect();
             let pods: Vec<u32> = pods.into_values().collect();
             let work = tj.speed.work(tj.work_ms);
             let done = work - j.remaining.max(0.0);
-            let (rate, until) = tj
-                .speed
-                .rate(j.workers, &pods, tj.job.workers, crossing, done);
+            let (rate, until) =
+                tj.speed
+                    .rate(j.workers, &pods, &gpu_types, tj.job.workers, crossing, done);
             j.rate = rate;
             // Up to the end of the work, or to where the rate changes (a
             // measured job's next epoch), when it is re-rated.

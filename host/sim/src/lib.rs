@@ -825,4 +825,38 @@ jobs:
             f.avg_jct_s
         );
     }
+
+    /// A trace names measurements of its own in a directory beside it; a
+    /// job of a model measured on two GPU types runs twice as fast on the
+    /// nodes of the type whose steps are twice as fast.
+    #[test]
+    fn a_job_runs_at_the_pace_of_its_nodes_gpu_type() {
+        let (dir, spec) = measured::by_gpu::fixture::two_types("engine");
+        let jct = |gpu_type: &str| {
+            let doc = serde_json::json!({
+                "cluster": {"nodes": [{"name_prefix": "gpu", "count": 1, "cpu": 8, "memory_gib": 64, "gpus": 4,
+                                       "labels": {dragon_framework::GPU_PRODUCT: gpu_type}}]},
+                "measurements": {"dir": ".", "models": [spec]},
+                "jobs": [{"name": "c-0", "arrival_s": 0, "measured": {"model": "cifar10", "batch_size": 2048},
+                          "workers": {"count": 4, "cpu": 1, "memory_gib": 4, "gpus": 1}}],
+            });
+            let file = dir.join(format!("{gpu_type}.json"));
+            std::fs::write(&file, doc.to_string()).unwrap();
+            let trace = Trace::load(&file.display().to_string()).unwrap();
+            let (r, _) = run(&trace, &wasm("baseline", ""));
+            let job = &r.jobs[0];
+            (job.finished_ms.unwrap() - job.arrival_ms) as f64 / 1000.0
+        };
+        let (slow, fast) = (jct("slow"), jct("fast"));
+        let alone = measured::Measurements::bundled("cifar10")
+            .unwrap()
+            .run_time_s(measured::Batch::Fixed(2048), &[4]);
+        assert!((slow - alone).abs() < 2.0, "{slow} vs {alone}");
+        assert!(
+            (fast - alone / 2.0).abs() < 2.0,
+            "{fast} vs {}",
+            alone / 2.0
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -42,6 +42,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
 
+pub(crate) mod by_gpu;
+
+pub use by_gpu::{Model, ModelSpec, load_all};
+
 /// GPUs per node of the clusters the artifact measured.
 pub const GPUS_PER_NODE: u32 = 4;
 
@@ -98,6 +102,8 @@ pub struct Measurements {
     /// again, and an adaptive job's costs a search over batch sizes.
     goodputs: Mutex<HashMap<(Vec<u32>, Batch, usize), f64>>,
     run_times: Mutex<HashMap<(Vec<u32>, Batch), f64>>,
+    /// How much slower real runs were than the measured steps (1: none).
+    slowdown: f64,
 }
 
 /// How a job splits its batch over its replicas.
@@ -129,7 +135,12 @@ impl Measurements {
             message,
         };
         let mut by_placement: BTreeMap<Vec<u32>, Vec<Sample>> = BTreeMap::new();
-        for row in rows(placements, 4).map_err(|m| err("placements.csv", m))? {
+        for row in rows(
+            placements,
+            &["placement", "local_bsz", "step_time", "sync_time"],
+        )
+        .map_err(|m| err("placements.csv", m))?
+        {
             let id = row[0];
             let digits: Vec<u32> = format!("{id:.0}")
                 .chars()
@@ -167,7 +178,18 @@ impl Measurements {
                 e.2 += 1;
             }
         }
-        for row in rows(scalability, 5).map_err(|m| err("scalability.csv", m))? {
+        for row in rows(
+            scalability,
+            &[
+                "num_nodes",
+                "num_replicas",
+                "local_bsz",
+                "step_time",
+                "sync_time",
+            ],
+        )
+        .map_err(|m| err("scalability.csv", m))?
+        {
             let e = lines
                 .entry((row[0] as u32, row[1] as u32))
                 .or_default()
@@ -198,13 +220,13 @@ impl Measurements {
         let mut runs = BTreeMap::new();
         for (batch, text) in validation {
             let file = format!("validation-{batch}.csv");
-            let epochs: Vec<Epoch> = rows(text, 5)
+            let epochs: Vec<Epoch> = rows(text, &["progress", "grad_sqr", "grad_var"])
                 .map_err(|m| err(&file, m))?
                 .into_iter()
                 .map(|r| Epoch {
                     progress: r[0],
-                    grad_sqr: r[3],
-                    grad_var: r[4],
+                    grad_sqr: r[1],
+                    grad_var: r[2],
                 })
                 .collect();
             runs.insert(*batch, epochs);
@@ -233,7 +255,15 @@ impl Measurements {
             lines,
             goodputs: Mutex::default(),
             run_times: Mutex::default(),
+            slowdown: 1.0,
         })
+    }
+
+    /// These measurements with every step `slowdown` times slower: Sia's
+    /// calibration of its simulator to its real runs.
+    pub fn slowed(mut self, slowdown: f64) -> Measurements {
+        self.slowdown = slowdown;
+        self
     }
 
     /// A bundled model by name (`bert`, `cifar10`, `deepspeech2`,
@@ -419,7 +449,7 @@ impl Measurements {
         } else {
             1.0
         };
-        gain / per_step
+        gain / (per_step * self.slowdown)
     }
 
     /// The splits a job of `batch` may run on `placement`, each with its
@@ -572,7 +602,7 @@ pub enum Batch {
 /// A job of a measured model.
 #[derive(Debug, Clone)]
 pub struct MeasuredJob {
-    pub model: Arc<Measurements>,
+    pub model: Arc<Model>,
     pub batch: Batch,
 }
 
@@ -583,15 +613,40 @@ impl PartialEq for MeasuredJob {
 }
 
 impl MeasuredJob {
-    /// Seconds it needs alone with `placement` GPUs per node.
+    /// Seconds it needs alone with `placement` GPUs per node of the
+    /// model's reference GPU type.
     pub fn run_time_s(&self, placement: &[u32]) -> f64 {
-        self.model.run_time_s(self.batch, placement)
+        self.model.reference().run_time_s(self.batch, placement)
     }
 
-    /// Progress per second on `placement` after `done`, and the progress
-    /// at which that rate next changes.
-    pub fn rate(&self, placement: &[u32], done: f64) -> (f64, f64) {
-        self.model.rate(self.batch, placement, done)
+    /// Progress per second on `placement` (GPUs per node, on nodes of
+    /// `gpu_types`, one entry per node or none for the reference type)
+    /// after `done`, and the progress at which that rate next changes: the
+    /// pace of the slowest type among its nodes.
+    pub fn rate(&self, placement: &[u32], gpu_types: &[Option<&str>], done: f64) -> (f64, f64) {
+        let mut kinds: Vec<Option<&str>> = gpu_types.to_vec();
+        kinds.sort_unstable();
+        kinds.dedup();
+        if kinds.is_empty() {
+            kinds.push(None);
+        }
+        kinds
+            .into_iter()
+            .map(|t| self.model.on(t).rate(self.batch, placement, done))
+            .fold((f64::INFINITY, f64::INFINITY), |(r, u), (r2, u2)| {
+                (r.min(r2), u.min(u2))
+            })
+    }
+
+    /// Its whole work: the progress of all its model's epochs.
+    pub fn total_progress(&self) -> f64 {
+        self.model.reference().total_progress()
+    }
+
+    /// Its whole-run goodput with 1 to `most` workers packed, on the
+    /// reference GPU type.
+    pub fn goodputs_by_size(&self, most: u32) -> Vec<f64> {
+        self.model.reference().goodputs_by_size(self.batch, most)
     }
 }
 
@@ -639,22 +694,34 @@ fn along(samples: &[Sample], b: f64) -> (f64, f64) {
     )
 }
 
-/// The numeric rows of a CSV table with a header, each of `width` columns.
-fn rows(text: &str, width: usize) -> Result<Vec<Vec<f64>>, String> {
+/// The numeric columns `names` of each row of a CSV table, in that order,
+/// found by its header (the artifacts order their columns differently).
+fn rows(text: &str, names: &[&str]) -> Result<Vec<Vec<f64>>, String> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .map_err(|e| format!("header: {e}"))?
+        .clone();
+    let at: Vec<usize> = names
+        .iter()
+        .map(|name| {
+            header
+                .iter()
+                .position(|h| h.trim() == *name)
+                .ok_or_else(|| {
+                    format!(
+                        "no column `{name}` (header: {})",
+                        header.iter().collect::<Vec<_>>().join(",")
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|e| format!("row {}: {e}", i + 2))?;
-        if record.len() != width {
-            return Err(format!(
-                "row {}: {} columns, {width} expected",
-                i + 2,
-                record.len()
-            ));
-        }
-        let row = record
+        let row = at
             .iter()
-            .map(|f| f.trim().parse::<f64>())
+            .map(|&c| record.get(c).unwrap_or("").trim().parse::<f64>())
             .collect::<Result<Vec<f64>, _>>()
             .map_err(|e| format!("row {}: {e}", i + 2))?;
         if row.iter().any(|v| !v.is_finite() || *v < 0.0) {
@@ -672,7 +739,7 @@ fn rows(text: &str, width: usize) -> Result<Vec<Vec<f64>>, String> {
 }
 
 /// The tables bundled from Pollux's artifact (`traces/pollux/models`).
-mod bundled {
+pub(crate) mod bundled {
     pub struct Model {
         pub name: &'static str,
         pub placements: &'static str,

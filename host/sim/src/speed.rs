@@ -44,7 +44,7 @@ impl Speed {
     pub fn work(&self, work_ms: f64) -> f64 {
         match self {
             Speed::Modelled(_) => work_ms,
-            Speed::Measured(job) => job.model.total_progress(),
+            Speed::Measured(job) => job.total_progress(),
         }
     }
 
@@ -54,11 +54,13 @@ impl Speed {
     /// `crossing` (the modelled speed's; measurements include their own),
     /// once it has done `done` of its work; and the work done at which that
     /// rate next changes (infinite: never). A measured job's pods are all
-    /// workers.
+    /// workers, and `gpu_types` holds the GPU type of each node in `pods`
+    /// (which the modelled speed ignores).
     pub fn rate(
         &self,
         workers: u32,
         pods: &[u32],
+        gpu_types: &[Option<&str>],
         requested: u32,
         crossing: f64,
         done: f64,
@@ -72,7 +74,7 @@ impl Speed {
                 )
             }
             Speed::Measured(job) => {
-                let (per_s, until) = job.rate(pods, done);
+                let (per_s, until) = job.rate(pods, gpu_types, done);
                 (per_s / 1000.0, until)
             }
         }
@@ -108,7 +110,7 @@ impl Speed {
             Speed::Modelled(_) => Speedup::default(),
             Speed::Measured(job) => {
                 let most = most.min(MAX_SPEEDUP_ENTRIES as u32);
-                let goodputs = job.model.goodputs_by_size(job.batch, most);
+                let goodputs = job.goodputs_by_size(most);
                 Speedup::from_goodputs(&goodputs).unwrap_or_default()
             }
         }

@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
-use super::measured::{self, Batch, MeasuredJob, Measurements};
+use std::sync::Arc;
+
+use super::measured::{self, Batch, MeasuredJob, Model, ModelSpec};
 use super::queues::QueueSpec;
 use super::speed::{Speed, SpeedModel};
 use super::workloads;
@@ -44,7 +46,19 @@ struct TraceFile {
     /// Teams sharing the cluster (see `queues.rs`).
     #[serde(default)]
     queues: Vec<QueueSpec>,
+    /// Models measured for this trace, beside the file.
+    #[serde(default)]
+    measurements: Option<MeasurementsFile>,
     jobs: Vec<JobFile>,
+}
+
+/// A trace's own measured models: a directory (relative to the trace
+/// file) in the layout of `measured::by_gpu`, and what each model is.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeasurementsFile {
+    dir: String,
+    models: Vec<ModelSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -269,25 +283,38 @@ fn seconds(place: &str, v: f64, min_exclusive: bool) -> Result<u64> {
     Ok((v * 1000.0).round() as u64)
 }
 
-/// A measured job's work and speed; the model must be bundled, the batch
-/// within what it was measured at, one GPU per worker and no parameter
-/// server (the measurements are of all-reduce jobs).
-fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Speed)> {
-    let Some(model) = Measurements::bundled(&m.model) else {
+/// A measured job's work and speed; the model must be the trace's own or
+/// bundled, the batch within what it was measured at, one GPU per worker
+/// and no parameter server (the measurements are of all-reduce jobs).
+fn measured_job(
+    place: &str,
+    m: &MeasuredFile,
+    j: &JobFile,
+    own: &[Arc<Model>],
+) -> Result<(f64, MeasuredJob)> {
+    let found = own
+        .iter()
+        .find(|o| o.name == m.model)
+        .cloned()
+        .or_else(|| Model::bundled(&m.model));
+    let Some(model) = found else {
+        let mut known: Vec<&str> = own.iter().map(|o| o.name.as_str()).collect();
+        known.extend(measured::Measurements::bundled_names());
         bail!(
             "{place}.measured.model: no measurements of `{}` (measured: {})",
             m.model,
-            Measurements::bundled_names().join(", ")
+            known.join(", ")
         );
     };
+    let tables = model.reference();
     let batch = match m.batch_size {
         None => Batch::Adaptive,
-        Some(b) if (model.init_batch_size..=model.max_batch_size).contains(&b) => Batch::Fixed(b),
+        Some(b) if (tables.init_batch_size..=tables.max_batch_size).contains(&b) => Batch::Fixed(b),
         Some(b) => bail!(
             "{place}.measured.batch_size: `{}` was measured at {} to {}, got {b}",
             m.model,
-            model.init_batch_size,
-            model.max_batch_size,
+            tables.init_batch_size,
+            tables.max_batch_size,
         ),
     };
     if j.speed.scaling_exponent.is_some() || j.speed.cross_node_penalty.is_some() {
@@ -302,7 +329,7 @@ fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Spee
             j.workers.gpus
         );
     }
-    let most = model.max_replicas(m.batch_size.unwrap_or(model.max_batch_size));
+    let most = tables.max_replicas(m.batch_size.unwrap_or(tables.max_batch_size));
     let widest = j
         .workers
         .max
@@ -311,13 +338,13 @@ fn measured_job(place: &str, m: &MeasuredFile, j: &JobFile) -> Result<(f64, Spee
     if widest > most {
         bail!(
             "{place}.workers: a batch of at most {} of `{}` splits over at most {most} workers, asked {widest}",
-            m.batch_size.unwrap_or(model.max_batch_size),
+            m.batch_size.unwrap_or(tables.max_batch_size),
             m.model
         );
     }
     let job = MeasuredJob { model, batch };
     let requested_s = job.run_time_s(&measured::packed(j.workers.count, measured::GPUS_PER_NODE));
-    Ok((requested_s * 1000.0, Speed::Measured(job)))
+    Ok((requested_s * 1000.0, job))
 }
 
 fn speed_model(place: &str, base: SpeedModel, f: SpeedFile) -> Result<SpeedModel> {
@@ -377,7 +404,8 @@ impl Trace {
                 return workloads::csv(&text, &path.display().to_string());
             }
             let json = path.extension().is_some_and(|e| e == "json");
-            return Trace::parse(&text, &path.display().to_string(), json);
+            let doc = Trace::document(&text, &path.display().to_string(), json)?;
+            return Trace::from_document_in(doc, &path.display().to_string(), path.parent());
         }
         if let Some((name, text)) = BUNDLED.iter().find(|(name, _)| *name == spec) {
             return Trace::parse(text, &format!("bundled trace `{name}`"), false);
@@ -399,15 +427,19 @@ impl Trace {
     /// # Errors
     /// Malformed or invalid; the message names `origin`, the item and the field.
     pub fn parse(text: &str, origin: &str, json: bool) -> Result<Trace> {
-        let doc: serde_json::Value = if json {
+        Trace::from_document(Trace::document(text, origin, json)?, origin)
+    }
+
+    /// Trace text as a document, not yet validated.
+    fn document(text: &str, origin: &str, json: bool) -> Result<serde_json::Value> {
+        Ok(if json {
             serde_json::from_str(text).map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?
         } else {
             // Through YAML's own value type, which refuses duplicate keys.
             let yaml: serde_norway::Value = serde_norway::from_str(text)
                 .map_err(|e| anyhow!("{origin}: not valid YAML: {e}"))?;
             serde_json::to_value(yaml).map_err(|e| anyhow!("{origin}: not a trace: {e}"))?
-        };
-        Trace::from_document(doc, origin)
+        })
     }
 
     /// Validate a trace document already parsed (what a YAML or JSON file
@@ -416,6 +448,19 @@ impl Trace {
     /// # Errors
     /// Invalid; the message names `origin`, the item and the field.
     pub fn from_document(doc: serde_json::Value, origin: &str) -> Result<Trace> {
+        Trace::from_document_in(doc, origin, None)
+    }
+
+    /// As [`Trace::from_document`], for a document read from a file in
+    /// `dir`, where its own measurements are found.
+    ///
+    /// # Errors
+    /// As [`Trace::from_document`].
+    pub fn from_document_in(
+        doc: serde_json::Value,
+        origin: &str,
+        dir: Option<&Path>,
+    ) -> Result<Trace> {
         let file: TraceFile = serde_path_to_error::deserialize(&doc).map_err(|e| {
             let path = e.path().to_string();
             let place = if path == "." || path.is_empty() {
@@ -425,10 +470,22 @@ impl Trace {
             };
             anyhow!("{origin}: {place}: {}", e.into_inner())
         })?;
-        Trace::validate(file, origin).map_err(|e| anyhow!("{origin}: {e:#}"))
+        Trace::validate(file, origin, dir).map_err(|e| anyhow!("{origin}: {e:#}"))
     }
 
-    fn validate(file: TraceFile, origin: &str) -> Result<Trace> {
+    fn validate(file: TraceFile, origin: &str, dir: Option<&Path>) -> Result<Trace> {
+        let own = match &file.measurements {
+            None => Vec::new(),
+            Some(m) => {
+                let Some(dir) = dir else {
+                    bail!(
+                        "measurements: only a trace read from a file can name a directory of its own"
+                    );
+                };
+                measured::load_all(&dir.join(&m.dir), &m.models)
+                    .map_err(|e| anyhow!("measurements: {e:#}"))?
+            }
+        };
         let m = &file.model;
         let scale_interval_ms = seconds(
             "model.scale_interval_s",
@@ -517,12 +574,17 @@ impl Trace {
                 bail!("{place}.name: another job already has this name");
             }
             let arrival_ms = seconds(&format!("{place}.arrival_s"), j.arrival_s, false)?;
+            let mut measured_restart = None;
             let (work_ms, speed) = match (j.duration_s, &j.measured) {
                 (Some(d), None) => (
                     seconds(&format!("{place}.duration_s"), d, true)? as f64,
                     Speed::Modelled(speed_model(&place, base_speed, j.speed)?),
                 ),
-                (None, Some(m)) => measured_job(&place, m, &j)?,
+                (None, Some(m)) => {
+                    let (work_ms, job) = measured_job(&place, m, &j, &own)?;
+                    measured_restart = job.model.restart_s;
+                    (work_ms, Speed::Measured(job))
+                }
                 (Some(_), Some(_)) => {
                     bail!("{place}: give `duration_s` or `measured`, not both")
                 }
@@ -532,7 +594,7 @@ impl Trace {
             };
             let restart_ms = seconds(
                 &format!("{place}.restart_s"),
-                j.restart_s.unwrap_or(restart_default),
+                j.restart_s.or(measured_restart).unwrap_or(restart_default),
                 false,
             )?;
             let queue = match &j.queue {

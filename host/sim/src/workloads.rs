@@ -23,6 +23,8 @@ use serde_json::json;
 use super::measured::Measurements;
 use super::trace::Trace;
 
+pub mod sia;
+
 /// The bundled workloads: `(name, CSV)`.
 pub const POLLUX: &[(&str, &str)] = &[
     (
@@ -164,6 +166,20 @@ pub fn bundled(name: &str) -> Option<Result<Trace>> {
 /// # Errors
 /// A malformed row, or a job the trace refuses, named by row.
 pub fn pollux(text: &str, origin: &str, batches: Batches) -> Result<Trace> {
+    let jobs = pollux_jobs(text, origin, batches)?;
+    let doc = json!({
+        "description": format!("Pollux (OSDI'21) evaluation workload: {} jobs of six measured models on {NODES} nodes x 4 GPUs", jobs.len()),
+        "model": {"scale_interval_s": INTERVAL_S, "restart_s": REALLOCATION_S},
+        "cluster": {"nodes": [{"name_prefix": "gpu", "count": NODES, "cpu": 64, "memory_gib": 256, "gpus": 4}]},
+        "jobs": jobs,
+    });
+    Trace::from_document(doc, origin)
+}
+
+/// The jobs of a workload in Pollux's format, as trace documents: each a
+/// measured model at the replica count the row asks, elastic from one to
+/// as many as its batch splits over (the artifact's bound for Pollux).
+fn pollux_jobs(text: &str, origin: &str, batches: Batches) -> Result<Vec<serde_json::Value>> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let mut jobs = Vec::new();
     for (i, row) in reader.deserialize::<Row>().enumerate() {
@@ -193,13 +209,7 @@ pub fn pollux(text: &str, origin: &str, batches: Batches) -> Result<Trace> {
                         "cpu": 1, "memory_gib": 4, "gpus": 1},
         }));
     }
-    let doc = json!({
-        "description": format!("Pollux (OSDI'21) evaluation workload: {} jobs of six measured models on {NODES} nodes x 4 GPUs", jobs.len()),
-        "model": {"scale_interval_s": INTERVAL_S, "restart_s": REALLOCATION_S},
-        "cluster": {"nodes": [{"name_prefix": "gpu", "count": NODES, "cpu": 64, "memory_gib": 256, "gpus": 4}]},
-        "jobs": jobs,
-    });
-    Trace::from_document(doc, origin)
+    Ok(jobs)
 }
 
 /// Which of Philly's jobs a trace takes, and on what cluster.

@@ -26,11 +26,33 @@ pub enum TraceCommand {
         /// A trace file, or a bundled trace name.
         trace: String,
     },
+    /// Convert a published workload from its artifact's checkout into
+    /// traces (not bundled: see docs/simulator.md).
+    #[command(
+        after_help = "Example (Sia's Saturn workloads, from a checkout of siasosp23/artifacts):\n  dragon trace import sia artifacts/sia-simulator --out sia\n  dragon compare --trace sia/saturn-1-adaptive.yaml baseline dragon-plus pollux"
+    )]
+    Import {
+        /// Which artifact: `sia` (Sia, SOSP'23: the Saturn workloads on its
+        /// three GPU types).
+        #[arg(value_enum)]
+        artifact: Artifact,
+        /// The artifact's directory (for `sia`: its `sia-simulator`).
+        from: PathBuf,
+        /// Where to write the traces and their measurements.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print a bundled trace (`paper`, `large`, `deadlock`; a Pollux workload's CSV), e.g. to start your own from it.
     Show {
         /// The bundled trace's name.
         name: String,
     },
+}
+
+/// A published artifact `dragon trace import` reads.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Artifact {
+    Sia,
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +168,22 @@ impl TraceCommand {
                 println!(
                     "  scale step   every {}",
                     human(t.scale_interval_ms as f64 / 1e3)
+                );
+                Ok(())
+            }
+            TraceCommand::Import {
+                artifact: Artifact::Sia,
+                from,
+                out,
+            } => {
+                let imported = workloads::sia::import(&from, &out)?;
+                for t in &imported.traces {
+                    println!("{}", t.display());
+                }
+                eprintln!(
+                    "wrote {} traces and their measurements ({})",
+                    imported.traces.len(),
+                    imported.models.display()
                 );
                 Ok(())
             }

@@ -222,7 +222,7 @@ fn the_epoch_follows_progress() {
 fn a_measured_job_reports_its_whole_runs_speedup() {
     let imagenet = model("imagenet");
     let job = crate::speed::Speed::Measured(MeasuredJob {
-        model: imagenet.clone(),
+        model: Arc::new(Model::untyped(imagenet.clone())),
         batch: Batch::Adaptive,
     });
     let s = job.reported_speedup(16);
@@ -240,4 +240,93 @@ fn a_measured_job_reports_its_whole_runs_speedup() {
     assert!(s.as_milli()[15] > 4000, "{s:?}");
     let modelled = crate::speed::Speed::Modelled(crate::speed::SpeedModel::DEFAULT);
     assert!(modelled.reported_speedup(16).is_empty());
+}
+
+/// A model measured on two GPU types runs at each type's pace, at the
+/// slowest's when its workers hold nodes of both, and at its first type's
+/// on a node of a type it was not measured on.
+#[test]
+fn a_model_runs_at_the_pace_of_the_gpu_types_it_holds() {
+    let (dir, spec) = by_gpu::fixture::two_types("pace");
+    let typed = Arc::new(Model::load(&dir, &spec).unwrap());
+    assert_eq!(typed.gpu_types().collect::<Vec<_>>(), ["fast", "slow"]);
+    let job = MeasuredJob {
+        model: typed.clone(),
+        batch: Batch::Fixed(2048),
+    };
+    let done = 10.0;
+    let rate = |placement: &[u32], types: &[Option<&str>]| job.rate(placement, types, done).0;
+    let (slow, fast) = (rate(&[4], &[Some("slow")]), rate(&[4], &[Some("fast")]));
+    assert!((fast / slow - 2.0).abs() < 1e-9, "{fast} vs {slow}");
+    // The bundled tables are the slow type's.
+    let bundled = model("cifar10").rate(Batch::Fixed(2048), &[4], done).0;
+    assert!((slow - bundled).abs() < 1e-12);
+    assert_eq!(
+        rate(&[4, 4], &[Some("fast"), Some("slow")]),
+        rate(&[4, 4], &[Some("slow")])
+    );
+    assert_eq!(rate(&[4], &[Some("V100")]), slow);
+    assert_eq!(rate(&[4], &[None]), slow);
+    // The epoch ends at the same progress whatever the type.
+    assert_eq!(
+        job.rate(&[4], &[Some("fast")], done).1,
+        job.rate(&[4], &[Some("slow")], done).1
+    );
+
+    let calibrated = ModelSpec {
+        slowdown: Some(1.8),
+        restart_s: Some(50.0),
+        ..spec.clone()
+    };
+    let slowed = Model::load(&dir, &calibrated).unwrap();
+    assert_eq!(slowed.restart_s, Some(50.0));
+    let r = slowed
+        .on(Some("fast"))
+        .rate(Batch::Fixed(2048), &[4], done)
+        .0;
+    assert!((r * 1.8 / fast - 1.0).abs() < 1e-9, "{r} vs {fast}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A model directory or description that cannot be used is refused, named.
+#[test]
+fn a_wrong_model_directory_is_named() {
+    let (dir, spec) = by_gpu::fixture::two_types("wrong");
+    let err = |spec: &ModelSpec| format!("{:#}", Model::load(&dir, spec).unwrap_err());
+    let missing = ModelSpec {
+        gpu_types: vec!["slow".into(), "A100".into()],
+        ..spec.clone()
+    };
+    let e = err(&missing);
+    assert!(e.contains("A100") && e.contains("placements.csv"), "{e}");
+    let escape = ModelSpec {
+        name: "..".into(),
+        ..spec.clone()
+    };
+    assert!(
+        err(&escape).contains("one directory name"),
+        "{}",
+        err(&escape)
+    );
+    let cap = ModelSpec {
+        max_local_bsz: [("T4".to_string(), 8)].into(),
+        ..spec.clone()
+    };
+    assert!(
+        err(&cap).contains("`T4` is not one of its gpu_types"),
+        "{}",
+        err(&cap)
+    );
+    let twice = load_all(&dir, &[spec.clone(), spec.clone()]).unwrap_err();
+    assert!(twice.to_string().contains("listed twice"), "{twice}");
+    let too_long = ModelSpec {
+        epochs: 101,
+        ..spec
+    };
+    assert!(
+        err(&too_long).contains("101 epochs asked, the runs measured 100"),
+        "{}",
+        err(&too_long)
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
