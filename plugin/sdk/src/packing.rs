@@ -207,16 +207,24 @@ pub fn reserve(tasks: &[Task], free: &mut Capacity) {
 
 /// Where one more worker of `job` goes: a node of its parameter servers or
 /// workers with room first (growth keeps the job together), else the first
-/// node with room.
+/// node with room of the GPU type its nodes hold (the framework places a
+/// running job's new workers only there; any node when its nodes hold no
+/// one type).
 pub fn room_for_worker(job: &RunningJob, free: &Capacity) -> Option<usize> {
     let req = job.worker_request;
     let fits = |n: usize| n < free.len() && req.fits_in(&free.free(n));
-    job.ps_nodes
+    let mut own = job
+        .ps_nodes
         .iter()
         .chain(job.worker_nodes.iter())
-        .map(|&n| n as usize)
-        .find(|&n| fits(n))
-        .or_else(|| (0..free.len()).find(|&n| fits(n)))
+        .map(|&n| n as usize);
+    if let Some(n) = own.clone().find(|&n| fits(n)) {
+        return Some(n);
+    }
+    let kind = |n: usize| free.gpu_kinds.get(n).copied().unwrap_or(0);
+    let first = own.next().map_or(0, kind);
+    let one_kind = first != 0 && own.all(|n| kind(n) == first);
+    (0..free.len()).find(|&n| fits(n) && (!one_kind || kind(n) == first))
 }
 
 #[cfg(test)]
@@ -281,5 +289,35 @@ mod tests {
     fn a_job_that_cannot_fit_is_not_packed() {
         let nodes = capacity(&[(32_000, 128_000, 2), (32_000, 128_000, 2)]);
         assert!(pack(&job_tasks(1, 5, gpu_worker(), ps()), &nodes).is_none());
+    }
+
+    #[test]
+    fn a_job_grows_on_its_own_nodes_then_on_its_gpu_type() {
+        // Node 0 (type 1) holds the job and is full; node 1 is of another
+        // type, node 2 of the job's.
+        let mut free = capacity(&[
+            (32_000, 128_000, 0),
+            (32_000, 128_000, 4),
+            (32_000, 128_000, 2),
+        ]);
+        let job = running_job(1, 2, 1, 8, 0);
+        assert_eq!(
+            room_for_worker(&job, &free),
+            Some(1),
+            "no types: the first with room"
+        );
+        free.gpu_kinds = vec![1, 2, 1];
+        assert_eq!(room_for_worker(&job, &free), Some(2));
+        free.set_free(2, Resources::ZERO);
+        assert_eq!(room_for_worker(&job, &free), None, "its type is full");
+        free.set_free(
+            0,
+            Resources {
+                cpu_milli: 32_000,
+                memory_mib: 128_000,
+                gpus: 1,
+            },
+        );
+        assert_eq!(room_for_worker(&job, &free), Some(0), "its own node first");
     }
 }

@@ -10,6 +10,7 @@ pub fn capacity(nodes: &[(u64, u64, u32)]) -> Capacity {
         free_cpu_milli: nodes.iter().map(|n| n.0).collect(),
         free_memory_mib: nodes.iter().map(|n| n.1).collect(),
         free_gpus: nodes.iter().map(|n| n.2).collect(),
+        gpu_kinds: vec![0; nodes.len()],
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Capacity {
     pub free_cpu_milli: Vec<u64>,
     pub free_memory_mib: Vec<u64>,
     pub free_gpus: Vec<u32>,
+    /// Each node's GPU type as a number: equal on nodes of one type, 0 on
+    /// nodes of none (see [`View::gpu_type`] for its name).
+    pub gpu_kinds: Vec<u32>,
 }
 
 impl Capacity {
@@ -108,6 +111,7 @@ impl Capacity {
         self.free_cpu_milli.resize(n, 0);
         self.free_memory_mib.resize(n, 0);
         self.free_gpus.resize(n, 0);
+        self.gpu_kinds.resize(n, 0);
     }
 }
 
@@ -123,6 +127,8 @@ pub struct View {
     open: Vec<bool>,
     /// Each node's GPU type (its `nvidia.com/gpu.product` label).
     gpu_types: Vec<Option<String>>,
+    /// The GPU types seen, numbered from 1 in [`Capacity::gpu_kinds`].
+    kinds: Vec<String>,
     /// The levels' label keys, widest first, the hostname last.
     levels: Vec<String>,
     /// Node `i`'s domain at level `l` is `domains[i * levels.len() + l]`.
@@ -185,6 +191,16 @@ impl View {
             self.capacity.set_free(i, c.node.free);
             self.open[i] = c.node.open;
             self.gpu_types[i].clone_from(&c.node.gpu_type);
+            self.capacity.gpu_kinds[i] = match &c.node.gpu_type {
+                None => 0,
+                Some(t) => match self.kinds.iter().position(|k| k == t) {
+                    Some(k) => k as u32 + 1,
+                    None => {
+                        self.kinds.push(t.clone());
+                        self.kinds.len() as u32
+                    }
+                },
+            };
             let row = &mut self.domains[i * width..(i + 1) * width];
             let sent = changes.domains.get(k * width..(k + 1) * width);
             match sent {

@@ -10,6 +10,10 @@
 //! ones for a wide gang; then the others, the most room first. Each
 //! attempt filters only the domain's nodes, so trying every domain costs
 //! about what one placement over the whole cluster does.
+//!
+//! A job with no constraint is still kept to one GPU type once it runs:
+//! the workers added to it go only to nodes of the type its placed pods
+//! hold (`nvidia.com/gpu.product`), on a cluster of several types.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -82,6 +86,16 @@ impl Scheduler {
             return self.place_among(now_ms, policy, unit, size, Some(&nodes));
         }
         let Some(c) = self.constraint(unit).cloned() else {
+            if let Some((gpu_type, nodes)) = self.job_gpu_type_nodes(unit) {
+                return self
+                    .place_among(now_ms, policy, unit, size, Some(&nodes))
+                    .map_err(|e| match e {
+                        PlaceError::Unschedulable(why) => PlaceError::Unschedulable(format!(
+                            "{why} (workers added to a running job go to its GPU type, {gpu_type})"
+                        )),
+                        e => e,
+                    });
+            }
             return self.place_among(now_ms, policy, unit, size, None);
         };
         let Some(level) = self.cluster.domains().level(&c.key) else {
@@ -111,6 +125,36 @@ impl Scheduler {
             TopologyMode::Required => Err(PlaceError::Unschedulable(first.unwrap_or_default())),
             TopologyMode::Preferred => self.place_among(now_ms, policy, unit, size, None),
         }
+    }
+
+    /// Where the rest of `unit` may go when its job's placed pods all hold
+    /// nodes of one GPU type and other nodes carry another: that type's
+    /// live nodes, ascending, with the type. A synchronous step waits for
+    /// its slowest worker, so a worker of a slower type slows the whole
+    /// job, and one of a faster type idles; a job stays on the type it
+    /// started on. `None` on a cluster of one type or none, and for a job
+    /// with nothing placed.
+    fn job_gpu_type_nodes(&self, unit: &UnitPlan) -> Option<(String, Vec<u32>)> {
+        let job = unit.job.as_deref()?;
+        if self.cluster.job_placed(job) == 0 {
+            return None;
+        }
+        let mut held = self.cluster.job_pods(job).filter_map(|(_, s)| s.node());
+        // Cheap first: nodes without a type (most clusters) end it here.
+        let gpu_type = self.cluster.node_gpu_type(held.next()?)?;
+        if held.any(|n| self.cluster.node_gpu_type(n) != Some(gpu_type)) {
+            return None;
+        }
+        let live = (0..self.cluster.nodes().len()).filter(|&n| self.cluster.is_live(n));
+        let nodes: Vec<u32> = live
+            .clone()
+            .filter(|&n| self.cluster.node_gpu_type(n) == Some(gpu_type))
+            .map(|n| n as u32)
+            .collect();
+        if nodes.len() == live.count() {
+            return None;
+        }
+        Some((gpu_type.to_string(), nodes))
     }
 
     /// The live nodes of `domain`, ascending.

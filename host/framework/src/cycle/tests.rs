@@ -519,3 +519,87 @@ fn a_unit_that_may_preempt_is_always_tried() {
         planned.report.decisions
     );
 }
+
+/// Workers added to a running gang go only to nodes of the GPU type its
+/// placed pods hold, and wait, named, when that type is full; a new gang,
+/// or a cluster whose nodes carry no type, is not held to one.
+#[test]
+fn a_running_gang_grows_only_on_its_gpu_type() {
+    let with_types = |typed: bool| {
+        let mut s = Scheduler::new(Cluster::new(), SchedulerConfig::without_backoff());
+        for (name, n, product) in [
+            ("t4-0", 2, "Tesla-T4"),
+            ("t4-1", 1, "Tesla-T4"),
+            ("a100", 4, "A100"),
+        ] {
+            let mut node = Node::new(
+                name,
+                Resources {
+                    cpu_milli: 64_000,
+                    memory_mib: 256_000,
+                    gpus: n,
+                },
+            );
+            if typed {
+                node.labels
+                    .insert(crate::GPU_PRODUCT.into(), product.into());
+            }
+            s.apply(ClusterOp::AddNode(node)).unwrap();
+        }
+        let (j, pods) = elastic("run", 6, 2);
+        s.apply(ClusterOp::UpsertJob(j)).unwrap();
+        for (i, pod) in pods.into_iter().enumerate() {
+            let node = (i < 2).then(|| "t4-0".into());
+            s.apply(ClusterOp::AddPod { pod, node }).unwrap();
+        }
+        s
+    };
+    let policy = permits(wit::PermitResult::Allow);
+    let nodes_of = |s: &Scheduler, job: &str| -> Vec<String> {
+        let mut n: Vec<String> = s
+            .cluster()
+            .job_pods(job)
+            .filter_map(|(_, st)| st.node())
+            .map(|i| s.cluster().nodes()[i].name.to_string())
+            .collect();
+        n.sort();
+        n
+    };
+
+    let mut untyped = with_types(false);
+    one_round(&mut untyped, &policy);
+    assert!(nodes_of(&untyped, "run").contains(&"a100".to_string()));
+
+    let mut s = with_types(true);
+    let (bound, _) = one_round(&mut s, &policy);
+    assert_eq!(bound.get("run"), Some(&1), "{bound:?}");
+    assert_eq!(nodes_of(&s, "run"), ["t4-0", "t4-0", "t4-1"]);
+    let planned = s.plan_round(1, &policy, None, &mut Unbounded);
+    let why: Vec<String> = planned
+        .report
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Unschedulable { reason, .. } => Some(reason.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        why.iter()
+            .any(|w| w.contains("go to its GPU type, Tesla-T4")),
+        "{why:?}"
+    );
+    let n = planned.binds().len();
+    assert_eq!(n, 0);
+    s.settle_round(planned, Vec::new());
+
+    // A new gang may start on any type.
+    let (j, pods) = elastic("new", 2, 2);
+    s.apply(ClusterOp::UpsertJob(j)).unwrap();
+    for pod in pods {
+        s.apply(ClusterOp::AddPod { pod, node: None }).unwrap();
+    }
+    let (bound, _) = one_round(&mut s, &policy);
+    assert_eq!(bound.get("new"), Some(&2), "{bound:?}");
+    assert_eq!(nodes_of(&s, "new"), ["a100", "a100"]);
+}
