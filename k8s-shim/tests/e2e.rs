@@ -627,6 +627,82 @@ async fn idle_gpus_go_to_the_job_whose_reported_speedup_gains_most() {
     s.cleanup().await;
 }
 
+/// The nodes `prefix`'s pods are bound to, by the scenario's node names.
+async fn nodes_of(s: &Scenario, prefix: &str) -> BTreeSet<String> {
+    let scenario = format!("{}-", s.name);
+    s.placement(prefix)
+        .await
+        .into_values()
+        .flatten()
+        .map(|n| n.strip_prefix(&scenario).unwrap_or(&n).to_string())
+        .collect()
+}
+
+/// On nodes of two GPU types, an elastic job grows only on the type it
+/// started on, though the other type has room: that room goes to the next
+/// job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elastic_job_grows_only_on_the_gpu_type_it_started_on() {
+    let _g = serial();
+    let s = Scenario::new("gputype").await;
+    s.node_labelled("t4", 4, json!({"nvidia.com/gpu.product": "Tesla-T4"}))
+        .await;
+    s.node_labelled(
+        "a100",
+        6,
+        json!({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}),
+    )
+    .await;
+    let _sched = Scheduler::start(
+        &s,
+        "dragon-plus",
+        "scaleIntervalSeconds: 1
+",
+    );
+    let elastic = |name: &str, max: u32| {
+        let speedup: Vec<String> = (1..=max).map(|w| (100 * w).to_string()).collect();
+        json!({"dragon.dev/min-workers": "2", "dragon.dev/max-workers": max.to_string(),
+               "dragon.dev/scale-target": format!("apps/v1/statefulsets/{name}-worker"),
+               "dragon.dev/speedup": speedup.join(",")})
+    };
+    // It starts on the T4 node (best fit) and fills it.
+    s.podgroup("a", 2, elastic("a", 8)).await;
+    s.role_set("a-worker", "a", "worker", 2, 1).await;
+    until(90, "the first job grown to its node's 4 GPUs", || async {
+        s.replicas("a-worker").await == Some(4) && bound(&s.placement("a-worker-").await) == 4
+    })
+    .await;
+    assert_eq!(
+        nodes_of(&s, "a-worker-").await,
+        BTreeSet::from(["t4".to_string()])
+    );
+    // The A100 node's room goes to the next job, all of it.
+    s.podgroup("b", 2, elastic("b", 6)).await;
+    s.role_set("b-worker", "b", "worker", 2, 1).await;
+    until(
+        90,
+        "the second job grown to the A100 node's 6 GPUs",
+        || async {
+            s.replicas("b-worker").await == Some(6) && bound(&s.placement("b-worker-").await) == 6
+        },
+    )
+    .await;
+    assert_eq!(
+        nodes_of(&s, "b-worker-").await,
+        BTreeSet::from(["a100".to_string()])
+    );
+    assert_eq!(
+        s.replicas("a-worker").await,
+        Some(4),
+        "the first job kept to its type"
+    );
+    assert_eq!(
+        nodes_of(&s, "a-worker-").await,
+        BTreeSet::from(["t4".to_string()])
+    );
+    s.cleanup().await;
+}
+
 const LEADER: &str = "dragon_is_leader";
 
 /// Once exactly one of two replicas leads: (the leader, the other).
