@@ -498,3 +498,23 @@ fn compare_puts_the_zoo_side_by_side_in_one_table_and_one_report() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn importing_from_a_directory_that_is_not_the_artifacts_names_it() {
+    let out = std::env::temp_dir().join(format!("dragon-cli-import-{}", std::process::id()));
+    let out = out.display().to_string();
+    let (ok, _, err) = dragon(&[
+        "trace",
+        "import",
+        "sia",
+        "/no/such/sia-simulator",
+        "--out",
+        &out,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("/no/such/sia-simulator: not Sia's simulator directory"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -149,6 +149,17 @@ impl TraceCommand {
                     println!("  {}", t.description);
                 }
                 println!("  nodes        {} ({} GPUs)", t.nodes.len(), t.total_gpus());
+                let mut by_type: std::collections::BTreeMap<&str, u32> = Default::default();
+                for n in &t.nodes {
+                    if let Some(product) = n.labels.get(dragon_framework::GPU_PRODUCT) {
+                        *by_type.entry(product).or_default() += n.allocatable.gpus;
+                    }
+                }
+                if !by_type.is_empty() {
+                    let types: Vec<String> =
+                        by_type.iter().map(|(t, g)| format!("{t} ({g})")).collect();
+                    println!("  GPU types    {}", types.join(", "));
+                }
                 println!("  jobs         {}", t.jobs.len());
                 println!(
                     "  arrivals     {} to {}",
