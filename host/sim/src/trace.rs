@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
-
-use std::sync::Arc;
 
 use super::measured::{self, Batch, MeasuredJob, Model, ModelSpec};
 use super::queues::QueueSpec;
