@@ -15,10 +15,10 @@ use crate::spec;
 use dragon_framework::record::Frame;
 use dragon_framework::{
     Answers, ApiError, Binder, BreakerChange, Cluster, ClusterOp, Decision, Effect, Eviction,
-    Flush, GPU_PRODUCT, Release, Role, Scaler, Scheduler, SchedulerConfig, Wake, subject,
+    Flush, Release, Role, Scaler, Scheduler, SchedulerConfig, Wake, subject,
 };
 use dragon_framework::{JobKey, PodKey};
-use dragon_runtime::{Hooks, wit};
+use dragon_runtime::{ClusterView, Hooks, wit};
 
 /// How to run.
 #[derive(Debug, Clone, Copy)]
@@ -733,11 +733,9 @@ impl Sim<'_> {
             let nodes = pods.keys().copied().collect::<BTreeSet<_>>();
             j.record.max_nodes = j.record.max_nodes.max(nodes.len() as u32);
             let crossing = crossing_penalty(&self.trace.topology, self.sched.cluster(), &nodes);
-            let nodes_of = self.sched.cluster().nodes();
-            let gpu_types: Vec<Option<&str>> = pods
-                .keys()
-                .map(|&n| nodes_of[n].labels.get(GPU_PRODUCT).map(String::as_str))
-                .collect();
+            let cluster = self.sched.cluster();
+            let gpu_types: Vec<Option<&str>> =
+                pods.keys().map(|&n| cluster.gpu_type(n as u32)).collect();
             let pods: Vec<u32> = pods.into_values().collect();
             let work = tj.speed.work(tj.work_ms);
             let done = work - j.remaining.max(0.0);
