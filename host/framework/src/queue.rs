@@ -12,7 +12,9 @@
 //! ends. A unit whose attempt failed for another reason (the policy failed,
 //! a bind failed) waits out its backoff alone; no cluster change helps it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
+
+use rustc_hash::FxBuildHasher;
 
 use crate::model::Resources;
 
@@ -180,9 +182,13 @@ pub(crate) struct Waits {
 /// Units that failed an attempt and are not to be tried in every round, by
 /// unit id (a job's, or a lone pod's: see [`Changes::units`]). A unit not
 /// here is tried at once.
+///
+/// Hashed, because a round asks for every pending unit whether it is ready;
+/// nothing depends on the order of the entries (each is woken, kept or
+/// forgotten on its own, and the next retry is a minimum).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
-    entries: BTreeMap<u64, Entry>,
+    entries: HashMap<u64, Entry, FxBuildHasher>,
 }
 
 impl Queue {
@@ -214,6 +220,15 @@ impl Queue {
 
     /// Forget units that are no longer pending (`pending`: sorted ids).
     pub(crate) fn retain(&mut self, pending: &[u64]) {
+        // Mostly every entry is still pending: finding that out costs a
+        // look-up per pending unit, not a search per entry.
+        let kept = pending
+            .iter()
+            .filter(|id| self.entries.contains_key(id))
+            .count();
+        if kept == self.entries.len() {
+            return;
+        }
         self.entries
             .retain(|id, _| pending.binary_search(id).is_ok());
     }
@@ -547,5 +562,19 @@ mod tests {
         q.retain(&[1]);
         assert!(q.ready(2, 0));
         assert_eq!(q.next_retry_ms(0), None);
+    }
+
+    #[test]
+    fn units_still_pending_keep_their_place_when_others_leave() {
+        let mut q = Queue::default();
+        for id in [3, 5, 8] {
+            q.set_back(id, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        }
+        q.retain(&[1, 3, 5, 8, 9]);
+        assert!([3, 5, 8].iter().all(|&id| !q.ready(id, 1)), "all kept");
+        q.retain(&[1, 5, 9]);
+        assert!(q.ready(3, 1) && q.ready(8, 1), "forgotten: tried at once");
+        assert!(!q.ready(5, 1));
+        assert_eq!(q.since_ms(5, 1), Some(0));
     }
 }

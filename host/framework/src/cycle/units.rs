@@ -32,6 +32,41 @@ fn flags<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Flags {
     })
 }
 
+/// Look-ups of jobs by name in nearly ascending order: each walks on from
+/// where the last one stopped, and only a name behind it (a job whose
+/// name is a prefix of another's, `a` after `a-b`: their pods' keys sort
+/// the other way), or any once the walk is past the last job, is searched
+/// for.
+struct JobWalk<'a, V> {
+    jobs: &'a BTreeMap<JobKey, V>,
+    ahead: std::iter::Peekable<std::collections::btree_map::Iter<'a, JobKey, V>>,
+}
+
+impl<'a, V> JobWalk<'a, V> {
+    fn new(jobs: &'a BTreeMap<JobKey, V>) -> Self {
+        JobWalk {
+            jobs,
+            ahead: jobs.iter().peekable(),
+        }
+    }
+
+    fn find(&mut self, name: &JobKey) -> Option<&'a V> {
+        if self.ahead.peek().is_none_or(|(k, _)| *k > name) {
+            return self.jobs.get(name);
+        }
+        while let Some((k, v)) = self.ahead.peek() {
+            match (*k).cmp(name) {
+                std::cmp::Ordering::Less => {
+                    self.ahead.next();
+                }
+                std::cmp::Ordering::Equal => return Some(*v),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
 impl Scheduler {
     /// The pending units: the ids of all of them, and the plans of those
     /// the queue lets be tried at `now_ms` (only those are built: a round
@@ -52,6 +87,9 @@ impl Scheduler {
         // entry and whether it is ready are looked up once per run of them,
         // not once per pod.
         let mut last: Option<(&JobKey, Option<&JobEntry>, bool)> = None;
+        // And the jobs come in nearly the order of their pods' keys: they
+        // are found by walking on, not searched for.
+        let mut walk = JobWalk::new(&c.jobs);
         if gangs {
             // Every job is a gang: the jobs say how many pending members
             // each has, so only the ready ones' pods are looked at.
@@ -75,7 +113,7 @@ impl Scheduler {
             let job = e.pod.job.as_ref().map(|name| match last {
                 Some((seen, entry, ready)) if seen == name => (name, entry, ready),
                 _ => {
-                    let entry = c.jobs.get(name);
+                    let entry = walk.find(name);
                     let ready = entry.is_some_and(|j| self.queue.ready(j.unit_id, now_ms));
                     last = Some((name, entry, ready));
                     (name, entry, ready)
@@ -275,5 +313,38 @@ impl Scheduler {
             });
             fifo()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_finds_every_job_in_any_order_of_look_ups() {
+        let jobs: BTreeMap<JobKey, u32> = [("a", 1), ("a-b", 2), ("b", 3), ("c", 4)]
+            .into_iter()
+            .map(|(k, v)| (JobKey::from(k), v))
+            .collect();
+        let mut walk = JobWalk::new(&jobs);
+        // As pods' keys sort: `a-b-worker-0` before `a-worker-0`.
+        let asked = ["a-b", "a", "a", "b", "x", "c", "a", "d"];
+        let found: Vec<Option<u32>> = asked
+            .iter()
+            .map(|k| walk.find(&JobKey::from(*k)).copied())
+            .collect();
+        assert_eq!(
+            found,
+            [
+                Some(2),
+                Some(1),
+                Some(1),
+                Some(3),
+                None,
+                Some(4),
+                Some(1),
+                None
+            ]
+        );
     }
 }
