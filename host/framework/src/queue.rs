@@ -218,7 +218,8 @@ impl Queue {
             .min()
     }
 
-    /// Forget units that are no longer pending (`pending`: sorted ids).
+    /// Forget units that are no longer pending (`pending`: sorted ids, each
+    /// once, as the count below needs).
     pub(crate) fn retain(&mut self, pending: &[u64]) {
         // Mostly every entry is still pending: finding that out costs a
         // look-up per pending unit, not a search per entry.
