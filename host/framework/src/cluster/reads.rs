@@ -177,8 +177,18 @@ impl Cluster {
         &'a self,
         job: &'a str,
     ) -> impl Iterator<Item = &'a Pod> + 'a {
-        self.job_members(job)
-            .filter(|(_, s)| *s == PodState::Pending)
+        self.pending_members_of(job, self.jobs.get(job))
+    }
+
+    /// [`Cluster::pending_members`] of a job whose entry the caller holds
+    /// (walking the jobs): it is not searched for again.
+    pub(crate) fn pending_members_of<'a>(
+        &'a self,
+        job: &'a str,
+        entry: Option<&'a JobEntry>,
+    ) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.job_pods(job)
+            .filter(move |(p, s)| *s == PodState::Pending && !JobEntry::has_surplus(entry, p))
             .map(|(p, _)| p)
     }
 

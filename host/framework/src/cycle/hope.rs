@@ -84,9 +84,10 @@ impl Scheduler {
         let Some(job) = unit.job.as_deref().filter(|_| unit.wit.running == 0) else {
             return pending.min(1);
         };
-        let quorum = match self.cluster.job(job).map_or(0, |j| j.min_member) {
+        let entry = self.cluster.jobs.get(job);
+        let quorum = match entry.map_or(0, |e| e.job.min_member) {
             0 => pending,
-            min_member => min_member.saturating_sub(self.cluster.job_placed(job) as u32),
+            min_member => min_member.saturating_sub(entry.map_or(0, |e| e.counts.placed)),
         };
         let lo = unit.wit.min_workers.min(unit.wit.workers);
         let smallest = unit

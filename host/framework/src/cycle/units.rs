@@ -101,7 +101,7 @@ impl Scheduler {
                 if !self.queue.ready(entry.unit_id, now_ms) {
                     continue;
                 }
-                let members = c.pending_members(name).collect();
+                let members = c.pending_members_of(name, Some(entry)).collect();
                 by_job.insert(name.as_str(), (entry, members));
             }
         }

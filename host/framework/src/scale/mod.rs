@@ -134,7 +134,7 @@ impl Scheduler {
             if e.started_ms.is_some() || e.counts.pending_members == 0 {
                 continue;
             }
-            let mut pods: Vec<_> = c.pending_members(name).collect();
+            let mut pods: Vec<_> = c.pending_members_of(name, Some(e)).collect();
             // No two pods share a place: an unstable sort orders them as a
             // stable one.
             pods.sort_unstable_by_key(|p| p.placement_order());
