@@ -11,6 +11,10 @@
 //! - `gangs_of_8_*`: 125 gangs of 8 under `dragon`, likewise 1,000 pods.
 //! - `selected_gangs_of_8_native`: the same with every node labelled and
 //!   every pod selecting the label, as pods on a labelled pool are.
+//! - `simulate_*`: a whole simulation under `baseline` and `dragon` (native
+//!   policies): Pollux's workload 6 at twice its load (320 jobs on 64 GPUs)
+//!   and the multi-GPU jobs of Philly's busiest week (571 jobs on 256
+//!   GPUs). Loading the trace is not counted.
 
 use std::hint::black_box;
 
@@ -19,6 +23,7 @@ use dragon_framework::Scheduler;
 use dragon_policy::Dragon;
 use dragon_policy_sdk::Policy;
 use dragon_runtime::{FixedView, Hooks, WasmPolicy, wit};
+use dragon_sim::{SimOptions, Trace, simulate};
 use dragon_tests::workload::{pending, pending_selected, placement, schedule_all};
 use dragon_tests::{Native, candidates, engine, sdk_view};
 use gungraun::{library_benchmark, library_benchmark_group, main};
@@ -126,6 +131,39 @@ fn selected_gangs_of_8_native(input: (Scheduler, Native<Dragon>)) -> usize {
     run(input)
 }
 
+/// A whole simulation of `trace` under `policy`: the rounds it ran.
+fn simulation<P: Hooks>((trace, policy): (Trace, P)) -> u64 {
+    black_box(simulate(&trace, &policy, SimOptions::default(), None).rounds)
+}
+
+fn baseline_on(trace: &str) -> (Trace, Native<Baseline>) {
+    (
+        Trace::load(trace).expect("a bundled trace"),
+        Native::new(""),
+    )
+}
+
+fn dragon_on(trace: &str) -> (Trace, Native<Dragon>) {
+    (
+        Trace::load(trace).expect("a bundled trace"),
+        Native::new(""),
+    )
+}
+
+#[library_benchmark]
+#[bench::pollux_w6_2x(setup = baseline_on, args = ("pollux-w6-2x"))]
+#[bench::philly_week(setup = baseline_on, args = ("philly-week"))]
+fn simulate_baseline_native(input: (Trace, Native<Baseline>)) -> u64 {
+    simulation(input)
+}
+
+#[library_benchmark]
+#[bench::pollux_w6_2x(setup = dragon_on, args = ("pollux-w6-2x"))]
+#[bench::philly_week(setup = dragon_on, args = ("philly-week"))]
+fn simulate_dragon_native(input: (Trace, Native<Dragon>)) -> u64 {
+    simulation(input)
+}
+
 library_benchmark_group!(
     name = score;
     benchmarks = score_native, score_wasm
@@ -137,4 +175,9 @@ library_benchmark_group!(
         selected_gangs_of_8_native
 );
 
-main!(library_benchmark_groups = score, throughput);
+library_benchmark_group!(
+    name = simulation;
+    benchmarks = simulate_baseline_native, simulate_dragon_native
+);
+
+main!(library_benchmark_groups = score, throughput, simulation);
