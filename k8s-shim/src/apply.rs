@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dragon_framework::devices::{Allocation, ExtendedChoice};
-use dragon_framework::volumes::VolumeBinding;
-use dragon_framework::{ApiError, ApiErrorKind};
+use dragon_framework::{ApiError, ApiErrorKind, BindGroup, PodBind, Prebind};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use tokio::sync::{Notify, Semaphore};
@@ -19,59 +17,35 @@ use crate::cluster_io::{ClaimProgress, ClusterIo, Note};
 use crate::group_status::Status;
 use dragon_framework::{JobKey, NodeName, PodKey};
 
-/// What a round chose for a pod that must be written before its Binding:
-/// each ResourceClaim's allocation, the class and devices serving its
-/// `nvidia.com/gpu` request, and the binding of each PersistentVolumeClaim
-/// it binds.
-#[derive(Debug, Clone, Default)]
-pub struct Prebind {
-    pub claims: Vec<(String, Allocation)>,
-    pub extended: Option<ExtendedChoice>,
-    pub volumes: Vec<(String, VolumeBinding)>,
-}
-
-impl Prebind {
-    pub fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.extended.is_none() && self.volumes.is_empty()
-    }
-}
-
-/// A round's binds and what goes before them.
-#[derive(Debug, Clone, Default)]
-pub struct Prebinds {
-    /// By pod.
-    pub pods: BTreeMap<PodKey, Prebind>,
-    /// The gang (job) of each pod in one: a gang none of whose writes
-    /// failed is bound, else none of it.
-    pub gangs: BTreeMap<PodKey, JobKey>,
-    /// How long a pod's claims may take to become bound once written.
-    pub volume_wait: Duration,
-}
-
 /// Sends a round's binds, up to `concurrency` (at least 1) requests in
-/// flight, results in input order. First every pod's pre-bind writes (as
-/// kube-scheduler's PreBind: devices allocated, volumes bound and waited
-/// for), then the Bindings of the pods whose gang's writes all succeeded:
-/// a pod is never bound without what it needs, and a gang is not bound in
-/// part for want of one member's volume. A Binding answered with a 409 or
+/// flight, one result per pod in order. First every pod's pre-bind writes
+/// (as kube-scheduler's PreBind: devices allocated, volumes bound and
+/// waited for, at most `volume_wait`), then the Bindings of the pods whose
+/// job's writes all succeeded: a pod is never bound without what it needs,
+/// and a gang is not bound in part for want of one member's volume. A Binding answered with a 409 or
 /// not at all is settled by reading its pod back ([`bind_one`]). The loop
 /// waits for all of them: the framework releases a gang whose bind failed
 /// only once it has every result.
 pub async fn bind_all<I: ClusterIo>(
     io: &I,
-    binds: &[(PodKey, NodeName)],
-    prebinds: &Prebinds,
+    groups: &[BindGroup],
+    volume_wait: Duration,
     concurrency: usize,
 ) -> Bound {
     let concurrency = concurrency.max(1);
-    // Made before the stream, not by an adapter over the slice: a future
-    // holding a slice iterator across an await is not provably `Send`.
+    // Each pod with its group's job. Made before the stream, not by an
+    // adapter over the slice: a future holding a slice iterator across an
+    // await is not provably `Send`.
+    let binds: Vec<(&PodBind, Option<&JobKey>)> = groups
+        .iter()
+        .flat_map(|g| g.pods.iter().map(move |b| (b, g.job.as_ref())))
+        .collect();
     let writes: Vec<_> = binds
         .iter()
-        .map(|(pod, _)| async move {
-            match prebinds.pods.get(pod) {
-                Some(p) => prebind(io, pod, p, prebinds.volume_wait).await,
-                None => Ok(()),
+        .map(|&(b, _)| async move {
+            match b.prebind.is_empty() {
+                true => Ok(()),
+                false => prebind(io, &b.pod, &b.prebind, volume_wait).await,
             }
         })
         .collect();
@@ -83,13 +57,14 @@ pub async fn bind_all<I: ClusterIo>(
         .iter()
         .zip(&written)
         .filter(|(_, r)| r.is_err())
-        .filter_map(|((pod, _), _)| prebinds.gangs.get(pod))
+        .filter_map(|((_, job), _)| *job)
         .collect();
     let sends: Vec<_> = binds
         .iter()
         .zip(written)
-        .map(|((pod, node), written)| {
-            let gang = prebinds.gangs.get(pod).filter(|g| failed.contains(g));
+        .map(|(&(b, job), written)| {
+            let gang = job.filter(|g| failed.contains(g));
+            let (pod, node) = (&b.pod, &b.node);
             async move {
                 written.map_err(Outcome::Settled)?;
                 if let Some(gang) = gang {
@@ -125,10 +100,11 @@ pub async fn bind_all<I: ClusterIo>(
     // unreserve and post-filter do: it leaves their `reservedFor`, and a
     // claim nobody else reserved is deallocated, so its devices serve the
     // next attempt wherever that lands.
-    for ((pod, _), result) in binds.iter().zip(results) {
-        let Some(p) = prebinds.pods.get(pod).filter(|_| result.is_err()) else {
+    for ((b, _), result) in binds.iter().zip(results) {
+        let (pod, p) = (&b.pod, &b.prebind);
+        if result.is_ok() || p.is_empty() {
             continue;
-        };
+        }
         for (claim, _) in &p.claims {
             if let Err(e) = io.unreserve(claim, pod).await {
                 tracing::warn!(claim, %pod, "giving the claim back after a failed bind: {e}");

@@ -601,6 +601,18 @@ mod tests {
             .unwrap()
     }
 
+    /// Each `(pod, node)` a group of its own, of no job, with nothing to
+    /// write before its Binding.
+    fn lone(binds: Vec<(PodKey, NodeName)>) -> Vec<dragon_framework::BindGroup> {
+        binds
+            .into_iter()
+            .map(|(pod, node)| dragon_framework::BindGroup {
+                job: None,
+                pods: vec![dragon_framework::PodBind::plain(pod, node)],
+            })
+            .collect()
+    }
+
     #[test]
     fn a_rounds_binds_go_concurrently_up_to_the_bound_with_results_in_order() {
         let rt = runtime();
@@ -621,7 +633,7 @@ mod tests {
             .collect();
         let t0 = Instant::now();
         let results = rt
-            .block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 4))
+            .block_on(crate::apply::bind_all(&io, &lone(binds), Duration::ZERO, 4))
             .results;
         let took = t0.elapsed();
         assert_eq!(results.len(), 12);
@@ -655,7 +667,12 @@ mod tests {
             .collect();
         let t0 = Instant::now();
         let results = rt
-            .block_on(crate::apply::bind_all(&io, &binds, &Default::default(), 32))
+            .block_on(crate::apply::bind_all(
+                &io,
+                &lone(binds),
+                Duration::ZERO,
+                32,
+            ))
             .results;
         assert!(results.iter().all(Result::is_ok));
         let g = seen.lock().unwrap();

@@ -117,9 +117,9 @@ impl Scheduler {
         // with it (see `Scheduler::set_wall_clock`).
         self.set_wall_clock(Instant::now);
         let planned = self.plan_round(now_ms, policy, fallback, budget);
-        let results = match planned.binds().is_empty() {
+        let results = match planned.groups().is_empty() {
             true => Vec::new(),
-            false => binder.bind_many(planned.binds()),
+            false => binder.bind_many(planned.groups()),
         };
         let mut report = self.settle_round(planned, results);
         let outcomes = apply_effects(&report.effects, binder, scaler);

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cycle::BindGroup;
 use crate::names::{JobKey, NodeName, PodKey};
 use crate::unit::UnitKey;
 
@@ -126,12 +127,14 @@ pub trait Binder {
     /// Why the bind failed; the framework releases the gang.
     fn bind(&mut self, pod: &str, node: &str) -> Result<(), ApiError>;
 
-    /// Bind every `(pod, node)` of a round: one result per entry, in order.
-    /// The default binds one after another.
-    fn bind_many(&mut self, binds: &[(PodKey, NodeName)]) -> Vec<Result<(), ApiError>> {
-        binds
+    /// Bind every pod of a round's groups: one result per pod, in order.
+    /// The default binds one after another (a simulated or recorded
+    /// cluster has nothing to write before a Binding).
+    fn bind_many(&mut self, groups: &[BindGroup]) -> Vec<Result<(), ApiError>> {
+        groups
             .iter()
-            .map(|(pod, node)| self.bind(pod, node))
+            .flat_map(|g| &g.pods)
+            .map(|b| self.bind(&b.pod, &b.node))
             .collect()
     }
 

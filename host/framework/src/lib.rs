@@ -71,8 +71,8 @@ pub use constraints::{
     WeightedPodAffinityTerm,
 };
 pub use cycle::{
-    Decision, DeferAt, PlannedRound, RoundBudget, RoundReport, Scheduler, SchedulerConfig,
-    Unbounded, Unschedulable,
+    BindGroup, Decision, DeferAt, PlannedRound, PodBind, Prebind, RoundBudget, RoundReport,
+    Scheduler, SchedulerConfig, Unbounded, Unschedulable,
 };
 pub use drive::{WallBudget, apply_effects};
 pub use io::{

@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 use dragon_framework::record::Frame;
 use dragon_framework::share::{HOUR_MS, QueueMeter};
 use dragon_framework::{
-    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, JobKey, NodeName,
-    PodKey, PodState, Release, RoundReport, ScaleRequest, UnitKey, WallBudget,
+    Answers, ApiError, ApiErrorKind, BreakerChange, Decision, Effect, Eviction, JobKey, PodState,
+    Release, RoundReport, ScaleRequest, UnitKey, WallBudget,
 };
 use dragon_runtime::{Hooks, Observed, PolicySlot, WasmPolicy};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Prebind, Prebinds, Publisher, StatusWriter, bind_all};
+use crate::apply::{Publisher, StatusWriter, bind_all};
 use crate::clock::now_ms;
 use crate::cluster_io::{ClusterIo, Note, Regarding};
 use crate::group_status::Status;

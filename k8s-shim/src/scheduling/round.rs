@@ -89,11 +89,10 @@ impl<I: ClusterIo> Loop<I> {
             let mut budget = WallBudget::starting_now(budget_ms);
             sched.plan_round(now, &timed, fallback.map(|f| f as &dyn Hooks), &mut budget)
         });
-        let prebinds = self.prebinds(planned.binds());
         let bound = bind_all(
             self.io.as_ref(),
-            planned.binds(),
-            &prebinds,
+            planned.groups(),
+            self.volume_bind_timeout,
             self.bind_concurrency,
         )
         .await;
@@ -101,7 +100,7 @@ impl<I: ClusterIo> Loop<I> {
         // are read again before the next round.
         self.resync_due |= bound.unsettled > 0;
         let results = bound.results;
-        for ((pod, node), result) in planned.binds().iter().zip(&results) {
+        for ((pod, node), result) in planned.binds().zip(&results) {
             if result.is_ok() {
                 self.events.spawn(Note {
                     regarding: Regarding::Pod(pod.clone().into()),
@@ -179,38 +178,6 @@ impl<I: ClusterIo> Loop<I> {
         let leaves = dragon_framework::share::leaves(cluster.queues());
         self.metrics
             .queue_fairness(&names, &shares, &waits, &leaves);
-    }
-
-    /// What the framework chose for `binds` that must be written before
-    /// them, and the gangs they belong to.
-    fn prebinds(&self, binds: &[(PodKey, NodeName)]) -> Prebinds {
-        let cluster = self.snapshot.sched.cluster();
-        let (devices, volumes) = (cluster.devices(), cluster.volumes());
-        let mut prebinds = Prebinds {
-            volume_wait: self.volume_bind_timeout,
-            ..Prebinds::default()
-        };
-        for (pod, _) in binds {
-            let chosen = Prebind {
-                claims: devices
-                    .chosen_for(pod)
-                    .into_iter()
-                    .map(|(claim, a)| (claim.to_string(), a.clone()))
-                    .collect(),
-                extended: devices.extended_for(pod).cloned(),
-                volumes: volumes
-                    .chosen_for(pod)
-                    .map(|(claim, b)| (claim.to_string(), b.clone()))
-                    .collect(),
-            };
-            if !chosen.is_empty() {
-                prebinds.pods.insert(pod.clone(), chosen);
-            }
-            if let Some(job) = cluster.pod(pod).and_then(|(p, _)| p.job.clone()) {
-                prebinds.gangs.insert(pod.clone(), job);
-            }
-        }
-        prebinds
     }
 
     /// Release the members of gangs whose binds failed, apply the scales

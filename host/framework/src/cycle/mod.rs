@@ -2,6 +2,7 @@
 //! policy filter → score → reserve → permit → bind, with unreserve on any
 //! failure. Gangs are bound together or not at all.
 
+mod binds;
 mod budget;
 mod config;
 mod domain;
@@ -21,6 +22,7 @@ mod victims;
 #[cfg(test)]
 mod tests;
 
+pub use binds::{BindGroup, PodBind, Prebind};
 pub use budget::{DeferAt, RoundBudget, Unbounded};
 pub use config::SchedulerConfig;
 pub(crate) use place::{PlaceError, Sizes};
@@ -354,16 +356,12 @@ impl Scheduler {
             };
             self.attempt_units(attempt, budget, &units, &mut to_bind, &mut report);
         }
-        let binds = to_bind
-            .iter()
-            .flat_map(|b: &ToBind| &b.pods)
-            .map(|(pod, node)| (pod.clone(), self.cluster.nodes()[*node].name.clone()))
-            .collect();
+        let groups = self.bind_groups(&units, &to_bind);
         PlannedRound {
             report,
             units,
             to_bind,
-            binds,
+            groups,
         }
     }
 

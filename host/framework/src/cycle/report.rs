@@ -4,9 +4,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::ToBind;
 use super::UnitPlan;
 use super::Unschedulable;
+use super::{BindGroup, ToBind};
 use crate::breaker::BreakerChange;
 use crate::io::{ApiError, Effect, ScaleRequest};
 use crate::names::{NodeName, PodKey};
@@ -234,14 +234,23 @@ pub struct PlannedRound {
     pub(super) report: RoundReport,
     pub(super) units: Vec<UnitPlan>,
     pub(super) to_bind: Vec<ToBind>,
-    /// `(pod, node)`, each group's pods together.
-    pub(super) binds: Vec<(PodKey, NodeName)>,
+    /// What `to_bind` asks of the driver, group for group.
+    pub(super) groups: Vec<BindGroup>,
 }
 
 impl PlannedRound {
-    /// `(pod, node name)` to bind, in order.
-    pub fn binds(&self) -> &[(PodKey, NodeName)] {
-        &self.binds
+    /// The groups to bind, in order, each pod with its node and what must
+    /// be written before its Binding.
+    pub fn groups(&self) -> &[BindGroup] {
+        &self.groups
+    }
+
+    /// `(pod, node)` to bind, in order: the groups' pods one after another.
+    pub fn binds(&self) -> impl Iterator<Item = (&PodKey, &NodeName)> {
+        self.groups
+            .iter()
+            .flat_map(|g| &g.pods)
+            .map(|b| (&b.pod, &b.node))
     }
 }
 

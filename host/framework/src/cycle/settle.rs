@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Decision, PlannedRound, RoundReport, Scheduler};
+use super::{Decision, PlannedRound, PodBind, RoundReport, Scheduler};
 use crate::cluster::PodState;
 use crate::io::{
     Answers, ApiError, ApiErrorKind, Effect, Eviction, Release, ScaleCause, ScaleRequest,
@@ -19,8 +19,8 @@ use crate::queue::Setback;
 use crate::unit::UnitKey;
 
 impl Scheduler {
-    /// Finish a planned round with the results of its binds, one per
-    /// [`PlannedRound::binds`] entry in order (a missing result counts as
+    /// Finish a planned round with the results of its binds, one per pod
+    /// of [`PlannedRound::groups`] in order (a missing result counts as
     /// failed). A group whose bind failed is released whole: each of its
     /// members already bound becomes an [`Effect::Release`], and it backs
     /// off. A unit of lone pods backs off only when none of its pods could
@@ -36,20 +36,18 @@ impl Scheduler {
             mut report,
             units,
             to_bind,
-            binds,
+            groups,
         } = planned;
         let now_ms = report.now_ms;
         let mut results = results.into_iter();
-        let mut binds = binds.into_iter();
         // Per unit of lone pods: whether any of its pods was bound.
         let mut lone: BTreeMap<usize, bool> = BTreeMap::new();
-        for group in to_bind {
+        for (group, sent) in to_bind.into_iter().zip(groups) {
             let unit = &units[group.unit];
-            let outcome: Vec<(NodeName, Result<(), ApiError>)> = group
+            let outcome: Vec<(NodeName, Result<(), ApiError>)> = sent
                 .pods
-                .iter()
-                .map(|_| {
-                    let (_, node) = binds.next().unwrap_or_default();
+                .into_iter()
+                .map(|PodBind { node, .. }| {
                     let result = results.next().unwrap_or_else(|| {
                         Err(ApiError::new(
                             crate::ApiErrorKind::Unavailable,

@@ -105,7 +105,7 @@ fn a_spent_budget_defers_the_untried_units_to_the_next_round() {
         budget_ms: 5,
     };
     let planned = s.plan_round(0, &policy, None, &mut budget);
-    assert_eq!(planned.binds().len(), 2, "two tried, one left");
+    assert_eq!(planned.binds().count(), 2, "two tried, one left");
     assert!(planned.report.decisions.contains(&Decision::Deferred {
         units: 1,
         budget_ms: 5
@@ -121,7 +121,7 @@ fn a_gang_held_in_permit_is_released_when_its_wait_runs_out() {
     s.config = SchedulerConfig::default();
     let policy = permits(wit::PermitResult::Wait(1_000));
     let planned = s.plan_round(0, &policy, None, &mut Unbounded);
-    assert!(planned.binds().is_empty());
+    assert!(planned.groups().is_empty());
     assert!(
         matches!(
             planned.report.decisions.as_slice(),
@@ -156,7 +156,7 @@ fn a_gang_with_a_failed_bind_is_released_whole_and_its_bound_members_given_back(
     let pods = vec![member("j", Role::Worker, 0), member("j", Role::Worker, 1)];
     let mut s = scheduler(8, &[job("j", 2)], pods);
     let planned = s.plan_round(0, &permits(wit::PermitResult::Allow), None, &mut Unbounded);
-    assert_eq!(planned.binds().len(), 2);
+    assert_eq!(planned.binds().count(), 2);
     let refused = ApiError::new(ApiErrorKind::Conflict, "already bound");
     let report = s.settle_round(planned, vec![Ok(()), Err(refused)]);
     assert!(
@@ -193,7 +193,7 @@ fn elastic(name: &str, pods: u32, min: u32) -> (Job, Vec<Pod>) {
 fn one_round(s: &mut Scheduler, policy: &dyn Hooks) -> (BTreeMap<String, usize>, usize) {
     let planned = s.plan_round(0, policy, None, &mut Unbounded);
     let groups = planned.to_bind.len();
-    let n = planned.binds().len();
+    let n = planned.binds().count();
     let report = s.settle_round(planned, vec![Ok(()); n]);
     let mut per_job = BTreeMap::new();
     for d in &report.decisions {
@@ -255,7 +255,7 @@ fn a_running_gangs_extras_wait_for_a_new_gangs_quorum() {
     let policy = permits(wit::PermitResult::Allow);
     // Alone, it takes all four slots.
     let planned = s.plan_round(0, &policy, None, &mut Unbounded);
-    let n = planned.binds().len();
+    let n = planned.binds().count();
     assert_eq!(n, 4);
     // Two of its bound pods finish (they are removed) as a new gang
     // arrives.
@@ -350,7 +350,7 @@ fn on_a_large_cluster_a_pod_looks_at_a_share_of_the_nodes_and_a_gang_at_its_own_
     .unwrap();
     let policy = recording_scores();
     let planned = s.plan_round(0, &policy, None, &mut Unbounded);
-    assert_eq!(planned.binds().len(), 2, "{:?}", planned.report.decisions);
+    assert_eq!(planned.binds().count(), 2, "{:?}", planned.report.decisions);
     let seen = policy.candidates.into_inner().unwrap();
     let sizes: Vec<usize> = seen.iter().map(Vec::len).collect();
     let member = seen
@@ -410,7 +410,7 @@ fn counting(hooks: Vec<wit::Hook>) -> Counting {
 /// One round at `now_ms` with every bind succeeding: the pods bound.
 fn bound_at(s: &mut Scheduler, now_ms: u64, policy: &dyn Hooks) -> Vec<PodKey> {
     let planned = s.plan_round(now_ms, policy, None, &mut Unbounded);
-    let n = planned.binds().len();
+    let n = planned.binds().count();
     let report = s.settle_round(planned, vec![Ok(()); n]);
     report
         .decisions
@@ -589,9 +589,9 @@ fn a_running_gang_grows_only_on_its_gpu_type() {
             .any(|w| w.contains("go to its GPU type, Tesla-T4")),
         "{why:?}"
     );
-    let n = planned.binds().len();
+    let n = planned.binds().count();
     assert_eq!(n, 0);
-    s.settle_round(planned, Vec::new());
+    let _ = s.settle_round(planned, Vec::new());
 
     // A new gang may start on any type.
     let (j, pods) = elastic("new", 2, 2);

@@ -684,13 +684,24 @@ impl Inventory {
     /// The allocations chosen for `pod` that the driver must write before
     /// its Binding, by claim.
     pub fn chosen_for(&self, pod: &str) -> Vec<(&str, &Allocation)> {
-        self.claims
-            .values()
-            .filter_map(|e| match &e.chosen {
-                Some((p, a)) if p == pod => Some((e.claim.key.as_str(), a)),
-                _ => None,
-            })
+        self.chosen()
+            .filter(|(p, _, _)| *p == pod)
+            .map(|(_, claim, a)| (claim, a))
             .collect()
+    }
+
+    /// Every allocation chosen and not yet written: `(pod, claim, allocation)`,
+    /// by claim.
+    pub(crate) fn chosen(&self) -> impl Iterator<Item = (&str, &str, &Allocation)> {
+        self.claims.values().filter_map(|e| {
+            let (pod, a) = e.chosen.as_ref()?;
+            Some((pod.as_str(), e.claim.key.as_str(), a))
+        })
+    }
+
+    /// The devices chosen to serve pods' extended resources, by pod.
+    pub(crate) fn extended_chosen(&self) -> impl Iterator<Item = (&str, &ExtendedChoice)> {
+        self.extended.iter().map(|(pod, c)| (pod.as_str(), c))
     }
 
     /// Ops that publish all of it again: slices, classes, then claims,

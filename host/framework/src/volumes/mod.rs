@@ -250,10 +250,17 @@ impl Volumes {
         &'a self,
         pod: &'a str,
     ) -> impl Iterator<Item = (&'a str, &'a VolumeBinding)> {
+        self.chosen()
+            .filter(move |(p, _, _)| *p == pod)
+            .map(|(_, c, b)| (c, b))
+    }
+
+    /// Every binding chosen and not yet written: `(pod, claim, binding)`,
+    /// by claim.
+    pub(crate) fn chosen(&self) -> impl Iterator<Item = (&str, &str, &VolumeBinding)> {
         self.chosen
             .iter()
-            .filter(move |(_, (p, _))| p == pod)
-            .map(|(c, (_, b))| (c.as_str(), b))
+            .map(|(c, (p, b))| (p.as_str(), c.as_str(), b))
     }
 
     /// How each of `claims` is bound on `node`, or why it cannot be:
