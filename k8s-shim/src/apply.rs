@@ -20,9 +20,10 @@ use dragon_framework::{JobKey, NodeName, PodKey};
 /// Sends a round's binds, up to `concurrency` (at least 1) requests in
 /// flight, one result per pod in order. First every pod's pre-bind writes
 /// (as kube-scheduler's PreBind: devices allocated, volumes bound and
-/// waited for, at most `volume_wait`), then the Bindings of the pods whose
-/// job's writes all succeeded: a pod is never bound without what it needs,
-/// and a gang is not bound in part for want of one member's volume. A Binding answered with a 409 or
+/// waited for, at most `volume_wait`), then the Bindings of the lone pods
+/// whose writes succeeded and of the gangs whose members' writes all did:
+/// a pod is never bound without what it needs, and a gang is not bound in
+/// part for want of one member's volume. A Binding answered with a 409 or
 /// not at all is settled by reading its pod back ([`bind_one`]). The loop
 /// waits for all of them: the framework releases a gang whose bind failed
 /// only once it has every result.
@@ -33,7 +34,7 @@ pub async fn bind_all<I: ClusterIo>(
     concurrency: usize,
 ) -> Bound {
     let concurrency = concurrency.max(1);
-    // Each pod with its group's job. Made before the stream, not by an
+    // Each pod with its gang's job. Made before the stream, not by an
     // adapter over the slice: a future holding a slice iterator across an
     // await is not provably `Send`.
     let binds: Vec<(&PodBind, Option<&JobKey>)> = groups
