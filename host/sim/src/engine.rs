@@ -251,6 +251,10 @@ struct Sim<'a> {
     full: BTreeSet<usize>,
     /// Arrived, unfinished jobs.
     active: BTreeSet<usize>,
+    /// Active jobs holding a node or fully placed, and those that stopped
+    /// since the last timeline point: the only ones a point reads one by
+    /// one (the others are queued, and counted as such).
+    holding: BTreeSet<usize>,
     permit_deadlines: BTreeSet<u64>,
     /// When units' scheduling backoff ends (a round retries them then).
     retries: BTreeSet<u64>,
@@ -404,6 +408,7 @@ fn run<'a>(
         by_name,
         full: BTreeSet::new(),
         active: BTreeSet::new(),
+        holding: BTreeSet::new(),
         permit_deadlines: BTreeSet::new(),
         retries: BTreeSet::new(),
         now: 0,
@@ -670,6 +675,7 @@ impl Sim<'_> {
         j.record.final_workers = j.workers;
         self.full.remove(&i);
         self.active.remove(&i);
+        self.holding.remove(&i);
         self.done += 1;
         self.mark_change();
     }
@@ -761,6 +767,9 @@ impl Sim<'_> {
             j.finish_at = u64::MAX;
             self.full.remove(&i);
         }
+        // Kept until the next point even once it holds nothing: that
+        // point closes its half placement.
+        self.holding.insert(i);
         j.record.final_workers = j.workers;
     }
 

@@ -53,11 +53,13 @@ impl Scheduler {
     /// Whether the round's extras are shared: at least two of its gangs
     /// wait for a quorum or have extras. A gang alone is placed whole, as
     /// many of its pods as fit.
-    pub(super) fn shares_extras(&self, units: &[UnitPlan]) -> bool {
+    pub(super) fn shares_extras<'a>(
+        &self,
+        units: impl Iterator<Item = &'a UnitPlan> + Clone,
+    ) -> bool {
         // Most rounds have no gang with extras: one look at each job.
-        units.iter().any(|u| self.quorum_cap(u).is_some())
+        units.clone().any(|u| self.quorum_cap(u).is_some())
             && units
-                .iter()
                 .filter(|u| self.quorum_cap(u).is_some() || self.awaits_quorum(u))
                 .nth(1)
                 .is_some()

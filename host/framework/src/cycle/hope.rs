@@ -7,9 +7,10 @@
 //! call to the policy, so a round costs the units that could fit rather
 //! than the queue's length.
 
+use super::units::Parked;
 use super::*;
 use crate::model::Resources;
-use crate::queue::{Need, Wake};
+use crate::queue::{Need, Setback, Wake};
 
 /// Whether the nodes have room for each need asked about, remembered
 /// while the cluster's room does not change (a round's needs come in a
@@ -110,6 +111,27 @@ impl Scheduler {
             && self.held.is_empty()
             && self.reclaiming.is_empty()
             && self.breaker.is_closed(&policy.info().sha256)
+    }
+
+    /// Whether the round passes a parked lone pod over at its turn, as
+    /// [`Scheduler::passed_over`] would its plan: then it is set back as
+    /// that would be.
+    pub(super) fn passes_parked_over(
+        &mut self,
+        parked: &Parked,
+        seen: &mut RoomSeen,
+        now_ms: u64,
+    ) -> bool {
+        if !hopeless(&self.cluster, &self.config, &parked.need, seen, &mut || {
+            None
+        }) {
+            return false;
+        }
+        let traits = (parked.wants_placed, Some(parked.need));
+        let waits = self.config.waits();
+        self.queue
+            .set_back(parked.id, Setback::Unschedulable, traits, now_ms, waits);
+        true
     }
 
     /// Whether the round passes `unit` over at its turn: it was found

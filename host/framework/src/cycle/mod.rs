@@ -47,6 +47,7 @@ use domain::Held;
 use dragon_runtime::bounds::policy_text;
 use dragon_runtime::{CallError, Failure, HookName, Hooks, wit};
 use preemption::Room;
+use units::Candidate;
 
 /// What one attempt at a unit came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -325,7 +326,7 @@ impl Scheduler {
         let gangs = policy.info().implements(wit::Hook::Permit);
         // Units that are no longer pending leave the queue; the others are
         // tried once ready (see `queue`).
-        let (pending, units) = self.units(gangs, now_ms);
+        let (pending, candidates) = self.units(gangs, now_ms);
         self.queue.retain(&pending);
         // A victim seen pending or gone is forgotten: a copy its controller
         // makes under the same name is not one to wait for.
@@ -348,14 +349,16 @@ impl Scheduler {
         self.held.retain(|k, _| nominated.contains_key(k));
         self.reclaiming.retain(|k, _| nominated.contains_key(k));
         let mut to_bind = Vec::new();
-        if !units.is_empty() {
+        let units = if candidates.is_empty() {
+            Vec::new()
+        } else {
             let attempt = Attempting {
                 now_ms,
                 policy,
                 fallback,
             };
-            self.attempt_units(attempt, budget, &units, &mut to_bind, &mut report);
-        }
+            self.attempt_units(attempt, budget, candidates, &mut to_bind, &mut report)
+        };
         let groups = self.bind_groups(&units, &to_bind);
         PlannedRound {
             report,
@@ -365,15 +368,16 @@ impl Scheduler {
         }
     }
 
-    /// Try each unit in the policy's order while `budget` allows.
+    /// Try each unit in the policy's order while `budget` allows: the plans
+    /// of the units tried, which the round's binds index.
     fn attempt_units(
         &mut self,
         attempt: Attempting<'_>,
         budget: &mut dyn RoundBudget,
-        units: &[UnitPlan],
+        candidates: Vec<Candidate>,
         to_bind: &mut Vec<ToBind>,
         report: &mut RoundReport,
-    ) {
+    ) -> Vec<UnitPlan> {
         let Attempting {
             now_ms,
             policy,
@@ -383,12 +387,17 @@ impl Scheduler {
         if let Some(f) = fallback {
             f.begin_round();
         }
-        let order = self.order(now_ms, policy, units, report);
-        let share_extras = self.shares_extras(units);
+        let order = self.order(now_ms, policy, &candidates, report);
+        let share_extras = self.shares_extras(candidates.iter().filter_map(|c| match c {
+            Candidate::Plan(u) => Some(u),
+            Candidate::Parked(_) => None,
+        }));
         let passes_over = !share_extras && self.passes_over(policy);
+        let mut candidates: Vec<Option<Candidate>> = candidates.into_iter().map(Some).collect();
+        let mut units = Vec::new();
         let mut seen = hope::RoomSeen::default();
         let mut deferred = Vec::new();
-        for (position, &i) in order.iter().enumerate() {
+        for (position, &c) in order.iter().enumerate() {
             let untried = order.len() - position;
             if budget.spent(untried) {
                 report.decisions.push(Decision::Deferred {
@@ -397,6 +406,22 @@ impl Scheduler {
                 });
                 break;
             }
+            let plan = match candidates[c].take() {
+                Some(Candidate::Plan(plan)) => plan,
+                Some(Candidate::Parked(parked)) => {
+                    if passes_over && self.passes_parked_over(&parked, &mut seen, now_ms) {
+                        continue;
+                    }
+                    match self.parked_plan(&parked) {
+                        Some(plan) => plan,
+                        None => continue,
+                    }
+                }
+                // `order` is a permutation: each index comes once.
+                None => continue,
+            };
+            units.push(plan);
+            let i = units.len() - 1;
             // Its quorum only while other gangs want room too; its extras
             // come after the queue.
             let capped;
@@ -443,8 +468,9 @@ impl Scheduler {
             }
         }
         if !deferred.is_empty() {
-            self.place_extras(now_ms, policy, units, deferred, to_bind, report);
+            self.place_extras(now_ms, policy, &units, deferred, to_bind, report);
         }
+        units
     }
 
     /// [`Scheduler::schedule_unit`] behind the policy's circuit breaker: a

@@ -86,11 +86,21 @@ fn a_jobs_pending_pods_are_one_gang_workers_first_or_each_its_own_unit_without_g
         member("j", Role::Worker, 0),
     ];
     let s = scheduler(8, &[job("j", 2)], pods);
-    let (_, gangs) = s.units(true, 0);
+    let plans = |gangs| -> Vec<UnitPlan> {
+        let (_, units) = s.units(gangs, 0);
+        units
+            .into_iter()
+            .filter_map(|u| match u {
+                super::units::Candidate::Plan(u) => Some(u),
+                super::units::Candidate::Parked(_) => None,
+            })
+            .collect()
+    };
+    let gangs = plans(true);
     assert_eq!(gangs.len(), 1);
     assert_eq!(gangs[0].key, UnitKey::job("j"));
     assert_eq!(gangs[0].pods, ["j-Worker-0", "j-Worker-1", "j-Ps-0"]);
-    let (_, lone) = s.units(false, 0);
+    let lone = plans(false);
     assert_eq!(lone.len(), 3, "a trace's job under a policy without permit");
     assert!(lone.iter().all(|u| u.pods.len() == 1 && !u.wit.gang));
 }

@@ -3,6 +3,82 @@
 
 use super::*;
 use crate::cluster::{JobEntry, PodEntry};
+use crate::queue::{Need, Wake};
+
+/// A pending unit a round may try: its plan, or, for a pod on its own that
+/// was found unschedulable and has not changed since, only what ordering
+/// it and [passing it over](Scheduler::passes_over) read. When free room
+/// wakes thousands of such pods, most are passed over: their plans are
+/// built only for those tried.
+pub(super) enum Candidate {
+    Plan(UnitPlan),
+    Parked(Parked),
+}
+
+/// A lone pod found unschedulable before (see [`Candidate`]).
+pub(super) struct Parked {
+    pub(super) id: u64,
+    pub(super) pod: PodKey,
+    pub(super) arrival_ms: u64,
+    pub(super) priority: i32,
+    /// What the policy's `queue-order` is told it asks for.
+    pub(super) request: wit::Resources,
+    /// What it needs to fit: what the queue kept when it was set back.
+    pub(super) need: Need,
+    pub(super) wants_placed: bool,
+}
+
+impl Candidate {
+    fn id(&self) -> u64 {
+        match self {
+            Candidate::Plan(u) => u.wit.id,
+            Candidate::Parked(p) => p.id,
+        }
+    }
+
+    fn arrival_ms(&self) -> u64 {
+        match self {
+            Candidate::Plan(u) => u.wit.arrival_ms,
+            Candidate::Parked(p) => p.arrival_ms,
+        }
+    }
+
+    fn priority(&self) -> i32 {
+        match self {
+            Candidate::Plan(u) => u.wit.priority,
+            Candidate::Parked(p) => p.priority,
+        }
+    }
+
+    /// What the policy's `queue-order` sees of it.
+    fn queued(&self) -> wit::Queued {
+        let (pods, total) = match self {
+            Candidate::Plan(u) => (
+                u.wit.tasks.len() as u32,
+                u.wit.tasks.iter().fold(
+                    wit::Resources {
+                        cpu_milli: 0,
+                        memory_mib: 0,
+                        gpus: 0,
+                    },
+                    |a, t| wit::Resources {
+                        cpu_milli: a.cpu_milli.saturating_add(t.request.cpu_milli),
+                        memory_mib: a.memory_mib.saturating_add(t.request.memory_mib),
+                        gpus: a.gpus.saturating_add(t.request.gpus),
+                    },
+                ),
+            ),
+            Candidate::Parked(p) => (1, p.request),
+        };
+        wit::Queued {
+            id: self.id(),
+            arrival_ms: self.arrival_ms(),
+            priority: self.priority(),
+            pods,
+            total,
+        }
+    }
+}
 
 /// What a round reads of a unit's pods once, as it builds the unit.
 struct Flags {
@@ -74,7 +150,7 @@ impl Scheduler {
     /// policy has `permit`, or the job is [always a gang](Job::always_gang)),
     /// a job's pending pods form one unit; without (`permit` not
     /// implemented), every pod is its own.
-    pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (Vec<u64>, Vec<UnitPlan>) {
+    pub(super) fn units(&self, gangs: bool, now_ms: u64) -> (Vec<u64>, Vec<Candidate>) {
         let c = &self.cluster;
         // The pending pods of each job the queue lets be tried, as they are
         // walked: the plans are built from them, with no look-up by key.
@@ -157,7 +233,7 @@ impl Scheduler {
                 wants_placed,
                 least,
             } = flags(pods.iter().copied());
-            units.push(UnitPlan {
+            units.push(Candidate::Plan(UnitPlan {
                 key: UnitKey::job(job),
                 job: Some(job.into()),
                 wit: wit::Unit {
@@ -177,42 +253,78 @@ impl Scheduler {
                 gated,
                 wants_placed,
                 least,
-            });
+            }));
         }
+        let fits_only = self.config.wake == Wake::Fits;
         for (e, job) in lone {
-            // A pod of a job scheduled on its own (a policy without gangs)
-            // still tells the policy what job it belongs to.
-            let (workers, min, max) = job
-                .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
-                .unwrap_or((0, 0, 0));
-            let Flags {
-                gated,
-                wants_placed,
-                least,
-            } = flags([&e.pod]);
-            units.push(UnitPlan {
-                key: UnitKey::Pod(e.pod.key.clone()),
-                job: None,
-                wit: wit::Unit {
+            let unit = if fits_only && self.queue.need(e.unit_id).is_some() {
+                Candidate::Parked(Parked {
                     id: e.unit_id,
+                    pod: e.pod.key.clone(),
                     arrival_ms: e.pod.arrival_ms,
                     priority: e.pod.priority,
-                    gang: false,
-                    tasks: vec![c.task(&e.pod)],
-                    workers,
-                    min_workers: min,
-                    max_workers: max,
-                    running: 0,
-                },
-                pods: vec![e.pod.key.clone()],
-                within: None,
-                cap: None,
-                gated,
-                wants_placed,
-                least,
-            });
+                    request: c.task(&e.pod).request,
+                    // As `Scheduler::need` finds it for a pod alone.
+                    need: Need {
+                        request: e.pod.request,
+                        pods: 1,
+                        priority: e.pod.priority,
+                    },
+                    wants_placed: flags([&e.pod]).wants_placed,
+                })
+            } else {
+                Candidate::Plan(self.lone_plan(e, job))
+            };
+            units.push(unit);
         }
         (pending, units)
+    }
+
+    /// The plan of a pod scheduled on its own.
+    fn lone_plan(&self, e: &PodEntry, job: Option<&JobEntry>) -> UnitPlan {
+        // A pod of a job scheduled on its own (a policy without gangs)
+        // still tells the policy what job it belongs to.
+        let (workers, min, max) = job
+            .map(|j| (j.job.workers, j.job.min_workers, j.job.max_workers))
+            .unwrap_or((0, 0, 0));
+        let Flags {
+            gated,
+            wants_placed,
+            least,
+        } = flags([&e.pod]);
+        UnitPlan {
+            key: UnitKey::Pod(e.pod.key.clone()),
+            job: None,
+            wit: wit::Unit {
+                id: e.unit_id,
+                arrival_ms: e.pod.arrival_ms,
+                priority: e.pod.priority,
+                gang: false,
+                tasks: vec![self.cluster.task(&e.pod)],
+                workers,
+                min_workers: min,
+                max_workers: max,
+                running: 0,
+            },
+            pods: vec![e.pod.key.clone()],
+            within: None,
+            cap: None,
+            gated,
+            wants_placed,
+            least,
+        }
+    }
+
+    /// The plan of a parked lone pod the round tries after all: `None` if
+    /// the pod is no longer pending.
+    pub(super) fn parked_plan(&self, parked: &Parked) -> Option<UnitPlan> {
+        let c = &self.cluster;
+        let e = c.pods.get(&parked.pod)?;
+        if e.state != PodState::Pending {
+            return None;
+        }
+        let job = e.pod.job.as_ref().and_then(|j| c.jobs.get(j));
+        Some(self.lone_plan(e, job))
     }
 
     /// The policy's queue order, validated; FIFO when the policy does not
@@ -221,7 +333,7 @@ impl Scheduler {
         &mut self,
         now_ms: u64,
         policy: &dyn Hooks,
-        units: &[UnitPlan],
+        units: &[Candidate],
         report: &mut RoundReport,
     ) -> Vec<usize> {
         // kube-scheduler's PrioritySort: priority, then the time the unit
@@ -231,11 +343,12 @@ impl Scheduler {
             // Each key once: the time it entered is a look-up in the queue.
             o.sort_by_cached_key(|&i| {
                 let u = &units[i];
+                let (id, arrival_ms) = (u.id(), u.arrival_ms());
                 let entered = self
                     .queue
-                    .since_ms(u.wit.id, now_ms)
-                    .map_or(u.wit.arrival_ms, |t| t.max(u.wit.arrival_ms));
-                (std::cmp::Reverse(u.wit.priority), entered, u.wit.id)
+                    .since_ms(id, now_ms)
+                    .map_or(arrival_ms, |t| t.max(arrival_ms));
+                (std::cmp::Reverse(u.priority()), entered, id)
             });
             o
         };
@@ -244,27 +357,7 @@ impl Scheduler {
         {
             return fifo();
         }
-        let queued: Vec<wit::Queued> = units
-            .iter()
-            .map(|u| wit::Queued {
-                id: u.wit.id,
-                arrival_ms: u.wit.arrival_ms,
-                priority: u.wit.priority,
-                pods: u.wit.tasks.len() as u32,
-                total: u.wit.tasks.iter().fold(
-                    wit::Resources {
-                        cpu_milli: 0,
-                        memory_mib: 0,
-                        gpus: 0,
-                    },
-                    |a, t| wit::Resources {
-                        cpu_milli: a.cpu_milli.saturating_add(t.request.cpu_milli),
-                        memory_mib: a.memory_mib.saturating_add(t.request.memory_mib),
-                        gpus: a.gpus.saturating_add(t.request.gpus),
-                    },
-                ),
-            })
-            .collect();
+        let queued: Vec<wit::Queued> = units.iter().map(Candidate::queued).collect();
         let result = policy
             .queue_order(now_ms, &queued, &self.cluster)
             .and_then(|order| {

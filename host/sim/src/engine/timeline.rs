@@ -18,13 +18,16 @@ impl Sim<'_> {
             stalled: 0,
             done: self.done as u32,
         };
-        for &i in &self.active {
-            let j = &mut self.jobs[i];
+        // A job holding nothing is neither busy, stalled nor half placed:
+        // it is queued until it starts (a started job is placed whole
+        // first, so none that holds nothing is busy unstarted).
+        p.queued = (self.active.len() as u64 - (self.started - self.done)) as u32;
+        let jobs = &mut self.jobs;
+        self.holding.retain(|&i| {
+            let j = &mut jobs[i];
             if j.busy(now) {
                 p.gpus_busy += j.gpus();
                 p.running += 1;
-            } else if j.record.started_ms.is_none() {
-                p.queued += 1;
             }
             if j.stalled(now) {
                 p.stalled += 1;
@@ -34,7 +37,8 @@ impl Sim<'_> {
             } else if let Some(s) = j.partial_since.take() {
                 j.record.partial_ms += now - s;
             }
-        }
+            j.full || !j.placement.is_empty()
+        });
         if self
             .run
             .timeline
