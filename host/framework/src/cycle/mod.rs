@@ -389,7 +389,7 @@ impl Scheduler {
         }
         let order = self.order(now_ms, policy, &candidates, report);
         let share_extras = self.shares_extras(candidates.iter().filter_map(|c| match c {
-            Candidate::Plan(u) => Some(u),
+            Candidate::Plan(u) => Some(&**u),
             Candidate::Parked(_) => None,
         }));
         let passes_over = !share_extras && self.passes_over(policy);
@@ -407,7 +407,7 @@ impl Scheduler {
                 break;
             }
             let plan = match candidates[c].take() {
-                Some(Candidate::Plan(plan)) => plan,
+                Some(Candidate::Plan(plan)) => *plan,
                 Some(Candidate::Parked(parked)) => {
                     if passes_over && self.passes_parked_over(&parked, &mut seen, now_ms) {
                         continue;

@@ -91,7 +91,7 @@ fn a_jobs_pending_pods_are_one_gang_workers_first_or_each_its_own_unit_without_g
         units
             .into_iter()
             .filter_map(|u| match u {
-                super::units::Candidate::Plan(u) => Some(u),
+                super::units::Candidate::Plan(u) => Some(*u),
                 super::units::Candidate::Parked(_) => None,
             })
             .collect()
@@ -103,6 +103,43 @@ fn a_jobs_pending_pods_are_one_gang_workers_first_or_each_its_own_unit_without_g
     let lone = plans(false);
     assert_eq!(lone.len(), 3, "a trace's job under a policy without permit");
     assert!(lone.iter().all(|u| u.pods.len() == 1 && !u.wit.gang));
+}
+
+#[test]
+fn room_for_one_pod_builds_the_plan_of_one_of_many_parked_pods() {
+    let pods = (0..500)
+        .map(|i| Pod::new(format!("p{i:03}"), gpus(1)))
+        .collect();
+    let config = SchedulerConfig {
+        flush: crate::queue::Flush::Count,
+        wake: crate::queue::Wake::Fits,
+        ..SchedulerConfig::default()
+    };
+    let mut s = scheduler_with(config, 1, &[], pods);
+    let holder = Pod::new("holder", gpus(1));
+    let node = Some("n".into());
+    s.apply(ClusterOp::AddPod { pod: holder, node }).unwrap();
+    let policy = permits(wit::PermitResult::Allow);
+    let first = s.plan_round(0, &policy, None, &mut Unbounded);
+    assert_eq!(
+        first.units.len(),
+        500,
+        "each tried once, and found unschedulable"
+    );
+    assert!(first.groups().is_empty());
+    s.apply(ClusterOp::RemovePod("holder".into())).unwrap();
+    // The freed GPU wakes them all; the first in line takes it, and the
+    // others are passed over by room alone, their plans never built.
+    let second = s.plan_round(1_000, &policy, None, &mut Unbounded);
+    let bound: Vec<_> = second.binds().map(|(pod, _)| pod.to_string()).collect();
+    assert_eq!(bound, ["p000"]);
+    assert_eq!(second.units.len(), 1);
+    let parked = s
+        .cluster()
+        .pods
+        .values()
+        .filter(|e| e.state == PodState::Pending && s.queue.need(e.unit_id).is_some());
+    assert_eq!(parked.count(), 499, "still parked with what they need");
 }
 
 #[test]

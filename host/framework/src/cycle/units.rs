@@ -11,7 +11,8 @@ use crate::queue::{Need, Wake};
 /// wakes thousands of such pods, most are passed over: their plans are
 /// built only for those tried.
 pub(super) enum Candidate {
-    Plan(UnitPlan),
+    /// Boxed: a round moves its candidates, and most are parked.
+    Plan(Box<UnitPlan>),
     Parked(Parked),
 }
 
@@ -233,7 +234,7 @@ impl Scheduler {
                 wants_placed,
                 least,
             } = flags(pods.iter().copied());
-            units.push(Candidate::Plan(UnitPlan {
+            units.push(Candidate::Plan(Box::new(UnitPlan {
                 key: UnitKey::job(job),
                 job: Some(job.into()),
                 wit: wit::Unit {
@@ -253,7 +254,7 @@ impl Scheduler {
                 gated,
                 wants_placed,
                 least,
-            }));
+            })));
         }
         let fits_only = self.config.wake == Wake::Fits;
         for (e, job) in lone {
@@ -273,7 +274,7 @@ impl Scheduler {
                     wants_placed: flags([&e.pod]).wants_placed,
                 })
             } else {
-                Candidate::Plan(self.lone_plan(e, job))
+                Candidate::Plan(Box::new(self.lone_plan(e, job)))
             };
             units.push(unit);
         }
