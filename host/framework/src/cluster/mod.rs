@@ -56,6 +56,9 @@ pub(crate) struct PodEntry {
     pub(crate) state: PodState,
     /// Unit id for a pod scheduled on its own.
     pub(crate) unit_id: u64,
+    /// Its job's unit id (a job outlives its pods, and keeps its id): a
+    /// round tells one job's pods from the next's by it, not by name.
+    pub(crate) job_unit: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -167,6 +170,9 @@ pub struct Cluster {
     usage: Vec<NodeUse>,
     affine: Affine,
     priorities: Priorities,
+    /// How many pods wait at each priority (what a unit that cannot fit
+    /// could be preempted by, placed before it).
+    pending_priorities: Priorities,
     /// Derived from `nodes`, `gone` and `used`; see [`Columns`].
     columns: Columns,
     /// Live nodes with a `PreferNoSchedule` taint, by index, and how many:
@@ -359,12 +365,8 @@ impl Cluster {
                 }
                 e.state = PodState::Pending;
                 self.affine.note(&e.pod, false);
-                if let Some(n) = self.priorities.get_mut(&e.pod.priority) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.priorities.remove(&e.pod.priority);
-                    }
-                }
+                usage::count_priority(&mut self.priorities, e.pod.priority, false);
+                usage::count_priority(&mut self.pending_priorities, e.pod.priority, true);
                 if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get(j)) {
                     self.changes.units.insert(j.unit_id);
                 }
@@ -482,14 +484,9 @@ impl Cluster {
         self.changes.room |= self.budgets.remove(name).is_some();
     }
 
-    /// The lowest priority of a pending pod, if any is pending: a walk over
-    /// the pods, for the rare round that needs it.
+    /// The lowest priority of a pending pod, if any is pending.
     pub(crate) fn lowest_pending_priority(&self) -> Option<i32> {
-        self.pods
-            .values()
-            .filter(|e| e.state == PodState::Pending)
-            .map(|e| e.pod.priority)
-            .min()
+        self.pending_priorities.first_key_value().map(|(&p, _)| p)
     }
 
     /// Whether some pod holding a node has a priority below `priority`.
@@ -563,8 +560,13 @@ impl Cluster {
         };
         self.note_job(pod.job.as_ref());
         let unit_id = self.unit_id();
+        if state == PodState::Pending {
+            usage::count_priority(&mut self.pending_priorities, pod.priority, true);
+        }
+        let mut job_unit = None;
         if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
             j.moved(&pod, None, Some(state), self.clock_ms);
+            job_unit = Some(j.unit_id);
         }
         if let Some(job) = &pod.job {
             self.by_job
@@ -578,6 +580,7 @@ impl Cluster {
                 pod,
                 state,
                 unit_id,
+                job_unit,
             },
         );
         Ok(())
@@ -610,6 +613,9 @@ impl Cluster {
         if let Some(n) = e.state.node() {
             self.hold(n, &e.pod, false);
             self.changes.room = true;
+        }
+        if e.state == PodState::Pending {
+            usage::count_priority(&mut self.pending_priorities, e.pod.priority, false);
         }
         if let Some(j) = e.pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
             j.moved(&e.pod, Some(e.state), None, self.clock_ms);
@@ -752,6 +758,10 @@ impl Cluster {
         let before = e.state;
         e.state = state;
         let pod = &e.pod;
+        if (before == PodState::Pending) != (state == PodState::Pending) {
+            let waits = state == PodState::Pending;
+            usage::count_priority(&mut self.pending_priorities, pod.priority, waits);
+        }
         if let Some(j) = pod.job.as_ref().and_then(|j| self.jobs.get_mut(j)) {
             j.moved(pod, Some(before), Some(state), self.clock_ms);
         }

@@ -28,6 +28,35 @@ fn the_lowest_priority_holding_a_node_follows_binds_and_removals() {
     assert!(!c.holds_below(i32::MAX));
 }
 
+#[test]
+fn the_lowest_priority_waiting_follows_arrivals_binds_and_lost_nodes() {
+    let mut c = Cluster::new();
+    c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
+    let pod = |key: &str, priority| Pod {
+        priority,
+        ..Pod::new(key, r(1000, 1024, 1))
+    };
+    assert_eq!(c.lowest_pending_priority(), None);
+    c.add_pod(pod("placed", -3), Some("a")).unwrap();
+    c.add_pod(pod("high", 9), None).unwrap();
+    c.add_pod(pod("low", 2), None).unwrap();
+    assert_eq!(
+        c.lowest_pending_priority(),
+        Some(2),
+        "a placed pod does not wait"
+    );
+    c.set_state("low", PodState::Reserved(0));
+    assert_eq!(c.lowest_pending_priority(), Some(9));
+    c.set_state("low", PodState::Bound(0));
+    c.remove_node("a").unwrap();
+    assert_eq!(c.lowest_pending_priority(), Some(-3), "its pods wait again");
+    c.remove_pod("placed").unwrap();
+    c.remove_pod("high").unwrap();
+    assert_eq!(c.lowest_pending_priority(), Some(2));
+    c.remove_pod("low").unwrap();
+    assert_eq!(c.lowest_pending_priority(), None);
+}
+
 /// The columns say what a recomputation from nodes and usage says.
 fn assert_columns_current(c: &Cluster) {
     let cols = c.columns();

@@ -137,9 +137,22 @@ impl Affine {
     }
 }
 
-/// How many pods hold a node at each priority: whether any lower-priority
-/// pod could be preempted is then one lookup.
+/// How many pods hold a node (or wait) at each priority: whether any
+/// lower-priority pod could be preempted (or waits) is then one look-up.
 pub(super) type Priorities = BTreeMap<i32, u32>;
+
+/// One more pod at `priority` (`add`) or one fewer.
+pub(super) fn count_priority(priorities: &mut Priorities, priority: i32, add: bool) {
+    let count = priorities.entry(priority).or_default();
+    if add {
+        *count += 1;
+    } else {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            priorities.remove(&priority);
+        }
+    }
+}
 
 /// Adds (or with `add == false` takes back) what `pod` holds on a node.
 pub(super) fn account(
@@ -151,15 +164,7 @@ pub(super) fn account(
 ) {
     let (affine, priorities) = held;
     affine.note(pod, add);
-    let count = priorities.entry(pod.priority).or_default();
-    if add {
-        *count += 1;
-    } else {
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            priorities.remove(&pod.priority);
-        }
-    }
+    count_priority(priorities, pod.priority, add);
     if add {
         *used = used.plus(pod.request);
         usage.pods += 1;

@@ -109,34 +109,49 @@ fn flags<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Flags {
     })
 }
 
-/// Look-ups of jobs by name in nearly ascending order: each walks on from
+/// Look-ups of jobs in nearly ascending order of name: each walks on from
 /// where the last one stopped, and only a name behind it (a job whose
 /// name is a prefix of another's, `a` after `a-b`: their pods' keys sort
 /// the other way), or any once the walk is past the last job, is searched
-/// for.
-struct JobWalk<'a, V> {
-    jobs: &'a BTreeMap<JobKey, V>,
-    ahead: std::iter::Peekable<std::collections::btree_map::Iter<'a, JobKey, V>>,
+/// for. The job next in the walk is recognised by its unit id, with no
+/// comparison of names.
+struct JobWalk<'a> {
+    jobs: &'a BTreeMap<JobKey, JobEntry>,
+    ahead: std::iter::Peekable<std::collections::btree_map::Iter<'a, JobKey, JobEntry>>,
 }
 
-impl<'a, V> JobWalk<'a, V> {
-    fn new(jobs: &'a BTreeMap<JobKey, V>) -> Self {
+impl<'a> JobWalk<'a> {
+    fn new(jobs: &'a BTreeMap<JobKey, JobEntry>) -> Self {
         JobWalk {
             jobs,
             ahead: jobs.iter().peekable(),
         }
     }
 
-    fn find(&mut self, name: &JobKey) -> Option<&'a V> {
+    /// The job `name`, whose unit id is `unit`. The walk moves past it: the
+    /// next look-up is for a job after it.
+    fn find(&mut self, name: &JobKey, unit: u64) -> Option<&'a JobEntry> {
+        if let Some((_, v)) = self.ahead.peek()
+            && v.unit_id == unit
+        {
+            return self.ahead.next().map(|(_, v)| v);
+        }
         if self.ahead.peek().is_none_or(|(k, _)| *k > name) {
             return self.jobs.get(name);
         }
-        while let Some((k, v)) = self.ahead.peek() {
-            match (*k).cmp(name) {
+        while let Some(&(k, v)) = self.ahead.peek() {
+            if v.unit_id == unit {
+                self.ahead.next();
+                return Some(v);
+            }
+            match k.cmp(name) {
                 std::cmp::Ordering::Less => {
                     self.ahead.next();
                 }
-                std::cmp::Ordering::Equal => return Some(*v),
+                std::cmp::Ordering::Equal => {
+                    self.ahead.next();
+                    return Some(v);
+                }
                 std::cmp::Ordering::Greater => return None,
             }
         }
@@ -163,7 +178,7 @@ impl Scheduler {
         // A job's pods sit together in key order (`job-role-index`): its
         // entry and whether it is ready are looked up once per run of them,
         // not once per pod.
-        let mut last: Option<(&JobKey, Option<&JobEntry>, bool)> = None;
+        let mut last: Option<(u64, Option<&JobEntry>, bool)> = None;
         // And the jobs come in nearly the order of their pods' keys: they
         // are found by walking on, not searched for.
         let mut walk = JobWalk::new(&c.jobs);
@@ -187,15 +202,20 @@ impl Scheduler {
             if e.state != PodState::Pending || (gangs && e.pod.job.is_some()) {
                 continue;
             }
-            let job = e.pod.job.as_ref().map(|name| match last {
-                Some((seen, entry, ready)) if seen == name => (name, entry, ready),
-                _ => {
-                    let entry = walk.find(name);
-                    let ready = entry.is_some_and(|j| self.queue.ready(j.unit_id, now_ms));
-                    last = Some((name, entry, ready));
-                    (name, entry, ready)
-                }
-            });
+            let job = e
+                .pod
+                .job
+                .as_ref()
+                .zip(e.job_unit)
+                .map(|(name, unit)| match last {
+                    Some((seen, entry, ready)) if seen == unit => (name, entry, ready),
+                    _ => {
+                        let entry = walk.find(name, unit);
+                        let ready = entry.is_some_and(|j| self.queue.ready(j.unit_id, now_ms));
+                        last = Some((unit, entry, ready));
+                        (name, entry, ready)
+                    }
+                });
             let entry = job.and_then(|(_, entry, _)| entry);
             if JobEntry::has_surplus(entry, &e.pod) {
                 continue;
@@ -416,27 +436,31 @@ mod tests {
 
     #[test]
     fn a_walk_finds_every_job_in_any_order_of_look_ups() {
-        let jobs: BTreeMap<JobKey, u32> = [("a", 1), ("a-b", 2), ("b", 3), ("c", 4)]
-            .into_iter()
-            .map(|(k, v)| (JobKey::from(k), v))
-            .collect();
-        let mut walk = JobWalk::new(&jobs);
+        let mut cluster = Cluster::new();
+        for name in ["a", "a-b", "b", "c"] {
+            cluster.upsert_job(crate::fixtures::job(name, 1));
+        }
+        let unit = |name: &str| cluster.jobs.get(name).map_or(u64::MAX, |e| e.unit_id);
+        let mut walk = JobWalk::new(&cluster.jobs);
         // As pods' keys sort: `a-b-worker-0` before `a-worker-0`.
         let asked = ["a-b", "a", "a", "b", "x", "c", "a", "d"];
-        let found: Vec<Option<u32>> = asked
+        let found: Vec<Option<&str>> = asked
             .iter()
-            .map(|k| walk.find(&JobKey::from(*k)).copied())
+            .map(|k| {
+                walk.find(&JobKey::from(*k), unit(k))
+                    .map(|e| e.job.name.as_str())
+            })
             .collect();
         assert_eq!(
             found,
             [
-                Some(2),
-                Some(1),
-                Some(1),
-                Some(3),
+                Some("a-b"),
+                Some("a"),
+                Some("a"),
+                Some("b"),
                 None,
-                Some(4),
-                Some(1),
+                Some("c"),
+                Some("a"),
                 None
             ]
         );
