@@ -189,6 +189,21 @@ pub(crate) struct Waits {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
     entries: HashMap<u64, Entry, FxBuildHasher>,
+    /// `(retry_ms, id)` of every entry whose retry time is not never: the
+    /// next one after a time is found without a pass over the entries.
+    timers: BTreeSet<(u64, u64)>,
+}
+
+/// Move `id`'s retry time to `retry_ms`, and its timer with it.
+fn set_retry(timers: &mut BTreeSet<(u64, u64)>, id: u64, e: &mut Entry, retry_ms: u64) {
+    if e.retry_ms == retry_ms {
+        return;
+    }
+    timers.remove(&(e.retry_ms, id));
+    e.retry_ms = retry_ms;
+    if retry_ms != u64::MAX {
+        timers.insert((retry_ms, id));
+    }
 }
 
 impl Queue {
@@ -211,11 +226,8 @@ impl Queue {
     /// The earliest time after `now_ms` at which a unit becomes ready with
     /// no change.
     pub(crate) fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
-        self.entries
-            .values()
-            .map(|e| e.retry_ms)
-            .filter(|&t| t > now_ms && t != u64::MAX)
-            .min()
+        let after = now_ms.checked_add(1)?;
+        self.timers.range((after, 0)..).next().map(|&(t, _)| t)
     }
 
     /// Forget units that are no longer pending (`pending`: sorted ids, each
@@ -230,13 +242,21 @@ impl Queue {
         if kept == self.entries.len() {
             return;
         }
-        self.entries
-            .retain(|id, _| pending.binary_search(id).is_ok());
+        let timers = &mut self.timers;
+        self.entries.retain(|id, e| {
+            let kept = pending.binary_search(id).is_ok();
+            if !kept {
+                timers.remove(&(e.retry_ms, *id));
+            }
+            kept
+        });
     }
 
     /// The unit made progress (admitted, bound, waiting in permit).
     pub(crate) fn settled(&mut self, id: u64) {
-        self.entries.remove(&id);
+        if let Some(e) = self.entries.remove(&id) {
+            self.timers.remove(&(e.retry_ms, id));
+        }
     }
 
     /// The unit's attempt at `now_ms` came to `setback`. Backoffs double
@@ -251,14 +271,18 @@ impl Queue {
         now_ms: u64,
         waits: Waits,
     ) {
-        let e = self.entries.entry(id).or_insert(Entry {
-            attempts: 0,
-            retry_ms: now_ms,
-            since_ms: now_ms,
-            parked: false,
-            counted_every_ms: None,
-            wants_placed,
-            need: None,
+        let timers = &mut self.timers;
+        let e = self.entries.entry(id).or_insert_with(|| {
+            timers.insert((now_ms, id));
+            Entry {
+                attempts: 0,
+                retry_ms: now_ms,
+                since_ms: now_ms,
+                parked: false,
+                counted_every_ms: None,
+                wants_placed,
+                need: None,
+            }
         });
         e.book_counted(now_ms);
         e.wants_placed = wants_placed;
@@ -288,7 +312,7 @@ impl Queue {
                     .min(waits.max_ms)
             }
         };
-        e.retry_ms = now_ms.saturating_add(wait);
+        set_retry(&mut self.timers, id, e, now_ms.saturating_add(wait));
     }
 
     /// What the unit needs to fit, if it was found unschedulable and
@@ -312,11 +336,12 @@ impl Queue {
         if changes.is_empty() {
             return;
         }
-        for (id, e) in &mut self.entries {
+        let timers = &mut self.timers;
+        for (&id, e) in &mut self.entries {
             if !e.parked || e.retry_ms <= now_ms {
                 continue;
             }
-            let own = changes.units.contains(id);
+            let own = changes.units.contains(&id);
             let concerned =
                 own || changes.room || changes.policy || (changes.placed && e.wants_placed);
             if !concerned {
@@ -328,13 +353,13 @@ impl Queue {
             } else if e.need.as_ref().is_some_and(&mut hopeless) {
                 e.book_attempt(now_ms);
                 if e.counted_every_ms.is_none() {
-                    e.retry_ms = now_ms.saturating_add(waits.max_ms);
+                    set_retry(timers, id, e, now_ms.saturating_add(waits.max_ms));
                 }
                 continue;
             }
             e.parked = false;
             e.counted_every_ms = None;
-            e.retry_ms = now_ms;
+            set_retry(timers, id, e, now_ms);
         }
     }
 }
@@ -411,6 +436,32 @@ mod tests {
         assert!(q.ready(3, 5));
         assert!(!q.ready(1, 5));
         assert!(!q.ready(2, 5));
+    }
+
+    #[test]
+    fn the_next_retry_follows_units_that_settle_leave_or_wake() {
+        let mut q = Queue::default();
+        q.set_back(1, Setback::Error, (false, None), 0, BACKOFF);
+        q.set_back(2, Setback::Unschedulable, (false, None), 0, BACKOFF);
+        q.set_back(3, Setback::Error, (false, None), 0, BACKOFF);
+        q.set_back(3, Setback::Error, (false, None), 0, BACKOFF);
+        assert_eq!(q.next_retry_ms(0), Some(1_000));
+        q.settled(1);
+        assert_eq!(q.next_retry_ms(0), Some(2_000), "the second backoff");
+        q.retain(&[2]);
+        assert_eq!(q.next_retry_ms(0), Some(10_000));
+        let room = Changes {
+            room: true,
+            ..Changes::default()
+        };
+        q.wake(&room, 500, BACKOFF, |_| false);
+        assert!(q.ready(2, 500));
+        assert_eq!(
+            q.next_retry_ms(500),
+            None,
+            "woken: nothing left to wait for"
+        );
+        assert_eq!(q.next_retry_ms(u64::MAX), None);
     }
 
     #[test]
