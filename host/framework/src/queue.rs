@@ -78,6 +78,8 @@ struct Entry {
     /// Found unschedulable, and woken since by nothing of its own: what
     /// it needs before an attempt can place anything (see [`Wake::Fits`]).
     need: Option<Need>,
+    /// Its retry time is among the queue's timers.
+    timer: bool,
 }
 
 impl Entry {
@@ -189,19 +191,28 @@ pub(crate) struct Waits {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
     entries: HashMap<u64, Entry, FxBuildHasher>,
-    /// `(retry_ms, id)` of every entry whose retry time is not never: the
-    /// next one after a time is found without a pass over the entries.
+    /// `(retry_ms, id)` of every entry whose retry time was in the future
+    /// when it was set, and is not never: the next one after a time is
+    /// found without a pass over the entries. (A unit woken, or ready at
+    /// once, has none: the queue's clock only moves on, so it is never
+    /// the next retry.)
     timers: BTreeSet<(u64, u64)>,
 }
 
-/// Move `id`'s retry time to `retry_ms`, and its timer with it.
-fn set_retry(timers: &mut BTreeSet<(u64, u64)>, id: u64, e: &mut Entry, retry_ms: u64) {
-    if e.retry_ms == retry_ms {
-        return;
+/// Move `id`'s retry time, set at `now_ms`, to `retry_ms`, and its timer
+/// with it.
+fn set_retry(
+    timers: &mut BTreeSet<(u64, u64)>,
+    (id, e): (u64, &mut Entry),
+    retry_ms: u64,
+    now_ms: u64,
+) {
+    if e.timer {
+        timers.remove(&(e.retry_ms, id));
     }
-    timers.remove(&(e.retry_ms, id));
     e.retry_ms = retry_ms;
-    if retry_ms != u64::MAX {
+    e.timer = retry_ms > now_ms && retry_ms != u64::MAX;
+    if e.timer {
         timers.insert((retry_ms, id));
     }
 }
@@ -245,7 +256,7 @@ impl Queue {
         let timers = &mut self.timers;
         self.entries.retain(|id, e| {
             let kept = pending.binary_search(id).is_ok();
-            if !kept {
+            if !kept && e.timer {
                 timers.remove(&(e.retry_ms, *id));
             }
             kept
@@ -254,7 +265,9 @@ impl Queue {
 
     /// The unit made progress (admitted, bound, waiting in permit).
     pub(crate) fn settled(&mut self, id: u64) {
-        if let Some(e) = self.entries.remove(&id) {
+        if let Some(e) = self.entries.remove(&id)
+            && e.timer
+        {
             self.timers.remove(&(e.retry_ms, id));
         }
     }
@@ -271,18 +284,15 @@ impl Queue {
         now_ms: u64,
         waits: Waits,
     ) {
-        let timers = &mut self.timers;
-        let e = self.entries.entry(id).or_insert_with(|| {
-            timers.insert((now_ms, id));
-            Entry {
-                attempts: 0,
-                retry_ms: now_ms,
-                since_ms: now_ms,
-                parked: false,
-                counted_every_ms: None,
-                wants_placed,
-                need: None,
-            }
+        let e = self.entries.entry(id).or_insert(Entry {
+            attempts: 0,
+            retry_ms: now_ms,
+            since_ms: now_ms,
+            parked: false,
+            counted_every_ms: None,
+            wants_placed,
+            need: None,
+            timer: false,
         });
         e.book_counted(now_ms);
         e.wants_placed = wants_placed;
@@ -312,7 +322,12 @@ impl Queue {
                     .min(waits.max_ms)
             }
         };
-        set_retry(&mut self.timers, id, e, now_ms.saturating_add(wait));
+        set_retry(
+            &mut self.timers,
+            (id, e),
+            now_ms.saturating_add(wait),
+            now_ms,
+        );
     }
 
     /// What the unit needs to fit, if it was found unschedulable and
@@ -353,13 +368,13 @@ impl Queue {
             } else if e.need.as_ref().is_some_and(&mut hopeless) {
                 e.book_attempt(now_ms);
                 if e.counted_every_ms.is_none() {
-                    set_retry(timers, id, e, now_ms.saturating_add(waits.max_ms));
+                    set_retry(timers, (id, e), now_ms.saturating_add(waits.max_ms), now_ms);
                 }
                 continue;
             }
             e.parked = false;
             e.counted_every_ms = None;
-            set_retry(timers, id, e, now_ms);
+            set_retry(timers, (id, e), now_ms, now_ms);
         }
     }
 }
