@@ -122,9 +122,16 @@ impl Scheduler {
         seen: &mut RoomSeen,
         now_ms: u64,
     ) -> bool {
-        if !hopeless(&self.cluster, &self.config, &parked.need, seen, &mut || {
-            None
-        }) {
+        // Units placed earlier in the round hold their nodes now, as for
+        // `passed_over`.
+        let mut lowest_pending = || None;
+        if !hopeless(
+            &self.cluster,
+            &self.config,
+            &parked.need,
+            seen,
+            &mut lowest_pending,
+        ) {
             return false;
         }
         let traits = (parked.wants_placed, Some(parked.need));
