@@ -160,9 +160,10 @@ impl<'a> JobWalk<'a> {
 }
 
 impl Scheduler {
-    /// The pending units: the ids of all of them, and the plans of those
-    /// the queue lets be tried at `now_ms` (only those are built: a round
-    /// costs the units it tries, not the queue's length). With gangs (the
+    /// The pending units: the ids of all of them, and the candidates the
+    /// queue lets be tried at `now_ms` (only those are read, and of parked
+    /// lone pods only what ordering and passing over need: see
+    /// [`Candidate`]). With gangs (the
     /// policy has `permit`, or the job is [always a gang](Job::always_gang)),
     /// a job's pending pods form one unit; without (`permit` not
     /// implemented), every pod is its own.
