@@ -8,14 +8,18 @@ fn r(cpu_milli: u64, memory_mib: u64, gpus: u32) -> Resources {
     }
 }
 
+/// A one-GPU pod at `priority`.
+fn pod(key: &str, priority: i32) -> Pod {
+    Pod {
+        priority,
+        ..Pod::new(key, r(1000, 1024, 1))
+    }
+}
+
 #[test]
 fn the_lowest_priority_holding_a_node_follows_binds_and_removals() {
     let mut c = Cluster::new();
     c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
-    let pod = |key: &str, priority| Pod {
-        priority,
-        ..Pod::new(key, r(1000, 1024, 1))
-    };
     c.add_pod(pod("low", 0), Some("a")).unwrap();
     c.add_pod(pod("mid", 5), None).unwrap();
     assert!(c.holds_below(1));
@@ -32,10 +36,6 @@ fn the_lowest_priority_holding_a_node_follows_binds_and_removals() {
 fn the_lowest_priority_waiting_follows_arrivals_binds_and_lost_nodes() {
     let mut c = Cluster::new();
     c.add_node(Node::new("a", r(8000, 8192, 8))).unwrap();
-    let pod = |key: &str, priority| Pod {
-        priority,
-        ..Pod::new(key, r(1000, 1024, 1))
-    };
     assert_eq!(c.lowest_pending_priority(), None);
     c.add_pod(pod("placed", -3), Some("a")).unwrap();
     c.add_pod(pod("high", 9), None).unwrap();

@@ -279,19 +279,15 @@ impl Scheduler {
         }
         let fits_only = self.config.wake == Wake::Fits;
         for (e, job) in lone {
-            let unit = if fits_only && self.queue.need(e.unit_id).is_some() {
+            let parked = self.queue.need(e.unit_id).filter(|_| fits_only);
+            let unit = if let Some(need) = parked {
                 Candidate::Parked(Parked {
                     id: e.unit_id,
                     pod: e.pod.key.clone(),
                     arrival_ms: e.pod.arrival_ms,
                     priority: e.pod.priority,
                     request: c.task(&e.pod).request,
-                    // As `Scheduler::need` finds it for a pod alone.
-                    need: Need {
-                        request: e.pod.request,
-                        pods: 1,
-                        priority: e.pod.priority,
-                    },
+                    need,
                     wants_placed: flags([&e.pod]).wants_placed,
                 })
             } else {
